@@ -1,0 +1,156 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Standard JSON-RPC and ACP error codes.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternal       = -32603
+	CodeAuthRequired   = -32000
+	CodeNotFound       = -32002
+	CodeCancelled      = -32800
+)
+
+// acphub's own codes, in the implementation range -32010…-32099. Each error
+// carries data.reason; docs/errors.md lists them all.
+const (
+	CodeToolBlocked     = -32010 // a client-tool request refused by policy
+	CodeQueueFull       = -32011 // the prompt queue of the session is full
+	CodeAgentExited     = -32012 // the agent exited with the request open
+	CodeAgentStart      = -32013 // the agent process could not be started
+	CodeFrameTooLarge   = -32014 // a frame exceeded the size limit
+	CodeNoSession       = -32015 // a session method before session/new
+	CodeNotInitialized  = -32016 // a request before initialize
+	CodeNoPeer          = -32017 // no client could take an agent request
+	CodeSessionMismatch = -32018 // a sessionId that is not this hub session's
+)
+
+// Error is a JSON-RPC error object. Errors compare equal under errors.Is when
+// their codes match, so a wrapped Error keeps its code on the wire.
+type Error struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Reason returns data.reason, or "" when the error has none.
+func (e *Error) Reason() string {
+	var d struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	return d.Reason
+}
+
+// NewError builds an error whose data holds reason and the extra members.
+func NewError(code int64, reason, message string, extra map[string]any) *Error {
+	data := map[string]any{"reason": reason}
+	for k, v := range extra {
+		data[k] = v
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		panic("jsonrpc: error data does not marshal: " + err.Error())
+	}
+	return &Error{Code: code, Message: message, Data: raw}
+}
+
+func invalidRequest(reason, message string) *Error {
+	return NewError(CodeInvalidRequest, reason, "Invalid request: "+message, nil)
+}
+
+var (
+	errParse = NewError(CodeParseError, "parse_error", "Parse error: not one JSON value in UTF-8", nil)
+	errBatch = NewError(CodeInvalidRequest, "batch", "Invalid request: batches are not supported by ACP", nil)
+)
+
+// Null is the id of replies to frames whose id could not be read.
+var Null = []byte("null")
+
+// NewResponse builds a success response.
+func NewResponse(id, result []byte) []byte {
+	out := make([]byte, 0, len(id)+len(result)+32)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"result":`...)
+	out = append(out, result...)
+	return append(out, '}')
+}
+
+// NewErrorResponse builds an error response. A nil id is sent as null.
+func NewErrorResponse(id []byte, e *Error) []byte {
+	if id == nil {
+		id = Null
+	}
+	raw, err := json.Marshal(e)
+	if err != nil {
+		panic("jsonrpc: error does not marshal: " + err.Error())
+	}
+	out := make([]byte, 0, len(id)+len(raw)+32)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"error":`...)
+	out = append(out, raw...)
+	return append(out, '}')
+}
+
+// NewRequest builds a request; params must marshal to an object.
+func NewRequest(id []byte, method string, params any) []byte {
+	return build(id, method, params)
+}
+
+// NewNotification builds a notification; params must marshal to an object.
+func NewNotification(method string, params any) []byte {
+	return build(nil, method, params)
+}
+
+func build(id []byte, method string, params any) []byte {
+	var p json.RawMessage
+	switch v := params.(type) {
+	case json.RawMessage:
+		p = v
+	case []byte:
+		p = v
+	default:
+		var err error
+		if p, err = json.Marshal(v); err != nil {
+			panic("jsonrpc: params do not marshal: " + err.Error())
+		}
+	}
+	m, _ := json.Marshal(method)
+	out := make([]byte, 0, len(p)+len(m)+len(id)+40)
+	out = append(out, `{"jsonrpc":"2.0",`...)
+	if id != nil {
+		out = append(out, `"id":`...)
+		out = append(out, id...)
+		out = append(out, ',')
+	}
+	out = append(out, `"method":`...)
+	out = append(out, m...)
+	out = append(out, `,"params":`...)
+	out = append(out, p...)
+	return append(out, '}')
+}
+
+// DecodeError reads the error object of a response.
+func DecodeError(raw []byte) *Error {
+	var e Error
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return &Error{Code: CodeInternal, Message: "malformed error object"}
+	}
+	return &e
+}

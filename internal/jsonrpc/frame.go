@@ -1,0 +1,106 @@
+package jsonrpc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// DefaultMaxFrame is the default limit on the size of one frame, in bytes.
+const DefaultMaxFrame = 16 << 20
+
+// ErrFrameTooLarge is returned by Reader.Read for a line longer than the
+// limit. The line is discarded and the next Read continues after it.
+var ErrFrameTooLarge = errors.New("jsonrpc: frame exceeds the size limit")
+
+// Reader splits a stream of newline-delimited JSON-RPC messages (the stdio
+// framing of ACP) into frames.
+type Reader struct {
+	br  *bufio.Reader
+	max int
+}
+
+// NewReader returns a Reader that refuses frames longer than max bytes
+// (DefaultMaxFrame when max <= 0).
+func NewReader(r io.Reader, max int) *Reader {
+	if max <= 0 {
+		max = DefaultMaxFrame
+	}
+	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// Read returns the next non-empty frame without its line terminator. The
+// returned slice is owned by the caller.
+func (r *Reader) Read() ([]byte, error) {
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			return nil, err
+		}
+		line = bytes.TrimRight(line, "\r")
+		if len(bytes.TrimSpace(line)) > 0 {
+			return line, nil
+		}
+	}
+}
+
+func (r *Reader) readLine() ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		n := len(buf) + len(chunk)
+		if err == nil {
+			n-- // the terminator does not count
+		}
+		if n > r.max {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				err = r.discardLine()
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return nil, ErrFrameTooLarge
+		}
+		switch {
+		case err == nil:
+			chunk = chunk[:len(chunk)-1]
+			if buf == nil {
+				return bytes.Clone(chunk), nil
+			}
+			return append(buf, chunk...), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			buf = append(buf, chunk...)
+		case errors.Is(err, io.EOF) && len(buf)+len(chunk) > 0:
+			// A last frame without a newline still counts.
+			return append(buf, chunk...), nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+func (r *Reader) discardLine() error {
+	for {
+		_, err := r.br.ReadSlice('\n')
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
+	}
+}
+
+// AppendLine appends frame and a newline to dst. Line breaks inside the
+// frame can only be JSON white space; they become spaces so the frame stays
+// one line.
+func AppendLine(dst, frame []byte) []byte {
+	start := len(dst)
+	dst = append(dst, frame...)
+	if bytes.IndexAny(frame, "\r\n") >= 0 {
+		for i := start; i < len(dst); i++ {
+			if dst[i] == '\n' || dst[i] == '\r' {
+				dst[i] = ' '
+			}
+		}
+	}
+	return append(dst, '\n')
+}

@@ -1,0 +1,98 @@
+package jsonrpc
+
+// The functions in this file edit one member of a JSON object held as raw
+// bytes and keep every other byte. They are how acphub changes the few
+// things it owns in a frame (a capability, a sessionId) without dropping
+// what it does not know. Input that is not a valid JSON object is reported
+// with ok == false and never modified.
+
+// findField returns the first member of obj named key.
+func findField(obj []byte, key string) (f field, ok bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return f, false
+	}
+	var end int
+	err := eachField(obj, i, 0, func(g field) bool {
+		if g.keyIs(obj, key) {
+			f, ok = g, true
+			return false
+		}
+		return true
+	}, &end)
+	return f, ok && err == nil
+}
+
+// Field returns the raw value of the member key of the object obj.
+func Field(obj []byte, key string) ([]byte, bool) {
+	f, ok := findField(obj, key)
+	if !ok {
+		return nil, false
+	}
+	return obj[f.valStart:f.valEnd], true
+}
+
+// SetField returns obj with the member key set to the raw JSON val: replaced
+// in place when present, appended otherwise. ok is false when obj is not an
+// object.
+func SetField(obj []byte, key string, val []byte) (out []byte, ok bool) {
+	if f, found := findField(obj, key); found {
+		return splice(obj, f.valStart, f.valEnd, val), true
+	}
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return obj, false
+	}
+	var end int
+	empty := true
+	if err := eachField(obj, i, 0, func(field) bool { empty = false; return true }, &end); err != nil {
+		return obj, false
+	}
+	k := quote(key)
+	ins := make([]byte, 0, len(k)+len(val)+2)
+	if !empty {
+		ins = append(ins, ',')
+	}
+	ins = append(ins, k...)
+	ins = append(ins, ':')
+	ins = append(ins, val...)
+	return splice(obj, end-1, end-1, ins), true
+}
+
+// DeleteField returns obj without the member key. ok is false when obj is
+// not an object; a missing member leaves obj as it is.
+func DeleteField(obj []byte, key string) (out []byte, ok bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return obj, false
+	}
+	var (
+		fields []field
+		end    int
+	)
+	if err := eachField(obj, i, 0, func(f field) bool { fields = append(fields, f); return true }, &end); err != nil {
+		return obj, false
+	}
+	for n, f := range fields {
+		if !f.keyIs(obj, key) {
+			continue
+		}
+		switch {
+		case len(fields) == 1:
+			return splice(obj, i+1, end-1, nil), true
+		case n == 0:
+			return splice(obj, f.keyStart, fields[1].keyStart, nil), true
+		default:
+			return splice(obj, fields[n-1].valEnd, f.valEnd, nil), true
+		}
+	}
+	return obj, true
+}
+
+// splice returns a new slice holding b with b[from:to] replaced by repl.
+func splice(b []byte, from, to int, repl []byte) []byte {
+	out := make([]byte, 0, len(b)-(to-from)+len(repl))
+	out = append(out, b[:from]...)
+	out = append(out, repl...)
+	return append(out, b[to:]...)
+}
