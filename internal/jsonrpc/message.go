@@ -40,7 +40,8 @@ type Message struct {
 	Result []byte // raw result of a success response
 	Error  []byte // raw error object of an error response
 
-	idStart, idEnd int // span of ID in Raw
+	idStart, idEnd         int // span of ID in Raw
+	paramsStart, paramsEnd int // span of Params in Raw
 }
 
 // IsCall reports whether the message expects an answer.
@@ -57,6 +58,18 @@ func (m *Message) WithID(id []byte) []byte {
 	out = append(out, m.Raw[:m.idStart]...)
 	out = append(out, id...)
 	return append(out, m.Raw[m.idEnd:]...)
+}
+
+// WithParams returns a copy of the frame whose params are replaced, every
+// other byte kept. It panics when the message has no params.
+func (m *Message) WithParams(params []byte) []byte {
+	if m.Params == nil {
+		panic("jsonrpc: WithParams on a message without params")
+	}
+	out := make([]byte, 0, len(m.Raw)-len(m.Params)+len(params))
+	out = append(out, m.Raw[:m.paramsStart]...)
+	out = append(out, params...)
+	return append(out, m.Raw[m.paramsEnd:]...)
 }
 
 // Parse reads the envelope of one frame. On failure it returns an *Error
@@ -146,6 +159,7 @@ func (e *envelope) classify(m *Message) error {
 	}
 	if e.params.valEnd > 0 {
 		m.Params = b[e.params.valStart:e.params.valEnd]
+		m.paramsStart, m.paramsEnd = e.params.valStart, e.params.valEnd
 		if c := m.Params[0]; c != '{' && c != '[' {
 			return invalidRequest("bad_params", "params must be an object or an array")
 		}

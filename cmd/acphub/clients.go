@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/acphub/acphub/internal/chat"
+	"github.com/acphub/acphub/internal/config"
+	"github.com/acphub/acphub/internal/demoagent"
+	"github.com/acphub/acphub/internal/transport"
+)
+
+// Defaults of the client commands.
+const (
+	DefaultChatSession   = "default"
+	autoStartWait        = 10 * time.Second
+	autoStartIdleTimeout = 10 * time.Minute
+)
+
+func runChat(ctx context.Context, args []string, stdio Stdio) error {
+	var addr, session, peer, replay string
+	cfg, _, err := parseFlags("chat", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+		fs.StringVar(&session, "session", DefaultChatSession, "hub session to join (created on first use)")
+		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: assigned)")
+		fs.StringVar(&replay, "replay", "full", "history to show on joining: full or skip")
+	})
+	if err != nil {
+		return err
+	}
+	conn, err := dialHub(ctx, cfg, addr, transport.DialOptions{Session: session, Peer: peer, Replay: replay})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return chat.Run(ctx, conn, stdio.In, stdio.Out, chat.Options{})
+}
+
+func runAttach(ctx context.Context, args []string, stdio Stdio) error {
+	var addr, session, peer, agentName, agentCmd string
+	var noStart bool
+	cfg, _, err := parseFlags("attach", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+		fs.StringVar(&session, "session", "", "hub session to join or create (default: a new one)")
+		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: assigned)")
+		fs.StringVar(&agentName, "agent", "", "agent to run when the session is created (default: the hub's)")
+		fs.StringVar(&agentCmd, "agent-cmd", "", "default agent of a hub this command starts, as a command line")
+		fs.BoolVar(&noStart, "no-start", false, "fail instead of starting a local hub when none answers")
+	})
+	if err != nil {
+		return err
+	}
+	if session == "" {
+		session = "attach-" + randomHex(4)
+	}
+	opts := transport.DialOptions{Session: session, Peer: peer, Agent: agentName}
+	conn, err := dialHub(ctx, cfg, addr, opts)
+	if err != nil && !noStart && isConnRefused(err) {
+		if err = startLocalHub(ctx, cfg, addr, agentCmd); err == nil {
+			conn, err = dialHub(ctx, cfg, addr, opts)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: acphub chat --session %s\n", session, addr, session)
+	return transport.Bridge(ctx, conn, stdio.In, stdio.Out, cfg.MaxFrame)
+}
+
+func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
+	fs := flag.NewFlagSet("acphub demo-agent", flag.ContinueOnError)
+	fs.SetOutput(stdio.Err)
+	delay := fs.Duration("delay", demoagent.DefaultDelay, "pause between streamed steps")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return demoagent.Run(ctx, stdio.In, stdio.Out, demoagent.Options{Delay: *delay, Stderr: stdio.Err})
+}
+
+// dialHub connects to a hub session with the token from the data dir.
+func dialHub(ctx context.Context, cfg *config.Config, addr string, opts transport.DialOptions) (*transport.Conn, error) {
+	token, err := transport.ReadToken(cfg.DataDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		// No token yet: no hub ever ran with this data dir. Report it as
+		// the connection failure it will be.
+		if _, derr := net.DialTimeout("tcp", addr, time.Second); derr != nil {
+			return nil, derr
+		}
+		return nil, fmt.Errorf("no token in %s: start the hub with the same --data-dir", cfg.DataDir)
+	}
+	opts.Addr, opts.Token, opts.MaxFrame = addr, token, cfg.MaxFrame
+	conn, err := transport.Dial(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to hub at %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// startLocalHub starts "acphub serve" in the background, detached from this
+// process, and waits until it answers /healthz. It exits by itself once no
+// client has been connected for ten minutes.
+func startLocalHub(ctx context.Context, cfg *config.Config, addr, agentCmd string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "hub.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	args := []string{"serve", "--listen", addr, "--data-dir", cfg.DataDir,
+		"--exit-when-idle", autoStartIdleTimeout.String()}
+	if path, explicit := configPath(os.Args[1:]); explicit {
+		args = append(args, "--config", path)
+	}
+	if agentCmd != "" {
+		args = append(args, "--agent-cmd", agentCmd)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start local hub: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(autoStartWait)
+	for time.Now().Before(deadline) {
+		if healthy(ctx, addr) {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			// Another attach may have won the race to listen.
+			if healthy(ctx, addr) {
+				return nil
+			}
+			return fmt.Errorf("local hub exited (%v); see %s", err, logFile.Name())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("local hub did not answer within %s; see %s", autoStartWait, logFile.Name())
+}
+
+func healthy(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

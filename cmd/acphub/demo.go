@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/acphub/acphub/internal/chat"
+	"github.com/acphub/acphub/internal/config"
+	"github.com/acphub/acphub/internal/transport"
+)
+
+// DemoSession is the session acphub demo opens.
+const DemoSession = "demo"
+
+// runDemo starts a hub running the demo agent and chats with it on the
+// session "demo" until the chat ends; the hub stops with it.
+func runDemo(ctx context.Context, args []string, stdio Stdio) error {
+	cfg, _, err := parseFlags("demo", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindServe(fs, cfg)
+		cfg.LogLevel = "warn"
+	})
+	if err != nil {
+		return err
+	}
+	cfg.Agent, cfg.AgentCmd = "demo", ""
+	d, err := newDaemon(cfg, stdio.Err)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { served <- d.run(ctx, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-served:
+		return err
+	}
+	addr := d.ln.Addr().String()
+	fmt.Fprintf(stdio.Out, "acphub demo: hub at http://%s, session %q, demo agent\n", addr, DemoSession)
+	fmt.Fprintf(stdio.Out, "join from another terminal: acphub chat --session %s --addr %s --data-dir %s\n\n", DemoSession, addr, cfg.DataDir)
+	conn, err := transport.Dial(ctx, transport.DialOptions{Addr: addr, Token: d.token, Session: DemoSession, Peer: "you"})
+	if err == nil {
+		err = chat.Run(ctx, conn, stdio.In, stdio.Out, chat.Options{})
+		conn.Close()
+	}
+	cancel()
+	if serr := <-served; err == nil {
+		err = serr
+	}
+	return err
+}

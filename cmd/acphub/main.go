@@ -1,0 +1,91 @@
+// Command acphub hosts ACP agents and shares each session with many clients.
+//
+// Run "acphub help" for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := Run(ctx, os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "acphub:", err)
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(int(ee))
+		}
+		os.Exit(1)
+	}
+}
+
+// exitError asks main for a specific exit status.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// Stdio is the standard streams a command uses.
+type Stdio struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, io Stdio) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the daemon", runServe},
+		{"demo", "run a hub with the built-in demo agent and chat with it", runDemo},
+		{"attach", "stdio bridge for editors: join a hub session as its agent", runAttach},
+		{"chat", "chat with a hub session in the terminal", runChat},
+		{"demo-agent", "the built-in demo ACP agent, on stdio", runDemoAgent},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// Run runs the command line args (without the program name).
+func Run(ctx context.Context, args []string, stdio Stdio) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdio.Out)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdio)
+		}
+	}
+	usage(stdio.Err)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: acphub <command> [flags]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "acphub <command> -h" for a command's flags.`)
+}
+
+func runVersion(_ context.Context, _ []string, stdio Stdio) error {
+	fmt.Fprintln(stdio.Out, "acphub", version)
+	return nil
+}

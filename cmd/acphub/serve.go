@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/acphub/acphub/internal/agent"
+	"github.com/acphub/acphub/internal/config"
+	"github.com/acphub/acphub/internal/eventlog/mem"
+	"github.com/acphub/acphub/internal/hub"
+	"github.com/acphub/acphub/internal/policy"
+	"github.com/acphub/acphub/internal/transport"
+)
+
+// bindServe binds the daemon's flags.
+func bindServe(fs *flag.FlagSet, cfg *config.Config) {
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to listen on (loopback unless TLS or --allow-insecure-remote)")
+	fs.StringVar(&cfg.Agent, "agent", cfg.Agent, "default agent, by name: demo or one of the config file's [agents.NAME]")
+	fs.StringVar(&cfg.AgentCmd, "agent-cmd", cfg.AgentCmd, "default agent as a command line, split into argv without a shell")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn or error")
+	fs.DurationVar(&cfg.IdleTTL.Duration, "idle-ttl", cfg.IdleTTL.Duration, "stop a session's agent this long after its last client left (0: 10m)")
+	fs.IntVar(&cfg.PromptQueue, "prompt-queue", cfg.PromptQueue, "prompts that may wait behind a running turn (0: 16)")
+	fs.IntVar(&cfg.ClientQueue, "client-queue", cfg.ClientQueue, "bytes queued toward one client before it is disconnected (0: 16 MiB)")
+	fs.IntVar(&cfg.MaxFrame, "max-frame", cfg.MaxFrame, "largest JSON-RPC frame in bytes, either way (0: 16 MiB)")
+	fs.IntVar(&cfg.MaxSessions, "max-sessions", cfg.MaxSessions, "sessions held at once (0: 256)")
+	fs.DurationVar(&cfg.PermissionTimeout.Duration, "permission-timeout", cfg.PermissionTimeout.Duration, "answer unanswered permission requests as cancelled after this long (0: never)")
+	fs.Var(listFlag{&cfg.AllowedOrigins}, "allow-origin", "browser origin allowed to open WebSockets besides the hub's own (repeatable)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "TLS certificate file")
+	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "TLS key file")
+	fs.BoolVar(&cfg.AllowInsecure, "allow-insecure-remote", cfg.AllowInsecure, "allow a non-loopback listen address without TLS")
+	fs.StringVar(&cfg.FSPolicy, "fs-policy", cfg.FSPolicy, "what happens to an agent's fs/* requests: block")
+	fs.StringVar(&cfg.TerminalPolicy, "terminal-policy", cfg.TerminalPolicy, "what happens to an agent's terminal/* requests: block")
+	fs.DurationVar(&cfg.ExitWhenIdle.Duration, "exit-when-idle", cfg.ExitWhenIdle.Duration, "exit after no client has been connected for this long (0: never)")
+}
+
+func runServe(ctx context.Context, args []string, stdio Stdio) error {
+	cfg, _, err := parseFlags("serve", args, stdio.Err, bindServe)
+	if err != nil {
+		return err
+	}
+	d, err := newDaemon(cfg, stdio.Err)
+	if err != nil {
+		return err
+	}
+	return d.run(ctx, nil)
+}
+
+// daemon is a configured, not yet running hub.
+type daemon struct {
+	cfg    *config.Config
+	log    *slog.Logger
+	hub    *hub.Hub
+	server *transport.Server
+	token  string
+	ln     net.Listener
+	tls    *tls.Config
+}
+
+func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
+	log, err := newLogger(cfg, logOut)
+	if err != nil {
+		return nil, err
+	}
+	hcfg, err := hubConfig(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := listenPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	token, err := transport.LoadOrCreateToken(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	h := hub.New(hcfg)
+	srv := transport.NewServer(transport.Options{
+		Hub: h, Token: token, AllowedOrigins: cfg.AllowedOrigins, MaxFrame: cfg.MaxFrame,
+		Version: version, Logger: log,
+	})
+	return &daemon{cfg: cfg, log: log, hub: h, server: srv, token: token, ln: ln, tls: tlsCfg}, nil
+}
+
+// run serves until ctx ends, then shuts down in stages: stop accepting,
+// end the sessions (clients, agents), flush the log. ready, when not nil, is
+// called once the hub serves.
+func (d *daemon) run(ctx context.Context, ready func()) error {
+	srv := &http.Server{Handler: d.server, ReadHeaderTimeout: 10 * time.Second, TLSConfig: d.tls}
+	errc := make(chan error, 1)
+	go func() {
+		if d.tls != nil {
+			errc <- srv.ServeTLS(d.ln, "", "")
+		} else {
+			errc <- srv.Serve(d.ln)
+		}
+	}()
+	scheme := "http"
+	if d.tls != nil {
+		scheme = "https"
+	}
+	d.log.Info("acphub serving", "url", scheme+"://"+d.ln.Addr().String(), "data_dir", d.cfg.DataDir, "version", version)
+	if ready != nil {
+		ready()
+	}
+	idle := d.watchIdle(ctx)
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-idle:
+		d.log.Info("no clients for a while; exiting", "after", d.cfg.ExitWhenIdle.Duration)
+	case err = <-errc:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	if cerr := d.hub.Close(shutdownCtx); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	d.log.Info("acphub stopped")
+	return err
+}
+
+// watchIdle closes the returned channel once no client has been connected
+// for ExitWhenIdle. It never closes when ExitWhenIdle is zero.
+func (d *daemon) watchIdle(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{})
+	limit := d.cfg.ExitWhenIdle.Duration
+	if limit <= 0 {
+		return ch
+	}
+	go func() {
+		tick := time.NewTicker(min(limit/4, time.Second))
+		defer tick.Stop()
+		idleSince := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if d.hub.Clients() > 0 {
+					idleSince = now
+				} else if now.Sub(idleSince) >= limit {
+					close(ch)
+					return
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// hubConfig turns settings into the hub's configuration.
+func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
+	agents, def, err := agentSpecs(cfg)
+	if err != nil {
+		return hub.Config{}, err
+	}
+	var pol policy.Policy
+	for _, p := range []struct {
+		name string
+		val  string
+		dst  *policy.Mode
+	}{{"fs-policy", cfg.FSPolicy, &pol.FS}, {"terminal-policy", cfg.TerminalPolicy, &pol.Terminal}} {
+		if p.val == "" {
+			continue
+		}
+		m, err := policy.ParseMode(p.val)
+		if err != nil {
+			return hub.Config{}, fmt.Errorf("--%s: %w", p.name, err)
+		}
+		*p.dst = m
+	}
+	return hub.Config{
+		Agents:            agents,
+		DefaultAgent:      def,
+		AgentOptions:      agent.Options{MaxFrame: cfg.MaxFrame},
+		Store:             &mem.Store{},
+		Policy:            pol,
+		PromptQueue:       cfg.PromptQueue,
+		ClientQueue:       cfg.ClientQueue,
+		IdleTTL:           cfg.IdleTTL.Duration,
+		MaxSessions:       cfg.MaxSessions,
+		PermissionTimeout: cfg.PermissionTimeout.Duration,
+		Logger:            log,
+	}, nil
+}
+
+// agentSpecs returns the agents sessions can run and the default's name:
+// the built-in demo agent, the config file's agents, and --agent-cmd, which
+// becomes the default.
+func agentSpecs(cfg *config.Config) (map[string]agent.Spec, string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", fmt.Errorf("find own executable for the demo agent: %w", err)
+	}
+	agents := map[string]agent.Spec{
+		"demo": {Name: "demo", Command: self, Args: []string{"demo-agent"}},
+	}
+	for name, a := range cfg.Agents {
+		agents[name] = agent.Spec{Name: name, Command: a.Command, Args: a.Args, Env: a.EnvList()}
+	}
+	def := cfg.Agent
+	if cfg.AgentCmd != "" {
+		argv, err := config.SplitArgs(cfg.AgentCmd)
+		if err != nil {
+			return nil, "", fmt.Errorf("--agent-cmd: %w", err)
+		}
+		def = filepath.Base(argv[0])
+		agents[def] = agent.Spec{Name: def, Command: argv[0], Args: argv[1:]}
+	}
+	if _, ok := agents[def]; !ok {
+		return nil, "", fmt.Errorf("--agent %q: no such agent (configured: %s)", def, strings.Join(slices.Sorted(maps.Keys(agents)), ", "))
+	}
+	return agents, def, nil
+}
+
+// listenPolicy enforces the listen rules: loopback, or TLS, or an explicit
+// override. It returns the TLS configuration when one is set.
+func listenPolicy(cfg *config.Config) (*tls.Config, error) {
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("load TLS key pair: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	host, _, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %q: %w", cfg.Listen, err)
+	}
+	if tlsCfg == nil && !cfg.AllowInsecure && !isLoopback(host) {
+		return nil, fmt.Errorf("refusing to listen on %s without TLS: it is not a loopback address; "+
+			"set --tls-cert and --tls-key, or pass --allow-insecure-remote if something else encrypts the traffic", cfg.Listen)
+	}
+	return tlsCfg, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func newLogger(cfg *config.Config, out io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch cfg.LogFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(out, opts)), nil
+	case "text", "auto", "":
+		return slog.New(slog.NewTextHandler(out, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat)
+}

@@ -1,0 +1,353 @@
+// Package agent starts and supervises one ACP agent process: argv without a
+// shell, NDJSON frames on its stdin and stdout, its stderr kept in a bounded
+// buffer and logged, and its exit detected and described.
+//
+// A Process never blocks its caller on the agent: Send queues frames for a
+// writer goroutine, and an agent that stops reading its stdin until the
+// queue overflows is killed.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/acphub/acphub/internal/frameq"
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultStopGrace  = 3 * time.Second
+	DefaultInputQueue = 64 << 20
+	DefaultStderrKeep = 64 << 10
+)
+
+// Spec says what to run.
+type Spec struct {
+	Name    string   // a label for logs and reports
+	Command string   // the executable, looked up in PATH when it has no slash
+	Args    []string // arguments, passed as they are (no shell)
+	Env     []string // "KEY=value" entries added to the environment
+	Dir     string   // working directory; "" means the hub's
+}
+
+// Options tunes a Process. The zero value is the default.
+type Options struct {
+	MaxFrame   int           // frame size limit; 0 means jsonrpc.DefaultMaxFrame
+	InputQueue int           // bytes queued toward the agent before it is killed; 0 means DefaultInputQueue
+	StderrKeep int           // bytes of stderr kept for reports; 0 means DefaultStderrKeep
+	StopGrace  time.Duration // time between SIGTERM and SIGKILL on Stop; 0 means DefaultStopGrace
+	Logger     *slog.Logger  // nil means slog.Default()
+}
+
+// Exit describes how a process ended.
+type Exit struct {
+	Code       int    // exit status, -1 when killed by a signal
+	Signal     string // the signal's name, when killed by one
+	StderrTail string // the last lines the agent wrote to stderr
+	Requested  bool   // Stop was called before it ended
+	Err        error  // an I/O error that ended supervision, if any
+}
+
+func (e Exit) String() string {
+	if e.Signal != "" {
+		return "killed by " + e.Signal
+	}
+	return fmt.Sprintf("exit code %d", e.Code)
+}
+
+// ErrInputOverflow ends an agent that stopped reading its stdin.
+var ErrInputOverflow = errors.New("agent: stdin backlog over the limit; the agent stopped reading")
+
+// ErrStopped is returned by Send once the process is stopping or gone.
+var ErrStopped = errors.New("agent: process is stopping")
+
+// Process is a running agent.
+type Process struct {
+	spec   Spec
+	opts   Options
+	log    *slog.Logger
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *os.File
+	reader *jsonrpc.Reader
+	input  *frameq.Queue
+	stderr *tail
+	done   chan struct{} // closed when the process has been waited for
+
+	mu        sync.Mutex // guards the following
+	exit      Exit
+	requested bool
+}
+
+// Start runs spec. Frames from the agent are read with Read; the process is
+// ended with Stop or by itself, and Wait reports how.
+func Start(spec Spec, opts Options) (*Process, error) {
+	if spec.Command == "" {
+		return nil, errors.New("agent: no command")
+	}
+	if opts.InputQueue <= 0 {
+		opts.InputQueue = DefaultInputQueue
+	}
+	if opts.StderrKeep <= 0 {
+		opts.StderrKeep = DefaultStderrKeep
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = DefaultStopGrace
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("agent", spec.Name)
+
+	cmd := exec.Command(spec.Command, spec.Args...)
+	cmd.Dir = spec.Dir
+	cmd.Env = append(Environ(), spec.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Plain pipes rather than exec's copying goroutines: Wait must not wait
+	// for descendants that inherited stdout or stderr, and stdout must stay
+	// readable after the process is reaped until every frame is read.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("agent stdin: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("agent stdout: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("agent stderr: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("start agent %q: %w", spec.Command, err)
+	}
+	p := &Process{
+		spec:   spec,
+		opts:   opts,
+		log:    log,
+		cmd:    cmd,
+		stdin:  stdin,
+		stdout: outR,
+		reader: jsonrpc.NewReader(outR, opts.MaxFrame),
+		input:  frameq.New(opts.InputQueue),
+		stderr: newTail(opts.StderrKeep, log),
+		done:   make(chan struct{}),
+	}
+	log.Info("agent started", "pid", cmd.Process.Pid, "command", spec.Command, "args", spec.Args)
+	stderrDone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(p.stderr, errR)
+		errR.Close()
+		close(stderrDone)
+	}()
+	go p.writeLoop()
+	go p.wait(stderrDone)
+	return p, nil
+}
+
+// Environ is the environment agents inherit: the hub's own, minus acphub's
+// settings, so nothing of the hub's configuration or secrets leaks into a
+// process the hub does not control.
+func Environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ACPHUB_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Name returns the Spec's name.
+func (p *Process) Name() string { return p.spec.Name }
+
+// Read returns the next frame from the agent's stdout. A frame over the size
+// limit is reported as jsonrpc.ErrFrameTooLarge and skipped; io.EOF means
+// stdout closed (the process is ending).
+func (p *Process) Read() ([]byte, error) { return p.reader.Read() }
+
+// Send queues frame for the agent's stdin. It never blocks. When the agent
+// has stopped reading and the backlog passes the limit, the agent is killed
+// and Send reports ErrInputOverflow.
+func (p *Process) Send(frame []byte) error {
+	err := p.input.Push(frame)
+	if !errors.Is(err, frameq.ErrFull) {
+		if err != nil {
+			return ErrStopped
+		}
+		return nil
+	}
+	p.log.Error("agent stopped reading its input; killing it", "queued", p.input.Len())
+	p.input.Abort(ErrInputOverflow)
+	p.kill(syscall.SIGKILL)
+	return ErrInputOverflow
+}
+
+func (p *Process) writeLoop() {
+	var buf []byte
+	for {
+		frames, err := p.input.Pop(p.done)
+		if err != nil {
+			p.stdin.Close()
+			return
+		}
+		buf = buf[:0]
+		for _, f := range frames {
+			buf = jsonrpc.AppendLine(buf, f)
+		}
+		if _, err := p.stdin.Write(buf); err != nil {
+			p.log.Debug("agent stdin closed", "err", err)
+			p.input.Abort(err)
+			p.stdin.Close()
+			return
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil // do not keep a flood's buffer while idle
+		}
+	}
+}
+
+// drainGrace is how long stdout and stderr may stay open after the agent
+// was reaped and its group killed, before acphub stops reading them.
+const drainGrace = 2 * time.Second
+
+func (p *Process) wait(stderrDone <-chan struct{}) {
+	err := p.cmd.Wait()
+	// The agent's children may hold the group alive; they go with it.
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.input.Abort(ErrStopped)
+	select {
+	case <-stderrDone:
+	case <-time.After(drainGrace):
+	}
+	time.AfterFunc(drainGrace, func() { p.stdout.Close() })
+	ex := Exit{Code: p.cmd.ProcessState.ExitCode(), StderrTail: p.stderr.String()}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		ex.Signal = ws.Signal().String()
+	}
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		ex.Err = err
+	}
+	p.mu.Lock()
+	ex.Requested = p.requested
+	p.exit = ex
+	p.mu.Unlock()
+	p.log.Info("agent exited", "status", ex.String(), "requested", ex.Requested)
+	close(p.done)
+}
+
+// Done is closed when the process has exited and been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the process to exit and describes how it ended.
+func (p *Process) Wait(ctx context.Context) (Exit, error) {
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.exit, nil
+	case <-ctx.Done():
+		return Exit{}, ctx.Err()
+	}
+}
+
+// Stop ends the process: its stdin is closed and its process group gets
+// SIGTERM, then SIGKILL after the grace period. Stop returns at once; use
+// Wait to wait for the end.
+func (p *Process) Stop() {
+	p.mu.Lock()
+	p.requested = true
+	p.mu.Unlock()
+	p.input.Close(nil)
+	p.kill(syscall.SIGTERM)
+	go func() {
+		select {
+		case <-p.done:
+		case <-time.After(p.opts.StopGrace):
+			p.log.Warn("agent ignored SIGTERM; killing it", "grace", p.opts.StopGrace)
+			p.kill(syscall.SIGKILL)
+		}
+	}()
+}
+
+func (p *Process) kill(sig syscall.Signal) {
+	// The agent runs in its own process group; signal all of it.
+	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.log.Warn("signal agent", "signal", sig.String(), "err", err)
+	}
+}
+
+// tail keeps the last bytes written to it and logs each complete line.
+type tail struct {
+	limit int
+	log   *slog.Logger
+
+	mu      sync.Mutex // guards the following
+	buf     []byte
+	partial []byte
+}
+
+func newTail(limit int, log *slog.Logger) *tail { return &tail{limit: limit, log: log} }
+
+func (t *tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if over := len(t.buf) - t.limit; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.partial = append(t.partial, b...)
+	for {
+		i := bytes.IndexByte(t.partial, '\n')
+		if i < 0 {
+			break
+		}
+		t.log.Info("agent stderr", "line", string(bytes.TrimRight(t.partial[:i], "\r")))
+		t.partial = t.partial[i+1:]
+	}
+	if len(t.partial) > t.limit { // a line with no end: log what we have
+		t.log.Info("agent stderr", "line", string(t.partial))
+		t.partial = nil
+	}
+	t.partial = bytes.Clone(t.partial)
+	return len(b), nil
+}
+
+// tailLines is how many lines of stderr an exit report carries.
+const tailLines = 20
+
+// String returns the last lines written.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimRight(string(t.buf), "\n")
+	lines := strings.Split(s, "\n")
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
+	return strings.Join(lines, "\n")
+}

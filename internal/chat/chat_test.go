@@ -1,0 +1,324 @@
+package chat_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/acphub/acphub/internal/chat"
+)
+
+func TestRun_Handshake(t *testing.T) {
+	cwd := t.TempDir()
+	s := startRaw(t, chat.Options{Cwd: cwd, ClientName: "tester"})
+
+	init := s.expect("initialize")
+	if got, want := string(init.ID), "1"; got != want {
+		t.Errorf("initialize id = %s, want %s", got, want)
+	}
+	if got, want := string(init.Params), `{"protocolVersion":1,"clientCapabilities":{},"clientInfo":{"name":"tester","version":"1"}}`; got != want {
+		t.Errorf("initialize params = %s, want %s", got, want)
+	}
+	s.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+
+	newSession := s.expect("session/new")
+	if got, want := string(newSession.ID), "2"; got != want {
+		t.Errorf("session/new id = %s, want %s", got, want)
+	}
+	wantParams, _ := json.Marshal(map[string]any{"cwd": cwd, "mcpServers": []any{}})
+	if got, want := string(newSession.Params), string(wantParams); got != want {
+		t.Errorf("session/new params = %s, want %s", got, want)
+	}
+	s.send(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"abc"}}`)
+	s.waitOutput("connected: session abc\n")
+}
+
+func TestRun_HandshakeError(t *testing.T) {
+	s := startRaw(t, chat.Options{})
+	init := s.expect("initialize")
+	s.send(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"error":{"code":-32000,"message":"Authentication required"}}`)
+	err := s.wait()
+	if err == nil || !strings.Contains(err.Error(), "initialize: error -32000: Authentication required") {
+		t.Errorf("Run = %v, want the initialize error", err)
+	}
+}
+
+func TestRun_Renders(t *testing.T) {
+	tests := []struct {
+		name   string
+		frames []string
+		want   string
+	}{
+		{
+			name: "streamed chunks end their line",
+			frames: []string{
+				textChunk("agent_message_chunk", "Hel"),
+				textChunk("agent_message_chunk", "lo"),
+				textChunk("agent_thought_chunk", "hmm"),
+				textChunk("agent_thought_chunk", " ok"),
+				textChunk("agent_message_chunk", "two\nlines"),
+				update(`{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"","mimeType":"image/png"}}`),
+				update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read file","kind":"read","status":"pending"}`),
+			},
+			want: "Hello\n(thinking) hmm ok\ntwo\nlines[image]\n[tool] Read file (read) pending\n",
+		},
+		{
+			name: "tool calls",
+			frames: []string{
+				update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read file","kind":"read","status":"pending"}`),
+				update(`{"sessionUpdate":"tool_call","toolCallId":"t2","title":"Think"}`),
+				update(`{"sessionUpdate":"tool_call_update","toolCallId":"t1","rawInput":{"path":"/a"}}`),
+				update(`{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"completed","content":[` +
+					`{"type":"content","content":{"type":"text","text":"line1\nline2\n"}},` +
+					`{"type":"diff","path":"/a","newText":"x"},{"type":"terminal","terminalId":"term1"}]}`),
+				update(`{"sessionUpdate":"tool_call_update","toolCallId":"t9","status":"in_progress"}`),
+				update(`{"sessionUpdate":"tool_call_update","toolCallId":"t9","title":"Fetch","status":"failed"}`),
+			},
+			want: "[tool] Read file (read) pending\n" +
+				"[tool] Think (other) pending\n" +
+				"[tool] Read file completed\n  line1\n  line2\n  [diff /a]\n  [terminal]\n" +
+				"[tool] t9 in_progress\n" +
+				"[tool] Fetch failed\n",
+		},
+		{
+			name: "plan",
+			frames: []string{
+				update(`{"sessionUpdate":"plan","entries":[` +
+					`{"content":"one","priority":"high","status":"completed"},` +
+					`{"content":"two","priority":"medium","status":"in_progress"},` +
+					`{"content":"three","priority":"low","status":"pending"}]}`),
+			},
+			want: "[plan]\n  [x] one\n  [~] two\n  [ ] three\n",
+		},
+		{
+			name: "session state updates",
+			frames: []string{
+				update(`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"web","description":"search"},{"name":"test","description":"run"}]}`),
+				update(`{"sessionUpdate":"current_mode_update","currentModeId":"code"}`),
+				update(`{"sessionUpdate":"session_info_update","title":"Fix the bug"}`),
+				update(`{"sessionUpdate":"session_info_update","title":null}`),
+			},
+			want: "[commands: /web /test]\n[mode: code]\n[title: Fix the bug]\n",
+		},
+		{
+			name: "prompt received is not repeated by its user message chunk",
+			frames: []string{
+				`{"jsonrpc":"2.0","method":"_acphub/prompt_received","params":{"sessionId":"s1","peer":"bob","prompt":[{"type":"text","text":"fix it"}],"queued":0}}`,
+				textChunk("user_message_chunk", "fix it"),
+				`{"jsonrpc":"2.0","method":"_acphub/prompt_received","params":{"sessionId":"s1","peer":"eve","prompt":[{"type":"text","text":"and test"}],"queued":2}}`,
+				textChunk("user_message_chunk", "from history\nsecond line"),
+				textChunk("user_message_chunk", "and test"),
+				textChunk("user_message_chunk", "fix it"),
+			},
+			want: "[bob] fix it\n[eve] and test (queued #2)\n> from history\n> second line\n> fix it\n",
+		},
+		{
+			name: "hub notifications",
+			frames: []string{
+				`{"jsonrpc":"2.0","method":"_acphub/peer_joined","params":{"sessionId":"s1","peer":"bob"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"end_turn"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":{"code":-32603,"message":"agent died"}}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"bob","toolCallId":"t1","outcome":{"outcome":"selected","optionId":"allow"},"optionName":"Allow"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"eve","outcome":{"outcome":"selected","optionId":"reject"}}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"hub","outcome":{"outcome":"cancelled"}}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/agent_exited","params":{"sessionId":"s1","code":1,"signal":null,"stderrTail":"starting\npanic: boom\n\n"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/agent_exited","params":{"sessionId":"s1","code":null,"signal":"SIGKILL","stderrTail":""}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/peer_left","params":{"sessionId":"s1","peer":"bob","reason":"slow client"}}`,
+			},
+			want: "[bob joined]\n" +
+				"[turn complete: end_turn]\n" +
+				"[turn complete: error -32603: agent died]\n" +
+				"[permission] bob chose Allow\n" +
+				"[permission] eve chose reject\n" +
+				"[permission] hub cancelled\n" +
+				"[agent exited: code 1]\n  panic: boom\n" +
+				"[agent exited: signal SIGKILL]\n" +
+				"[bob left: slow client]\n",
+		},
+		{
+			name: "unknown messages are ignored",
+			frames: []string{
+				update(`{"sessionUpdate":"compaction_update","whatever":[1,2]}`),
+				update(`{"sessionUpdate":"usage_update","used":10,"size":100}`),
+				update(`{"sessionUpdate":"config_option_update","configOptions":[]}`),
+				update(`{"sessionUpdate":"tool_call","toolCallId":7}`),
+				update(`"not an object"`),
+				`{"jsonrpc":"2.0","method":"_acphub/event","params":{"seq":1}}`,
+				`{"jsonrpc":"2.0","method":"_vendor/thing"}`,
+				`{"jsonrpc":"2.0","method":"_acphub/peer_joined","params":"bad"}`,
+				`{"jsonrpc":"2.0","id":99,"result":{}}`,
+				`[{"jsonrpc":"2.0","method":"session/update"}]`,
+				`not json`,
+			},
+			want: "",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, chat.Options{})
+			before := s.marker()
+			for _, f := range tt.frames {
+				s.send(f)
+			}
+			if got := s.outputSince(before); got != tt.want {
+				t.Errorf("output:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+const permissionRequest = `{"jsonrpc":"2.0","id":%s,"method":"session/request_permission","params":{"sessionId":"s1",` +
+	`"toolCall":{"toolCallId":"t1","title":%s},"options":[` +
+	`{"optionId":"allow","name":"Allow","kind":"allow_once"},{"optionId":"reject","name":"Reject","kind":"reject_once"}]}}`
+
+func requestPermission(id, title string) string {
+	return fmt.Sprintf(permissionRequest, id, jsonString(title))
+}
+
+func TestRun_PermissionAnsweredByNumber(t *testing.T) {
+	s := start(t, chat.Options{})
+	before := s.marker()
+	s.send(requestPermission("7", "Write file"))
+	s.waitOutput("answer with a number\n")
+	s.typeLine("yes")
+	s.typeLine("3")
+	s.typeLine("2")
+
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"selected","optionId":"reject"}}}`; got != want {
+		t.Errorf("answer = %s, want %s", got, want)
+	}
+	want := "permission: Write file\n  1) Allow (allow_once)\n  2) Reject (reject_once)\nanswer with a number\n" +
+		"choose 1-2, or /cancel\nchoose 1-2, or /cancel\n[permission] you chose Reject\n"
+	if got := s.outputSince(before); got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
+
+	s.typeLine("2") // no permission is open: a prompt
+	if got, want := string(s.expect("session/prompt").Params), `{"sessionId":"s1","prompt":[{"type":"text","text":"2"}]}`; got != want {
+		t.Errorf("prompt params = %s, want %s", got, want)
+	}
+}
+
+func TestRun_CancelRequestRemovesPermission(t *testing.T) {
+	s := start(t, chat.Options{})
+	before := s.marker()
+	s.send(requestPermission("1", "First"))
+	s.send(requestPermission(`"p2"`, "Second"))
+	s.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"bob","outcome":{"outcome":"selected","optionId":"allow"},"optionName":"Allow"}}`)
+	out := s.outputSince(before)
+	s.typeLine("1")
+
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":"p2","result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`; got != want {
+		t.Errorf("answer = %s, want %s", got, want)
+	}
+	options := "  1) Allow (allow_once)\n  2) Reject (reject_once)\n"
+	want := "permission: First\n" + options + "answer with a number\n" +
+		"permission: Second\n" + options + "(answer the earlier permission first)\n" +
+		"permission: Second\n" + options + "answer with a number\n" +
+		"[permission] bob chose Allow\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestRun_CancelCommand(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.send(requestPermission("5", "Run tests"))
+	s.waitOutput("answer with a number\n")
+	s.typeLine("/cancel")
+
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}`; got != want {
+		t.Errorf("cancel = %s, want %s", got, want)
+	}
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":5,"result":{"outcome":{"outcome":"cancelled"}}}`; got != want {
+		t.Errorf("permission answer = %s, want %s", got, want)
+	}
+	s.typeLine("1") // the permission is closed: a prompt
+	s.expect("session/prompt")
+}
+
+func TestRun_UnknownRequestGetsMethodNotFound(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.send(`{"jsonrpc":"2.0","id":"r1","method":"fs/read_text_file","params":{"sessionId":"s1","path":"/etc/hosts"}}`)
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":"r1","error":{"code":-32601,"message":"Method not found"}}`; got != want {
+		t.Errorf("reply = %s, want %s", got, want)
+	}
+	s.send(`{"jsonrpc":"2.0","id":4,"method":"_acphub/ping"}`)
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"Method not found"}}`; got != want {
+		t.Errorf("reply = %s, want %s", got, want)
+	}
+}
+
+func TestRun_EOFWaitsForPrompt(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	s.input.Close()
+
+	prompt := s.expect("session/prompt")
+	if got, want := string(prompt.Params), `{"sessionId":"s1","prompt":[{"type":"text","text":"hello"}]}`; got != want {
+		t.Errorf("prompt params = %s, want %s", got, want)
+	}
+	s.send(textChunk("agent_message_chunk", "Hi there"))
+	s.waitOutput("Hi there")
+	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
+
+	if err := s.wait(); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if out := s.out.String(); !strings.HasSuffix(out, "Hi there\n[done: end_turn]\n") {
+		t.Errorf("output ends with %q", out)
+	}
+}
+
+func TestRun_PromptError(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("one")
+	s.typeLine("two")
+	first, second := s.expect("session/prompt"), s.expect("session/prompt")
+	s.send(`{"jsonrpc":"2.0","id":` + string(second.ID) + `,"error":{"code":-32010,"message":"queue full","data":{"reason":"queue_full"}}}`)
+	s.waitOutput("[error -32010: queue full (queue_full)]\n")
+	s.send(`{"jsonrpc":"2.0","id":` + string(first.ID) + `,"result":{"stopReason":"cancelled"}}`)
+	s.waitOutput("[done: cancelled]\n")
+}
+
+func TestRun_Quit(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	s.expect("session/prompt")
+	s.typeLine("/quit")
+	if err := s.wait(); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+func TestRun_Disconnected(t *testing.T) {
+	s := start(t, chat.Options{})
+	close(s.hub.toClient)
+	if err := s.wait(); !errors.Is(err, io.EOF) {
+		t.Errorf("Run = %v, want io.EOF", err)
+	}
+	s.waitOutput("[disconnected: EOF]\n")
+}
+
+func TestRun_ContextCancelled(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.cancel()
+	if err := s.wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v, want context.Canceled", err)
+	}
+}
+
+func TestRun_Color(t *testing.T) {
+	s := startRaw(t, chat.Options{Color: true})
+	s.expect("initialize")
+	s.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+	s.expect("session/new")
+	s.send(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}`)
+	s.waitOutput("\x1b[36mconnected: session s1\x1b[0m\n")
+}

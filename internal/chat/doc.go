@@ -1,0 +1,49 @@
+// Package chat implements `acphub chat`, a plain terminal client for one hub session.
+//
+// Run speaks ACP as a client over a [Conn] (one JSON-RPC message per Read or Write): it
+// sends initialize and session/new, then prints what happens in the session as
+// line-oriented text and turns the lines a person types into prompts, cancels and
+// permission answers. It needs no terminal: stdin and stdout may be pipes, and the output
+// has no escape codes unless [Options].Color is set.
+//
+// # Output
+//
+// Agent messages stream as they arrive; a run of thought chunks starts with "(thinking) ".
+// A streamed message ends at the next other line. Everything else is whole lines:
+//
+//	connected: session <id> (agent <name>)
+//	type a prompt; /cancel stops the turn, /quit leaves
+//	> <text>                            a user message no prompt_received announced (history)
+//	[<peer>] <text>                     another peer's prompt, " (queued #<n>)" when queued
+//	[tool] <title> (<kind>) <status>    a new tool call (kind "other", status "pending" if absent)
+//	[tool] <title or id> <status>       a tool call update with a status or content
+//	  <content>                         tool call content, indented; "[diff <path>]", "[terminal]"
+//	[plan]                              then one "  [x] ", "  [~] " or "  [ ] " line per entry
+//	[commands: /a /b]  [mode: <id>]  [title: <title>]
+//	permission: <title>                 then "  <n>) <name> (<kind>)" per option and
+//	answer with a number                (or "(answer the earlier permission first)")
+//	choose 1-<n>, or /cancel            a line that is not an option while one is open
+//	[permission] you chose <name>
+//	[permission] <peer> chose <name>    or "[permission] <peer> cancelled"
+//	[done: <stopReason>]                our prompt finished
+//	[error <code>: <message> (<data.reason>)]
+//	[turn complete: <stopReason>]       another peer's prompt finished (or ": error ...")
+//	[<peer> joined]  [<peer> left: <reason>]
+//	[agent exited: code <n>]            or "signal <s>", then the last stderr line indented
+//	[disconnected: <err>]
+//
+// Non-text content blocks show as "[<type>]". Usage and config option updates, unknown
+// session updates and unknown extension notifications print nothing.
+//
+// # Input
+//
+// An empty line is ignored, "/quit" leaves, "/cancel" sends session/cancel (and answers
+// our open permission requests with cancelled). While a permission request is open a
+// number answers the oldest one; any other line is sent as a session/prompt. At the end of
+// the input Run still waits for the answers to the prompts it sent.
+//
+// # Concurrency
+//
+// One goroutine reads the connection and one reads the input; both feed a single loop
+// that owns all state, writes to the connection and writes the output.
+package chat

@@ -1,0 +1,225 @@
+package chat_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acphub/acphub/internal/chat"
+)
+
+const timeout = 5 * time.Second
+
+// fakeHub is a chat.Conn whose other end is the test, playing the hub.
+type fakeHub struct {
+	toClient   chan []byte // closed by the test to end the connection
+	fromClient chan []byte
+}
+
+func (h *fakeHub) Read(ctx context.Context) ([]byte, error) {
+	select {
+	case msg, ok := <-h.toClient:
+		if !ok {
+			return nil, io.EOF
+		}
+		return msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (h *fakeHub) Write(ctx context.Context, msg []byte) error {
+	select {
+	case h.fromClient <- bytes.Clone(msg):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// syncBuffer is the chat's output, read by the test while Run writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// session is one running chat.Run with its fake hub, input and output.
+type session struct {
+	t       *testing.T
+	hub     *fakeHub
+	input   *io.PipeWriter
+	out     *syncBuffer
+	done    chan error
+	cancel  context.CancelFunc
+	markers int // markers sent so far
+}
+
+// sent is a message the chat sent to the hub.
+type sent struct {
+	raw    string
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// start runs the chat and completes the handshake as a hub would.
+func start(t *testing.T, opts chat.Options) *session {
+	t.Helper()
+	s := startRaw(t, opts)
+	init := s.expect("initialize")
+	s.send(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":1,"agentInfo":{"name":"test-agent","version":"0"}}}`)
+	newSession := s.expect("session/new")
+	s.send(`{"jsonrpc":"2.0","id":` + string(newSession.ID) + `,"result":{"sessionId":"s1"}}`)
+	s.waitOutput("connected: session s1 (agent test-agent)\n")
+	return s
+}
+
+// startRaw runs the chat without a handshake.
+func startRaw(t *testing.T, opts chat.Options) *session {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	s := &session{
+		t:      t,
+		hub:    &fakeHub{toClient: make(chan []byte), fromClient: make(chan []byte, 16)},
+		input:  pw,
+		out:    &syncBuffer{},
+		done:   make(chan error, 1),
+		cancel: cancel,
+	}
+	go func() { s.done <- chat.Run(ctx, s.hub, pr, s.out, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		pw.Close()
+		select {
+		case <-s.done:
+		case <-time.After(timeout):
+			t.Error("Run did not return after the test")
+		}
+	})
+	return s
+}
+
+// send delivers one message from the hub.
+func (s *session) send(msg string) {
+	s.t.Helper()
+	select {
+	case s.hub.toClient <- []byte(msg):
+	case <-time.After(timeout):
+		s.t.Fatalf("chat did not read %s", msg)
+	}
+}
+
+// next returns the next message the chat sent.
+func (s *session) next() sent {
+	s.t.Helper()
+	select {
+	case raw := <-s.hub.fromClient:
+		m := sent{raw: string(raw)}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			s.t.Fatalf("chat sent invalid JSON %s: %v", raw, err)
+		}
+		return m
+	case <-time.After(timeout):
+		s.t.Fatal("chat sent nothing")
+		return sent{}
+	}
+}
+
+// expect returns the next message the chat sent and checks its method.
+func (s *session) expect(method string) sent {
+	s.t.Helper()
+	m := s.next()
+	if m.Method != method {
+		s.t.Fatalf("chat sent %s, want method %s", m.raw, method)
+	}
+	return m
+}
+
+func (s *session) typeLine(line string) {
+	s.t.Helper()
+	if _, err := io.WriteString(s.input, line+"\n"); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// waitOutput waits until the output contains want and returns the output.
+func (s *session) waitOutput(want string) string {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out := s.out.String()
+		if strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("output does not contain %q:\n%s", want, out)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// marker sends a notification that prints a known line and waits for it, so that
+// everything sent before it has been handled. It returns the output up to and including
+// that line.
+func (s *session) marker() string {
+	s.t.Helper()
+	s.markers++
+	peer := fmt.Sprintf("marker%d", s.markers)
+	line := "[" + peer + " joined]\n"
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/peer_joined","params":{"sessionId":"s1","peer":"` + peer + `"}}`)
+	out := s.waitOutput(line)
+	return out[:strings.Index(out, line)+len(line)]
+}
+
+// outputSince returns what was printed after before, an earlier result of marker, and
+// before a new marker.
+func (s *session) outputSince(before string) string {
+	s.t.Helper()
+	out := strings.TrimPrefix(s.marker(), before)
+	return out[:strings.LastIndex(out, "[marker")]
+}
+
+// wait waits for Run to return and returns its error.
+func (s *session) wait() error {
+	s.t.Helper()
+	select {
+	case err := <-s.done:
+		s.done <- err // for the cleanup
+		return err
+	case <-time.After(timeout):
+		s.t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+func update(u string) string {
+	return `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":` + u + `}}`
+}
+
+func textChunk(kind, text string) string {
+	return update(`{"sessionUpdate":"` + kind + `","content":{"type":"text","text":` + jsonString(text) + `}}`)
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

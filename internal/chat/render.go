@@ -1,0 +1,126 @@
+package chat
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+)
+
+// ANSI SGR parameters for each kind of output line, used when Options.Color is set.
+const (
+	styleText       = ""
+	styleInfo       = "36"   // cyan: session and turn status
+	styleTool       = "33"   // yellow
+	stylePlan       = "34"   // blue
+	stylePermission = "1;35" // bold magenta
+	stylePeer       = "32"   // green: user prompts
+	styleError      = "31"   // red
+	styleThought    = "2"    // dim
+)
+
+// renderer writes the chat output: streamed agent messages and whole lines. It keeps the
+// first write error in err and writes nothing after it.
+type renderer struct {
+	w         io.Writer
+	color     bool
+	streaming bool // a run of message chunks is being printed
+	thought   bool // the current run is of thought chunks
+	midLine   bool // the cursor is not at the start of a line
+	err       error
+}
+
+// stream prints a chunk of an agent message or thought without ending the line. A run of
+// thought chunks starts with "(thinking) "; switching between messages and thoughts
+// starts a new line.
+func (r *renderer) stream(text string, thought bool) {
+	if text == "" {
+		return
+	}
+	if !r.streaming || r.thought != thought {
+		r.endLine()
+		r.streaming, r.thought = true, thought
+		if thought {
+			r.write(r.paint(styleThought, "(thinking) "))
+		}
+	}
+	style := styleText
+	if thought {
+		style = styleThought
+	}
+	r.write(r.paint(style, text))
+	r.midLine = !strings.HasSuffix(text, "\n")
+}
+
+// line ends a streamed message and prints s as a line of its own.
+func (r *renderer) line(style, s string) {
+	r.endLine()
+	r.write(r.paint(style, s) + "\n")
+}
+
+// endLine ends a streamed message, finishing its line.
+func (r *renderer) endLine() {
+	if r.midLine {
+		r.write("\n")
+	}
+	r.streaming, r.midLine = false, false
+}
+
+func (r *renderer) write(s string) {
+	if r.err == nil {
+		_, r.err = io.WriteString(r.w, s)
+	}
+}
+
+func (r *renderer) paint(style, s string) string {
+	if !r.color || style == styleText {
+		return s
+	}
+	return "\x1b[" + style + "m" + s + "\x1b[0m"
+}
+
+// blockText is the text of a content block, or "[<type>]" for a block that is not text.
+func blockText(b contentBlock) string {
+	if b.Type == "text" {
+		return b.Text
+	}
+	return "[" + b.Type + "]"
+}
+
+// prefixLines puts prefix before every line of text.
+func prefixLines(prefix, text string) string {
+	text = strings.TrimSuffix(text, "\n")
+	return prefix + strings.ReplaceAll(text, "\n", "\n"+prefix)
+}
+
+func planMark(status string) string {
+	switch status {
+	case "completed":
+		return "[x]"
+	case "in_progress":
+		return "[~]"
+	default:
+		return "[ ]"
+	}
+}
+
+// errorText describes an error sent by the hub as a JSON-RPC error object or a string;
+// it is "" when there is none.
+func errorText(raw json.RawMessage) string {
+	if e, ok := decode[*rpcError](raw); ok && e != nil {
+		return e.Error()
+	}
+	s, _ := decode[string](raw)
+	return s
+}
+
+// lastLine is the last non-blank line of a JSON string, or "" if raw is not one.
+func lastLine(raw json.RawMessage) string {
+	s, _ := decode[string](raw)
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return ""
+}

@@ -1,0 +1,165 @@
+package chat
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// sessionUpdate renders one session/update. Variants without a case here (usage and
+// config option updates, unstable and future ones) are ignored.
+func (c *client) sessionUpdate(params json.RawMessage) {
+	p, ok := decode[struct {
+		Update json.RawMessage `json:"update"`
+	}](params)
+	if !ok {
+		return
+	}
+	kind, ok := decode[struct {
+		SessionUpdate string `json:"sessionUpdate"`
+	}](p.Update)
+	if !ok {
+		return
+	}
+	switch kind.SessionUpdate {
+	case "agent_message_chunk":
+		c.agentChunk(p.Update, false)
+	case "agent_thought_chunk":
+		c.agentChunk(p.Update, true)
+	case "user_message_chunk":
+		c.userChunk(p.Update)
+	case "tool_call":
+		c.toolCallStarted(p.Update)
+	case "tool_call_update":
+		c.toolCallUpdated(p.Update)
+	case "plan":
+		c.plan(p.Update)
+	case "available_commands_update":
+		c.commands(p.Update)
+	case "current_mode_update":
+		c.mode(p.Update)
+	case "session_info_update":
+		c.sessionInfo(p.Update)
+	}
+}
+
+func (c *client) agentChunk(raw json.RawMessage, thought bool) {
+	if u, ok := decode[chunkUpdate](raw); ok {
+		c.out.stream(blockText(u.Content), thought)
+	}
+}
+
+// userChunk shows a user message unless prompt_received already announced it.
+func (c *client) userChunk(raw json.RawMessage) {
+	u, ok := decode[chunkUpdate](raw)
+	if !ok {
+		return
+	}
+	text := blockText(u.Content)
+	if n := c.announced[text]; n > 0 {
+		if n == 1 {
+			delete(c.announced, text)
+		} else {
+			c.announced[text] = n - 1
+		}
+		return
+	}
+	c.out.line(stylePeer, prefixLines("> ", text))
+}
+
+func (c *client) toolCallStarted(raw json.RawMessage) {
+	u, ok := decode[toolCall](raw)
+	if !ok {
+		return
+	}
+	c.toolTitles[u.ToolCallID] = u.Title
+	kind := cmp.Or(u.Kind, "other")
+	status := cmp.Or(u.Status, "pending")
+	c.out.line(styleTool, fmt.Sprintf("[tool] %s (%s) %s", c.toolName(u.ToolCallID), kind, status))
+	c.toolContent(u.Content)
+}
+
+// toolCallUpdated shows a changed status or new content; other changes only update
+// what the client knows about the tool call.
+func (c *client) toolCallUpdated(raw json.RawMessage) {
+	u, ok := decode[toolCall](raw)
+	if !ok {
+		return
+	}
+	if u.Title != "" {
+		c.toolTitles[u.ToolCallID] = u.Title
+	}
+	if u.Status == "" && len(u.Content) == 0 {
+		return
+	}
+	line := "[tool] " + c.toolName(u.ToolCallID)
+	if u.Status != "" {
+		line += " " + u.Status
+	}
+	c.out.line(styleTool, line)
+	c.toolContent(u.Content)
+}
+
+// toolName is the title of a tool call, or its id when the title is unknown.
+func (c *client) toolName(id string) string {
+	return cmp.Or(c.toolTitles[id], id)
+}
+
+func (c *client) toolContent(content []toolCallContent) {
+	for _, tc := range content {
+		var text string
+		switch tc.Type {
+		case "content":
+			text = blockText(tc.Content)
+		case "diff":
+			text = "[diff " + tc.Path + "]"
+		default:
+			text = "[" + tc.Type + "]"
+		}
+		c.out.line(styleText, prefixLines("  ", text))
+	}
+}
+
+func (c *client) plan(raw json.RawMessage) {
+	u, ok := decode[planUpdate](raw)
+	if !ok {
+		return
+	}
+	c.out.line(stylePlan, "[plan]")
+	for _, e := range u.Entries {
+		c.out.line(stylePlan, "  "+planMark(e.Status)+" "+e.Content)
+	}
+}
+
+func (c *client) commands(raw json.RawMessage) {
+	u, ok := decode[struct {
+		AvailableCommands []struct {
+			Name string `json:"name"`
+		} `json:"availableCommands"`
+	}](raw)
+	if !ok || len(u.AvailableCommands) == 0 {
+		return
+	}
+	names := make([]string, len(u.AvailableCommands))
+	for i, cmd := range u.AvailableCommands {
+		names[i] = "/" + cmd.Name
+	}
+	c.out.line(styleInfo, "[commands: "+strings.Join(names, " ")+"]")
+}
+
+func (c *client) mode(raw json.RawMessage) {
+	if u, ok := decode[struct {
+		CurrentModeID string `json:"currentModeId"`
+	}](raw); ok {
+		c.out.line(styleInfo, "[mode: "+u.CurrentModeID+"]")
+	}
+}
+
+func (c *client) sessionInfo(raw json.RawMessage) {
+	if u, ok := decode[struct {
+		Title string `json:"title"`
+	}](raw); ok && u.Title != "" {
+		c.out.line(styleInfo, "[title: "+u.Title+"]")
+	}
+}

@@ -1,0 +1,143 @@
+// Package config reads acphub's settings: defaults, then the TOML file,
+// then command-line flags, each overriding the one before.
+//
+// The file's agents table has the shape of Zed's agent_servers:
+//
+//	[agents.claude]
+//	command = "npx"
+//	args = ["-y", "@agentclientprotocol/claude-agent-acp"]
+//	env = { ANTHROPIC_LOG = "debug" }
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Defaults.
+const (
+	DefaultListen = "127.0.0.1:7878"
+	DefaultAgent  = "demo"
+)
+
+// Agent is one configured agent.
+type Agent struct {
+	Command string            `toml:"command"`
+	Args    []string          `toml:"args"`
+	Env     map[string]string `toml:"env"`
+}
+
+// EnvList returns Env as sorted KEY=value entries.
+func (a Agent) EnvList() []string {
+	keys := make([]string, 0, len(a.Env))
+	for k := range a.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k+"="+a.Env[k])
+	}
+	return out
+}
+
+// Config holds every setting of the daemon and its clients.
+type Config struct {
+	Listen            string           `toml:"listen"`
+	DataDir           string           `toml:"data_dir"`
+	LogFormat         string           `toml:"log_format"`
+	LogLevel          string           `toml:"log_level"`
+	Agent             string           `toml:"agent"`
+	AgentCmd          string           `toml:"agent_cmd"`
+	IdleTTL           Duration         `toml:"idle_ttl"`
+	PromptQueue       int              `toml:"prompt_queue"`
+	ClientQueue       int              `toml:"client_queue_bytes"`
+	MaxFrame          int              `toml:"max_frame_bytes"`
+	MaxSessions       int              `toml:"max_sessions"`
+	PermissionTimeout Duration         `toml:"permission_timeout"`
+	AllowedOrigins    []string         `toml:"allowed_origins"`
+	TLSCert           string           `toml:"tls_cert"`
+	TLSKey            string           `toml:"tls_key"`
+	AllowInsecure     bool             `toml:"allow_insecure_remote"`
+	FSPolicy          string           `toml:"fs_policy"`
+	TerminalPolicy    string           `toml:"terminal_policy"`
+	ExitWhenIdle      Duration         `toml:"exit_when_idle"`
+	Agents            map[string]Agent `toml:"agents"`
+}
+
+// Duration is a time.Duration written as "90s", "10m" in the file.
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	d.Duration = v
+	return err
+}
+
+// Default returns the settings used when neither file nor flags say.
+func Default() Config {
+	return Config{
+		Listen:    DefaultListen,
+		DataDir:   DefaultDataDir(),
+		LogFormat: "auto",
+		LogLevel:  "info",
+		Agent:     DefaultAgent,
+	}
+}
+
+// DefaultDataDir is $XDG_STATE_HOME/acphub, or ~/.local/state/acphub.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "acphub")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "acphub")
+	}
+	return filepath.Join(home, ".local", "state", "acphub")
+}
+
+// DefaultPath is $XDG_CONFIG_HOME/acphub/agents.toml, or
+// ~/.config/acphub/agents.toml.
+func DefaultPath() string {
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "acphub", "agents.toml")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".config", "acphub", "agents.toml")
+}
+
+// Load reads the file at path over cfg. A missing file is not an error when
+// optional is true (the default path); a file given explicitly must exist.
+func Load(cfg *Config, path string, optional bool) error {
+	if path == "" {
+		return nil
+	}
+	md, err := toml.DecodeFile(path, cfg)
+	if err != nil {
+		if optional && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if undec := md.Undecoded(); len(undec) > 0 {
+		return fmt.Errorf("config %s: unknown setting %q", path, undec[0].String())
+	}
+	for name, a := range cfg.Agents {
+		if a.Command == "" {
+			return fmt.Errorf("config %s: agents.%s has no command", path, name)
+		}
+	}
+	return nil
+}

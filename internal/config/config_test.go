@@ -1,0 +1,94 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acphub/acphub/internal/config"
+)
+
+func TestSplitArgs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{in: "npx -y @agentclientprotocol/claude-agent-acp", want: []string{"npx", "-y", "@agentclientprotocol/claude-agent-acp"}},
+		{in: `gemini  --acp`, want: []string{"gemini", "--acp"}},
+		{in: `sh -c 'echo $HOME; rm -rf /'`, want: []string{"sh", "-c", "echo $HOME; rm -rf /"}},
+		{in: `a "b c" d\ e "x\"y" ''`, want: []string{"a", "b c", "d e", `x"y`, ""}},
+		{in: `a;b|c`, want: []string{"a;b|c"}},
+		{in: `'open`, err: true},
+		{in: `trail\`, err: true},
+		{in: "   ", err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := config.SplitArgs(tt.in)
+			if (err != nil) != tt.err {
+				t.Fatalf("err = %v, want error %v", err, tt.err)
+			}
+			if !tt.err && !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("SplitArgs(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agents.toml")
+	body := `
+listen = "127.0.0.1:9000"
+idle_ttl = "90s"
+agent = "claude"
+
+[agents.claude]
+command = "npx"
+args = ["-y", "@agentclientprotocol/claude-agent-acp"]
+env = { B = "2", A = "1" }
+`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	if err := config.Load(&cfg, path, false); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:9000" || cfg.IdleTTL.Duration != 90*time.Second || cfg.Agent != "claude" {
+		t.Errorf("loaded %+v", cfg)
+	}
+	if got := cfg.Agents["claude"].EnvList(); !reflect.DeepEqual(got, []string{"A=1", "B=2"}) {
+		t.Errorf("EnvList = %q", got)
+	}
+
+	for name, bad := range map[string]string{
+		"unknown key": "lisen = \"x\"\n",
+		"no command":  "[agents.x]\nargs = []\n",
+		"bad toml":    "listen = \n",
+		"bad ttl":     "idle_ttl = \"soon\"\n",
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".toml")
+		if err := os.WriteFile(p, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := config.Default()
+		if err := config.Load(&c, p, false); err == nil {
+			t.Errorf("%s: Load accepted %q", name, bad)
+		}
+	}
+	c := config.Default()
+	if err := config.Load(&c, filepath.Join(dir, "missing.toml"), true); err != nil {
+		t.Errorf("optional missing file: %v", err)
+	}
+	if err := config.Load(&c, filepath.Join(dir, "missing.toml"), false); err == nil {
+		t.Error("explicit missing file accepted")
+	}
+}

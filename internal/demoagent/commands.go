@@ -1,0 +1,276 @@
+package demoagent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// commands maps a prompt's first word to its command; args is the rest of the
+// prompt. The package documentation describes each command.
+var commands = map[string]func(t *turn, args string) error{
+	"/echo":       (*turn).echo,
+	"/chunks":     (*turn).chunks,
+	"/slow":       (*turn).slow,
+	"/permission": func(t *turn, _ string) error { return t.askPermission() },
+	"/crash":      (*turn).crash,
+	"/stderr":     (*turn).stderr,
+	"/extras":     (*turn).extras,
+	"/fs-read":    (*turn).fsRead,
+	"/fs-write":   (*turn).fsWrite,
+	"/terminal":   (*turn).terminal,
+	"/request":    (*turn).request,
+	"/flood":      (*turn).flood,
+}
+
+// parseCounts parses want non-negative integers from args.
+func parseCounts(args string, want int) ([]int, bool) {
+	fields := strings.Fields(args)
+	if len(fields) != want {
+		return nil, false
+	}
+	return parseInts(fields)
+}
+
+// parseInts parses non-negative integers.
+func parseInts(fields []string) ([]int, bool) {
+	ns := make([]int, len(fields))
+	for i, f := range fields {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, false
+		}
+		ns[i] = n
+	}
+	return ns, true
+}
+
+func (t *turn) echo(text string) error {
+	t.chunk(text)
+	return nil
+}
+
+func (t *turn) chunks(args string) error {
+	n, ok := parseCounts(args, 1)
+	if !ok {
+		t.chunk("usage: /chunks N")
+		return nil
+	}
+	for i := 1; i <= n[0]; i++ {
+		t.chunk(fmt.Sprintf("chunk %d ", i))
+	}
+	return nil
+}
+
+func (t *turn) slow(args string) error {
+	n, ok := parseCounts(args, 1)
+	if !ok {
+		t.chunk("usage: /slow N")
+		return nil
+	}
+	for i := 1; i <= n[0]; i++ {
+		if i > 1 {
+			if err := t.pause(); err != nil {
+				return err
+			}
+		}
+		t.chunk(fmt.Sprintf("chunk %d ", i))
+	}
+	return nil
+}
+
+// crash ends the process with status 3 through Options.Exit.
+func (t *turn) crash(string) error {
+	t.chunk("partial")
+	t.a.log.Print("demo-agent: crashing on request")
+	t.a.exit(3)
+	return ErrCrashed
+}
+
+func (t *turn) stderr(text string) error {
+	t.a.log.Print(text)
+	t.chunk("ok")
+	return nil
+}
+
+// The frames of /extras, with %s for the JSON-encoded session id. They are
+// written byte for byte, escapes included, to test what passes through a hub.
+const (
+	extrasChunk         = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%s,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x","_meta":{"k":1}},"futureField":{"a":[1,2]}},"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}`
+	extrasUnknownUpdate = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%s,"update":{"sessionUpdate":"future_variant_xyz","payload":{"n":1}}}}`
+	extrasExtension     = `{"jsonrpc":"2.0","method":"_demo/notice","params":{"sessionId":%s,"note":"extension","weird":"\u00e9\ud83d\ude00"}}`
+)
+
+// ExtrasFrames returns the frames /extras sends in the session sessionID, in
+// order, each without its trailing newline: an agent_message_chunk with _meta
+// and an unknown field, a session/update of an unknown variant, and a
+// notification of the extension method _demo/notice with \u escapes.
+func ExtrasFrames(sessionID string) [][]byte {
+	sid := quoteJSON(sessionID)
+	return [][]byte{
+		fmt.Appendf(nil, extrasChunk, sid),
+		fmt.Appendf(nil, extrasUnknownUpdate, sid),
+		fmt.Appendf(nil, extrasExtension, sid),
+	}
+}
+
+func quoteJSON(s string) string {
+	b, _ := json.Marshal(s) // a string always encodes
+	return string(b)
+}
+
+func (t *turn) extras(string) error {
+	for _, frame := range ExtrasFrames(t.sessionID) {
+		t.a.writeLine(append(frame, '\n'))
+	}
+	return nil
+}
+
+// noteCapability tells in a chunk whether the client advertised a capability.
+// The request is sent either way: a hub is expected to block it.
+func (t *turn) noteCapability(name string, advertised bool) {
+	t.chunk(fmt.Sprintf("(client advertised %s: %t)\n", name, advertised))
+}
+
+func (t *turn) fsRead(args string) error {
+	const method = "fs/read_text_file"
+	fields := strings.Fields(args)
+	var nums []int
+	ok := len(fields) >= 1 && len(fields) <= 3
+	if ok {
+		nums, ok = parseInts(fields[1:])
+	}
+	if !ok {
+		t.chunk("usage: /fs-read PATH [LINE [LIMIT]]")
+		return nil
+	}
+	params := struct {
+		SessionID string `json:"sessionId"`
+		Path      string `json:"path"`
+		Line      *int   `json:"line,omitempty"`
+		Limit     *int   `json:"limit,omitempty"`
+	}{SessionID: t.sessionID, Path: fields[0]}
+	if len(nums) > 0 {
+		params.Line = &nums[0]
+	}
+	if len(nums) > 1 {
+		params.Limit = &nums[1]
+	}
+	t.noteCapability("fs.readTextFile", t.a.clientCaps().FS.ReadTextFile)
+	res, err := t.a.call(method, params)
+	if err != nil {
+		return t.reportError(method, err)
+	}
+	var file struct {
+		Content *string `json:"content"`
+	}
+	if json.Unmarshal(res, &file) != nil || file.Content == nil {
+		t.reportResult(method, res)
+		return nil
+	}
+	t.chunk(*file.Content)
+	return nil
+}
+
+func (t *turn) fsWrite(args string) error {
+	const method = "fs/write_text_file"
+	path, content := cutWord(args)
+	if path == "" {
+		t.chunk("usage: /fs-write PATH CONTENT...")
+		return nil
+	}
+	t.noteCapability("fs.writeTextFile", t.a.clientCaps().FS.WriteTextFile)
+	res, err := t.a.call(method, struct {
+		SessionID string `json:"sessionId"`
+		Path      string `json:"path"`
+		Content   string `json:"content"`
+	}{t.sessionID, path, content})
+	return t.report(method, res, err)
+}
+
+// terminal runs a command in a client terminal: create, wait_for_exit, output
+// and release, reporting each answer, and stops at the first error.
+func (t *turn) terminal(args string) error {
+	const method = "terminal/create"
+	fields := strings.Fields(args)
+	if len(fields) == 0 {
+		t.chunk("usage: /terminal CMD ARGS...")
+		return nil
+	}
+	t.noteCapability("terminal", t.a.clientCaps().Terminal)
+	res, err := t.a.call(method, struct {
+		SessionID string   `json:"sessionId"`
+		Command   string   `json:"command"`
+		Args      []string `json:"args"`
+		Cwd       string   `json:"cwd,omitempty"`
+	}{t.sessionID, fields[0], fields[1:], t.cwd})
+	if err != nil {
+		return t.reportError(method, err)
+	}
+	t.reportResult(method, res)
+	var created struct {
+		TerminalID string `json:"terminalId"`
+	}
+	if json.Unmarshal(res, &created) != nil || created.TerminalID == "" {
+		return nil
+	}
+	ref := struct {
+		SessionID  string `json:"sessionId"`
+		TerminalID string `json:"terminalId"`
+	}{t.sessionID, created.TerminalID}
+	for _, m := range []string{"terminal/wait_for_exit", "terminal/output", "terminal/release"} {
+		res, err := t.a.call(m, ref)
+		if err != nil {
+			return t.reportError(m, err)
+		}
+		t.reportResult(m, res)
+	}
+	return nil
+}
+
+// request sends any request to the client, with the given JSON params if any.
+func (t *turn) request(args string) error {
+	method, params := cutWord(args)
+	if method == "" {
+		t.chunk("usage: /request METHOD [JSONPARAMS]")
+		return nil
+	}
+	var p any
+	if params != "" {
+		if !json.Valid([]byte(params)) {
+			t.chunk("invalid JSON params")
+			return nil
+		}
+		p = json.RawMessage(params)
+	}
+	res, err := t.a.call(method, p)
+	return t.report(method, res, err)
+}
+
+// flood sends N chunks of SIZE bytes as fast as it can. Each line is built once;
+// per message only the send time in params._meta["acphub.dev/sent"] (Unix
+// nanoseconds) changes.
+func (t *turn) flood(args string) error {
+	n, ok := parseCounts(args, 2)
+	if !ok {
+		t.chunk("usage: /flood N SIZE")
+		return nil
+	}
+	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":` + quoteJSON(t.sessionID) +
+		`,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` +
+		strings.Repeat("x", n[1]) + `"}},"_meta":{"acphub.dev/sent":`
+	const tail = "}}}\n"
+	line := make([]byte, 0, len(head)+20+len(tail))
+	line = append(line, head...)
+	for range n[0] {
+		if err := t.ctx.Err(); err != nil {
+			return err
+		}
+		line = strconv.AppendInt(line[:len(head)], time.Now().UnixNano(), 10)
+		line = append(line, tail...)
+		t.a.writeLine(line)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+// Package demoagent is a scripted ACP agent that needs no model and no API key.
+// It backs `acphub demo-agent`, so that a newcomer sees every acphub feature, and
+// it is the test agent of acphub's black-box tests.
+//
+// Run speaks ACP v1 over stdio: JSON-RPC 2.0, one message per line. It reads
+// while prompt turns run, so that session/cancel and the answers to its own
+// requests arrive during a turn, and it writes each line whole.
+//
+// # Methods
+//
+// initialize answers protocol version 1 with loadSession and remembers the
+// client's capabilities. session/new answers a new id "demo-" followed by 16 hex
+// digits. session/load accepts any non-empty id and replays nothing, since the
+// agent keeps no history. session/set_mode answers {}. Other requests get -32601,
+// unknown notifications are ignored, a line that is not JSON gets -32700 with id
+// null. Every received method is logged to Options.Stderr as "demo-agent: METHOD".
+//
+// # Prompt turns
+//
+// A session runs one turn at a time: a prompt sent while a turn runs gets
+// -32600, one for an unknown session -32602. All updates of a turn are sent
+// before its answer. Unless the prompt starts with "/", the turn runs the demo
+// script, pausing Options.Delay after each step:
+//
+//  1. a reply that echoes the prompt, streamed as agent_message_chunk updates of
+//     a few words;
+//  2. a plan of three entries;
+//  3. the tool call "demo-1" (kind read), pending, in progress, then completed;
+//  4. session/request_permission for the tool call "demo-2" (kind edit) with the
+//     options "allow" and "reject": allow completes the tool call, reject skips
+//     it, and the cancelled outcome ends the turn as cancelled;
+//  5. stopReason end_turn.
+//
+// session/cancel ends the running turn at its next step with stopReason
+// cancelled, without waiting out the delay. A turn waiting for the client's
+// answer to one of its requests keeps waiting (the client must answer a
+// permission request with the cancelled outcome), then ends as cancelled.
+//
+// # Commands
+//
+// A prompt that starts with "/" runs a command instead; its first word names it:
+//
+//	/echo TEXT                    one chunk TEXT
+//	/chunks N                     N chunks "chunk 1 ", "chunk 2 ", ... without pauses
+//	/slow N                       the same chunks with Options.Delay between them
+//	/permission                   only step 4 of the script
+//	/crash                        a chunk "partial", a line on stderr, then exit status 3
+//	/stderr TEXT                  TEXT on stderr, then a chunk "ok"
+//	/extras                       the frames of ExtrasFrames, byte for byte
+//	/fs-read PATH [LINE [LIMIT]]  fs/read_text_file; a chunk with the content
+//	/fs-write PATH CONTENT...     fs/write_text_file; a chunk with the result
+//	/terminal CMD ARGS...         terminal/create, wait_for_exit, output and release
+//	/request METHOD [JSON]        any request with the given params; a chunk with the result
+//	/flood N SIZE                 N chunks of SIZE bytes, as fast as possible
+//
+// Any other command answers the chunk "unknown command". Commands end with
+// stopReason end_turn, or cancelled when cancelled.
+//
+// The commands that call the client report a JSON-RPC error answer as a chunk
+// "METHOD: error CODE: MESSAGE (data: DATA)" and stop there. /fs-read, /fs-write
+// and /terminal send their requests even when the client did not advertise the
+// capability, so that tests see a hub block them, and say in a chunk whether it
+// was advertised. /flood puts the send time, in Unix nanoseconds, in each
+// message's params._meta["acphub.dev/sent"] for benchmarks.
+//
+// # Caveats
+//
+// /crash calls Options.Exit, os.Exit by default, because Run normally is the
+// process's main loop: it exits without returning. When Exit returns, as a test
+// double does, Run returns ErrCrashed and the turn gets no answer.
+package demoagent

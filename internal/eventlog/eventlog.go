@@ -1,0 +1,57 @@
+// Package eventlog defines the session log: an append-only sequence of typed
+// events per session, the source of truth for replay to joining clients.
+//
+// The session actor assigns seq, id and parentId, so the order of the log is
+// the order in which the actor saw things. A Store only keeps what it is
+// given, in order.
+package eventlog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Event is one entry of a session log.
+type Event struct {
+	Session   string          `json:"-"`
+	Seq       int64           `json:"seq"`
+	ID        string          `json:"id"`
+	ParentID  *string         `json:"parentId"`
+	Timestamp time.Time       `json:"timestamp"`
+	Type      string          `json:"type"`
+	Data      json.RawMessage `json:"data"`
+	Ephemeral bool            `json:"ephemeral,omitempty"`
+	Peer      string          `json:"peer,omitempty"`
+	AgentID   string          `json:"agentId,omitempty"`
+}
+
+// Store keeps session logs.
+type Store interface {
+	// Append adds events, already numbered by the caller, to the log of
+	// their session. Seq must continue the session's log without a gap.
+	Append(ctx context.Context, events []Event) error
+	// Read returns up to limit events of session with seq > after, oldest
+	// first. limit <= 0 means no limit.
+	Read(ctx context.Context, session string, after int64, limit int) ([]Event, error)
+	// Close releases the store.
+	Close() error
+}
+
+// ErrSeqGap is returned by Append for an event whose seq does not follow the
+// last one stored for its session.
+var ErrSeqGap = errors.New("eventlog: seq does not continue the log")
+
+// NewID returns a random UUID (version 4) for an event.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("eventlog: no randomness: " + err.Error())
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,95 @@
+package frameq_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/acphub/acphub/internal/frameq"
+)
+
+func TestQueue_Bound(t *testing.T) {
+	t.Parallel()
+	q := frameq.New(3 * (10 + frameq.FrameOverhead))
+	for i := range 3 {
+		if err := q.Push(make([]byte, 10)); err != nil {
+			t.Fatalf("push %d refused", i)
+		}
+	}
+	if err := q.Push([]byte("x")); !errors.Is(err, frameq.ErrFull) {
+		t.Fatalf("push over the bound = %v, want ErrFull", err)
+	}
+	got, err := q.Pop(nil)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Pop = %d frames, %v", len(got), err)
+	}
+	if q.Len() != 0 || q.Push([]byte("x")) != nil {
+		t.Fatal("queue not emptied by Pop")
+	}
+}
+
+func TestQueue_OrderAcrossGoroutines(t *testing.T) {
+	t.Parallel()
+	q := frameq.New(1 << 20)
+	const n = 10000
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range n {
+			for q.Push([]byte(fmt.Sprint(i))) != nil {
+			}
+		}
+		q.Close(nil)
+	}()
+	next := 0
+	for {
+		batch, err := q.Pop(nil)
+		if errors.Is(err, frameq.ErrClosed) {
+			break
+		}
+		for _, f := range batch {
+			if got, want := string(f), fmt.Sprint(next); got != want {
+				t.Fatalf("frame %q, want %q", got, want)
+			}
+			next++
+		}
+	}
+	wg.Wait()
+	if next != n {
+		t.Fatalf("received %d frames, want %d", next, n)
+	}
+}
+
+func TestQueue_CloseWithError(t *testing.T) {
+	t.Parallel()
+	q := frameq.New(1024)
+	q.Push([]byte("a"))
+	boom := errors.New("overflow")
+	q.Close(boom)
+	if err := q.Push([]byte("b")); !errors.Is(err, frameq.ErrClosed) {
+		t.Errorf("push after close = %v, want ErrClosed", err)
+	}
+	if got, err := q.Pop(nil); err != nil || len(got) != 1 {
+		t.Fatalf("Pop = %q, %v; want the queued frame", got, err)
+	}
+	if _, err := q.Pop(nil); !errors.Is(err, boom) {
+		t.Fatalf("Pop after drain = %v, want %v", err, boom)
+	}
+	a := frameq.New(1024)
+	a.Push([]byte("a"))
+	a.Abort(boom)
+	if _, err := a.Pop(nil); !errors.Is(err, boom) {
+		t.Fatalf("Pop after Abort = %v, want %v", err, boom)
+	}
+}
+
+func TestQueue_PopDone(t *testing.T) {
+	t.Parallel()
+	done := make(chan struct{})
+	close(done)
+	if _, err := frameq.New(1).Pop(done); !errors.Is(err, frameq.ErrClosed) {
+		t.Fatalf("Pop = %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,398 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/acphub/acphub/internal/agent"
+	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/policy"
+)
+
+// agentConn is the running agent of a session.
+type agentConn struct {
+	proc    *agent.Process
+	gen     int
+	ready   bool     // handshake done: calls go straight to the agent
+	backlog []func() // work waiting for ready
+	failed  []func(*jsonrpc.Error)
+	loading bool // a hub-sent session/load is replaying history we already have
+}
+
+// call is a request sent to the agent, waiting for its response.
+type call struct {
+	peer   *peer  // the client that asked; nil for the hub's own calls
+	id     []byte // the client's id
+	method string
+	then   func(resp *jsonrpc.Message) // runs after the response was routed
+}
+
+// startAgent starts the agent process and its reader.
+func (s *Session) startAgent() error {
+	spec := s.spec
+	if spec.Name == "" {
+		spec.Name = s.agentName
+	}
+	opts := s.cfg.AgentOptions
+	opts.Logger = s.log
+	proc, err := agent.Start(spec, opts)
+	if err != nil {
+		s.record(EventAgentExited, "", map[string]any{"error": err.Error(), "started": false})
+		return err
+	}
+	s.agentGen++
+	s.agent = &agentConn{proc: proc, gen: s.agentGen}
+	s.record(EventAgentStarted, "", map[string]any{"pid": proc.Pid(), "command": spec.Command, "args": spec.Args})
+	go s.readAgent(proc, s.agentGen)
+	return nil
+}
+
+// readAgent feeds the agent's frames, then its exit, to the actor.
+func (s *Session) readAgent(proc *agent.Process, gen int) {
+	for {
+		frame, err := proc.Read()
+		if errors.Is(err, jsonrpc.ErrFrameTooLarge) {
+			s.log.Warn("agent frame over the size limit dropped")
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+				s.log.Warn("read agent output", "err", err)
+			}
+			break
+		}
+		s.postAsync(agentFrame{gen: gen, frame: frame})
+	}
+	exit, _ := proc.Wait(context.Background())
+	s.postAsync(agentExited{gen: gen, exit: exit})
+}
+
+// withAgent runs do once the agent is ready, starting or restarting it as
+// needed. fail runs instead if the agent cannot be brought up.
+func (s *Session) withAgent(do func(), fail func(*jsonrpc.Error)) {
+	if s.agent != nil && s.agent.ready {
+		do()
+		return
+	}
+	if s.agent == nil {
+		if s.initParams == nil {
+			fail(errNotInitialized())
+			return
+		}
+		if err := s.startAgent(); err != nil {
+			fail(errAgentStart(err.Error(), ""))
+			return
+		}
+		s.restartHandshake()
+	}
+	s.agent.backlog = append(s.agent.backlog, do)
+	s.agent.failed = append(s.agent.failed, fail)
+}
+
+// restartHandshake replays the cached handshake to a restarted agent:
+// initialize, then session/load when it can load sessions, else
+// session/new (the new session id is mapped to the one clients know).
+func (s *Session) restartHandshake() {
+	s.callAgent(jsonrpc.MethodInitialize, s.initParams, func(resp *jsonrpc.Message) {
+		if resp.Error != nil {
+			s.agentStartFailed(jsonrpc.DecodeError(resp.Error))
+			return
+		}
+		s.initResult = resp.Result
+		if s.sessionID == nil {
+			s.agentReady()
+			return
+		}
+		if canLoad(resp.Result) {
+			s.agent.loading = true
+			params, _ := jsonrpc.SetField(s.newParams, "sessionId", s.sessionID)
+			params, _ = jsonrpc.DeleteField(params, "_meta")
+			s.callAgent(jsonrpc.MethodSessionLoad, params, func(resp *jsonrpc.Message) {
+				s.agent.loading = false
+				if resp.Error == nil {
+					s.agentSID = s.sessionID
+					s.agentReady()
+					return
+				}
+				s.log.Warn("agent could not load the session; starting a new one")
+				s.restartNewSession()
+			})
+			return
+		}
+		s.restartNewSession()
+	})
+}
+
+func (s *Session) restartNewSession() {
+	s.callAgent(jsonrpc.MethodSessionNew, s.newParams, func(resp *jsonrpc.Message) {
+		if resp.Error != nil {
+			s.agentStartFailed(jsonrpc.DecodeError(resp.Error))
+			return
+		}
+		sid, ok := jsonrpc.Field(resp.Result, "sessionId")
+		if !ok {
+			s.agentStartFailed(errAgentStart("session/new result has no sessionId", ""))
+			return
+		}
+		s.agentSID = sid
+		s.agentReady()
+	})
+}
+
+// canLoad reports whether an initialize result advertises loadSession.
+func canLoad(result []byte) bool {
+	var r struct {
+		AgentCapabilities struct {
+			LoadSession bool `json:"loadSession"`
+		} `json:"agentCapabilities"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.AgentCapabilities.LoadSession
+}
+
+func (s *Session) agentReady() {
+	a := s.agent
+	a.ready = true
+	backlog := a.backlog
+	a.backlog, a.failed = nil, nil
+	for _, do := range backlog {
+		do()
+	}
+}
+
+func (s *Session) agentStartFailed(e *jsonrpc.Error) {
+	a := s.agent
+	if a == nil {
+		return
+	}
+	failed := a.failed
+	a.backlog, a.failed = nil, nil
+	s.log.Error("agent handshake failed", "err", e.Message)
+	a.proc.Stop()
+	for _, fail := range failed {
+		fail(e)
+	}
+}
+
+// callAgent sends a request of the hub's own to the agent.
+func (s *Session) callAgent(method string, params []byte, then func(*jsonrpc.Message)) {
+	id := s.nextID()
+	s.pending[id] = &call{method: method, then: then}
+	s.sendAgent(jsonrpc.NewRequest(jsonrpc.IntID(id), method, json.RawMessage(params)))
+}
+
+// forward sends a client's request to the agent under a hub id; the
+// response goes back to that client alone. then, when set, runs after.
+func (s *Session) forward(p *peer, m *jsonrpc.Message, then func(*jsonrpc.Message)) {
+	s.withAgent(func() {
+		id := s.nextID()
+		s.pending[id] = &call{peer: p, id: m.ID, method: m.Method, then: then}
+		s.sendAgent(s.toAgent(m).WithID(jsonrpc.IntID(id)))
+	}, func(e *jsonrpc.Error) {
+		s.replyError(p, m.ID, e)
+		if then != nil {
+			resp := errorMessage(m.ID, e)
+			then(&resp)
+		}
+	})
+}
+
+// forwardNotification sends a client's notification to the agent.
+func (s *Session) forwardNotification(m *jsonrpc.Message) {
+	s.withAgent(func() { s.sendAgent(s.toAgent(m).Raw) }, func(*jsonrpc.Error) {})
+}
+
+// sendAgent writes a frame to the agent's stdin queue.
+func (s *Session) sendAgent(frame []byte) {
+	if err := s.agent.proc.Send(frame); err != nil {
+		s.log.Warn("send to agent", "err", err)
+	}
+}
+
+// toAgent maps the sessionId clients know to the one the agent knows, when
+// the agent was restarted under a new id.
+func (s *Session) toAgent(m *jsonrpc.Message) *jsonrpc.Message {
+	return s.mapSessionID(m, s.sessionID, s.agentSID)
+}
+
+// fromAgent is the reverse of toAgent.
+func (s *Session) fromAgent(m *jsonrpc.Message) *jsonrpc.Message {
+	return s.mapSessionID(m, s.agentSID, s.sessionID)
+}
+
+func (s *Session) mapSessionID(m *jsonrpc.Message, from, to []byte) *jsonrpc.Message {
+	if m.Params == nil || string(from) == string(to) || from == nil || to == nil {
+		return m
+	}
+	sid, ok := jsonrpc.Field(m.Params, "sessionId")
+	if !ok || string(sid) != string(from) {
+		return m
+	}
+	params, _ := jsonrpc.SetField(m.Params, "sessionId", to)
+	mapped, err := jsonrpc.Parse(m.WithParams(params))
+	if err != nil {
+		return m
+	}
+	return &mapped
+}
+
+// agentFrame handles one frame from the agent.
+func (s *Session) agentFrame(frame []byte) {
+	m, err := jsonrpc.Parse(frame)
+	if err != nil {
+		s.log.Warn("malformed frame from agent dropped", "err", err, "bytes", len(frame))
+		return
+	}
+	switch m.Kind {
+	case jsonrpc.KindResponse:
+		s.agentResponse(&m)
+	case jsonrpc.KindNotification:
+		s.agentNotification(s.fromAgent(&m))
+	case jsonrpc.KindRequest:
+		s.agentRequest(s.fromAgent(&m))
+	}
+}
+
+// agentResponse routes a response to the client (or hub) that asked.
+func (s *Session) agentResponse(m *jsonrpc.Message) {
+	id, err := parseHubID(m.ID)
+	c := s.pending[id]
+	if err != nil || c == nil {
+		s.log.Warn("agent answered an unknown id", "id", string(m.ID))
+		return
+	}
+	delete(s.pending, id)
+	if c.peer != nil {
+		s.send(c.peer, m.WithID(c.id))
+	}
+	if c.then != nil {
+		c.then(m)
+	}
+}
+
+// agentNotification fans an agent notification out to every attached peer.
+func (s *Session) agentNotification(m *jsonrpc.Message) {
+	if s.agent.loading && m.Method == jsonrpc.MethodSessionUpdate {
+		return // history the hub already holds
+	}
+	if m.Method == jsonrpc.MethodSessionUpdate {
+		s.record(EventAgentUpdate, "", json.RawMessage(m.Params))
+	} else {
+		s.record(EventAgentNotification, "", map[string]any{"method": m.Method, "params": json.RawMessage(m.Params)})
+	}
+	s.broadcast(m.Raw, nil)
+}
+
+// agentRequest sends an agent's request where the policy says.
+func (s *Session) agentRequest(m *jsonrpc.Message) {
+	d := s.cfg.Policy.Decide(m.Method)
+	switch d.Route {
+	case policy.Refuse:
+		s.refuseToolCall(m, d)
+	case policy.Race:
+		s.race(m)
+	}
+}
+
+// refuseToolCall answers a client-tool request the policy blocks.
+func (s *Session) refuseToolCall(m *jsonrpc.Message, d policy.Decision) {
+	e := jsonrpc.NewError(jsonrpc.CodeToolBlocked, "policy_blocked",
+		"acphub policy blocks "+m.Method, map[string]any{"method": m.Method, "namespace": d.Namespace, "mode": d.Mode})
+	s.sendAgent(jsonrpc.NewErrorResponse(m.ID, e))
+	s.record(EventClientTool, "", map[string]any{
+		"method": m.Method, "mode": d.Mode, "decision": "blocked", "params": json.RawMessage(m.Params),
+	})
+	s.log.Info("client-tool request blocked", "method", m.Method, "mode", d.Mode)
+}
+
+// agentGone handles the end of the agent process.
+func (s *Session) agentGone(exit agent.Exit) {
+	a := s.agent
+	s.agent = nil
+	s.agentSID = nil
+	if !exit.Requested {
+		s.record(EventAgentExited, "", exitData(exit))
+		s.notify(jsonrpc.MethodAgentExited, map[string]any{
+			"sessionId": s.sessionIDString(), "code": exit.Code, "signal": exit.Signal, "stderrTail": exit.StderrTail,
+		}, nil)
+	} else {
+		s.record(EventAgentExited, "", exitData(exit))
+	}
+	e := errAgentExited(exit)
+	for _, fail := range a.failed {
+		fail(e)
+	}
+	ids := make([]int64, 0, len(s.pending))
+	for id := range s.pending {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		c := s.pending[id]
+		delete(s.pending, id)
+		resp := errorMessage(c.id, e)
+		if c.peer != nil {
+			s.send(c.peer, resp.Raw)
+		}
+		if c.then != nil {
+			c.then(&resp)
+		}
+	}
+	s.withdrawAll()
+}
+
+func exitData(exit agent.Exit) map[string]any {
+	return map[string]any{"code": exit.Code, "signal": exit.Signal, "requested": exit.Requested, "stderrTail": exit.StderrTail}
+}
+
+func errAgentExited(exit agent.Exit) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeAgentExited, "agent_exited", "The agent exited ("+exit.String()+")",
+		map[string]any{"code": exit.Code, "signal": exit.Signal, "stderrTail": exit.StderrTail})
+}
+
+func errAgentStart(msg, stderr string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeAgentStart, "agent_start_failed", "The agent could not be started: "+msg,
+		map[string]any{"stderrTail": stderr})
+}
+
+// parseHubID reads an id the hub assigned.
+func parseHubID(raw []byte) (int64, error) { return strconv.ParseInt(string(raw), 10, 64) }
+
+// errorMessage builds a parsed error response addressed to id.
+func errorMessage(id []byte, e *jsonrpc.Error) jsonrpc.Message {
+	m, err := jsonrpc.Parse(jsonrpc.NewErrorResponse(id, e))
+	if err != nil {
+		panic("hub: built an invalid error response: " + err.Error())
+	}
+	return m
+}
+
+// startIdleTimer stops the agent IdleTTL after the last client left.
+func (s *Session) startIdleTimer() {
+	s.stopIdleTimer()
+	if s.agent == nil {
+		return
+	}
+	gen := s.agent.gen
+	s.idleTimer = time.AfterFunc(s.cfg.IdleTTL, func() { s.postAsync(idleExpired{gen: gen}) })
+}
+
+func (s *Session) stopIdleTimer() {
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+}
+
+func (s *Session) idleExpired(gen int) {
+	if len(s.peers) > 0 || s.agent == nil || s.agent.gen != gen || s.turn != nil {
+		return
+	}
+	s.log.Info("no clients left; stopping the agent", "ttl", s.cfg.IdleTTL)
+	s.agent.proc.Stop()
+}

@@ -1,0 +1,160 @@
+package hub
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/policy"
+)
+
+// clientFrame handles one frame from a client.
+func (s *Session) clientFrame(p *peer, frame []byte) {
+	m, err := jsonrpc.Parse(frame)
+	if err != nil {
+		// Answered with the frame's id when it could be read, else null.
+		s.replyError(p, m.ID, err.(*jsonrpc.Error))
+		s.log.Debug("invalid frame from client", "peer", p.id, "err", err)
+		return
+	}
+	switch m.Kind {
+	case jsonrpc.KindResponse:
+		s.clientResponse(p, &m)
+	case jsonrpc.KindRequest:
+		s.clientRequest(p, &m)
+	case jsonrpc.KindNotification:
+		s.clientNotification(p, &m)
+	}
+}
+
+func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
+	switch {
+	case m.Method == jsonrpc.MethodInitialize:
+		s.initialize(p, m)
+	case strings.HasPrefix(m.Method, jsonrpc.HubPrefix):
+		s.replyError(p, m.ID, errUnknownHubMethod(m.Method))
+	case s.initResult == nil && s.agent == nil:
+		s.replyError(p, m.ID, errNotInitialized())
+	case m.Method == jsonrpc.MethodSessionNew:
+		s.newSession(p, m)
+	case m.Method == jsonrpc.MethodSessionPrompt:
+		s.prompt(p, m)
+	default:
+		s.forward(p, m, nil)
+	}
+}
+
+func (s *Session) clientNotification(p *peer, m *jsonrpc.Message) {
+	switch {
+	case m.Method == jsonrpc.MethodSessionCancel:
+		s.cancel(p, m)
+	case m.Method == jsonrpc.MethodCancelRequest:
+		s.cancelRequest(p, m)
+	case strings.HasPrefix(m.Method, jsonrpc.HubPrefix):
+		// Unknown hub notifications are ignored, as ACP asks.
+	case s.agent != nil || s.initParams != nil:
+		s.forwardNotification(m)
+	}
+}
+
+// initialize answers from the cache, or starts the agent and sends the
+// first client's initialize on, with the client-tool capabilities the
+// policy will serve.
+func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
+	var params struct {
+		ClientCapabilities json.RawMessage `json:"clientCapabilities"`
+		ClientInfo         json.RawMessage `json:"clientInfo"`
+	}
+	if err := json.Unmarshal(m.Params, &params); err != nil {
+		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "bad_params", "Invalid params: "+err.Error(), nil))
+		return
+	}
+	p.caps, p.info = params.ClientCapabilities, params.ClientInfo
+	switch {
+	case s.initResult != nil:
+		p.initialized = true
+		s.reply(p, m.ID, s.initResult)
+		return
+	case s.initParams != nil:
+		s.initWaiters = append(s.initWaiters, waiter{p, m.ID})
+		return
+	}
+	sent := s.agentInitParams(m.Params)
+	if err := s.startAgent(); err != nil {
+		s.replyError(p, m.ID, errAgentStart(err.Error(), ""))
+		return
+	}
+	s.agent.ready = true
+	s.initParams = sent
+	fwd, err := jsonrpc.Parse(m.WithParams(sent))
+	if err != nil {
+		panic("hub: rewritten initialize does not parse: " + err.Error())
+	}
+	s.forward(p, &fwd, func(resp *jsonrpc.Message) {
+		waiters := s.initWaiters
+		s.initWaiters = nil
+		if resp.Error != nil {
+			s.initParams = nil // the next initialize tries again
+			for _, w := range waiters {
+				s.send(w.peer, resp.WithID(w.id))
+			}
+			return
+		}
+		s.initResult = resp.Result
+		p.initialized = true
+		for _, w := range waiters {
+			w.peer.initialized = true
+			s.reply(w.peer, w.id, s.initResult)
+		}
+	})
+}
+
+// agentInitParams returns the initialize params for the agent: the client's
+// own, with fs and terminal capabilities set to what the policy serves.
+func (s *Session) agentInitParams(params []byte) []byte {
+	caps, ok := jsonrpc.Field(params, "clientCapabilities")
+	if !ok {
+		caps = []byte("{}")
+	}
+	for _, ns := range []policy.Namespace{policy.FS, policy.Terminal} {
+		if !s.cfg.Policy.Advertised(ns) {
+			caps, _ = jsonrpc.DeleteField(caps, string(ns))
+		}
+	}
+	out, _ := jsonrpc.SetField(params, "clientCapabilities", caps)
+	return out
+}
+
+// newSession answers session/new: the first creates the ACP session, the
+// others join it and get the cached result.
+func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
+	switch {
+	case s.newResult != nil:
+		s.reply(p, m.ID, s.newResult)
+		s.attach(p)
+		return
+	case s.newParams != nil:
+		s.newWaiters = append(s.newWaiters, waiter{p, m.ID})
+		return
+	}
+	s.newParams = m.Params
+	s.forward(p, m, func(resp *jsonrpc.Message) {
+		waiters := s.newWaiters
+		s.newWaiters = nil
+		sid, ok := jsonrpc.Field(resp.Result, "sessionId")
+		if resp.Error != nil || !ok || sid[0] != '"' {
+			s.newParams = nil
+			for _, w := range waiters {
+				s.send(w.peer, resp.WithID(w.id))
+			}
+			return
+		}
+		s.newResult, s.sessionID, s.agentSID = resp.Result, sid, sid
+		s.record(EventSessionCreated, p.id, map[string]any{"sessionId": s.sessionIDString(), "params": json.RawMessage(s.newParams)})
+		s.attach(p)
+		for _, w := range waiters {
+			s.reply(w.peer, w.id, s.newResult)
+			s.attach(w.peer)
+		}
+	})
+}

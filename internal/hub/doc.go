@@ -1,0 +1,33 @@
+// Package hub shares one ACP agent session with many clients.
+//
+// A Hub holds sessions by key. Each Session is an actor: one goroutine owns
+// all of its state (peers, the agent process, cached handshake results,
+// pending calls, the prompt turn and its queue, open agent requests, the
+// next log seq). Transports, the agent reader and timers reach it only
+// through its inbox.
+//
+// # Ordering
+//
+// The order in which the actor handles frames is the order of the session
+// log and of every fan-out: all attached peers receive the agent's updates
+// in the same order, and a peer that attaches mid-turn receives the history
+// up to the moment it attached, then every later frame, each exactly once.
+//
+// # Delivery
+//
+// Frames are forwarded as the bytes that arrived; only the JSON-RPC id is
+// rewritten (and the sessionId, when the agent had to be restarted under a
+// new id). Each peer has an outbound queue bounded in bytes. The actor never
+// waits on a peer: a peer whose queue overflows is disconnected, and may
+// reconnect and resume from the log. The agent's stdin is queued the same
+// way (see package agent).
+//
+// # Requests in both directions
+//
+// A client's request gets a hub id toward the agent; the response goes back
+// to that client alone. An agent's request is decided by package policy:
+// client-tool requests in a blocked namespace are refused; everything else
+// is raced — sent to every attached peer, first valid answer wins, the other
+// copies are withdrawn with $/cancel_request. Permission requests also
+// produce _acphub/permission_resolved.
+package hub

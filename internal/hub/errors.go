@@ -1,0 +1,51 @@
+package hub
+
+import (
+	"errors"
+
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// Errors returned by Hub.Join.
+var (
+	ErrPeerTaken     = errors.New("hub: peer id already in use in this session")
+	ErrAgentMismatch = errors.New("hub: session already runs another agent")
+	ErrUnknownAgent  = errors.New("hub: no such agent configured")
+	ErrTooMany       = errors.New("hub: session limit reached")
+	ErrClosed        = errors.New("hub: shutting down")
+	ErrBadPeerID     = errors.New("hub: invalid peer id")
+)
+
+// Reasons a peer is disconnected by the hub; transports read them with
+// errors.Is on the error Client.Next returns.
+var (
+	ErrSlowClient  = errors.New("hub: client too slow; its outbound queue overflowed")
+	ErrSessionGone = errors.New("hub: session closed")
+)
+
+func errNotInitialized() *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeNotInitialized, "not_initialized", "Send initialize first", nil)
+}
+
+func errNoSession() *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeNoSession, "no_session", "No ACP session yet: send session/new first", nil)
+}
+
+func errSessionMismatch(got string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeSessionMismatch, "unknown_session",
+		"This hub session does not hold that sessionId", map[string]any{"sessionId": got})
+}
+
+func errQueueFull(limit int) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeQueueFull, "queue_full",
+		"Prompt queue is full; wait for the running turn", map[string]any{"limit": limit})
+}
+
+func errUnknownHubMethod(method string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "unknown_method",
+		"Method not found", map[string]any{"method": method})
+}
+
+func errCancelled() *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeCancelled, "cancelled", "Request cancelled", nil)
+}

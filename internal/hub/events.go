@@ -1,0 +1,69 @@
+package hub
+
+import (
+	"encoding/json"
+
+	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// Event types the hub writes to the session log.
+const (
+	EventSessionCreated     = "session.created"
+	EventPeerJoined         = "peer.joined"
+	EventPeerLeft           = "peer.left"
+	EventPromptReceived     = "prompt.received"
+	EventTurnStarted        = "turn.started"
+	EventTurnCompleted      = "turn.completed"
+	EventAgentUpdate        = "agent.update"
+	EventAgentNotification  = "agent.notification"
+	EventPermissionRequest  = "permission.requested"
+	EventPermissionResolved = "permission.resolved"
+	EventClientTool         = "client_tool.call"
+	EventAgentStarted       = "agent.started"
+	EventAgentExited        = "agent.exited"
+)
+
+// appendReplayFrames appends the frames a joining client receives for ev:
+// the agent's notifications as they were sent, and each prompt as
+// user_message_chunk updates so a plain ACP client shows the whole
+// conversation. Other events are not part of the ACP stream.
+func appendReplayFrames(frames [][]byte, ev eventlog.Event) [][]byte {
+	switch ev.Type {
+	case EventAgentUpdate:
+		return append(frames, jsonrpc.NewNotification(jsonrpc.MethodSessionUpdate, json.RawMessage(ev.Data)))
+	case EventAgentNotification:
+		var d struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil && d.Method != "" {
+			return append(frames, jsonrpc.NewNotification(d.Method, d.Params))
+		}
+	case EventTurnStarted:
+		var d struct {
+			SessionID string            `json:"sessionId"`
+			Prompt    []json.RawMessage `json:"prompt"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil {
+			return appendUserChunks(frames, d.SessionID, d.Prompt)
+		}
+	}
+	return frames
+}
+
+// appendUserChunks renders a prompt as session/update user_message_chunk
+// notifications, one per content block, each block's bytes kept.
+func appendUserChunks(frames [][]byte, sessionID string, prompt []json.RawMessage) [][]byte {
+	sid, _ := json.Marshal(sessionID)
+	for _, block := range prompt {
+		params := make([]byte, 0, len(block)+len(sid)+64)
+		params = append(params, `{"sessionId":`...)
+		params = append(params, sid...)
+		params = append(params, `,"update":{"sessionUpdate":"user_message_chunk","content":`...)
+		params = append(params, block...)
+		params = append(params, `}}`...)
+		frames = append(frames, jsonrpc.NewNotification(jsonrpc.MethodSessionUpdate, json.RawMessage(params)))
+	}
+	return frames
+}

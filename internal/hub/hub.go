@@ -1,0 +1,203 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/acphub/acphub/internal/agent"
+	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/policy"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultPromptQueue = 16
+	DefaultClientQueue = 16 << 20
+	DefaultIdleTTL     = 10 * time.Minute
+	DefaultMaxSessions = 256
+)
+
+// Config configures a Hub. The zero value of every field but Agents and
+// Store is a working default.
+type Config struct {
+	// Agents are the agents sessions can run, by name. DefaultAgent names
+	// the one a session gets when the client names none.
+	Agents       map[string]agent.Spec
+	DefaultAgent string
+	AgentOptions agent.Options
+
+	Store  eventlog.Store // the session log
+	Policy policy.Policy  // client-tool modes
+
+	PromptQueue int           // prompts waiting behind the running turn; 0 means DefaultPromptQueue
+	ClientQueue int           // bytes queued toward one client before it is dropped; 0 means DefaultClientQueue
+	IdleTTL     time.Duration // agent kept alive after the last client leaves; 0 means DefaultIdleTTL
+	MaxSessions int           // sessions held at once; 0 means DefaultMaxSessions
+	// PermissionTimeout answers an unanswered permission request with
+	// "cancelled" (fail closed). 0 means wait forever.
+	PermissionTimeout time.Duration
+
+	Logger *slog.Logger // nil means slog.Default()
+}
+
+func (c Config) withDefaults() Config {
+	if c.PromptQueue <= 0 {
+		c.PromptQueue = DefaultPromptQueue
+	}
+	if c.ClientQueue <= 0 {
+		c.ClientQueue = DefaultClientQueue
+	}
+	if c.IdleTTL <= 0 {
+		c.IdleTTL = DefaultIdleTTL
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Hub holds the sessions.
+type Hub struct {
+	cfg Config
+	log *slog.Logger
+
+	clients atomic.Int64 // connected clients, all sessions
+
+	mu       sync.Mutex // guards the following
+	sessions map[string]*Session
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// New returns a Hub. Sessions are created on first Join.
+func New(cfg Config) *Hub {
+	cfg = cfg.withDefaults()
+	return &Hub{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*Session)}
+}
+
+// JoinOptions says who joins and how.
+type JoinOptions struct {
+	Peer   string // the peer id; "" means one is assigned
+	Agent  string // the agent to run when the session is created; "" means the default
+	Replay Replay // what the peer gets when it attaches
+}
+
+// Replay says how much history a peer receives when it attaches.
+type Replay uint8
+
+// The replay modes.
+const (
+	ReplayFull Replay = iota // the whole conversation (the default)
+	ReplaySkip               // nothing; live frames only
+)
+
+// ParseReplay reads the replay query parameter.
+func ParseReplay(s string) (Replay, error) {
+	switch s {
+	case "", "full":
+		return ReplayFull, nil
+	case "skip":
+		return ReplaySkip, nil
+	}
+	return 0, fmt.Errorf("replay must be full or skip, not %q", s)
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+
+// ValidKey reports whether s can name a session or a peer: 1 to 128
+// letters, digits and ._:@- , not starting with punctuation.
+func ValidKey(s string) bool { return validName.MatchString(s) }
+
+// Join attaches a new client to the session key, creating the session on
+// first use. The client must Leave when its connection ends.
+func (h *Hub) Join(ctx context.Context, key string, opts JoinOptions) (*Client, error) {
+	if opts.Peer != "" && !ValidKey(opts.Peer) {
+		return nil, ErrBadPeerID
+	}
+	s, err := h.session(key, opts.Agent)
+	if err != nil {
+		return nil, err
+	}
+	return s.join(ctx, opts)
+}
+
+func (h *Hub) session(key, agentName string) (*Session, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if s := h.sessions[key]; s != nil {
+		if agentName != "" && agentName != s.agentName {
+			return nil, fmt.Errorf("%w: %q runs %q", ErrAgentMismatch, key, s.agentName)
+		}
+		return s, nil
+	}
+	if len(h.sessions) >= h.cfg.MaxSessions {
+		return nil, ErrTooMany
+	}
+	if agentName == "" {
+		agentName = h.cfg.DefaultAgent
+	}
+	spec, ok := h.cfg.Agents[agentName]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownAgent, agentName)
+	}
+	s := newSession(h, key, agentName, spec)
+	h.sessions[key] = s
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		s.run()
+	}()
+	return s, nil
+}
+
+// Clients returns how many clients are connected, across sessions.
+func (h *Hub) Clients() int { return int(h.clients.Load()) }
+
+// Sessions returns the keys of the sessions held.
+func (h *Hub) Sessions() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	keys := make([]string, 0, len(h.sessions))
+	for k := range h.sessions {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// Close ends every session: clients are disconnected, agents stopped, the
+// log flushed. It waits for the sessions until ctx ends.
+func (h *Hub) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	sessions := make([]*Session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		sessions = append(sessions, s)
+	}
+	h.mu.Unlock()
+	for _, s := range sessions {
+		s.stop()
+	}
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return errors.Join(ErrClosed, ctx.Err())
+	}
+}

@@ -1,0 +1,129 @@
+package hub
+
+import (
+	"encoding/json"
+
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// turn is one session/prompt, running or queued.
+type turn struct {
+	peer   *peer
+	id     []byte          // the client's request id
+	msg    jsonrpc.Message // the request as it arrived
+	prompt []json.RawMessage
+}
+
+// prompt handles session/prompt: run it now, or queue it behind the
+// running turn.
+func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
+	var params struct {
+		SessionID string            `json:"sessionId"`
+		Prompt    []json.RawMessage `json:"prompt"`
+	}
+	if err := json.Unmarshal(m.Params, &params); err != nil {
+		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "bad_params", "Invalid params: "+err.Error(), nil))
+		return
+	}
+	if s.sessionID == nil {
+		s.replyError(p, m.ID, errNoSession())
+		return
+	}
+	if params.SessionID != s.sessionIDString() {
+		s.replyError(p, m.ID, errSessionMismatch(params.SessionID))
+		return
+	}
+	if s.turn != nil && len(s.queue) >= s.cfg.PromptQueue {
+		s.replyError(p, m.ID, errQueueFull(s.cfg.PromptQueue))
+		return
+	}
+	t := &turn{peer: p, id: m.ID, msg: *m, prompt: params.Prompt}
+	queued := 0
+	if s.turn != nil {
+		s.queue = append(s.queue, t)
+		queued = len(s.queue)
+	}
+	s.record(EventPromptReceived, p.id, map[string]any{"sessionId": params.SessionID, "prompt": params.Prompt, "queued": queued})
+	s.notify(jsonrpc.MethodPromptReceived, map[string]any{
+		"sessionId": params.SessionID, "peer": p.id, "prompt": params.Prompt, "queued": queued,
+	}, p)
+	if s.turn == nil {
+		s.startTurn(t)
+	}
+}
+
+// startTurn shows the prompt to the other peers and sends it to the agent.
+func (s *Session) startTurn(t *turn) {
+	s.turn = t
+	sid := s.sessionIDString()
+	s.record(EventTurnStarted, t.peer.id, map[string]any{"sessionId": sid, "prompt": t.prompt})
+	for _, f := range appendUserChunks(nil, sid, t.prompt) {
+		s.broadcast(f, t.peer)
+	}
+	s.forward(t.peer, &t.msg, func(resp *jsonrpc.Message) { s.endTurn(t, resp) })
+}
+
+// endTurn reports the end of a turn to the other peers and starts the next.
+func (s *Session) endTurn(t *turn, resp *jsonrpc.Message) {
+	if s.turn != t {
+		return
+	}
+	s.turn = nil
+	done := map[string]any{"sessionId": s.sessionIDString(), "peer": t.peer.id}
+	if resp.Error != nil {
+		done["error"] = json.RawMessage(resp.Error)
+	} else {
+		var r struct {
+			StopReason string `json:"stopReason"`
+		}
+		_ = json.Unmarshal(resp.Result, &r)
+		done["stopReason"] = r.StopReason
+	}
+	s.record(EventTurnCompleted, t.peer.id, done)
+	s.notify(jsonrpc.MethodTurnComplete, done, t.peer)
+	if len(s.queue) > 0 {
+		next := s.queue[0]
+		s.queue = s.queue[1:]
+		s.startTurn(next)
+		return
+	}
+	if len(s.peers) == 0 {
+		s.startIdleTimer()
+	}
+}
+
+// cancel handles session/cancel from any peer: the running turn is
+// cancelled at the agent, and the hub answers the permission requests still
+// open as cancelled, as ACP asks of the client.
+func (s *Session) cancel(p *peer, m *jsonrpc.Message) {
+	if s.turn == nil || s.agent == nil {
+		return
+	}
+	s.log.Info("turn cancelled", "peer", p.id)
+	s.forwardNotification(m)
+	s.cancelOpenPermissions(p)
+}
+
+// cancelRequest handles $/cancel_request from a client for one of its own
+// requests: a queued prompt is dropped here, anything sent on is cancelled
+// at the agent under the hub's id.
+func (s *Session) cancelRequest(p *peer, m *jsonrpc.Message) {
+	reqID, ok := jsonrpc.Field(m.Params, "requestId")
+	if !ok {
+		return
+	}
+	for i, t := range s.queue {
+		if t.peer == p && string(t.id) == string(reqID) {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			s.replyError(p, t.id, errCancelled())
+			return
+		}
+	}
+	for id, c := range s.pending {
+		if c.peer == p && string(c.id) == string(reqID) && s.agent != nil {
+			params, _ := jsonrpc.SetField(m.Params, "requestId", jsonrpc.IntID(id))
+			s.sendAgent(m.WithParams(params))
+			return
+		}
+	}
+}

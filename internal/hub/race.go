@@ -1,0 +1,212 @@
+package hub
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// agentRequest is an agent→client request raced across the peers: each
+// attached peer holds a copy under its own hub id; the first valid answer
+// goes to the agent and the other copies are withdrawn.
+type agentRequest struct {
+	key    string          // the agent's raw id
+	msg    jsonrpc.Message // the request as the agent sent it
+	copies map[*peer]int64 // outstanding copies
+	timer  *time.Timer     // the permission timeout, if any
+}
+
+// race sends an agent request to every attached peer. With no peer
+// attached it stays open and goes to the next one that attaches.
+func (s *Session) race(m *jsonrpc.Message) {
+	key := string(m.ID)
+	if s.openRequest(key) != nil {
+		s.sendAgent(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "duplicate_id",
+			"Invalid request: id already in use by an open request", nil)))
+		return
+	}
+	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64)}
+	s.agentReqs = append(s.agentReqs, r)
+	if m.Method == jsonrpc.MethodRequestPermission {
+		s.record(EventPermissionRequest, "", map[string]any{"requestId": json.RawMessage(m.ID), "params": json.RawMessage(m.Params)})
+		if s.cfg.PermissionTimeout > 0 {
+			r.timer = time.AfterFunc(s.cfg.PermissionTimeout, func() { s.postAsync(permissionExpired{key: key}) })
+		}
+	}
+	for _, p := range s.peers {
+		if p.attached {
+			s.giveCopy(r, p)
+		}
+	}
+}
+
+// giveCopy sends p its copy of r under a fresh hub id.
+func (s *Session) giveCopy(r *agentRequest, p *peer) {
+	id := p.allocID()
+	n, _ := parseHubID(id)
+	r.copies[p] = n
+	p.copies[n] = r
+	s.send(p, r.msg.WithID(id))
+}
+
+// resendOpenRequests gives a newly attached peer the requests still open.
+func (s *Session) resendOpenRequests(p *peer) {
+	for _, r := range s.openRequests() {
+		s.giveCopy(r, p)
+	}
+}
+
+// openRequests returns a copy of the open agent requests, oldest first.
+func (s *Session) openRequests() []*agentRequest {
+	return append([]*agentRequest(nil), s.agentReqs...)
+}
+
+// openRequest finds an open agent request by the agent's raw id.
+func (s *Session) openRequest(key string) *agentRequest {
+	for _, r := range s.agentReqs {
+		if r.key == key {
+			return r
+		}
+	}
+	return nil
+}
+
+// closeRequest forgets r and stops its timer.
+func (s *Session) closeRequest(r *agentRequest) {
+	for i, q := range s.agentReqs {
+		if q == r {
+			s.agentReqs = append(s.agentReqs[:i], s.agentReqs[i+1:]...)
+			break
+		}
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+// clientResponse handles a client's answer to one of its copies.
+func (s *Session) clientResponse(p *peer, m *jsonrpc.Message) {
+	n, err := parseHubID(m.ID)
+	r := p.copies[n]
+	if err != nil || r == nil {
+		s.log.Debug("response to no open request", "peer", p.id, "id", string(m.ID))
+		return
+	}
+	delete(p.copies, n)
+	delete(r.copies, p)
+	// An error is not an answer while another peer may still give one.
+	if m.Error == nil || len(r.copies) == 0 {
+		s.resolve(r, p, m)
+	}
+}
+
+// resolve sends the winning answer to the agent and withdraws the rest.
+func (s *Session) resolve(r *agentRequest, winner *peer, m *jsonrpc.Message) {
+	s.closeRequest(r)
+	if s.agent != nil {
+		s.sendAgent(m.WithID(r.msg.ID))
+	}
+	s.withdraw(r)
+	if r.msg.Method != jsonrpc.MethodRequestPermission {
+		return
+	}
+	who := "acphub"
+	if winner != nil {
+		who = winner.id
+	}
+	resolved := permissionResolution(s.sessionIDString(), who, r, m)
+	s.record(EventPermissionResolved, who, resolved)
+	s.notify(jsonrpc.MethodPermissionResolved, resolved, winner)
+}
+
+// permissionResolution describes who answered a permission request how.
+func permissionResolution(sessionID, who string, r *agentRequest, m *jsonrpc.Message) map[string]any {
+	out := map[string]any{"sessionId": sessionID, "peer": who, "requestId": json.RawMessage(r.msg.ID)}
+	var req struct {
+		ToolCall struct {
+			ToolCallID string `json:"toolCallId"`
+			Title      string `json:"title"`
+		} `json:"toolCall"`
+		Options []struct {
+			OptionID string `json:"optionId"`
+			Name     string `json:"name"`
+		} `json:"options"`
+	}
+	_ = json.Unmarshal(r.msg.Params, &req)
+	out["toolCallId"] = req.ToolCall.ToolCallID
+	out["title"] = req.ToolCall.Title
+	if m.Error != nil {
+		out["error"] = json.RawMessage(m.Error)
+		return out
+	}
+	var res struct {
+		Outcome json.RawMessage `json:"outcome"`
+	}
+	_ = json.Unmarshal(m.Result, &res)
+	out["outcome"] = res.Outcome
+	var o struct {
+		OptionID string `json:"optionId"`
+	}
+	_ = json.Unmarshal(res.Outcome, &o)
+	for _, opt := range req.Options {
+		if opt.OptionID == o.OptionID && o.OptionID != "" {
+			out["optionName"] = opt.Name
+		}
+	}
+	return out
+}
+
+// withdraw cancels every outstanding copy of r at its peer.
+func (s *Session) withdraw(r *agentRequest) {
+	for p, n := range r.copies {
+		delete(p.copies, n)
+		s.send(p, jsonrpc.NewNotification(jsonrpc.MethodCancelRequest, map[string]any{"requestId": n}))
+	}
+	clear(r.copies)
+}
+
+// withdrawCopies forgets the copies a leaving peer held. The requests stay
+// open for the others, or for the next peer to attach.
+func (s *Session) withdrawCopies(p *peer) {
+	for n, r := range p.copies {
+		delete(r.copies, p)
+		delete(p.copies, n)
+	}
+}
+
+// withdrawAll drops every open agent request: the agent that asked is gone.
+func (s *Session) withdrawAll() {
+	for _, r := range s.openRequests() {
+		s.closeRequest(r)
+		s.withdraw(r)
+	}
+}
+
+// cancelOpenPermissions answers every open permission request with the
+// cancelled outcome, on behalf of peer p's session/cancel.
+func (s *Session) cancelOpenPermissions(p *peer) {
+	for _, r := range s.openRequests() {
+		if r.msg.Method == jsonrpc.MethodRequestPermission {
+			s.resolve(r, p, cancelledOutcome(r.msg.ID))
+		}
+	}
+}
+
+// permissionExpired fails a permission request closed.
+func (s *Session) permissionExpired(key string) {
+	r := s.openRequest(key)
+	if r == nil {
+		return
+	}
+	s.log.Info("permission request timed out; answering cancelled", "timeout", s.cfg.PermissionTimeout)
+	s.resolve(r, nil, cancelledOutcome(r.msg.ID))
+}
+
+func cancelledOutcome(id []byte) *jsonrpc.Message {
+	m, err := jsonrpc.Parse(jsonrpc.NewResponse(id, []byte(`{"outcome":{"outcome":"cancelled"}}`)))
+	if err != nil {
+		panic("hub: built an invalid response: " + err.Error())
+	}
+	return &m
+}

@@ -1,0 +1,324 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/acphub/acphub/internal/agent"
+	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// inboxLen is how many messages may wait for a session actor before senders
+// block. Blocking there slows one client's reader or the agent's stdout,
+// never the actor.
+const inboxLen = 256
+
+// Session is one hub session: one agent process, one ACP session, many
+// peers. All fields below the mailbox are owned by the actor goroutine.
+type Session struct {
+	hub       *Hub
+	cfg       Config
+	key       string
+	agentName string
+	spec      agent.Spec
+	log       *slog.Logger
+
+	inbox chan any
+	quit  chan struct{} // closed by stop
+	done  chan struct{} // closed when the actor has finished
+
+	// Owned by the actor.
+	peers      []*peer // attached or not, in join order
+	peerSerial int
+	agent      *agentConn
+	agentGen   int
+	nextCallID int64
+	pending    map[int64]*call // calls toward the agent, by hub id
+
+	initParams  []byte   // initialize params as sent to the agent
+	initResult  []byte   // cached initialize result
+	initWaiters []waiter // initialize requests waiting for the first result
+	newParams   []byte   // session/new params of the creating client
+	newResult   []byte   // cached session/new result
+	newWaiters  []waiter
+	sessionID   []byte // the ACP sessionId clients know, as a JSON string
+	agentSID    []byte // the sessionId the running agent knows
+
+	turn  *turn
+	queue []*turn
+
+	agentReqs []*agentRequest // open agent→client requests, oldest first
+
+	seq       int64
+	lastID    *string
+	unflushed []eventlog.Event
+
+	idleTimer *time.Timer
+}
+
+// waiter is a client request answered when a cached result arrives.
+type waiter struct {
+	peer *peer
+	id   []byte
+}
+
+func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
+	return &Session{
+		hub:       h,
+		cfg:       h.cfg,
+		key:       key,
+		agentName: agentName,
+		spec:      spec,
+		log:       h.log.With("session", key),
+		inbox:     make(chan any, inboxLen),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+		pending:   make(map[int64]*call),
+	}
+}
+
+// Key returns the session key.
+func (s *Session) Key() string { return s.key }
+
+// Inbox messages.
+type (
+	joinMsg struct {
+		opts  JoinOptions
+		reply chan joinReply
+	}
+	joinReply struct {
+		client *Client
+		err    error
+	}
+	clientMsg struct {
+		peer  *peer
+		frame []byte
+	}
+	leaveMsg   struct{ peer *peer }
+	agentFrame struct {
+		gen   int
+		frame []byte
+	}
+	agentExited struct {
+		gen  int
+		exit agent.Exit
+	}
+	idleExpired       struct{ gen int }
+	permissionExpired struct{ key string }
+)
+
+// post hands msg to the actor, waiting while its inbox is full.
+func (s *Session) post(ctx context.Context, msg any) error {
+	select {
+	case s.inbox <- msg:
+		return nil
+	case <-s.done:
+		return ErrSessionGone
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// postAsync hands msg to the actor from a timer, without waiting forever.
+func (s *Session) postAsync(msg any) {
+	select {
+	case s.inbox <- msg:
+	case <-s.done:
+	}
+}
+
+// join adds a client through the actor.
+func (s *Session) join(ctx context.Context, opts JoinOptions) (*Client, error) {
+	reply := make(chan joinReply, 1)
+	if err := s.post(ctx, joinMsg{opts: opts, reply: reply}); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-reply:
+		return r.client, r.err
+	case <-s.done:
+		return nil, ErrSessionGone
+	case <-ctx.Done():
+		// The actor still answers; make sure the client does not linger.
+		go func() {
+			if r := <-reply; r.client != nil {
+				r.client.Leave()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Session) stop() {
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+}
+
+func (s *Session) run() {
+	defer close(s.done)
+	for {
+		select {
+		case msg := <-s.inbox:
+			s.handle(msg)
+			s.drain()
+			s.flush()
+		case <-s.quit:
+			s.shutdown()
+			return
+		}
+	}
+}
+
+// drain handles what is already waiting in the inbox, up to one inbox's
+// worth, so that a burst of frames is committed to the log as one batch.
+func (s *Session) drain() {
+	for range inboxLen {
+		select {
+		case msg := <-s.inbox:
+			s.handle(msg)
+		default:
+			return
+		}
+	}
+}
+
+func (s *Session) handle(msg any) {
+	switch m := msg.(type) {
+	case clientMsg:
+		if !m.peer.gone {
+			s.clientFrame(m.peer, m.frame)
+		}
+	case agentFrame:
+		if s.agent != nil && m.gen == s.agent.gen {
+			s.agentFrame(m.frame)
+		}
+	case agentExited:
+		if s.agent != nil && m.gen == s.agent.gen {
+			s.agentGone(m.exit)
+		}
+	case joinMsg:
+		c, err := s.addPeer(m.opts)
+		m.reply <- joinReply{c, err}
+	case leaveMsg:
+		s.removePeer(m.peer, nil)
+	case idleExpired:
+		s.idleExpired(m.gen)
+	case permissionExpired:
+		s.permissionExpired(m.key)
+	}
+}
+
+// shutdown ends the session when the hub stops.
+func (s *Session) shutdown() {
+	for _, p := range append([]*peer(nil), s.peers...) {
+		s.removePeer(p, ErrSessionGone)
+	}
+	if s.agent != nil {
+		s.agent.proc.Stop()
+		if _, err := s.agent.proc.Wait(context.Background()); err != nil {
+			s.log.Warn("agent did not stop", "err", err)
+		}
+		s.agentGone(agent.Exit{Requested: true})
+	}
+	s.flush()
+}
+
+// record appends a durable event to the session log. data is marshalled
+// unless it is already raw JSON.
+func (s *Session) record(typ, peerID string, data any) {
+	var raw json.RawMessage
+	switch d := data.(type) {
+	case json.RawMessage:
+		raw = d
+	default:
+		var err error
+		if raw, err = json.Marshal(d); err != nil {
+			panic("hub: event data does not marshal: " + err.Error())
+		}
+	}
+	s.seq++
+	id := eventlog.NewID()
+	ev := eventlog.Event{
+		Session:   s.key,
+		Seq:       s.seq,
+		ID:        id,
+		ParentID:  s.lastID,
+		Timestamp: time.Now().UTC(),
+		Type:      typ,
+		Data:      raw,
+		Peer:      peerID,
+		AgentID:   s.agentName,
+	}
+	s.lastID = &id
+	s.unflushed = append(s.unflushed, ev)
+}
+
+// flush commits the recorded events.
+func (s *Session) flush() {
+	if len(s.unflushed) == 0 || s.cfg.Store == nil {
+		s.unflushed = s.unflushed[:0]
+		return
+	}
+	if err := s.cfg.Store.Append(context.Background(), s.unflushed); err != nil {
+		s.log.Error("append to session log", "err", err, "events", len(s.unflushed))
+	}
+	clear(s.unflushed)
+	s.unflushed = s.unflushed[:0]
+}
+
+// send queues frame for p, dropping p when it cannot keep up.
+func (s *Session) send(p *peer, frame []byte) {
+	if p.gone {
+		return
+	}
+	if err := p.out.Push(frame); err != nil {
+		s.log.Warn("dropping slow client", "peer", p.id, "queued", p.out.Len())
+		s.removePeer(p, ErrSlowClient)
+	}
+}
+
+// broadcast sends frame to every attached peer but except.
+func (s *Session) broadcast(frame []byte, except *peer) {
+	for _, p := range s.peers {
+		if p.attached && p != except {
+			s.send(p, frame)
+		}
+	}
+}
+
+// notify broadcasts a hub notification.
+func (s *Session) notify(method string, params any, except *peer) {
+	s.broadcast(jsonrpc.NewNotification(method, params), except)
+}
+
+// reply answers a client request with a result.
+func (s *Session) reply(p *peer, id, result []byte) {
+	s.send(p, jsonrpc.NewResponse(id, result))
+}
+
+// replyError answers a client request with an error.
+func (s *Session) replyError(p *peer, id []byte, e *jsonrpc.Error) {
+	s.send(p, jsonrpc.NewErrorResponse(id, e))
+}
+
+// sessionIDString returns the ACP session id clients know, or "".
+func (s *Session) sessionIDString() string {
+	var id string
+	_ = json.Unmarshal(s.sessionID, &id)
+	return id
+}
+
+// nextID allocates a hub id toward the agent.
+func (s *Session) nextID() int64 {
+	s.nextCallID++
+	return s.nextCallID
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,165 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/coder/websocket"
+
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// DialOptions says where and how a client connects to a hub.
+type DialOptions struct {
+	Addr     string // host:port of the hub
+	TLS      bool   // use wss
+	Token    string
+	Session  string
+	Peer     string // optional
+	Agent    string // optional
+	Replay   string // optional: full or skip
+	MaxFrame int    // 0 means jsonrpc.DefaultMaxFrame
+}
+
+// Conn is a client connection to a hub session.
+type Conn struct {
+	ws *websocket.Conn
+}
+
+// Dial connects to a hub session over WebSocket.
+func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
+	q := url.Values{"session": {o.Session}}
+	for k, v := range map[string]string{"peer": o.Peer, "agent": o.Agent, "replay": o.Replay} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	scheme := "ws"
+	if o.TLS {
+		scheme = "wss"
+	}
+	u := url.URL{Scheme: scheme, Host: o.Addr, Path: "/acp", RawQuery: q.Encode()}
+	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + o.Token}},
+	})
+	if err != nil {
+		if resp != nil && resp.StatusCode >= 400 {
+			return nil, fmt.Errorf("hub refused the connection: %s: %w", resp.Status, err)
+		}
+		return nil, err
+	}
+	max := o.MaxFrame
+	if max <= 0 {
+		max = jsonrpc.DefaultMaxFrame
+	}
+	ws.SetReadLimit(int64(max) * 4)
+	return &Conn{ws: ws}, nil
+}
+
+// Read returns the next message.
+func (c *Conn) Read(ctx context.Context) ([]byte, error) {
+	_, b, err := c.ws.Read(ctx)
+	return b, err
+}
+
+// Write sends one message.
+func (c *Conn) Write(ctx context.Context, msg []byte) error {
+	return c.ws.Write(ctx, websocket.MessageText, msg)
+}
+
+// Close closes the connection normally.
+func (c *Conn) Close() error { return c.ws.Close(websocket.StatusNormalClosure, "") }
+
+// Bridge proxies newline-delimited JSON-RPC between in/out (an editor that
+// launched acphub as its agent) and a hub session. It returns nil when in
+// ends, or the error that ended the connection.
+func Bridge(ctx context.Context, c *Conn, in io.Reader, out io.Writer, maxFrame int) error {
+	if maxFrame <= 0 {
+		maxFrame = jsonrpc.DefaultMaxFrame
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := bufio.NewWriter(out)
+	lines := make(chan []byte, 16) // frames for stdout: from the hub, or local errors
+	readErr := make(chan error, 1)
+	go func() {
+		readErr <- pumpIn(ctx, c, jsonrpc.NewReader(in, maxFrame), lines, maxFrame)
+	}()
+	hubErr := make(chan error, 1)
+	go func() {
+		for {
+			msg, err := c.Read(ctx)
+			if err != nil {
+				hubErr <- err
+				return
+			}
+			select {
+			case lines <- msg:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var buf []byte
+	for {
+		select {
+		case msg := <-lines:
+			buf = jsonrpc.AppendLine(buf[:0], msg)
+			// Write what is waiting in one go, then flush once.
+			for more := true; more; {
+				select {
+				case m := <-lines:
+					buf = jsonrpc.AppendLine(buf, m)
+				default:
+					more = false
+				}
+			}
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		case err := <-readErr:
+			if err == nil {
+				c.ws.Close(websocket.StatusNormalClosure, "")
+			}
+			return err
+		case err := <-hubErr:
+			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+				return nil
+			}
+			return fmt.Errorf("hub connection: %w", err)
+		}
+	}
+}
+
+// pumpIn sends the editor's frames to the hub. A frame over the limit is
+// answered locally, on stdout, and skipped.
+func pumpIn(ctx context.Context, c *Conn, r *jsonrpc.Reader, lines chan<- []byte, maxFrame int) error {
+	for {
+		frame, err := r.Read()
+		if errors.Is(err, jsonrpc.ErrFrameTooLarge) {
+			select {
+			case lines <- jsonrpc.NewErrorResponse(nil, FrameTooLarge(maxFrame)):
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := c.Write(ctx, frame); err != nil {
+			return err
+		}
+	}
+}
