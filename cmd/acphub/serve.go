@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ func runServe(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	return d.run(ctx, nil)
 }
+
+// PIDFile, in the data dir, holds the pid of the hub serving from it.
+const PIDFile = "hub.pid"
 
 // daemon is a configured, not yet running hub.
 type daemon struct {
@@ -116,6 +120,11 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	if d.tls != nil {
 		scheme = "https"
 	}
+	pidFile := filepath.Join(d.cfg.DataDir, PIDFile)
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		d.log.Warn("write pid file", "err", err)
+	}
+	defer os.Remove(pidFile)
 	d.log.Info("acphub serving", "url", scheme+"://"+d.ln.Addr().String(), "data_dir", d.cfg.DataDir, "version", version)
 	if ready != nil {
 		ready()

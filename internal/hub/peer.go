@@ -180,10 +180,9 @@ func (c *Client) Next(ctx context.Context) ([][]byte, error) {
 			if err != nil {
 				return nil, err
 			}
+			// A mark may have been set while Pop waited: look again.
 			c.pending = batch
-			if len(batch) == 0 {
-				continue // woken for a mark
-			}
+			continue
 		}
 		n := uint64(len(c.pending))
 		if marked && mark.at < c.popped+n {
