@@ -61,7 +61,7 @@ type Exit struct {
 
 func (e Exit) String() string {
 	if e.Signal != "" {
-		return "killed by " + e.Signal
+		return "signal: " + e.Signal
 	}
 	return fmt.Sprintf("exit code %d", e.Code)
 }
@@ -193,7 +193,7 @@ func (p *Process) Read() ([]byte, error) { return p.reader.Read() }
 // has stopped reading and the backlog passes the limit, the agent is killed
 // and Send reports ErrInputOverflow.
 func (p *Process) Send(frame []byte) error {
-	err := p.input.Push(frame)
+	_, err := p.input.Push(frame)
 	if !errors.Is(err, frameq.ErrFull) {
 		if err != nil {
 			return ErrStopped
@@ -295,6 +295,13 @@ func (p *Process) Stop() {
 }
 
 func (p *Process) kill(sig syscall.Signal) {
+	select {
+	case <-p.done:
+		// Reaped, and its group already killed by wait: the pid may now
+		// belong to another process group (another agent's, even).
+		return
+	default:
+	}
 	// The agent runs in its own process group; signal all of it.
 	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		p.log.Warn("signal agent", "signal", sig.String(), "err", err)

@@ -28,6 +28,9 @@ var bin string
 // repoRoot is the module root, where node_modules lives.
 var repoRoot string
 
+// buildFlags are passed to go build for the binary under test.
+var buildFlags []string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "acphub-e2e-")
 	if err != nil {
@@ -37,7 +40,7 @@ func TestMain(m *testing.M) {
 	_, file, _, _ := runtime.Caller(0)
 	repoRoot = filepath.Join(filepath.Dir(file), "..", "..")
 	bin = filepath.Join(dir, "acphub")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/acphub")
+	build := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", bin, "./cmd/acphub")...)
 	build.Dir = repoRoot
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -127,6 +130,9 @@ func (h *hubProc) start(args []string) {
 	}()
 	t.Cleanup(func() {
 		h.stop()
+		if strings.Contains(h.log.String(), "DATA RACE") {
+			t.Error("the hub reported a data race")
+		}
 		if t.Failed() {
 			t.Logf("hub log:\n%s", h.log.String())
 		}
@@ -190,6 +196,7 @@ type client struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	closed chan error
+	gate   sync.Mutex // held by the test to stop reading from the socket
 }
 
 // dial connects to session with the given extra query, e.g. "peer=a".
@@ -224,6 +231,8 @@ func (h *hubProc) tryDial(session, query string, header http.Header) (*client, e
 	c := &client{t: h.t, name: query, conn: conn, frames: make(chan []byte, 1<<16), ctx: ctx, cancel: cancel, closed: make(chan error, 1)}
 	go func() {
 		for {
+			c.gate.Lock()
+			c.gate.Unlock()
 			_, b, err := conn.Read(ctx)
 			if err != nil {
 				c.closed <- err

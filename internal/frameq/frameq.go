@@ -38,29 +38,30 @@ func New(limit int) *Queue {
 	return &Queue{limit: limit, notify: make(chan struct{}, 1)}
 }
 
-// Push appends frame. It returns ErrFull when the frame would exceed the
-// bound and ErrClosed after Close, leaving the queue as it was. The caller
-// must not modify frame afterwards.
-func (q *Queue) Push(frame []byte) error {
+// Push appends frame and returns the bytes now queued. It returns ErrFull
+// when the frame would exceed the bound and ErrClosed after Close, leaving
+// the queue as it was. The caller must not modify frame afterwards.
+func (q *Queue) Push(frame []byte) (int, error) {
 	n := len(frame) + FrameOverhead
 	q.mu.Lock()
 	switch {
 	case q.closed:
 		q.mu.Unlock()
-		return ErrClosed
+		return 0, ErrClosed
 	case q.bytes+n > q.limit:
 		q.mu.Unlock()
-		return ErrFull
+		return 0, ErrFull
 	}
 	q.frames = append(q.frames, frame)
 	q.bytes += n
 	q.pushed++
+	queued := q.bytes
 	q.mu.Unlock()
 	select {
 	case q.notify <- struct{}{}:
 	default:
 	}
-	return nil
+	return queued, nil
 }
 
 // Len returns the number of queued bytes, overhead included.

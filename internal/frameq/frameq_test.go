@@ -13,18 +13,18 @@ func TestQueue_Bound(t *testing.T) {
 	t.Parallel()
 	q := frameq.New(3 * (10 + frameq.FrameOverhead))
 	for i := range 3 {
-		if err := q.Push(make([]byte, 10)); err != nil {
+		if _, err := q.Push(make([]byte, 10)); err != nil {
 			t.Fatalf("push %d refused", i)
 		}
 	}
-	if err := q.Push([]byte("x")); !errors.Is(err, frameq.ErrFull) {
+	if _, err := q.Push([]byte("x")); !errors.Is(err, frameq.ErrFull) {
 		t.Fatalf("push over the bound = %v, want ErrFull", err)
 	}
 	got, err := q.Pop(nil)
 	if err != nil || len(got) != 3 {
 		t.Fatalf("Pop = %d frames, %v", len(got), err)
 	}
-	if q.Len() != 0 || q.Push([]byte("x")) != nil {
+	if n, err := q.Push([]byte("x")); err != nil || n != 1+frameq.FrameOverhead {
 		t.Fatal("queue not emptied by Pop")
 	}
 }
@@ -38,7 +38,7 @@ func TestQueue_OrderAcrossGoroutines(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range n {
-			for q.Push([]byte(fmt.Sprint(i))) != nil {
+			for _, err := q.Push([]byte(fmt.Sprint(i))); err != nil; _, err = q.Push([]byte(fmt.Sprint(i))) {
 			}
 		}
 		q.Close(nil)
@@ -68,7 +68,7 @@ func TestQueue_CloseWithError(t *testing.T) {
 	q.Push([]byte("a"))
 	boom := errors.New("overflow")
 	q.Close(boom)
-	if err := q.Push([]byte("b")); !errors.Is(err, frameq.ErrClosed) {
+	if _, err := q.Push([]byte("b")); !errors.Is(err, frameq.ErrClosed) {
 		t.Errorf("push after close = %v, want ErrClosed", err)
 	}
 	if got, err := q.Pop(nil); err != nil || len(got) != 1 {

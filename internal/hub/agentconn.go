@@ -67,10 +67,10 @@ func (s *Session) readAgent(proc *agent.Process, gen int) {
 			}
 			break
 		}
-		s.postAsync(agentFrame{gen: gen, frame: frame})
+		s.postAgent(agentFrame{gen: gen, frame: frame})
 	}
 	exit, _ := proc.Wait(context.Background())
-	s.postAsync(agentExited{gen: gen, exit: exit})
+	s.postAgent(agentExited{gen: gen, exit: exit})
 }
 
 // withAgent runs do once the agent is ready, starting or restarting it as

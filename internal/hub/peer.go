@@ -25,6 +25,7 @@ type peer struct {
 	caps        json.RawMessage         // clientCapabilities from its initialize
 	info        json.RawMessage         // clientInfo from its initialize
 	gone        bool                    // removed from the session
+	removed     chan struct{}           // closed when gone is set
 
 	marksMu sync.Mutex // guards marks
 	marks   []replayMark
@@ -59,10 +60,11 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 		return nil, ErrPeerTaken
 	}
 	p := &peer{
-		id:     id,
-		out:    frameq.New(s.cfg.ClientQueue),
-		replay: opts.Replay,
-		copies: make(map[int64]*agentRequest),
+		id:      id,
+		out:     frameq.New(s.cfg.ClientQueue),
+		replay:  opts.Replay,
+		copies:  make(map[int64]*agentRequest),
+		removed: make(chan struct{}),
 	}
 	s.peers = append(s.peers, p)
 	s.hub.clients.Add(1)
@@ -96,6 +98,7 @@ func (s *Session) attach(p *peer) {
 		p.out.Wake()
 	}
 	s.resendOpenRequests(p)
+	s.updatePause()
 	s.notify(jsonrpc.MethodPeerJoined, map[string]any{"sessionId": s.sessionIDString(), "peer": p.id}, p)
 }
 
@@ -106,6 +109,7 @@ func (s *Session) removePeer(p *peer, cause error) {
 		return
 	}
 	p.gone = true
+	close(p.removed)
 	s.hub.clients.Add(-1)
 	for i, q := range s.peers {
 		if q == p {
@@ -128,6 +132,7 @@ func (s *Session) removePeer(p *peer, cause error) {
 		s.record("peer.left", p.id, map[string]any{"peer": p.id, "reason": reason})
 		s.notify(jsonrpc.MethodPeerLeft, map[string]any{"sessionId": s.sessionIDString(), "peer": p.id, "reason": reason}, nil)
 	}
+	s.updatePause()
 	if len(s.peers) == 0 {
 		s.startIdleTimer()
 	}
@@ -156,6 +161,11 @@ func (c *Client) Send(ctx context.Context, frame []byte) error {
 	return c.s.post(ctx, clientMsg{peer: c.p, frame: frame})
 }
 
+// Removed is closed when the hub has removed the client: it left, was too
+// slow, or the session ended. A transport blocked writing to a client that
+// stopped reading uses it to give up.
+func (c *Client) Removed() <-chan struct{} { return c.p.removed }
+
 // Leave detaches the client. It is safe to call more than once.
 func (c *Client) Leave() {
 	_ = c.s.post(context.Background(), leaveMsg{peer: c.p})
@@ -179,6 +189,12 @@ func (c *Client) Next(ctx context.Context) ([][]byte, error) {
 			batch, err := c.p.out.Pop(ctx.Done())
 			if err != nil {
 				return nil, err
+			}
+			if c.s.paused.Load() {
+				select {
+				case c.s.drained <- struct{}{}:
+				default:
+				}
 			}
 			// A mark may have been set while Pop waited: look again.
 			c.pending = batch

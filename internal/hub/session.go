@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/acphub/acphub/internal/agent"
@@ -27,9 +28,18 @@ type Session struct {
 	spec      agent.Spec
 	log       *slog.Logger
 
-	inbox chan any
-	quit  chan struct{} // closed by stop
-	done  chan struct{} // closed when the actor has finished
+	inbox   chan any      // client messages, joins, leaves, timers
+	agentIn chan any      // agent frames, then the agent's exit
+	drained chan struct{} // a client writer made room while paused
+	quit    chan struct{} // closed by stop
+	done    chan struct{} // closed when the actor has finished
+
+	// paused is set while every attached peer's queue is over the soft
+	// limit: the actor stops taking agent frames, so a flood waits in the
+	// agent's pipe instead of in the hub. Writers read it to know when to
+	// signal drained.
+	paused    atomic.Bool
+	softLimit int
 
 	// Owned by the actor.
 	peers      []*peer // attached or not, in join order
@@ -75,6 +85,9 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		spec:      spec,
 		log:       h.log.With("session", key),
 		inbox:     make(chan any, inboxLen),
+		agentIn:   make(chan any, inboxLen),
+		drained:   make(chan struct{}, 1),
+		softLimit: min(h.cfg.ClientQueue/4, 1<<20),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		pending:   make(map[int64]*call),
@@ -153,6 +166,15 @@ func (s *Session) join(ctx context.Context, opts JoinOptions) (*Client, error) {
 	}
 }
 
+// postAgent hands the actor a message from the agent reader. It waits while
+// the actor is paused or busy: that is how a flood is held in the pipe.
+func (s *Session) postAgent(msg any) {
+	select {
+	case s.agentIn <- msg:
+	case <-s.done:
+	}
+}
+
 func (s *Session) stop() {
 	select {
 	case <-s.quit:
@@ -164,24 +186,53 @@ func (s *Session) stop() {
 func (s *Session) run() {
 	defer close(s.done)
 	for {
+		var agentIn chan any
+		if !s.paused.Load() {
+			agentIn = s.agentIn
+		}
 		select {
 		case msg := <-s.inbox:
 			s.handle(msg)
-			s.drain()
-			s.flush()
+		case msg := <-agentIn:
+			s.handle(msg)
+		case <-s.drained:
+			s.updatePause()
+			continue
 		case <-s.quit:
 			s.shutdown()
 			return
 		}
+		s.drain()
+		s.flush()
 	}
 }
 
-// drain handles what is already waiting in the inbox, up to one inbox's
-// worth, so that a burst of frames is committed to the log as one batch.
+// updatePause recomputes paused from every attached peer's queue.
+func (s *Session) updatePause() {
+	attached, over := 0, 0
+	for _, p := range s.peers {
+		if p.attached {
+			attached++
+			if p.out.Len() > s.softLimit {
+				over++
+			}
+		}
+	}
+	s.paused.Store(attached > 0 && over == attached)
+}
+
+// drain handles what is already waiting, up to one inbox's worth, so that
+// a burst of frames is committed to the log as one batch.
 func (s *Session) drain() {
 	for range inboxLen {
+		var agentIn chan any
+		if !s.paused.Load() {
+			agentIn = s.agentIn
+		}
 		select {
 		case msg := <-s.inbox:
+			s.handle(msg)
+		case msg := <-agentIn:
 			s.handle(msg)
 		default:
 			return
@@ -273,23 +324,42 @@ func (s *Session) flush() {
 	s.unflushed = s.unflushed[:0]
 }
 
-// send queues frame for p, dropping p when it cannot keep up.
-func (s *Session) send(p *peer, frame []byte) {
+// send queues frame for p, dropping p when it cannot keep up. It reports
+// whether p's queue is now over the soft limit.
+func (s *Session) send(p *peer, frame []byte) (over bool) {
 	if p.gone {
-		return
+		return false
 	}
-	if err := p.out.Push(frame); err != nil {
+	n, err := p.out.Push(frame)
+	if err != nil {
 		s.log.Warn("dropping slow client", "peer", p.id, "queued", p.out.Len())
 		s.removePeer(p, ErrSlowClient)
+		return false
 	}
+	return n > s.softLimit
 }
 
-// broadcast sends frame to every attached peer but except.
+// broadcast sends frame to every attached peer but except, and pauses the
+// agent when every attached peer is behind.
 func (s *Session) broadcast(frame []byte, except *peer) {
+	attached, over := 0, 0
 	for _, p := range s.peers {
-		if p.attached && p != except {
-			s.send(p, frame)
+		if !p.attached {
+			continue
 		}
+		attached++
+		if p == except {
+			if p.out.Len() > s.softLimit {
+				over++
+			}
+			continue
+		}
+		if s.send(p, frame) {
+			over++
+		}
+	}
+	if attached > 0 && over == attached {
+		s.paused.Store(true)
 	}
 }
 

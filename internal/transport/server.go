@@ -144,11 +144,31 @@ func (s *Server) serveConn(ctx context.Context, conn *websocket.Conn, client *hu
 		defer cancel()
 		s.readLoop(ctx, conn, client, log)
 	}()
-	status, reason := s.writeLoop(ctx, conn, client)
+	// A client the hub removed may be a client that stopped reading, with
+	// the writer stuck on a full socket: give the write a moment to finish
+	// so the close frame can follow, then tear the connection down.
+	writeCtx, cancelWrites := context.WithCancel(ctx)
+	defer cancelWrites()
+	stop := context.AfterFunc(ctx, func() {})
+	defer stop()
+	go func() {
+		select {
+		case <-client.Removed():
+			t := time.AfterFunc(closeGrace, cancelWrites)
+			<-writeCtx.Done()
+			t.Stop()
+		case <-writeCtx.Done():
+		}
+	}()
+	status, reason := s.writeLoop(writeCtx, conn, client)
 	cancel()
 	conn.Close(status, reason)
 	<-done
 }
+
+// closeGrace is how long a removed client's pending write may take before
+// its connection is torn down without a close frame.
+const closeGrace = time.Second
 
 // writeLoop sends the client its frames and returns the close status.
 func (s *Server) writeLoop(ctx context.Context, conn *websocket.Conn, client *hub.Client) (websocket.StatusCode, string) {

@@ -1,0 +1,304 @@
+package e2e_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/acphub/acphub/internal/demoagent"
+)
+
+func TestSession_AgentCrashMidTurn(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a, b := h.dial("s", "peer=a"), h.dial("s", "peer=b")
+	sid := a.handshake()
+	b.handshake()
+	id := a.prompt(sid, "/crash")
+	got := a.until(func(m msg) bool { return m.isResponseTo(id) })
+	resp := got[len(got)-1]
+	if resp.Error == nil || resp.Error.Code != -32012 || resp.reason() != "agent_exited" {
+		t.Fatalf("prompt response %s, want -32012 agent_exited", resp.raw)
+	}
+	var partial bool
+	var exited msg
+	for _, m := range got {
+		partial = partial || m.text() == "partial"
+		if m.Method == "_acphub/agent_exited" {
+			exited = m
+		}
+	}
+	if !partial {
+		t.Error("the chunk sent before the crash was lost")
+	}
+	if p := string(exited.Params); !strings.Contains(p, `"code":3`) || !strings.Contains(p, "crashing on request") {
+		t.Errorf("agent_exited %s, want code 3 and the stderr tail", p)
+	}
+	done := b.until(isMethod("_acphub/turn_complete"))
+	if p := string(done[len(done)-1].Params); !strings.Contains(p, `-32012`) {
+		t.Errorf("b's turn_complete %s, want the error", p)
+	}
+	// The next prompt restarts the agent, under the same session id.
+	id = b.prompt(sid, "/echo back again")
+	got = b.until(func(m msg) bool { return m.isResponseTo(id) })
+	if r := stopReason(t, got[len(got)-1]); r != "end_turn" {
+		t.Fatalf("after restart: %q", r)
+	}
+	var echoed bool
+	for _, m := range got {
+		if m.update() == "agent_message_chunk" {
+			echoed = m.text() == "back again"
+			if !strings.Contains(string(m.Params), sid) {
+				t.Errorf("update after restart carries another session id: %s", m.Params)
+			}
+		}
+	}
+	if !echoed {
+		t.Error("restarted agent did not answer")
+	}
+	h.waitLog(`agent stderr.*demo-agent: session/load`)
+}
+
+func TestSession_BadInputKeepsSessionWorking(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--max-frame", "4096")
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	tests := []struct {
+		name   string
+		frame  string
+		code   int
+		reason string
+		id     string
+	}{
+		{"malformed JSON", `{"jsonrpc":"2.0","id":5,"method":`, -32700, "parse_error", "null"},
+		{"batch", `[{"jsonrpc":"2.0","id":6,"method":"session/prompt"}]`, -32600, "batch", "null"},
+		{"no version", `{"id":7,"method":"session/prompt","params":{}}`, -32600, "bad_version", "7"},
+		{"oversize", `{"jsonrpc":"2.0","id":8,"method":"x","params":{"p":"` + strings.Repeat("x", 5000) + `"}}`, -32014, "frame_too_large", "null"},
+		{"unknown hub method", `{"jsonrpc":"2.0","id":9,"method":"_acphub/nope","params":{}}`, -32601, "unknown_method", "9"},
+		{"prompt for another session", `{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":"other","prompt":[]}}`, -32018, "unknown_session", "10"},
+	}
+	for _, tt := range tests {
+		a.send(tt.frame)
+		m := a.next()
+		if m.Error == nil || m.Error.Code != tt.code || m.reason() != tt.reason || string(m.ID) != tt.id {
+			t.Errorf("%s: got %s, want code %d reason %s id %s", tt.name, m.raw, tt.code, tt.reason, tt.id)
+		}
+	}
+	// An unknown extension method goes to the agent, which answers it.
+	resp, _ := a.call("_vendor/thing", map[string]any{"x": 1})
+	if resp.Error == nil || resp.Error.Code != -32601 {
+		t.Errorf("unknown _ method: %s, want the agent's -32601", resp.raw)
+	}
+	// An unknown notification is dropped quietly.
+	a.send(`{"jsonrpc":"2.0","method":"_vendor/note","params":{}}`)
+	a.send(`{"jsonrpc":"2.0","method":"_acphub/nope","params":{}}`)
+	id := a.prompt(sid, "/echo ok")
+	got := a.until(func(m msg) bool { return m.isResponseTo(id) })
+	if r := stopReason(t, got[len(got)-1]); r != "end_turn" || len(got) != 2 || got[0].text() != "ok" {
+		t.Fatalf("session after bad input: %d frames, last %s", len(got), got[len(got)-1].raw)
+	}
+}
+
+func TestSession_RequestsBeforeHandshake(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dial("s", "peer=a")
+	resp, _ := a.call("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
+	if resp.Error == nil || resp.Error.Code != -32016 {
+		t.Errorf("session/new before initialize: %s, want -32016", resp.raw)
+	}
+	a.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	resp, _ = a.call("session/prompt", map[string]any{"sessionId": "x", "prompt": []any{}})
+	if resp.Error == nil || resp.Error.Code != -32015 {
+		t.Errorf("prompt before session/new: %s, want -32015", resp.raw)
+	}
+}
+
+func TestSession_ForwardsUnknownBytesUntouched(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a, b := h.dial("s", "peer=a"), h.dial("s", "peer=b")
+	sid := a.handshake()
+	b.handshake()
+	id := a.prompt(sid, "/extras")
+	want := demoagent.ExtrasFrames(sid)
+	for _, c := range []*client{a, b} {
+		var got []string
+		for _, m := range c.until(func(m msg) bool { return m.isResponseTo(id) || m.Method == "_acphub/turn_complete" }) {
+			if m.update() != "user_message_chunk" && !strings.HasPrefix(m.Method, "_acphub/") && m.Method != "" {
+				got = append(got, string(m.raw))
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d frames, want %d: %q", c.name, len(got), len(want), got)
+		}
+		for i := range want {
+			if got[i] != string(want[i]) {
+				t.Errorf("%s frame %d:\n got %s\nwant %s", c.name, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func TestSession_ClientToolsBlocked(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a, b := h.dial("s", "peer=a"), h.dial("s", "peer=b")
+	a.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{
+		"fs": map[string]any{"readTextFile": true, "writeTextFile": true}, "terminal": true, "_meta": map[string]any{"x": 1},
+	}})
+	resp := a.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
+	sid := strings.Split(string(resp.Result), `"`)[3]
+	b.handshake()
+	for _, cmd := range []string{"/fs-read /etc/hostname", "/fs-write /tmp/x hello", "/terminal echo hi"} {
+		id := a.prompt(sid, cmd)
+		got := a.until(func(m msg) bool { return m.isResponseTo(id) })
+		var text string
+		for _, m := range got {
+			if m.Method == "fs/read_text_file" || m.Method == "fs/write_text_file" || m.Method == "terminal/create" {
+				t.Errorf("%s: client received the blocked request %s", cmd, m.raw)
+			}
+			text += m.text()
+		}
+		if !strings.Contains(text, "advertised") || !strings.Contains(text, "false") {
+			t.Errorf("%s: agent was told the capability is there: %q", cmd, text)
+		}
+		if !strings.Contains(text, "error -32010") || !strings.Contains(text, "policy_blocked") {
+			t.Errorf("%s: agent got %q, want error -32010 policy_blocked", cmd, text)
+		}
+	}
+	b.until(isMethod("_acphub/turn_complete"))
+	h.waitLog(`client-tool request blocked.*method=fs/read_text_file`)
+	h.waitLog(`client-tool request blocked.*method=terminal/create`)
+}
+
+func TestTransport_AuthAndOrigin(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	tests := []struct {
+		name   string
+		header http.Header
+		status int
+	}{
+		{"no token", http.Header{}, http.StatusUnauthorized},
+		{"wrong token", http.Header{"Authorization": {"Bearer nope"}}, http.StatusUnauthorized},
+		{"foreign origin", http.Header{"Authorization": {"Bearer " + h.token}, "Origin": {"https://evil.example"}}, http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		_, err := h.tryDial("s", "", tt.header)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("status %d", tt.status)) {
+			t.Errorf("%s: %v, want status %d", tt.name, err, tt.status)
+		}
+	}
+	ok := http.Header{"Authorization": {"Bearer " + h.token}, "Origin": {"http://" + h.addr}}
+	if _, err := h.tryDial("s", "", ok); err != nil {
+		t.Errorf("same origin refused: %v", err)
+	}
+	resp, err := http.Get("http://" + h.addr + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz without token: %v %v", resp, err)
+	}
+	if _, err := h.tryDial("bad key!", "", nil); err == nil || !strings.Contains(err.Error(), "status 400") {
+		t.Errorf("bad session key: %v, want 400", err)
+	}
+	h.dial("dup", "peer=x")
+	if _, err := h.tryDial("dup", "peer=x", nil); err == nil || !strings.Contains(err.Error(), "status 409") {
+		t.Errorf("duplicate peer: %v, want 409", err)
+	}
+}
+
+func TestSession_SlowClientIsDropped(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--client-queue", "2097152")
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	// The slow client joins and then never reads again.
+	slow := h.dial("s", "peer=slow")
+	slow.handshake()
+	slow.gate.Lock()
+	id := a.prompt(sid, "/flood 30000 1000")
+	got := a.until(func(m msg) bool { return m.isResponseTo(id) })
+	if r := stopReason(t, got[len(got)-1]); r != "end_turn" {
+		t.Fatalf("stopReason %q", r)
+	}
+	n := 0
+	for _, m := range got {
+		if m.update() == "agent_message_chunk" {
+			n++
+		}
+	}
+	if n != 30000 {
+		t.Errorf("fast client received %d chunks, want 30000", n)
+	}
+	var left bool
+	for _, m := range got {
+		left = left || (m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), "too slow"))
+	}
+	if !left {
+		t.Error("the others were not told the slow client was dropped")
+	}
+	// Drain what the slow client had buffered: its connection has ended,
+	// with the policy-violation status when the close frame could still be
+	// written, torn down otherwise, never with a normal closure.
+	slow.gate.Unlock()
+	deadline := time.After(testTimeout)
+	for {
+		select {
+		case _, ok := <-slow.frames:
+			if ok {
+				continue
+			}
+			err := <-slow.closed
+			if st := websocket.CloseStatus(err); st != websocket.StatusPolicyViolation && st != -1 {
+				t.Errorf("slow client closed with %v, want policy violation or a torn-down connection", err)
+			}
+			h.waitLog(`dropping slow client.*peer=slow`)
+			return
+		case <-deadline:
+			t.Fatal("slow client was never disconnected")
+		}
+	}
+}
+
+func TestSession_DisconnectLosesNothingForOthers(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a, b := h.dial("s", "peer=a"), h.dial("s", "peer=b")
+	sid := a.handshake()
+	b.handshake()
+	a.prompt(sid, "/permission")
+	a.until(isMethod("session/request_permission"))
+	pb := b.until(isMethod("session/request_permission"))
+	// a asked and leaves with the request open; b answers.
+	a.close()
+	b.until(isMethod("_acphub/peer_left"))
+	b.respond(pb[len(pb)-1].ID, `{"outcome":{"outcome":"selected","optionId":"allow"}}`)
+	done := b.until(isMethod("_acphub/turn_complete"))
+	if p := string(done[len(done)-1].Params); !strings.Contains(p, `"stopReason":"end_turn"`) {
+		t.Errorf("turn_complete %s", p)
+	}
+}
+
+func TestSession_IdleTTLStopsAgentAndNextClientRestartsIt(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--idle-ttl", "200ms")
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	a.close()
+	h.waitLog(`no clients left; stopping the agent`)
+	h.waitLog(`agent exited.*requested=true`)
+	b := h.dial("s", "peer=b")
+	if got := b.handshake(); got != sid {
+		t.Fatalf("rejoined session %q, want %q", got, sid)
+	}
+	id := b.prompt(sid, "/echo back")
+	got := b.until(func(m msg) bool { return m.isResponseTo(id) })
+	if r := stopReason(t, got[len(got)-1]); r != "end_turn" {
+		t.Fatalf("after idle stop: %q", r)
+	}
+}
