@@ -25,9 +25,11 @@ const (
 )
 
 // appendReplayFrames appends the frames a joining client receives for ev:
-// the agent's notifications as they were sent, and each prompt as
+// the agent's notifications as they were sent, each prompt as
 // user_message_chunk updates so a plain ACP client shows the whole
-// conversation. Other events are not part of the ACP stream.
+// conversation, and the end of each turn as _acphub/turn_complete so a
+// client knows where one turn's reply stops. Other events are not part of
+// the replayed stream.
 func appendReplayFrames(frames [][]byte, ev eventlog.Event) [][]byte {
 	switch ev.Type {
 	case EventAgentUpdate:
@@ -40,6 +42,8 @@ func appendReplayFrames(frames [][]byte, ev eventlog.Event) [][]byte {
 		if json.Unmarshal(ev.Data, &d) == nil && d.Method != "" {
 			return append(frames, jsonrpc.NewNotification(d.Method, d.Params))
 		}
+	case EventTurnCompleted:
+		return append(frames, jsonrpc.NewNotification(jsonrpc.MethodTurnComplete, json.RawMessage(ev.Data)))
 	case EventTurnStarted:
 		var d struct {
 			SessionID string            `json:"sessionId"`

@@ -1,0 +1,305 @@
+package e2e_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is an acphub client command run on pipes.
+type proc struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+	err   *syncBuffer
+	done  chan error
+}
+
+// runProc starts the acphub binary with args, its stdio on pipes.
+func runProc(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: exec.Command(bin, args...), lines: make(chan string, 1<<14), err: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Stderr = p.err
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		p.done <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.stdin.Close()
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", args[0], p.err.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) write(line string) {
+	p.t.Helper()
+	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+		p.t.Fatalf("write to %s: %v", p.cmd.Args[1], err)
+	}
+}
+
+// expect reads output lines until one contains want and returns the lines
+// read, that one last.
+func (p *proc) expect(want string) []string {
+	p.t.Helper()
+	var seen []string
+	timeout := time.After(testTimeout)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				p.t.Fatalf("%s ended before printing %q; printed:\n%s", p.cmd.Args[1], want, strings.Join(seen, "\n"))
+			}
+			seen = append(seen, l)
+			if strings.Contains(l, want) {
+				return seen
+			}
+		case <-timeout:
+			p.t.Fatalf("%s never printed %q; printed:\n%s", p.cmd.Args[1], want, strings.Join(seen, "\n"))
+		}
+	}
+}
+
+// expectMsg reads NDJSON lines until pred holds.
+func (p *proc) expectMsg(pred func(msg) bool) []msg {
+	p.t.Helper()
+	var got []msg
+	timeout := time.After(testTimeout)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				p.t.Fatalf("%s ended; stderr:\n%s", p.cmd.Args[1], p.err.String())
+			}
+			m := decode(p.t, []byte(l))
+			got = append(got, m)
+			if pred(m) {
+				return got
+			}
+		case <-timeout:
+			p.t.Fatalf("%s: no matching line within %s", p.cmd.Args[1], testTimeout)
+		}
+	}
+}
+
+func (h *hubProc) clientArgs(cmd string, args ...string) []string {
+	return append([]string{cmd, "--addr", h.addr, "--data-dir", h.dataDir, "--config", filepath.Join(h.dataDir, "none.toml")}, args...)
+}
+
+func TestAttach_BridgesAnEditorIntoASession(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "editor")...)
+	ws := h.dial("s", "peer=web")
+
+	ed.write(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	got := ed.expectMsg(func(m msg) bool { return string(m.ID) == `"init"` })
+	if m := got[len(got)-1]; m.Error != nil || !strings.Contains(string(m.Result), "acphub-demo") {
+		t.Fatalf("initialize through attach: %s", m.raw)
+	}
+	// A pretty-printed frame: its line breaks must not split it.
+	ed.write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	got = ed.expectMsg(func(m msg) bool { return string(m.ID) == "2" })
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	_ = json.Unmarshal(got[len(got)-1].Result, &r)
+	if got := ws.handshake(); got != r.SessionID {
+		t.Fatalf("web client joined %q, editor %q", got, r.SessionID)
+	}
+	ed.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/echo from the editor"}]}}`, r.SessionID))
+	got = ed.expectMsg(func(m msg) bool { return string(m.ID) == "3" })
+	var reply string
+	for _, m := range got {
+		reply += m.text()
+	}
+	if reason := stopReason(t, got[len(got)-1]); reason != "end_turn" || reply != "from the editor" {
+		t.Fatalf("prompt through attach: reply %q, stop reason %q", reply, reason)
+	}
+	wsGot := ws.until(isMethod("_acphub/turn_complete"))
+	var received, echoed bool
+	for _, m := range wsGot {
+		received = received || (m.Method == "_acphub/prompt_received" && strings.Contains(string(m.Params), `"peer":"editor"`))
+		echoed = echoed || m.text() == "from the editor"
+	}
+	if !received || !echoed {
+		t.Errorf("web client saw prompt_received %v, reply %v", received, echoed)
+	}
+	// A frame over the limit is answered by the bridge itself.
+	ed.write(`{"jsonrpc":"2.0","id":4,"method":"x","params":{"p":"` + strings.Repeat("y", 17<<20) + `"}}`)
+	got = ed.expectMsg(func(m msg) bool { return m.Error != nil })
+	if m := got[len(got)-1]; m.Error.Code != -32014 || string(m.ID) != "null" {
+		t.Errorf("oversize frame: %s", m.raw)
+	}
+	// Closing stdin ends the bridge cleanly, and the hub sees the peer go.
+	ed.stdin.Close()
+	if err := <-ed.done; err != nil {
+		t.Errorf("attach exited with %v", err)
+	}
+	ws.until(func(m msg) bool {
+		return m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), `"peer":"editor"`)
+	})
+}
+
+func TestAttach_StartsALocalHub(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	addr := freeAddr(t)
+	cfg := filepath.Join(dataDir, "none.toml")
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ed := runProc(t, "attach", "--addr", addr, "--data-dir", dataDir, "--config", cfg, "--session", "auto",
+		"--agent-cmd", demoAgentCmd(time.Millisecond))
+	t.Cleanup(func() { stopPIDFile(t, filepath.Join(dataDir, "hub.pid")) })
+	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	got := ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
+	if m := got[len(got)-1]; m.Error != nil {
+		t.Fatalf("initialize through an auto-started hub: %s", m.raw)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "token")); err != nil {
+		t.Errorf("auto-started hub wrote no token: %v", err)
+	}
+	// A second editor finds the running hub instead of starting another.
+	ed2 := runProc(t, "attach", "--addr", addr, "--data-dir", dataDir, "--config", cfg, "--session", "auto", "--no-start")
+	ed2.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	got2 := ed2.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
+	if string(got2[len(got2)-1].Result) != string(got[len(got)-1].Result) {
+		t.Errorf("second editor got %s, want the cached %s", got2[len(got2)-1].Result, got[len(got)-1].Result)
+	}
+}
+
+func TestAttach_NoHubNoStart(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	cmd := exec.Command(bin, "attach", "--addr", freeAddr(t), "--data-dir", dataDir, "--no-start")
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dataDir)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "connection refused") {
+		t.Errorf("attach --no-start with no hub: %v, %s", err, out)
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// stopPIDFile stops the hub whose pid is in path and waits for it to go.
+func stopPIDFile(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("no hub pid file: %v", err)
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Errorf("pid file %q: %v", b, err)
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(testTimeout)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("hub %d did not stop", pid)
+}
+
+func TestChat_TalksToASessionWithOthers(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	ws := h.dial("s", "peer=web")
+	sid := ws.handshake()
+	chat := runProc(t, h.clientArgs("chat", "--session", "s", "--peer", "terminal")...)
+	chat.expect("connected: session " + sid)
+
+	// The chat's prompt: the web client sees it; its permission prompt is
+	// answered by number in the chat.
+	chat.write("hello hub")
+	ws.until(func(m msg) bool {
+		return m.Method == "_acphub/prompt_received" && strings.Contains(string(m.Params), `"peer":"terminal"`)
+	})
+	chat.expect(`You asked: "hello hub"`)
+	chat.expect("[plan]")
+	chat.expect("[tool] Read the project notes (read) pending")
+	chat.expect("permission: Edit demo.txt")
+	chat.expect("1) Allow (allow_once)")
+	chat.write("1")
+	chat.expect("[permission] you chose Allow")
+	chat.expect("[done: end_turn]")
+	res := ws.until(isMethod("_acphub/permission_resolved"))
+	if p := string(res[len(res)-1].Params); !strings.Contains(p, `"peer":"terminal"`) {
+		t.Errorf("web client was told %s, want the terminal's answer", p)
+	}
+
+	// Another peer's prompt and answer show up in the chat.
+	ws.prompt(sid, "/permission")
+	chat.expect("[web] /permission")
+	perm := ws.until(isMethod("session/request_permission"))
+	chat.expect("permission: Edit demo.txt")
+	ws.respond(perm[len(perm)-1].ID, `{"outcome":{"outcome":"selected","optionId":"reject"}}`)
+	chat.expect("[permission] web chose Reject")
+	chat.expect("[turn complete: end_turn]")
+
+	chat.write("/quit")
+	if err := <-chat.done; err != nil {
+		t.Errorf("chat exited with %v", err)
+	}
+}
+
+func TestChat_ReplaysHistoryToALateJoiner(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	ws := h.dial("s", "peer=web")
+	sid := ws.handshake()
+	id := ws.prompt(sid, "/echo first answer")
+	ws.until(func(m msg) bool { return m.isResponseTo(id) })
+	chat := runProc(t, h.clientArgs("chat", "--session", "s")...)
+	chat.expect("> /echo first answer")
+	chat.expect("first answer")
+	chat.expect("[turn complete: end_turn]")
+}
