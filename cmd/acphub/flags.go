@@ -28,8 +28,10 @@ func parseFlags(name string, args []string, stderr io.Writer, bind func(*flag.Fl
 	return &cfg, fs, nil
 }
 
-// configPath finds --config in args without parsing the rest.
+// configPath finds --config in args without parsing the rest. As with any
+// flag, the last one given wins.
 func configPath(args []string) (path string, explicit bool) {
+	path = config.DefaultPath()
 	for i, a := range args {
 		if a == "--" {
 			break
@@ -38,14 +40,14 @@ func configPath(args []string) (path string, explicit bool) {
 		if !strings.HasPrefix(a, "-") || name != "config" {
 			continue
 		}
-		if hasVal {
-			return val, true
-		}
-		if i+1 < len(args) {
-			return args[i+1], true
+		switch {
+		case hasVal:
+			path, explicit = val, true
+		case i+1 < len(args):
+			path, explicit = args[i+1], true
 		}
 	}
-	return config.DefaultPath(), false
+	return path, explicit
 }
 
 // bindClient binds the flags every client command shares.

@@ -1,0 +1,176 @@
+package e2e_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestServe_RefusesRemoteListenWithoutTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "serve", "--listen", "0.0.0.0:0", "--data-dir", dir)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "refusing to listen on 0.0.0.0:0 without TLS") {
+		t.Errorf("serve on 0.0.0.0: %v\n%s", err, out)
+	}
+}
+
+func TestServe_TokenFileIsPrivate(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	st, err := os.Stat(filepath.Join(h.dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got != 0o600 {
+		t.Errorf("token mode %o, want 600", got)
+	}
+	if len(h.token) != 64 {
+		t.Errorf("token %q is not 32 random bytes in hex", h.token)
+	}
+}
+
+func TestServe_NamedAgentFromConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agents.toml")
+	body := "[agents.fast]\ncommand = " + strconv.Quote(bin) + "\nargs = [\"demo-agent\", \"--delay\", \"1ms\"]\nenv = { DEMO_MARK = \"x\" }\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startHub(t, "--config", cfg, "--agent", "demo")
+	c := h.dial("s", "agent=fast")
+	c.handshake()
+	h.waitLog(`agent started" session=s agent=fast .*args="\[demo-agent --delay 1ms\]"`)
+	if _, err := h.tryDial("s", "agent=demo", nil); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Errorf("joining with another agent: %v, want 409", err)
+	}
+	if _, err := h.tryDial("t", "agent=nope", nil); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("unknown agent: %v, want 404", err)
+	}
+}
+
+func TestServe_ShutdownStopsAgents(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	c := h.dial("s", "peer=a")
+	sid := c.handshake()
+	m := h.waitLog(`agent started.*pid=(\d+)`)
+	pid, _ := strconv.Atoi(m[1])
+	c.prompt(sid, "/slow 1000")
+	c.until(func(m msg) bool { return m.update() == "agent_message_chunk" })
+	h.stop()
+	if !processGone(pid, 5*time.Second) {
+		t.Errorf("agent %d still running after the hub stopped", pid)
+	}
+	if _, err := os.Stat(filepath.Join(h.dataDir, "hub.pid")); !os.IsNotExist(err) {
+		t.Errorf("pid file left behind: %v", err)
+	}
+}
+
+// processGone waits for pid to disappear (or become a zombie nobody reaps).
+func processGone(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(pid, 0) != nil {
+			return true
+		}
+		if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+			if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
+				return true
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+func TestSession_PermissionTimeoutFailsClosed(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--permission-timeout", "300ms")
+	a, b := h.dial("s", "peer=a"), h.dial("s", "peer=b")
+	sid := a.handshake()
+	b.handshake()
+	id := a.prompt(sid, "/permission")
+	got := a.until(func(m msg) bool { return m.isResponseTo(id) })
+	if r := stopReason(t, got[len(got)-1]); r != "cancelled" {
+		t.Fatalf("stopReason %q, want cancelled after the timeout", r)
+	}
+	res := b.until(isMethod("_acphub/permission_resolved"))
+	if p := string(res[len(res)-1].Params); !strings.Contains(p, `"peer":"acphub"`) || !strings.Contains(p, `"outcome":"cancelled"`) {
+		t.Errorf("permission_resolved %s, want acphub cancelled it", p)
+	}
+}
+
+func TestSession_ReplaySkip(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	id := a.prompt(sid, "/echo old news")
+	a.until(func(m msg) bool { return m.isResponseTo(id) })
+	b := h.dial("s", "peer=b&replay=skip")
+	b.handshake()
+	b.quiet(300 * time.Millisecond)
+	id = a.prompt(sid, "/echo new")
+	got := b.until(isMethod("_acphub/turn_complete"))
+	for _, m := range got {
+		if strings.Contains(string(m.raw), "old news") {
+			t.Errorf("replay=skip client received history: %s", m.raw)
+		}
+	}
+	if _, err := h.tryDial("s", "replay=most", nil); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("bad replay value: %v, want 400", err)
+	}
+}
+
+func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "none.toml")
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	demo := runProc(t, "demo", "--listen", addr, "--data-dir", dir, "--config", cfg)
+	demo.expect("join from another terminal: acphub chat --session demo")
+	demo.expect("connected: session demo-")
+	other := runProc(t, "chat", "--session", "demo", "--addr", addr, "--data-dir", dir, "--config", cfg, "--peer", "friend")
+	other.expect("connected: session demo-")
+	demo.write("/echo hi from the demo")
+	other.expect("[you] /echo hi from the demo")
+	other.expect("hi from the demo")
+	demo.expect("[done: end_turn]")
+	demo.write("/quit")
+	if err := <-demo.done; err != nil {
+		t.Errorf("demo exited with %v", err)
+	}
+	// The hub went with the demo: the other chat is disconnected.
+	other.expect("[disconnected")
+}
+
+func TestCLI_UsageAndVersion(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "acphub ") {
+		t.Errorf("version: %v %q", err, out)
+	}
+	cmd := exec.Command(bin, "frobnicate")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: %v %q", err, stderr.String())
+	}
+	cmd = exec.Command(bin, "serve", "--bogus")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "flag provided but not defined: -bogus") {
+		t.Errorf("bad flag: %v %q", err, out)
+	}
+}
