@@ -286,7 +286,7 @@ func newLogger(cfg *config.Config, out io.Writer) (*slog.Logger, error) {
 	switch cfg.LogFormat {
 	case "json":
 		return slog.New(slog.NewJSONHandler(out, opts)), nil
-	case "text", "auto", "":
+	case "text", "":
 		return slog.New(slog.NewTextHandler(out, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat)

@@ -58,8 +58,8 @@ type Config struct {
 	AgentCmd          string           `toml:"agent_cmd"`
 	IdleTTL           Duration         `toml:"idle_ttl"`
 	PromptQueue       int              `toml:"prompt_queue"`
-	ClientQueue       int              `toml:"client_queue_bytes"`
-	MaxFrame          int              `toml:"max_frame_bytes"`
+	ClientQueue       int              `toml:"client_queue"`
+	MaxFrame          int              `toml:"max_frame"`
 	MaxSessions       int              `toml:"max_sessions"`
 	PermissionTimeout Duration         `toml:"permission_timeout"`
 	AllowedOrigins    []string         `toml:"allowed_origins"`
@@ -87,7 +87,7 @@ func Default() Config {
 	return Config{
 		Listen:    DefaultListen,
 		DataDir:   DefaultDataDir(),
-		LogFormat: "auto",
+		LogFormat: "text",
 		LogLevel:  "info",
 		Agent:     DefaultAgent,
 	}

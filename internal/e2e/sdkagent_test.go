@@ -381,11 +381,11 @@ func TestSDKAgent_QueuedPromptRunsAfterFirst(t *testing.T) {
 	sid := a.handshake()
 	b.handshake()
 	first := a.prompt(sid, "first")
-	a.until(isUpdate("agent_message_chunk"))
+	ga := a.until(isUpdate("agent_message_chunk"))
 	second := b.prompt(sid, "second")
 
 	// a answers the first turn's permission request.
-	ga := a.until(isMethod("session/request_permission"))
+	ga = append(ga, a.until(isMethod("session/request_permission"))...)
 	a.respond(lastOf(ga).ID, sdkAllow)
 	ga = append(ga, a.until(func(m msg) bool { return m.isResponseTo(first) })...)
 	if r := stopReason(t, lastOf(ga)); r != "end_turn" {

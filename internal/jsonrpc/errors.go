@@ -27,7 +27,6 @@ const (
 	CodeFrameTooLarge   = -32014 // a frame exceeded the size limit
 	CodeNoSession       = -32015 // a session method before session/new
 	CodeNotInitialized  = -32016 // a request before initialize
-	CodeNoPeer          = -32017 // no client could take an agent request
 	CodeSessionMismatch = -32018 // a sessionId that is not this hub session's
 )
 
