@@ -174,3 +174,28 @@ func TestCLI_UsageAndVersion(t *testing.T) {
 		t.Errorf("bad flag: %v %q", err, out)
 	}
 }
+
+func TestServe_SessionLimitCountsActiveSessions(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--max-sessions", "1", "--idle-ttl", "100ms")
+	a := h.dial("one", "")
+	a.handshake()
+	if _, err := h.tryDial("two", "", nil); err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "too_many_sessions") {
+		t.Fatalf("second session over the limit: %v, want 503 too_many_sessions", err)
+	}
+	// Once the first has no client and no agent, it no longer counts.
+	a.close()
+	h.waitLog(`agent exited.*requested=true`)
+	deadline := time.Now().Add(testTimeout)
+	for {
+		c, err := h.tryDial("two", "", nil)
+		if err == nil {
+			c.handshake()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second session after the first went idle: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -38,7 +38,7 @@ type Config struct {
 	PromptQueue int           // prompts waiting behind the running turn; 0 means DefaultPromptQueue
 	ClientQueue int           // bytes queued toward one client before it is dropped; 0 means DefaultClientQueue
 	IdleTTL     time.Duration // agent kept alive after the last client leaves; 0 means DefaultIdleTTL
-	MaxSessions int           // sessions held at once; 0 means DefaultMaxSessions
+	MaxSessions int           // sessions with clients or a running agent; 0 means DefaultMaxSessions
 	// PermissionTimeout answers an unanswered permission request with
 	// "cancelled" (fail closed). 0 means wait forever.
 	PermissionTimeout time.Duration
@@ -142,7 +142,7 @@ func (h *Hub) session(key, agentName string) (*Session, error) {
 		}
 		return s, nil
 	}
-	if len(h.sessions) >= h.cfg.MaxSessions {
+	if h.activeLocked() >= h.cfg.MaxSessions {
 		return nil, ErrTooMany
 	}
 	if agentName == "" {
@@ -160,6 +160,19 @@ func (h *Hub) session(key, agentName string) (*Session, error) {
 		s.run()
 	}()
 	return s, nil
+}
+
+// activeLocked counts the sessions that hold clients or a running agent.
+// Idle sessions cost a parked goroutine and their cached handshake; they do
+// not count against MaxSessions.
+func (h *Hub) activeLocked() int {
+	n := 0
+	for _, s := range h.sessions {
+		if s.active.Load() {
+			n++
+		}
+	}
+	return n
 }
 
 // Clients returns how many clients are connected, across sessions.

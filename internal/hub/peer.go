@@ -25,6 +25,7 @@ type peer struct {
 	caps        json.RawMessage         // clientCapabilities from its initialize
 	info        json.RawMessage         // clientInfo from its initialize
 	gone        bool                    // removed from the session
+	dropped     bool                    // overflowed; removed once the current message is handled
 	removed     chan struct{}           // closed when gone is set
 
 	marksMu sync.Mutex // guards marks

@@ -41,6 +41,10 @@ type Session struct {
 	paused    atomic.Bool
 	softLimit int
 
+	// active is set while the session has clients or a running agent; the
+	// hub's session limit counts it.
+	active atomic.Bool
+
 	// Owned by the actor.
 	peers      []*peer // attached or not, in join order
 	peerSerial int
@@ -62,6 +66,7 @@ type Session struct {
 	queue []*turn
 
 	agentReqs []*agentRequest // open agent→client requests, oldest first
+	dropped   []*peer         // overflowed peers waiting to be removed
 
 	seq       int64
 	lastID    *string
@@ -77,7 +82,7 @@ type waiter struct {
 }
 
 func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
-	return &Session{
+	s := &Session{
 		hub:       h,
 		cfg:       h.cfg,
 		key:       key,
@@ -92,6 +97,8 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		done:      make(chan struct{}),
 		pending:   make(map[int64]*call),
 	}
+	s.active.Store(true) // its first client is on the way
+	return s
 }
 
 // Key returns the session key.
@@ -264,6 +271,8 @@ func (s *Session) handle(msg any) {
 	case permissionExpired:
 		s.permissionExpired(m.key)
 	}
+	s.reapDropped()
+	s.updateActive()
 }
 
 // shutdown ends the session when the hub stops.
@@ -327,16 +336,33 @@ func (s *Session) flush() {
 // send queues frame for p, dropping p when it cannot keep up. It reports
 // whether p's queue is now over the soft limit.
 func (s *Session) send(p *peer, frame []byte) (over bool) {
-	if p.gone {
+	if p.gone || p.dropped {
 		return false
 	}
 	n, err := p.out.Push(frame)
 	if err != nil {
+		// Removing the peer here would change s.peers under a caller that
+		// is ranging over it: mark it, and reap it when the message is done.
 		s.log.Warn("dropping slow client", "peer", p.id, "queued", p.out.Len())
-		s.removePeer(p, ErrSlowClient)
+		p.out.Abort(ErrSlowClient)
+		p.dropped = true
+		s.dropped = append(s.dropped, p)
 		return false
 	}
 	return n > s.softLimit
+}
+
+// updateActive recomputes active.
+func (s *Session) updateActive() { s.active.Store(len(s.peers) > 0 || s.agent != nil) }
+
+// reapDropped removes the peers send dropped.
+func (s *Session) reapDropped() {
+	for len(s.dropped) > 0 {
+		p := s.dropped[0]
+		s.dropped = s.dropped[1:]
+		s.removePeer(p, ErrSlowClient)
+	}
+	s.dropped = nil
 }
 
 // broadcast sends frame to every attached peer but except, and pauses the
