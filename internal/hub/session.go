@@ -193,14 +193,10 @@ func (s *Session) stop() {
 func (s *Session) run() {
 	defer close(s.done)
 	for {
-		var agentIn chan any
-		if !s.paused.Load() {
-			agentIn = s.agentIn
-		}
 		select {
 		case msg := <-s.inbox:
 			s.handle(msg)
-		case msg := <-agentIn:
+		case msg := <-s.agentChan():
 			s.handle(msg)
 		case <-s.drained:
 			s.updatePause()
@@ -209,9 +205,37 @@ func (s *Session) run() {
 			s.shutdown()
 			return
 		}
-		s.drain()
+		// Handle what is already waiting, up to one inbox's worth, so that
+		// a burst of frames is committed to the log as one batch.
+		for range inboxLen {
+			if !s.handleWaiting() {
+				break
+			}
+		}
 		s.flush()
 	}
+}
+
+// agentChan returns the channel of agent frames, or nil while paused.
+func (s *Session) agentChan() chan any {
+	if s.paused.Load() {
+		return nil
+	}
+	return s.agentIn
+}
+
+// handleWaiting handles one message if one is waiting, and reports whether
+// there was one.
+func (s *Session) handleWaiting() bool {
+	select {
+	case msg := <-s.inbox:
+		s.handle(msg)
+	case msg := <-s.agentChan():
+		s.handle(msg)
+	default:
+		return false
+	}
+	return true
 }
 
 // updatePause recomputes paused from every attached peer's queue.
@@ -226,25 +250,6 @@ func (s *Session) updatePause() {
 		}
 	}
 	s.paused.Store(attached > 0 && over == attached)
-}
-
-// drain handles what is already waiting, up to one inbox's worth, so that
-// a burst of frames is committed to the log as one batch.
-func (s *Session) drain() {
-	for range inboxLen {
-		var agentIn chan any
-		if !s.paused.Load() {
-			agentIn = s.agentIn
-		}
-		select {
-		case msg := <-s.inbox:
-			s.handle(msg)
-		case msg := <-agentIn:
-			s.handle(msg)
-		default:
-			return
-		}
-	}
 }
 
 func (s *Session) handle(msg any) {
