@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,6 +76,7 @@ func demoAgentCmd(delay time.Duration) string {
 // args set another) and stops it when the test ends.
 func startHub(t *testing.T, args ...string) *hubProc {
 	t.Helper()
+	statSources()
 	h := &hubProc{t: t, dataDir: t.TempDir(), log: &syncBuffer{}, exited: make(chan struct{})}
 	full := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", h.dataDir, "--log-level", "debug", "--config", filepath.Join(h.dataDir, "none.toml")}
 	if !hasFlag(args, "--agent-cmd") && !hasFlag(args, "--agent") {
@@ -84,6 +86,25 @@ func startHub(t *testing.T, args ...string) *hubProc {
 	h.start(full)
 	return h
 }
+
+// statSources stats every file of the repository (but .git and
+// node_modules) while a test runs. TestMain builds the binary with go build,
+// which go test's result cache does not see: the test binary imports none
+// of the hub's packages, so without this a cached pass would outlive a
+// change to the hub. Files a test stats are part of the cache key.
+var statSources = sync.OnceFunc(func() {
+	_ = filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules"):
+			return filepath.SkipDir
+		case !d.IsDir():
+			_, _ = os.Stat(path)
+		}
+		return nil
+	})
+})
 
 func hasFlag(args []string, name string) bool {
 	for _, a := range args {

@@ -39,7 +39,8 @@ const (
 	sdkReject = `{"outcome":{"outcome":"selected","optionId":"reject"}}`
 )
 
-var agentStartedRE = `msg="agent started".* pid=(\d+)`
+// agentStartedRE matches the hub's log line for a started agent; it captures the pid.
+const agentStartedRE = `msg="agent started".* pid=(\d+)`
 
 // sdkAgentCmd returns the --agent-cmd that runs the SDK's example agent.
 // Without node_modules it skips the test, except under CI=true, where a
