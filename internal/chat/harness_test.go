@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/acphub/acphub/internal/testutil"
 
 	"github.com/acphub/acphub/internal/chat"
 )
@@ -43,30 +44,12 @@ func (h *fakeHub) Write(ctx context.Context, msg []byte) error {
 	}
 }
 
-// syncBuffer is the chat's output, read by the test while Run writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // session is one running chat.Run with its fake hub, input and output.
 type session struct {
 	t       *testing.T
 	hub     *fakeHub
 	input   *io.PipeWriter
-	out     *syncBuffer
+	out     *testutil.SyncBuffer
 	done    chan error
 	cancel  context.CancelFunc
 	markers int // markers sent so far
@@ -101,7 +84,7 @@ func startRaw(t *testing.T, opts chat.Options) *session {
 		t:      t,
 		hub:    &fakeHub{toClient: make(chan []byte), fromClient: make(chan []byte, 16)},
 		input:  pw,
-		out:    &syncBuffer{},
+		out:    &testutil.SyncBuffer{},
 		done:   make(chan error, 1),
 		cancel: cancel,
 	}

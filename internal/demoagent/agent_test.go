@@ -12,9 +12,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/acphub/acphub/internal/testutil"
 
 	"github.com/acphub/acphub/internal/demoagent"
 )
@@ -107,24 +108,6 @@ func chunkText(t *testing.T, frames []frame) string {
 	return b.String()
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // client drives one Run over a pair of pipes.
 type client struct {
 	t       *testing.T
@@ -133,7 +116,7 @@ type client struct {
 	closing chan struct{} // closed to discard the rest of the output
 	exited  chan struct{} // closed when Run has returned
 	runErr  error         // what Run returned, once exited is closed
-	stderr  *syncBuffer
+	stderr  *testutil.SyncBuffer
 	lastID  int
 	wantErr error // what Run should return at cleanup
 }
@@ -152,7 +135,7 @@ func startContext(t *testing.T, ctx context.Context, opts demoagent.Options) *cl
 		frames:  make(chan frame, 1024),
 		closing: make(chan struct{}),
 		exited:  make(chan struct{}),
-		stderr:  &syncBuffer{},
+		stderr:  &testutil.SyncBuffer{},
 	}
 	if opts.Stderr == nil {
 		opts.Stderr = c.stderr

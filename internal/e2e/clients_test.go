@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // proc is an acphub client command run on pipes.
@@ -22,14 +24,14 @@ type proc struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan string
-	err   *syncBuffer
+	err   *testutil.SyncBuffer
 	done  chan error
 }
 
 // runProc starts the acphub binary with args, its stdio on pipes.
 func runProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(bin, args...), lines: make(chan string, 1<<14), err: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{t: t, cmd: exec.Command(bin, args...), lines: make(chan string, 1<<14), err: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	p.cmd.Stderr = p.err
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acphub/acphub/internal/testutil"
 
 	"github.com/coder/websocket"
 )
@@ -63,7 +64,7 @@ type hubProc struct {
 	addr    string
 	dataDir string
 	token   string
-	log     *syncBuffer
+	log     *testutil.SyncBuffer
 	exited  chan struct{}
 }
 
@@ -77,7 +78,7 @@ func demoAgentCmd(delay time.Duration) string {
 func startHub(t *testing.T, args ...string) *hubProc {
 	t.Helper()
 	statSources()
-	h := &hubProc{t: t, dataDir: t.TempDir(), log: &syncBuffer{}, exited: make(chan struct{})}
+	h := &hubProc{t: t, dataDir: t.TempDir(), log: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	full := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", h.dataDir, "--log-level", "debug", "--config", filepath.Join(h.dataDir, "none.toml")}
 	if !hasFlag(args, "--agent-cmd") && !hasFlag(args, "--agent") {
 		full = append(full, "--agent-cmd", demoAgentCmd(5*time.Millisecond))
@@ -456,22 +457,4 @@ func stopReason(t *testing.T, m msg) string {
 
 func isMethod(method string) func(msg) bool {
 	return func(m msg) bool { return m.Method == method }
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
