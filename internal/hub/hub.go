@@ -178,17 +178,6 @@ func (h *Hub) activeLocked() int {
 // Clients returns how many clients are connected, across sessions.
 func (h *Hub) Clients() int { return int(h.clients.Load()) }
 
-// Sessions returns the keys of the sessions held.
-func (h *Hub) Sessions() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	keys := make([]string, 0, len(h.sessions))
-	for k := range h.sessions {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
 // Close ends every session: clients are disconnected, agents stopped, the
 // log flushed. It waits for the sessions until ctx ends.
 func (h *Hub) Close(ctx context.Context) error {

@@ -90,7 +90,7 @@ func (s *Session) attach(p *peer) {
 		return
 	}
 	p.attached = true
-	s.record("peer.joined", p.id, map[string]any{"peer": p.id, "clientInfo": p.info})
+	s.record(EventPeerJoined, p.id, map[string]any{"peer": p.id, "clientInfo": p.info, "clientCapabilities": p.caps})
 	if p.replay == ReplayFull && s.seq > 0 {
 		s.flush()
 		p.marksMu.Lock()
@@ -130,7 +130,7 @@ func (s *Session) removePeer(p *peer, cause error) {
 	s.log.Info("client left", "peer", p.id, "reason", reason)
 	s.withdrawCopies(p)
 	if p.attached {
-		s.record("peer.left", p.id, map[string]any{"peer": p.id, "reason": reason})
+		s.record(EventPeerLeft, p.id, map[string]any{"peer": p.id, "reason": reason})
 		s.notify(jsonrpc.MethodPeerLeft, map[string]any{"sessionId": s.sessionIDString(), "peer": p.id, "reason": reason}, nil)
 	}
 	s.updatePause()

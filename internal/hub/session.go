@@ -101,9 +101,6 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 	return s
 }
 
-// Key returns the session key.
-func (s *Session) Key() string { return s.key }
-
 // Inbox messages.
 type (
 	joinMsg struct {

@@ -95,7 +95,7 @@ func (r *Reader) discardLine() error {
 func AppendLine(dst, frame []byte) []byte {
 	start := len(dst)
 	dst = append(dst, frame...)
-	if bytes.IndexAny(frame, "\r\n") >= 0 {
+	if bytes.ContainsAny(frame, "\r\n") {
 		for i := start; i < len(dst); i++ {
 			if dst[i] == '\n' || dst[i] == '\r' {
 				dst[i] = ' '

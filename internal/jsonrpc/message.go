@@ -44,9 +44,6 @@ type Message struct {
 	paramsStart, paramsEnd int // span of Params in Raw
 }
 
-// IsCall reports whether the message expects an answer.
-func (m *Message) IsCall() bool { return m.Kind == KindRequest }
-
 // WithID returns a copy of the frame whose id is replaced by id, every other
 // byte kept. It panics when the message has no id: only requests and
 // responses carry one.

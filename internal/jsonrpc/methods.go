@@ -3,7 +3,6 @@ package jsonrpc
 // ACP methods the hub looks at. Everything else is forwarded unread.
 const (
 	MethodInitialize        = "initialize"
-	MethodAuthenticate      = "authenticate"
 	MethodSessionNew        = "session/new"
 	MethodSessionLoad       = "session/load"
 	MethodSessionPrompt     = "session/prompt"
