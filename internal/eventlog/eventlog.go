@@ -9,24 +9,17 @@ package eventlog
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/acphub/acphub/api"
 )
 
-// Event is one entry of a session log.
+// Event is one entry of a session log: the envelope of the public schema
+// and the session it belongs to.
 type Event struct {
-	Session   string          `json:"-"`
-	Seq       int64           `json:"seq"`
-	ID        string          `json:"id"`
-	ParentID  *string         `json:"parentId"`
-	Timestamp time.Time       `json:"timestamp"`
-	Type      string          `json:"type"`
-	Data      json.RawMessage `json:"data"`
-	Ephemeral bool            `json:"ephemeral,omitempty"`
-	Peer      string          `json:"peer,omitempty"`
-	AgentID   string          `json:"agentId,omitempty"`
+	Session string `json:"-"`
+	api.Event
 }
 
 // Store keeps session logs.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
@@ -43,12 +44,12 @@ func (s *Session) startAgent() error {
 	opts.Logger = s.log
 	proc, err := agent.Start(spec, opts)
 	if err != nil {
-		s.record(EventAgentExited, "", map[string]any{"error": err.Error(), "started": false})
+		s.record("", &api.AgentExited{Code: -1, Error: err.Error()})
 		return err
 	}
 	s.agentGen++
 	s.agent = &agentConn{proc: proc, gen: s.agentGen}
-	s.record(EventAgentStarted, "", map[string]any{"pid": proc.Pid(), "command": spec.Command, "args": spec.Args})
+	s.record("", &api.AgentStarted{Pid: int64(proc.Pid()), Command: spec.Command, Args: nonNil(spec.Args)})
 	go s.readAgent(proc, s.agentGen)
 	return nil
 }
@@ -281,9 +282,9 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		return // history the hub already holds
 	}
 	if m.Method == jsonrpc.MethodSessionUpdate {
-		s.record(EventAgentUpdate, "", json.RawMessage(m.Params))
+		s.record("", &api.AgentUpdate{Params: m.Params})
 	} else {
-		s.record(EventAgentNotification, "", map[string]any{"method": m.Method, "params": json.RawMessage(m.Params)})
+		s.record("", &api.AgentNotification{Method: m.Method, Params: m.Params})
 	}
 	s.broadcast(m.Raw, nil)
 }
@@ -301,11 +302,11 @@ func (s *Session) agentRequest(m *jsonrpc.Message) {
 
 // refuseToolCall answers a client-tool request the policy blocks.
 func (s *Session) refuseToolCall(m *jsonrpc.Message, d policy.Decision) {
-	e := jsonrpc.NewError(jsonrpc.CodeToolBlocked, "policy_blocked",
+	e := jsonrpc.NewError(api.CodePolicyBlocked, api.ReasonPolicyBlocked,
 		"acphub policy blocks "+m.Method, map[string]any{"method": m.Method, "namespace": d.Namespace, "mode": d.Mode})
 	s.sendAgent(jsonrpc.NewErrorResponse(m.ID, e))
-	s.record(EventClientTool, "", map[string]any{
-		"method": m.Method, "mode": d.Mode, "decision": "blocked", "params": json.RawMessage(m.Params),
+	s.record("", &api.ClientToolCall{
+		Method: m.Method, Namespace: string(d.Namespace), Mode: string(d.Mode), Decision: "blocked", Params: m.Params,
 	})
 	s.log.Info("client-tool request blocked", "method", m.Method, "mode", d.Mode)
 }
@@ -315,13 +316,13 @@ func (s *Session) agentGone(exit agent.Exit) {
 	a := s.agent
 	s.agent = nil
 	s.agentSID = nil
+	s.record("", &api.AgentExited{
+		Code: int64(exit.Code), Signal: exit.Signal, Requested: exit.Requested, StderrTail: exit.StderrTail,
+	})
 	if !exit.Requested {
-		s.record(EventAgentExited, "", exitData(exit))
-		s.notify(jsonrpc.MethodAgentExited, map[string]any{
-			"sessionId": s.sessionIDString(), "code": exit.Code, "signal": exit.Signal, "stderrTail": exit.StderrTail,
+		s.notify(api.MethodAgentExited, &api.AgentExitedParams{
+			SessionID: s.sessionIDString(), Code: int64(exit.Code), Signal: exit.Signal, StderrTail: exit.StderrTail,
 		}, nil)
-	} else {
-		s.record(EventAgentExited, "", exitData(exit))
 	}
 	e := errAgentExited(exit)
 	for _, fail := range a.failed {
@@ -346,17 +347,13 @@ func (s *Session) agentGone(exit agent.Exit) {
 	s.withdrawAll()
 }
 
-func exitData(exit agent.Exit) map[string]any {
-	return map[string]any{"code": exit.Code, "signal": exit.Signal, "requested": exit.Requested, "stderrTail": exit.StderrTail}
-}
-
 func errAgentExited(exit agent.Exit) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeAgentExited, "agent_exited", "The agent exited ("+exit.String()+")",
+	return jsonrpc.NewError(api.CodeAgentExited, api.ReasonAgentExited, "The agent exited ("+exit.String()+")",
 		map[string]any{"code": exit.Code, "signal": exit.Signal, "stderrTail": exit.StderrTail})
 }
 
 func errAgentStart(msg, stderr string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeAgentStart, "agent_start_failed", "The agent could not be started: "+msg,
+	return jsonrpc.NewError(api.CodeAgentStartFailed, api.ReasonAgentStartFailed, "The agent could not be started: "+msg,
 		map[string]any{"stderrTail": stderr})
 }
 
@@ -395,4 +392,12 @@ func (s *Session) idleExpired(gen int) {
 	}
 	s.log.Info("no clients left; stopping the agent", "ttl", s.cfg.IdleTTL)
 	s.agent.proc.Stop()
+}
+
+// nonNil returns s, or an empty slice for nil, so it encodes as [].
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
 )
@@ -66,7 +67,7 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 		ClientInfo         json.RawMessage `json:"clientInfo"`
 	}
 	if err := json.Unmarshal(m.Params, &params); err != nil {
-		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "bad_params", "Invalid params: "+err.Error(), nil))
+		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+err.Error(), nil))
 		return
 	}
 	p.caps, p.info = params.ClientCapabilities, params.ClientInfo
@@ -150,7 +151,7 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 			return
 		}
 		s.newResult, s.sessionID, s.agentSID = resp.Result, sid, sid
-		s.record(EventSessionCreated, p.id, map[string]any{"sessionId": s.sessionIDString(), "params": json.RawMessage(s.newParams)})
+		s.record(p.id, &api.SessionCreated{SessionID: s.sessionIDString(), Params: s.newParams, Result: s.newResult})
 		s.attach(p)
 		for _, w := range waiters {
 			s.reply(w.peer, w.id, s.newResult)

@@ -1,8 +1,10 @@
 package hub
 
 import (
+	"encoding/json"
 	"errors"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -24,28 +26,38 @@ var (
 )
 
 func errNotInitialized() *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeNotInitialized, "not_initialized", "Send initialize first", nil)
+	return jsonrpc.NewError(api.CodeNotInitialized, api.ReasonNotInitialized, "Send initialize first", nil)
 }
 
 func errNoSession() *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeNoSession, "no_session", "No ACP session yet: send session/new first", nil)
+	return jsonrpc.NewError(api.CodeNoSession, api.ReasonNoSession, "No ACP session yet: send session/new first", nil)
 }
 
 func errSessionMismatch(got string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeSessionMismatch, "unknown_session",
+	return jsonrpc.NewError(api.CodeUnknownSession, api.ReasonUnknownSession,
 		"This hub session does not hold that sessionId", map[string]any{"sessionId": got})
 }
 
 func errQueueFull(limit int) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeQueueFull, "queue_full",
+	return jsonrpc.NewError(api.CodeQueueFull, api.ReasonQueueFull,
 		"Prompt queue is full; wait for the running turn", map[string]any{"limit": limit})
 }
 
 func errUnknownHubMethod(method string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "unknown_method",
+	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, api.ReasonUnknownMethod,
 		"Method not found", map[string]any{"method": method})
 }
 
+// rpcError decodes the error object of a response for an event or a
+// notification.
+func rpcError(raw []byte) *api.RPCError {
+	var e api.RPCError
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return &api.RPCError{Code: jsonrpc.CodeInternal, Message: "malformed error object"}
+	}
+	return &e
+}
+
 func errCancelled() *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeCancelled, "cancelled", "Request cancelled", nil)
+	return jsonrpc.NewError(jsonrpc.CodeCancelled, api.ReasonCancelled, "Request cancelled", nil)
 }

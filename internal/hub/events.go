@@ -3,25 +3,9 @@ package hub
 import (
 	"encoding/json"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
-)
-
-// Event types the hub writes to the session log.
-const (
-	EventSessionCreated     = "session.created"
-	EventPeerJoined         = "peer.joined"
-	EventPeerLeft           = "peer.left"
-	EventPromptReceived     = "prompt.received"
-	EventTurnStarted        = "turn.started"
-	EventTurnCompleted      = "turn.completed"
-	EventAgentUpdate        = "agent.update"
-	EventAgentNotification  = "agent.notification"
-	EventPermissionRequest  = "permission.requested"
-	EventPermissionResolved = "permission.resolved"
-	EventClientTool         = "client_tool.call"
-	EventAgentStarted       = "agent.started"
-	EventAgentExited        = "agent.exited"
 )
 
 // appendReplayFrames appends the frames a joining client receives for ev:
@@ -31,27 +15,19 @@ const (
 // client knows where one turn's reply stops. Other events are not part of
 // the replayed stream.
 func appendReplayFrames(frames [][]byte, ev eventlog.Event) [][]byte {
-	switch ev.Type {
-	case EventAgentUpdate:
-		return append(frames, jsonrpc.NewNotification(jsonrpc.MethodSessionUpdate, json.RawMessage(ev.Data)))
-	case EventAgentNotification:
-		var d struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}
-		if json.Unmarshal(ev.Data, &d) == nil && d.Method != "" {
-			return append(frames, jsonrpc.NewNotification(d.Method, d.Params))
-		}
-	case EventTurnCompleted:
-		return append(frames, jsonrpc.NewNotification(jsonrpc.MethodTurnComplete, json.RawMessage(ev.Data)))
-	case EventTurnStarted:
-		var d struct {
-			SessionID string            `json:"sessionId"`
-			Prompt    []json.RawMessage `json:"prompt"`
-		}
-		if json.Unmarshal(ev.Data, &d) == nil {
-			return appendUserChunks(frames, d.SessionID, d.Prompt)
-		}
+	data, err := api.DecodeEventData(ev.Type, ev.Data)
+	if err != nil {
+		return frames
+	}
+	switch d := data.(type) {
+	case *api.AgentUpdate:
+		return append(frames, jsonrpc.NewNotification(jsonrpc.MethodSessionUpdate, d.Params))
+	case *api.AgentNotification:
+		return append(frames, jsonrpc.NewNotification(d.Method, d.Params))
+	case *api.TurnCompleted:
+		return append(frames, jsonrpc.NewNotification(api.MethodTurnComplete, json.RawMessage(ev.Data)))
+	case *api.TurnStarted:
+		return appendUserChunks(frames, d.SessionID, d.Prompt)
 	}
 	return frames
 }

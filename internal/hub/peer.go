@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -90,7 +91,7 @@ func (s *Session) attach(p *peer) {
 		return
 	}
 	p.attached = true
-	s.record(EventPeerJoined, p.id, map[string]any{"peer": p.id, "clientInfo": p.info, "clientCapabilities": p.caps})
+	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
 	if p.replay == ReplayFull && s.seq > 0 {
 		s.flush()
 		p.marksMu.Lock()
@@ -100,7 +101,7 @@ func (s *Session) attach(p *peer) {
 	}
 	s.resendOpenRequests(p)
 	s.updatePause()
-	s.notify(jsonrpc.MethodPeerJoined, map[string]any{"sessionId": s.sessionIDString(), "peer": p.id}, p)
+	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id}, p)
 }
 
 // removePeer takes p out of the session. cause, when not nil, is what its
@@ -130,8 +131,8 @@ func (s *Session) removePeer(p *peer, cause error) {
 	s.log.Info("client left", "peer", p.id, "reason", reason)
 	s.withdrawCopies(p)
 	if p.attached {
-		s.record(EventPeerLeft, p.id, map[string]any{"peer": p.id, "reason": reason})
-		s.notify(jsonrpc.MethodPeerLeft, map[string]any{"sessionId": s.sessionIDString(), "peer": p.id, "reason": reason}, nil)
+		s.record(p.id, &api.PeerLeft{Peer: p.id, Reason: reason})
+		s.notify(api.MethodPeerLeft, &api.PeerLeftParams{SessionID: s.sessionIDString(), Peer: p.id, Reason: reason}, nil)
 	}
 	s.updatePause()
 	if len(s.peers) == 0 {

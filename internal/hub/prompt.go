@@ -3,6 +3,7 @@ package hub
 import (
 	"encoding/json"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -22,7 +23,11 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 		Prompt    []json.RawMessage `json:"prompt"`
 	}
 	if err := json.Unmarshal(m.Params, &params); err != nil {
-		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "bad_params", "Invalid params: "+err.Error(), nil))
+		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+err.Error(), nil))
+		return
+	}
+	if params.Prompt == nil {
+		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: prompt is required", nil))
 		return
 	}
 	if s.sessionID == nil {
@@ -43,9 +48,9 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 		s.queue = append(s.queue, t)
 		queued = len(s.queue)
 	}
-	s.record(EventPromptReceived, p.id, map[string]any{"sessionId": params.SessionID, "prompt": params.Prompt, "queued": queued})
-	s.notify(jsonrpc.MethodPromptReceived, map[string]any{
-		"sessionId": params.SessionID, "peer": p.id, "prompt": params.Prompt, "queued": queued,
+	s.record(p.id, &api.PromptReceived{SessionID: params.SessionID, Prompt: params.Prompt, Queued: int64(queued)})
+	s.notify(api.MethodPromptReceived, &api.PromptReceivedParams{
+		SessionID: params.SessionID, Peer: p.id, Prompt: params.Prompt, Queued: int64(queued),
 	}, p)
 	if s.turn == nil {
 		s.startTurn(t)
@@ -56,7 +61,7 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 func (s *Session) startTurn(t *turn) {
 	s.turn = t
 	sid := s.sessionIDString()
-	s.record(EventTurnStarted, t.peer.id, map[string]any{"sessionId": sid, "prompt": t.prompt})
+	s.record(t.peer.id, &api.TurnStarted{SessionID: sid, Prompt: t.prompt})
 	for _, f := range appendUserChunks(nil, sid, t.prompt) {
 		s.broadcast(f, t.peer)
 	}
@@ -69,18 +74,19 @@ func (s *Session) endTurn(t *turn, resp *jsonrpc.Message) {
 		return
 	}
 	s.turn = nil
-	done := map[string]any{"sessionId": s.sessionIDString(), "peer": t.peer.id}
+	done := api.TurnCompleteParams{SessionID: s.sessionIDString(), Peer: t.peer.id}
 	if resp.Error != nil {
-		done["error"] = json.RawMessage(resp.Error)
+		done.Error = rpcError(resp.Error)
 	} else {
 		var r struct {
 			StopReason string `json:"stopReason"`
 		}
 		_ = json.Unmarshal(resp.Result, &r)
-		done["stopReason"] = r.StopReason
+		done.StopReason = r.StopReason
 	}
-	s.record(EventTurnCompleted, t.peer.id, done)
-	s.notify(jsonrpc.MethodTurnComplete, done, t.peer)
+	ev := api.TurnCompleted(done)
+	s.record(t.peer.id, &ev)
+	s.notify(api.MethodTurnComplete, &done, t.peer)
 	if len(s.queue) > 0 {
 		next := s.queue[0]
 		s.queue = s.queue[1:]

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -22,14 +23,14 @@ type agentRequest struct {
 func (s *Session) race(m *jsonrpc.Message) {
 	key := string(m.ID)
 	if s.openRequest(key) != nil {
-		s.sendAgent(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "duplicate_id",
+		s.sendAgent(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonDuplicateID,
 			"Invalid request: id already in use by an open request", nil)))
 		return
 	}
 	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64)}
 	s.agentReqs = append(s.agentReqs, r)
 	if m.Method == jsonrpc.MethodRequestPermission {
-		s.record(EventPermissionRequest, "", map[string]any{"requestId": json.RawMessage(m.ID), "params": json.RawMessage(m.Params)})
+		s.record("", &api.PermissionRequested{RequestID: m.ID, Params: m.Params})
 		if s.cfg.PermissionTimeout > 0 {
 			r.timer = time.AfterFunc(s.cfg.PermissionTimeout, func() { s.postAsync(permissionExpired{key: key}) })
 		}
@@ -116,13 +117,14 @@ func (s *Session) resolve(r *agentRequest, winner *peer, m *jsonrpc.Message) {
 		who = winner.id
 	}
 	resolved := permissionResolution(s.sessionIDString(), who, r, m)
-	s.record(EventPermissionResolved, who, resolved)
-	s.notify(jsonrpc.MethodPermissionResolved, resolved, winner)
+	ev := api.PermissionResolved(resolved)
+	s.record(who, &ev)
+	s.notify(api.MethodPermissionResolved, &resolved, winner)
 }
 
 // permissionResolution describes who answered a permission request how.
-func permissionResolution(sessionID, who string, r *agentRequest, m *jsonrpc.Message) map[string]any {
-	out := map[string]any{"sessionId": sessionID, "peer": who, "requestId": json.RawMessage(r.msg.ID)}
+func permissionResolution(sessionID, who string, r *agentRequest, m *jsonrpc.Message) api.PermissionResolvedParams {
+	out := api.PermissionResolvedParams{SessionID: sessionID, Peer: who, RequestID: r.msg.ID}
 	var req struct {
 		ToolCall struct {
 			ToolCallID string `json:"toolCallId"`
@@ -134,24 +136,23 @@ func permissionResolution(sessionID, who string, r *agentRequest, m *jsonrpc.Mes
 		} `json:"options"`
 	}
 	_ = json.Unmarshal(r.msg.Params, &req)
-	out["toolCallId"] = req.ToolCall.ToolCallID
-	out["title"] = req.ToolCall.Title
+	out.ToolCallID, out.Title = req.ToolCall.ToolCallID, req.ToolCall.Title
 	if m.Error != nil {
-		out["error"] = json.RawMessage(m.Error)
+		out.Error = rpcError(m.Error)
 		return out
 	}
 	var res struct {
 		Outcome json.RawMessage `json:"outcome"`
 	}
 	_ = json.Unmarshal(m.Result, &res)
-	out["outcome"] = res.Outcome
+	out.Outcome = res.Outcome
 	var o struct {
 		OptionID string `json:"optionId"`
 	}
 	_ = json.Unmarshal(res.Outcome, &o)
 	for _, opt := range req.Options {
 		if opt.OptionID == o.OptionID && o.OptionID != "" {
-			out["optionName"] = opt.Name
+			out.OptionName = opt.Name
 		}
 	}
 	return out

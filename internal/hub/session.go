@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -292,34 +293,26 @@ func (s *Session) shutdown() {
 	s.flush()
 }
 
-// record appends a durable event to the session log. data is marshalled
-// unless it is already raw JSON.
-func (s *Session) record(typ, peerID string, data any) {
-	var raw json.RawMessage
-	switch d := data.(type) {
-	case json.RawMessage:
-		raw = d
-	default:
-		var err error
-		if raw, err = json.Marshal(d); err != nil {
-			panic("hub: event data does not marshal: " + err.Error())
-		}
+// record appends a durable event, caused by peerID (or the hub, when ""),
+// to the session log.
+func (s *Session) record(peerID string, data api.EventData) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		panic("hub: event data does not marshal: " + err.Error())
 	}
 	s.seq++
 	id := eventlog.NewID()
-	ev := eventlog.Event{
-		Session:   s.key,
+	s.unflushed = append(s.unflushed, eventlog.Event{Session: s.key, Event: api.Event{
 		Seq:       s.seq,
 		ID:        id,
 		ParentID:  s.lastID,
 		Timestamp: time.Now().UTC(),
-		Type:      typ,
+		Type:      data.EventType(),
 		Data:      raw,
 		Peer:      peerID,
 		AgentID:   s.agentName,
-	}
+	}})
 	s.lastID = &id
-	s.unflushed = append(s.unflushed, ev)
 }
 
 // flush commits the recorded events.

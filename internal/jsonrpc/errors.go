@@ -17,19 +17,6 @@ const (
 	CodeCancelled      = -32800
 )
 
-// acphub's own codes, in the implementation range -32010…-32099. Each error
-// carries data.reason; docs/errors.md lists them all.
-const (
-	CodeToolBlocked     = -32010 // a client-tool request refused by policy
-	CodeQueueFull       = -32011 // the prompt queue of the session is full
-	CodeAgentExited     = -32012 // the agent exited with the request open
-	CodeAgentStart      = -32013 // the agent process could not be started
-	CodeFrameTooLarge   = -32014 // a frame exceeded the size limit
-	CodeNoSession       = -32015 // a session method before session/new
-	CodeNotInitialized  = -32016 // a request before initialize
-	CodeSessionMismatch = -32018 // a sessionId that is not this hub session's
-)
-
 // Error is a JSON-RPC error object. Errors compare equal under errors.Is when
 // their codes match, so a wrapped Error keeps its code on the wire.
 type Error struct {

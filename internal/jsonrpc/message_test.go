@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -54,6 +55,9 @@ func TestParse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			if tt.reason != "" && !documented(tt.code, tt.reason) {
+				t.Errorf("code %d reason %q is not in api.Errors (schema/api.schema.json)", tt.code, tt.reason)
+			}
 			m, err := jsonrpc.Parse([]byte(tt.in))
 			if got, want := string(m.ID), tt.id; got != want {
 				t.Errorf("id = %q, want %q", got, want)
@@ -76,6 +80,16 @@ func TestParse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// documented reports whether the error catalogue lists code and reason.
+func documented(code int64, reason string) bool {
+	for _, e := range api.Errors {
+		if e.Code == code && e.Reason == reason {
+			return true
+		}
+	}
+	return false
 }
 
 func TestMessage_WithID(t *testing.T) {

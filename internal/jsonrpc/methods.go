@@ -12,15 +12,5 @@ const (
 	MethodCancelRequest     = "$/cancel_request"
 )
 
-// Notifications the hub originates. A strict ACP client ignores them.
-const (
-	MethodPeerJoined         = "_acphub/peer_joined"
-	MethodPeerLeft           = "_acphub/peer_left"
-	MethodPromptReceived     = "_acphub/prompt_received"
-	MethodTurnComplete       = "_acphub/turn_complete"
-	MethodPermissionResolved = "_acphub/permission_resolved"
-	MethodAgentExited        = "_acphub/agent_exited"
-)
-
 // HubPrefix starts every method acphub itself owns.
 const HubPrefix = "_acphub/"

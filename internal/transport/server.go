@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -217,7 +218,7 @@ func (s *Server) readLoop(ctx context.Context, conn *websocket.Conn, client *hub
 			continue
 		}
 		if typ != websocket.MessageText {
-			e := jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "binary_frame", "Invalid request: send JSON-RPC as text frames", nil)
+			e := jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonBinaryFrame, "Invalid request: send JSON-RPC as text frames", nil)
 			if err := s.reply(ctx, conn, e); err != nil {
 				return
 			}
@@ -238,6 +239,6 @@ func (s *Server) reply(ctx context.Context, conn *websocket.Conn, e *jsonrpc.Err
 
 // FrameTooLarge is the error for a frame over the size limit.
 func FrameTooLarge(limit int) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeFrameTooLarge, "frame_too_large",
+	return jsonrpc.NewError(api.CodeFrameTooLarge, api.ReasonFrameTooLarge,
 		"Frame exceeds the size limit", map[string]any{"limit": limit})
 }

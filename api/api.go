@@ -1,0 +1,82 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// EventData is the data of one event type.
+type EventData interface {
+	EventType() string
+}
+
+type eventInfo struct {
+	ephemeral bool
+	stability string
+	new       func() EventData
+}
+
+// Unknown is the data of an event type this version does not know.
+type Unknown struct {
+	Type string
+	Data json.RawMessage
+}
+
+// EventType implements EventData.
+func (u *Unknown) EventType() string { return u.Type }
+
+// MarshalJSON returns the data as it was read.
+func (u *Unknown) MarshalJSON() ([]byte, error) {
+	if u.Data == nil {
+		return []byte("null"), nil
+	}
+	return u.Data, nil
+}
+
+// DecodeEventData decodes the data of an event of type typ. A type this
+// version does not know decodes to *Unknown, never to an error.
+func DecodeEventData(typ string, data json.RawMessage) (EventData, error) {
+	info, ok := eventTypes[typ]
+	if !ok {
+		return &Unknown{Type: typ, Data: data}, nil
+	}
+	v := info.new()
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, fmt.Errorf("decode %s event: %w", typ, err)
+	}
+	return v, nil
+}
+
+// IsEphemeral reports whether events of type typ are forwarded live only,
+// never stored or replayed.
+func IsEphemeral(typ string) bool { return eventTypes[typ].ephemeral }
+
+// EventStability returns "stable" or "experimental" for a known type, ""
+// for an unknown one.
+func EventStability(typ string) string { return eventTypes[typ].stability }
+
+// EventTypes returns every event type this version knows, sorted.
+func EventTypes() []string {
+	out := make([]string, 0, len(eventTypes))
+	for t := range eventTypes {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MethodInfo describes a method acphub defines.
+type MethodInfo struct {
+	Kind      string // "request" or "notification"
+	Direction string // "client→hub" or "hub→client"
+	Stability string // "stable" or "experimental"
+}
+
+// ErrorInfo describes one error acphub sends.
+type ErrorInfo struct {
+	Code        int64
+	Reason      string
+	Message     string
+	Description string
+}

@@ -1,0 +1,46 @@
+package api_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/acphub/acphub/api"
+)
+
+func TestDecodeEventData(t *testing.T) {
+	t.Parallel()
+	d, err := api.DecodeEventData(api.EventPeerLeft, json.RawMessage(`{"peer":"a","reason":"left","future":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl, ok := d.(*api.PeerLeft); !ok || pl.Peer != "a" || pl.Reason != "left" {
+		t.Errorf("decoded %#v", d)
+	}
+	raw := json.RawMessage(`{"anything":[1,2,{"x":null}]}`)
+	d, err = api.DecodeEventData("future.thing", raw)
+	if err != nil {
+		t.Fatalf("unknown type: %v", err)
+	}
+	u, ok := d.(*api.Unknown)
+	if !ok || u.EventType() != "future.thing" {
+		t.Fatalf("unknown type decoded as %#v", d)
+	}
+	if out, _ := json.Marshal(u); string(out) != string(raw) {
+		t.Errorf("unknown data re-encoded as %s, want %s", out, raw)
+	}
+	if _, err := api.DecodeEventData(api.EventPeerLeft, json.RawMessage(`{"peer":5}`)); err == nil {
+		t.Error("a known type with a bad shape decoded without error")
+	}
+}
+
+func TestEventCatalogue(t *testing.T) {
+	t.Parallel()
+	if !api.IsEphemeral(api.EventAgentChunk) || api.IsEphemeral(api.EventAgentMessage) || api.IsEphemeral("nope") {
+		t.Error("ephemeral flags wrong")
+	}
+	for _, typ := range api.EventTypes() {
+		if s := api.EventStability(typ); s != "stable" && s != "experimental" {
+			t.Errorf("%s: stability %q", typ, s)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// genAPI writes method constants and their payload types, the method and
+// error catalogues, and the types of the HTTP payloads.
+func genAPI(doc *object, source string, done map[string]*object) ([]byte, error) {
+	g, err := newGen(doc, done)
+	if err != nil {
+		return nil, err
+	}
+	methods, ok := doc.get("x-acphub-methods").(*object)
+	if !ok {
+		return nil, errors.New("no x-acphub-methods")
+	}
+	var consts, infos strings.Builder
+	for _, name := range methods.keys {
+		m := methods.get(name).(*object)
+		ident := "Method" + exported(strings.TrimPrefix(name, "_acphub/"))
+		fmt.Fprintf(&consts, "\t%s = %q\n", ident, name)
+		for _, part := range []string{"params", "result"} {
+			if s, ok := m.get(part).(*object); ok {
+				if _, err := g.goType(s, ""); err != nil {
+					return nil, fmt.Errorf("method %s %s: %w", name, part, err)
+				}
+			}
+		}
+		fmt.Fprintf(&infos, "\t%s: {Kind: %q, Direction: %q, Stability: %q},\n",
+			ident, str(m, "kind"), str(m, "direction"), str(m, "stability"))
+	}
+	g.printf("// Methods acphub defines.\nconst (\n%s)\n\n", consts.String())
+	g.printf("// Methods describes each method acphub defines.\nvar Methods = map[string]MethodInfo{\n%s}\n\n", infos.String())
+
+	if err := genHTTP(g, doc); err != nil {
+		return nil, err
+	}
+	if err := genErrors(g, doc); err != nil {
+		return nil, err
+	}
+	return g.file(source)
+}
+
+func str(o *object, k string) string {
+	s, _ := o.get(k).(string)
+	return s
+}
+
+// genHTTP emits the payload types of the HTTP endpoints.
+func genHTTP(g *gen, doc *object) error {
+	http, ok := doc.get("x-acphub-http").(*object)
+	if !ok {
+		return errors.New("no x-acphub-http")
+	}
+	for _, ep := range http.keys {
+		e := http.get(ep).(*object)
+		for _, part := range []string{"response", "item"} {
+			if s, ok := e.get(part).(*object); ok {
+				if _, err := g.goType(s, ""); err != nil {
+					return fmt.Errorf("%s %s: %w", ep, part, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// genErrors emits a Code constant for each of acphub's own codes, a Reason
+// constant for each reason, and the catalogue.
+func genErrors(g *gen, doc *object) error {
+	list, ok := doc.get("x-acphub-errors").([]any)
+	if !ok {
+		return errors.New("no x-acphub-errors")
+	}
+	codes := map[int64]string{}
+	reasons := map[string]bool{}
+	var catalogue strings.Builder
+	for _, item := range list {
+		e := item.(*object)
+		n, ok := e.get("code").(json.Number)
+		if !ok {
+			return errors.New("error without a numeric code")
+		}
+		code, err := n.Int64()
+		if err != nil {
+			return err
+		}
+		reason := str(e, "reason")
+		if reason == "" {
+			return fmt.Errorf("error %d without a reason", code)
+		}
+		if reasons[reason] && code >= -32099 && code <= -32010 {
+			return fmt.Errorf("reason %q used twice", reason)
+		}
+		reasons[reason] = true
+		if code >= -32099 && code <= -32010 {
+			if prev, dup := codes[code]; dup {
+				return fmt.Errorf("code %d used by %q and %q", code, prev, reason)
+			}
+			codes[code] = reason
+		}
+		fmt.Fprintf(&catalogue, "\t{Code: %d, Reason: %q, Message: %q, Description: %q},\n",
+			code, reason, str(e, "message"), str(e, "description"))
+	}
+	var ids []int64
+	for c := range codes {
+		ids = append(ids, c)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] })
+	g.printf("// acphub's own error codes, in the range -32010…-32099.\nconst (\n")
+	for _, c := range ids {
+		g.printf("\tCode%s = %d\n", exported(codes[c]), c)
+	}
+	g.printf(")\n\n")
+	var names []string
+	for r := range reasons {
+		names = append(names, r)
+	}
+	sort.Strings(names)
+	g.printf("// Values of data.reason in acphub's errors.\nconst (\n")
+	for _, r := range names {
+		g.printf("\tReason%s = %q\n", exported(r), r)
+	}
+	g.printf(")\n\n")
+	g.printf("// Errors lists every error acphub sends, with its code and reason.\nvar Errors = []ErrorInfo{\n%s}\n", catalogue.String())
+	return nil
+}
