@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/acphub/acphub/api"
 )
@@ -22,16 +23,32 @@ type Event struct {
 	api.Event
 }
 
-// Store keeps session logs.
+// Store keeps session logs. Its methods are safe for concurrent use.
 type Store interface {
-	// Append adds events, already numbered by the caller, to the log of
-	// their session. Seq must continue the session's log without a gap.
+	// Append adds events, already numbered by the caller, to the logs of
+	// their sessions. Each event's seq must continue its session's log
+	// without a gap; the first event of a session has seq 1. A store may
+	// return before the events are on disk (see the store's durability
+	// window), but Read sees them as soon as Append returns.
 	Append(ctx context.Context, events []Event) error
 	// Read returns up to limit events of session with seq > after, oldest
-	// first. limit <= 0 means no limit.
+	// first. limit <= 0 means no limit. An unknown session has no events.
 	Read(ctx context.Context, session string, after int64, limit int) ([]Event, error)
-	// Close releases the store.
+	// Last returns the latest event of session with the given type, and
+	// false when there is none.
+	Last(ctx context.Context, session, typ string) (Event, bool, error)
+	// Sessions lists the sessions that have events, oldest first.
+	Sessions(ctx context.Context) ([]SessionInfo, error)
+	// Close writes what is pending and releases the store.
 	Close() error
+}
+
+// SessionInfo summarises one session's log.
+type SessionInfo struct {
+	Session string
+	LastSeq int64
+	Created time.Time // timestamp of the first event
+	Updated time.Time // timestamp of the last event
 }
 
 // ErrSeqGap is returned by Append for an event whose seq does not follow the

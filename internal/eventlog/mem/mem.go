@@ -1,5 +1,5 @@
 // Package mem is an eventlog.Store in memory, for tests and for running
-// without a database.
+// without a database. Nothing survives the process.
 package mem
 
 import (
@@ -12,8 +12,9 @@ import (
 
 // Store keeps logs in memory. The zero value is ready to use.
 type Store struct {
-	mu   sync.Mutex // guards logs
-	logs map[string][]eventlog.Event
+	mu    sync.Mutex // guards logs and order
+	logs  map[string][]eventlog.Event
+	order []string // sessions in order of their first event
 }
 
 var _ eventlog.Store = (*Store)(nil)
@@ -25,10 +26,22 @@ func (s *Store) Append(_ context.Context, events []eventlog.Event) error {
 	if s.logs == nil {
 		s.logs = make(map[string][]eventlog.Event)
 	}
+	// Check the whole batch first: it is stored whole or not at all.
+	next := map[string]int64{}
+	for _, e := range events {
+		last, ok := next[e.Session]
+		if !ok {
+			last = int64(len(s.logs[e.Session]))
+		}
+		if e.Seq != last+1 {
+			return fmt.Errorf("%w: session %q got seq %d, want %d", eventlog.ErrSeqGap, e.Session, e.Seq, last+1)
+		}
+		next[e.Session] = e.Seq
+	}
 	for _, e := range events {
 		log := s.logs[e.Session]
-		if want := int64(len(log)) + 1; e.Seq != want {
-			return fmt.Errorf("%w: session %q got seq %d, want %d", eventlog.ErrSeqGap, e.Session, e.Seq, want)
+		if len(log) == 0 {
+			s.order = append(s.order, e.Session)
 		}
 		s.logs[e.Session] = append(log, e)
 	}
@@ -40,9 +53,7 @@ func (s *Store) Read(_ context.Context, session string, after int64, limit int) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	log := s.logs[session]
-	if after < 0 {
-		after = 0
-	}
+	after = max(after, 0)
 	if after >= int64(len(log)) {
 		return nil, nil
 	}
@@ -51,6 +62,33 @@ func (s *Store) Read(_ context.Context, session string, after int64, limit int) 
 		out = out[:limit]
 	}
 	return append([]eventlog.Event(nil), out...), nil
+}
+
+// Last implements eventlog.Store.
+func (s *Store) Last(_ context.Context, session, typ string) (eventlog.Event, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	log := s.logs[session]
+	for i := len(log) - 1; i >= 0; i-- {
+		if log[i].Type == typ {
+			return log[i], true, nil
+		}
+	}
+	return eventlog.Event{}, false, nil
+}
+
+// Sessions implements eventlog.Store.
+func (s *Store) Sessions(context.Context) ([]eventlog.SessionInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]eventlog.SessionInfo, 0, len(s.order))
+	for _, k := range s.order {
+		log := s.logs[k]
+		out = append(out, eventlog.SessionInfo{
+			Session: k, LastSeq: int64(len(log)), Created: log[0].Timestamp, Updated: log[len(log)-1].Timestamp,
+		})
+	}
+	return out, nil
 }
 
 // Close implements eventlog.Store.

@@ -1,0 +1,204 @@
+// Package eventlogtest is the conformance suite every eventlog.Store
+// passes: each backend's tests call Run.
+package eventlogtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/eventlog"
+)
+
+// Run runs the suite; open returns a new, empty store, closed by the test.
+func Run(t *testing.T, open func(t *testing.T) eventlog.Store) {
+	t.Run("AppendRead", func(t *testing.T) { t.Parallel(); testAppendRead(t, open(t)) })
+	t.Run("SeqGap", func(t *testing.T) { t.Parallel(); testSeqGap(t, open(t)) })
+	t.Run("Last", func(t *testing.T) { t.Parallel(); testLast(t, open(t)) })
+	t.Run("Sessions", func(t *testing.T) { t.Parallel(); testSessions(t, open(t)) })
+	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testConcurrent(t, open(t)) })
+}
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.UTC)
+
+// Events returns n events of session numbered from first, chained by
+// parentId, with distinct data.
+func Events(session string, first int64, n int) []eventlog.Event {
+	out := make([]eventlog.Event, n)
+	var parent *string
+	for i := range out {
+		seq := first + int64(i)
+		id := eventlog.NewID()
+		data, _ := json.Marshal(api.AgentNotification{Method: "_test/n", Params: json.RawMessage(fmt.Sprintf(`{"seq":%d,"s":"é\n\u0000"}`, seq))})
+		out[i] = eventlog.Event{Session: session, Event: api.Event{
+			Seq: seq, ID: id, ParentID: parent, Timestamp: t0.Add(time.Duration(seq) * time.Millisecond),
+			Type: api.EventAgentNotification, Data: data, Peer: "p", AgentID: "demo",
+		}}
+		parent = &id
+	}
+	return out
+}
+
+func equal(t *testing.T, got, want []eventlog.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		gj, _ := json.Marshal(g)
+		wj, _ := json.Marshal(w)
+		if g.Session != w.Session || string(gj) != string(wj) || !g.Timestamp.Equal(w.Timestamp) {
+			t.Fatalf("event %d:\n got %s %s\nwant %s %s", i, g.Session, gj, w.Session, wj)
+		}
+	}
+}
+
+func testAppendRead(t *testing.T, s eventlog.Store) {
+	ctx := context.Background()
+	evs := Events("a", 1, 10)
+	if err := s.Append(ctx, evs[:4]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, evs[4:]); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		after int64
+		limit int
+		want  []eventlog.Event
+	}{
+		{0, 0, evs}, {0, 3, evs[:3]}, {3, 2, evs[3:5]}, {9, 0, evs[9:]}, {10, 0, nil}, {-5, 1, evs[:1]}, {99, 5, nil},
+	} {
+		got, err := s.Read(ctx, "a", tt.after, tt.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, got, tt.want)
+	}
+	if got, err := s.Read(ctx, "nope", 0, 0); err != nil || len(got) != 0 {
+		t.Errorf("unknown session: %d events, %v", len(got), err)
+	}
+}
+
+func testSeqGap(t *testing.T, s eventlog.Store) {
+	ctx := context.Background()
+	if err := s.Append(ctx, Events("a", 2, 1)); !errors.Is(err, eventlog.ErrSeqGap) {
+		t.Errorf("first event with seq 2: %v, want ErrSeqGap", err)
+	}
+	if err := s.Append(ctx, Events("a", 1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []int64{3, 5} {
+		if err := s.Append(ctx, Events("a", seq, 1)); !errors.Is(err, eventlog.ErrSeqGap) {
+			t.Errorf("seq %d after 3: %v, want ErrSeqGap", seq, err)
+		}
+	}
+	// A batch with a gap inside is refused whole.
+	batch := append(Events("a", 4, 1), Events("a", 6, 1)...)
+	if err := s.Append(ctx, batch); !errors.Is(err, eventlog.ErrSeqGap) {
+		t.Errorf("batch with a gap: %v, want ErrSeqGap", err)
+	}
+	if got, _ := s.Read(ctx, "a", 0, 0); len(got) != 3 {
+		t.Errorf("log has %d events after refused appends, want 3", len(got))
+	}
+}
+
+func testLast(t *testing.T, s eventlog.Store) {
+	ctx := context.Background()
+	evs := Events("a", 1, 5)
+	evs[1].Type, evs[3].Type = api.EventPeerJoined, api.EventPeerJoined
+	if err := s.Append(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.Last(ctx, "a", api.EventPeerJoined)
+	if err != nil || !ok || got.Seq != 4 {
+		t.Errorf("Last = seq %d, %v, %v; want 4", got.Seq, ok, err)
+	}
+	if _, ok, err := s.Last(ctx, "a", api.EventSessionCreated); ok || err != nil {
+		t.Errorf("Last of an absent type = %v, %v", ok, err)
+	}
+}
+
+func testSessions(t *testing.T, s eventlog.Store) {
+	ctx := context.Background()
+	b := Events("b", 1, 3)
+	a := Events("a", 1, 2)
+	for i := range a {
+		a[i].Timestamp = a[i].Timestamp.Add(time.Hour)
+	}
+	if err := s.Append(ctx, append(b, a...)); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Session != "b" || list[1].Session != "a" {
+		t.Fatalf("Sessions = %+v, want b then a", list)
+	}
+	if list[0].LastSeq != 3 || !list[0].Created.Equal(b[0].Timestamp) || !list[0].Updated.Equal(b[2].Timestamp) {
+		t.Errorf("b = %+v", list[0])
+	}
+}
+
+func testConcurrent(t *testing.T, s eventlog.Store) {
+	ctx := context.Background()
+	const sessions, per, batch = 8, 300, 7
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("s%d", i)
+			evs := Events(key, 1, per)
+			for start := 0; start < per; start += batch {
+				end := min(start+batch, per)
+				if err := s.Append(ctx, evs[start:end]); err != nil {
+					t.Error(err)
+					return
+				}
+				// Read sees what was appended at once.
+				got, err := s.Read(ctx, key, int64(end-1), 0)
+				if err != nil || len(got) != 1 || got[0].Seq != int64(end) {
+					t.Errorf("%s: read after append of %d: %d events, %v", key, end, len(got), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range sessions {
+		key := fmt.Sprintf("s%d", i)
+		got, err := s.Read(ctx, key, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		CheckChain(t, got)
+		if len(got) != per {
+			t.Errorf("%s: %d events, want %d", key, len(got), per)
+		}
+	}
+}
+
+// CheckChain fails t unless events are numbered from 1 without a gap and
+// each parentId is the id of the event before.
+func CheckChain(t testing.TB, events []eventlog.Event) {
+	t.Helper()
+	var prev *string
+	for i, e := range events {
+		if e.Seq != int64(i)+1 {
+			t.Fatalf("%s: event %d has seq %d", e.Session, i, e.Seq)
+		}
+		if (prev == nil) != (e.ParentID == nil) || (prev != nil && *prev != *e.ParentID) {
+			t.Fatalf("%s seq %d: parentId %v, want %v", e.Session, e.Seq, e.ParentID, prev)
+		}
+		id := e.ID
+		prev = &id
+	}
+}

@@ -1,0 +1,487 @@
+// Package sqlite is the default eventlog.Store: one SQLite database in the
+// data directory, through a pure-Go driver so the binary stays static.
+//
+// # Group commit and durability
+//
+// Append does not wait for the disk. It validates the events, queues them
+// and returns; one writer goroutine commits everything queued in one
+// transaction, then whatever arrived meanwhile in the next, so under load
+// batches grow by themselves. Read sees queued events at once, merged with
+// what is committed. The database runs in WAL mode with synchronous=FULL:
+// a committed transaction survives a crash of the process and of the
+// machine.
+//
+// The durability window is the time between Append returning and the
+// commit that holds its events: the commit in progress plus the next one.
+// It is normally a few milliseconds; the writer also commits at least every
+// CommitInterval (DefaultCommitInterval, 50 ms) and logs a warning for a
+// commit slower than a second. Events in the window are lost if the process
+// is killed; nothing before it is, and what survives is a gap-free prefix of
+// every session's log.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/acphub/acphub/internal/eventlog"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultCommitInterval = 50 * time.Millisecond
+	DefaultMaxPending     = 100_000
+)
+
+// FileName is the database's name in the data directory.
+const FileName = "acphub.db"
+
+// Options tunes a Store. The zero value is the default.
+type Options struct {
+	// CommitInterval is the longest the writer waits before committing
+	// what is queued; it commits sooner whenever it is idle.
+	CommitInterval time.Duration
+	// MaxPending bounds the events queued but not committed; Append waits
+	// while the queue is full, so a stuck disk slows the hub instead of
+	// filling memory.
+	MaxPending int
+	Logger     *slog.Logger
+}
+
+// Store is a SQLite session log.
+type Store struct {
+	db   *sql.DB
+	opts Options
+	log  *slog.Logger
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+
+	// commitMu orders Read against the writer: the writer holds it to
+	// drop committed events from pending, Read holds it (shared) from
+	// its query until it has looked at pending.
+	commitMu sync.RWMutex
+
+	mu      sync.Mutex // guards the following
+	room    *sync.Cond // signalled when pending shrinks
+	pending []eventlog.Event
+	lastSeq map[string]int64 // per session, pending included
+	closed  bool
+}
+
+var _ eventlog.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at path.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.CommitInterval <= 0 {
+		opts.CommitInterval = DefaultCommitInterval
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = DefaultMaxPending
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create log directory: %w", err)
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(OFF)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open session log: %w", err)
+	}
+	if err := migrate(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open session log %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := &Store{
+		db:      db,
+		opts:    opts,
+		log:     opts.Logger.With("subsystem", "eventlog"),
+		wake:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		lastSeq: make(map[string]int64),
+	}
+	s.room = sync.NewCond(&s.mu)
+	go s.writer()
+	return s, nil
+}
+
+// schemaVersion is the database layout this code writes (PRAGMA
+// user_version).
+const schemaVersion = 1
+
+func migrate(db *sql.DB) error {
+	var v int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		return err
+	}
+	switch {
+	case v == schemaVersion:
+		return nil
+	case v > schemaVersion:
+		return fmt.Errorf("database layout %d is newer than this acphub (%d)", v, schemaVersion)
+	}
+	_, err := db.Exec(`
+CREATE TABLE IF NOT EXISTS events (
+	session   TEXT    NOT NULL,
+	seq       INTEGER NOT NULL,
+	id        TEXT    NOT NULL,
+	parent_id TEXT,
+	ts        TEXT    NOT NULL,
+	type      TEXT    NOT NULL,
+	data      BLOB    NOT NULL,
+	peer      TEXT    NOT NULL DEFAULT '',
+	agent_id  TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (session, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_by_type ON events (session, type, seq);
+PRAGMA user_version = 1;`)
+	return err
+}
+
+// Append implements eventlog.Store.
+func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
+	if err := s.loadLastSeqs(ctx, events); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.pending) >= s.opts.MaxPending && !s.closed {
+		s.room.Wait()
+	}
+	if s.closed {
+		return errors.New("eventlog/sqlite: store is closed")
+	}
+	next := make(map[string]int64)
+	for _, e := range events {
+		last, ok := next[e.Session]
+		if !ok {
+			last = s.lastSeq[e.Session]
+		}
+		if e.Seq != last+1 {
+			return fmt.Errorf("%w: session %q got seq %d, want %d", eventlog.ErrSeqGap, e.Session, e.Seq, last+1)
+		}
+		next[e.Session] = e.Seq
+	}
+	for k, v := range next {
+		s.lastSeq[k] = v
+	}
+	s.pending = append(s.pending, events...)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// loadLastSeqs reads the last seq of sessions Append has not seen yet.
+func (s *Store) loadLastSeqs(ctx context.Context, events []eventlog.Event) error {
+	for _, e := range events {
+		s.mu.Lock()
+		_, known := s.lastSeq[e.Session]
+		s.mu.Unlock()
+		if known {
+			continue
+		}
+		var last sql.NullInt64
+		if err := s.db.QueryRowContext(ctx, `SELECT MAX(seq) FROM events WHERE session = ?`, e.Session).Scan(&last); err != nil {
+			return fmt.Errorf("read session log: %w", err)
+		}
+		s.mu.Lock()
+		if _, known := s.lastSeq[e.Session]; !known {
+			s.lastSeq[e.Session] = last.Int64
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// writer commits pending events until Close.
+func (s *Store) writer() {
+	defer close(s.done)
+	tick := time.NewTicker(s.opts.CommitInterval)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-s.wake:
+		case <-tick.C:
+		case <-s.quit:
+			s.drain()
+			return
+		}
+		if err := s.commit(); err != nil {
+			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+			s.log.Error("commit session log; retrying", "err", err, "pending", s.pendingLen(), "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.quit:
+			}
+			s.signal()
+			continue
+		}
+		if backoff > 0 {
+			s.log.Info("session log commits again")
+			backoff = 0
+		}
+	}
+}
+
+func (s *Store) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) pendingLen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
+// drain commits what is left when the store closes, trying a few times.
+func (s *Store) drain() {
+	for range 5 {
+		err := s.commit()
+		if err == nil && s.pendingLen() == 0 {
+			return
+		}
+		if err != nil {
+			s.log.Error("commit session log at close", "err", err)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if n := s.pendingLen(); n > 0 {
+		s.log.Error("session log closed with events not written", "lost", n)
+	}
+}
+
+// commit writes what is pending in one transaction.
+func (s *Store) commit() error {
+	s.mu.Lock()
+	batch := s.pending[:len(s.pending):len(s.pending)]
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	start := time.Now()
+	if err := s.write(batch); err != nil {
+		return err
+	}
+	if d := time.Since(start); d > time.Second {
+		s.log.Warn("slow session log commit", "events", len(batch), "took", d)
+	}
+	s.commitMu.Lock()
+	s.mu.Lock()
+	s.pending = append([]eventlog.Event(nil), s.pending[len(batch):]...)
+	s.room.Broadcast()
+	s.mu.Unlock()
+	s.commitMu.Unlock()
+	return nil
+}
+
+func (s *Store) write(batch []eventlog.Event) error {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	stmt, err := tx.Prepare(`INSERT INTO events (session, seq, id, parent_id, ts, type, data, peer, agent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, e := range batch {
+		var parent any
+		if e.ParentID != nil {
+			parent = *e.ParentID
+		}
+		if _, err := stmt.Exec(e.Session, e.Seq, e.ID, parent, e.Timestamp.UTC().Format(time.RFC3339Nano),
+			e.Type, []byte(e.Data), e.Peer, e.AgentID); err != nil {
+			return fmt.Errorf("insert %s seq %d: %w", e.Session, e.Seq, err)
+		}
+	}
+	return tx.Commit()
+}
+
+// Read implements eventlog.Store.
+func (s *Store) Read(ctx context.Context, session string, after int64, limit int) ([]eventlog.Event, error) {
+	s.commitMu.RLock()
+	defer s.commitMu.RUnlock()
+	q := `SELECT session, seq, id, parent_id, ts, type, data, peer, agent_id FROM events WHERE session = ? AND seq > ? ORDER BY seq`
+	args := []any{session, after}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read session log: %w", err)
+	}
+	out, err := scanEvents(rows)
+	if err != nil {
+		return nil, err
+	}
+	last := after
+	if len(out) > 0 {
+		last = out[len(out)-1].Seq
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.pending {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		if e.Session == session && e.Seq > last {
+			out = append(out, e)
+			last = e.Seq
+		}
+	}
+	return out, nil
+}
+
+func scanEvents(rows *sql.Rows) ([]eventlog.Event, error) {
+	defer rows.Close()
+	var out []eventlog.Event
+	for rows.Next() {
+		var (
+			e      eventlog.Event
+			parent sql.NullString
+			ts     string
+			data   []byte
+		)
+		if err := rows.Scan(&e.Session, &e.Seq, &e.ID, &parent, &ts, &e.Type, &data, &e.Peer, &e.AgentID); err != nil {
+			return nil, fmt.Errorf("read session log: %w", err)
+		}
+		if parent.Valid {
+			p := parent.String
+			e.ParentID = &p
+		}
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			return nil, fmt.Errorf("read session log: %s seq %d: bad timestamp %q", e.Session, e.Seq, ts)
+		}
+		e.Timestamp, e.Data = t, data
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read session log: %w", err)
+	}
+	return out, nil
+}
+
+// Last implements eventlog.Store.
+func (s *Store) Last(ctx context.Context, session, typ string) (eventlog.Event, bool, error) {
+	s.commitMu.RLock()
+	defer s.commitMu.RUnlock()
+	s.mu.Lock()
+	for i := len(s.pending) - 1; i >= 0; i-- {
+		if e := s.pending[i]; e.Session == session && e.Type == typ {
+			s.mu.Unlock()
+			return e, true, nil
+		}
+	}
+	s.mu.Unlock()
+	rows, err := s.db.QueryContext(ctx, `SELECT session, seq, id, parent_id, ts, type, data, peer, agent_id
+		FROM events WHERE session = ? AND type = ? ORDER BY seq DESC LIMIT 1`, session, typ)
+	if err != nil {
+		return eventlog.Event{}, false, fmt.Errorf("read session log: %w", err)
+	}
+	out, err := scanEvents(rows)
+	if err != nil || len(out) == 0 {
+		return eventlog.Event{}, false, err
+	}
+	return out[0], true, nil
+}
+
+// Sessions implements eventlog.Store.
+func (s *Store) Sessions(ctx context.Context) ([]eventlog.SessionInfo, error) {
+	s.commitMu.RLock()
+	defer s.commitMu.RUnlock()
+	rows, err := s.db.QueryContext(ctx, `SELECT session, MAX(seq),
+		(SELECT ts FROM events f WHERE f.session = e.session AND f.seq = 1),
+		(SELECT ts FROM events l WHERE l.session = e.session ORDER BY seq DESC LIMIT 1)
+		FROM events e GROUP BY session`)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	byKey := map[string]*eventlog.SessionInfo{}
+	var out []*eventlog.SessionInfo
+	for rows.Next() {
+		var (
+			info             eventlog.SessionInfo
+			created, updated sql.NullString
+		)
+		if err := rows.Scan(&info.Session, &info.LastSeq, &created, &updated); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		info.Created, _ = time.Parse(time.RFC3339Nano, created.String)
+		info.Updated, _ = time.Parse(time.RFC3339Nano, updated.String)
+		byKey[info.Session] = &info
+		out = append(out, &info)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	s.mu.Lock()
+	for _, e := range s.pending {
+		info := byKey[e.Session]
+		if info == nil {
+			info = &eventlog.SessionInfo{Session: e.Session, Created: e.Timestamp}
+			byKey[e.Session] = info
+			out = append(out, info)
+		}
+		info.LastSeq, info.Updated = e.Seq, e.Timestamp
+	}
+	s.mu.Unlock()
+	res := make([]eventlog.SessionInfo, len(out))
+	for i, info := range out {
+		res[i] = *info
+	}
+	sortByCreated(res)
+	return res, nil
+}
+
+// Close implements eventlog.Store: it commits what is pending, then closes
+// the database.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.room.Broadcast()
+	s.mu.Unlock()
+	close(s.quit)
+	<-s.done
+	return s.db.Close()
+}
+
+// sortByCreated orders sessions by their first event, then by key.
+func sortByCreated(list []eventlog.SessionInfo) {
+	sort.SliceStable(list, func(i, j int) bool {
+		if !list[i].Created.Equal(list[j].Created) {
+			return list[i].Created.Before(list[j].Created)
+		}
+		return list[i].Session < list[j].Session
+	})
+}
