@@ -282,7 +282,11 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		return // history the hub already holds
 	}
 	if m.Method == jsonrpc.MethodSessionUpdate {
-		s.record("", &api.AgentUpdate{Params: m.Params})
+		if c, ok := parseTextChunk(m.Params); ok {
+			s.collect(c, m.Params)
+		} else {
+			s.record("", &api.AgentUpdate{Params: m.Params})
+		}
 	} else {
 		s.record("", &api.AgentNotification{Method: m.Method, Params: m.Params})
 	}

@@ -22,6 +22,8 @@ func appendReplayFrames(frames [][]byte, ev eventlog.Event) [][]byte {
 	switch d := data.(type) {
 	case *api.AgentUpdate:
 		return append(frames, jsonrpc.NewNotification(jsonrpc.MethodSessionUpdate, d.Params))
+	case *api.AgentMessage:
+		return append(frames, jsonrpc.NewNotification(jsonrpc.MethodSessionUpdate, d.Params))
 	case *api.AgentNotification:
 		return append(frames, jsonrpc.NewNotification(d.Method, d.Params))
 	case *api.TurnCompleted:

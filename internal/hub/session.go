@@ -67,6 +67,7 @@ type Session struct {
 	queue []*turn
 
 	agentReqs []*agentRequest // open agent→client requests, oldest first
+	msg       *message        // text chunks collected for the log
 	dropped   []*peer         // overflowed peers waiting to be removed
 
 	seq       int64
@@ -210,6 +211,7 @@ func (s *Session) run() {
 				break
 			}
 		}
+		s.flushStaleMessage()
 		s.flush()
 	}
 }
@@ -296,6 +298,9 @@ func (s *Session) shutdown() {
 // record appends a durable event, caused by peerID (or the hub, when ""),
 // to the session log.
 func (s *Session) record(peerID string, data api.EventData) {
+	// The message being collected happened before whatever is recorded
+	// now: write it first, so the log keeps the order clients saw.
+	s.flushMessage()
 	raw, err := json.Marshal(data)
 	if err != nil {
 		panic("hub: event data does not marshal: " + err.Error())

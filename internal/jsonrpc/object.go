@@ -96,3 +96,18 @@ func splice(b []byte, from, to int, repl []byte) []byte {
 	out = append(out, repl...)
 	return append(out, b[to:]...)
 }
+
+// Members calls fn for each member of the object obj, in order, with the
+// member's key as raw JSON (quotes and any escapes included) and its raw
+// value, until fn returns false. It reports whether obj is a valid object.
+func Members(obj []byte, fn func(key, val []byte) bool) bool {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return false
+	}
+	var end int
+	err := eachField(obj, i, 0, func(f field) bool {
+		return fn(obj[f.keyStart:f.keyEnd], obj[f.valStart:f.valEnd])
+	}, &end)
+	return err == nil
+}

@@ -1,0 +1,158 @@
+package hub
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// coalesceWindow bounds how long streamed text waits in memory before it is
+// written to the log, so a hub that is killed loses at most that much of a
+// message. Writing early only splits a message into two log events; replay
+// still sends the same text.
+const coalesceWindow = time.Second
+
+// message collects consecutive text chunks of one agent message or thought,
+// written to the log as one agent.message event at the message boundary.
+type message struct {
+	sessionID []byte // raw JSON string
+	kind      []byte // raw "agent_message_chunk" or "agent_thought_chunk"
+	messageID []byte // raw JSON string, or nil
+	text      []byte // the chunks' string bodies, concatenated (still escaped)
+	first     []byte // the first chunk's params, kept when it stays alone
+	chunks    int64
+	started   time.Time
+}
+
+// textChunk is a session/update that only carries plain text: the one kind
+// of update coalescing may rewrite without losing a byte of meaning.
+type textChunk struct {
+	sessionID, kind, messageID, text []byte
+}
+
+var (
+	keySessionID     = []byte(`"sessionId"`)
+	keyUpdate        = []byte(`"update"`)
+	keySessionUpdate = []byte(`"sessionUpdate"`)
+	keyContent       = []byte(`"content"`)
+	keyMessageID     = []byte(`"messageId"`)
+	keyType          = []byte(`"type"`)
+	keyText          = []byte(`"text"`)
+	valTextType      = []byte(`"text"`)
+	valMessageChunk  = []byte(`"agent_message_chunk"`)
+	valThoughtChunk  = []byte(`"agent_thought_chunk"`)
+)
+
+// parseTextChunk recognises params of the form
+// {"sessionId":S,"update":{"sessionUpdate":K,"content":{"type":"text","text":T}[,"messageId":M]}}
+// with K an agent message or thought chunk and nothing else (no _meta, no
+// unknown member): anything more is logged as it came, uncoalesced.
+func parseTextChunk(params []byte) (textChunk, bool) {
+	var c textChunk
+	var update []byte
+	ok := jsonrpc.Members(params, func(k, v []byte) bool {
+		switch {
+		case bytes.Equal(k, keySessionID) && v[0] == '"':
+			c.sessionID = v
+		case bytes.Equal(k, keyUpdate):
+			update = v
+		default:
+			update = nil
+			return false
+		}
+		return true
+	})
+	if !ok || update == nil || c.sessionID == nil {
+		return c, false
+	}
+	var content []byte
+	ok = jsonrpc.Members(update, func(k, v []byte) bool {
+		switch {
+		case bytes.Equal(k, keySessionUpdate) && (bytes.Equal(v, valMessageChunk) || bytes.Equal(v, valThoughtChunk)):
+			c.kind = v
+		case bytes.Equal(k, keyContent):
+			content = v
+		case bytes.Equal(k, keyMessageID) && v[0] == '"':
+			c.messageID = v
+		default:
+			c.kind = nil
+			return false
+		}
+		return true
+	})
+	if !ok || c.kind == nil || content == nil {
+		return c, false
+	}
+	typed := false
+	ok = jsonrpc.Members(content, func(k, v []byte) bool {
+		switch {
+		case bytes.Equal(k, keyType) && bytes.Equal(v, valTextType):
+			typed = true
+		case bytes.Equal(k, keyText) && v[0] == '"':
+			c.text = v
+		default:
+			typed = false
+			return false
+		}
+		return true
+	})
+	return c, ok && typed && c.text != nil
+}
+
+// continues reports whether c belongs to the message being collected.
+func (m *message) continues(c textChunk) bool {
+	return bytes.Equal(m.sessionID, c.sessionID) && bytes.Equal(m.kind, c.kind) && bytes.Equal(m.messageID, c.messageID)
+}
+
+// params renders the collected message as session/update params.
+func (m *message) params() []byte {
+	if m.chunks == 1 {
+		return m.first
+	}
+	out := make([]byte, 0, len(m.text)+len(m.sessionID)+len(m.messageID)+96)
+	out = append(out, `{"sessionId":`...)
+	out = append(out, m.sessionID...)
+	out = append(out, `,"update":{"sessionUpdate":`...)
+	out = append(out, m.kind...)
+	out = append(out, `,"content":{"type":"text","text":"`...)
+	out = append(out, m.text...)
+	out = append(out, `"}`...)
+	if m.messageID != nil {
+		out = append(out, `,"messageId":`...)
+		out = append(out, m.messageID...)
+	}
+	return append(out, `}}`...)
+}
+
+// collect adds a text chunk to the message in progress, first writing out
+// the one it does not continue.
+func (s *Session) collect(c textChunk, params []byte) {
+	if s.msg != nil && !s.msg.continues(c) {
+		s.flushMessage()
+	}
+	if s.msg == nil {
+		s.msg = &message{sessionID: c.sessionID, kind: c.kind, messageID: c.messageID, first: params, started: time.Now()}
+	}
+	s.msg.text = append(s.msg.text, c.text[1:len(c.text)-1]...)
+	s.msg.chunks++
+}
+
+// flushMessage writes the message in progress to the log.
+func (s *Session) flushMessage() {
+	m := s.msg
+	if m == nil {
+		return
+	}
+	s.msg = nil
+	s.record("", &api.AgentMessage{Params: m.params(), Chunks: m.chunks})
+}
+
+// flushStaleMessage writes a message that has been collecting for longer
+// than coalesceWindow.
+func (s *Session) flushStaleMessage() {
+	if s.msg != nil && time.Since(s.msg.started) > coalesceWindow {
+		s.flushMessage()
+	}
+}
