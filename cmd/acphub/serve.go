@@ -20,7 +20,7 @@ import (
 
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/config"
-	"github.com/acphub/acphub/internal/eventlog/mem"
+	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/transport"
@@ -68,6 +68,7 @@ type daemon struct {
 	cfg    *config.Config
 	log    *slog.Logger
 	hub    *hub.Hub
+	store  *sqlite.Store
 	server *transport.Server
 	token  string
 	ln     net.Listener
@@ -95,12 +96,18 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	store, err := sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	hcfg.Store = store
 	h := hub.New(hcfg)
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Token: token, AllowedOrigins: cfg.AllowedOrigins, MaxFrame: cfg.MaxFrame,
 		Version: version, Logger: log,
 	})
-	return &daemon{cfg: cfg, log: log, hub: h, server: srv, token: token, ln: ln, tls: tlsCfg}, nil
+	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, tls: tlsCfg}, nil
 }
 
 // run serves until ctx ends, then shuts down in stages: stop accepting,
@@ -142,6 +149,9 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	_ = srv.Shutdown(shutdownCtx)
 	if cerr := d.hub.Close(shutdownCtx); cerr != nil {
 		err = errors.Join(err, cerr)
+	}
+	if cerr := d.store.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("close session log: %w", cerr))
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -204,7 +214,6 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 		Agents:            agents,
 		DefaultAgent:      def,
 		AgentOptions:      agent.Options{MaxFrame: cfg.MaxFrame},
-		Store:             &mem.Store{},
 		Policy:            pol,
 		PromptQueue:       cfg.PromptQueue,
 		ClientQueue:       cfg.ClientQueue,

@@ -106,6 +106,7 @@ func (s *Session) restartHandshake() {
 			return
 		}
 		s.initResult = resp.Result
+		s.record("", &api.AgentInitialized{Params: s.initParams, Result: resp.Result})
 		if s.sessionID == nil {
 			s.agentReady()
 			return

@@ -102,6 +102,7 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 			return
 		}
 		s.initResult = resp.Result
+		s.record(p.id, &api.AgentInitialized{Params: s.initParams, Result: resp.Result})
 		p.initialized = true
 		for _, w := range waiters {
 			w.peer.initialized = true

@@ -65,6 +65,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// storeTimeout bounds the log reads of opening a session.
+const storeTimeout = 10 * time.Second
+
 // Hub holds the sessions.
 type Hub struct {
 	cfg Config
@@ -145,6 +148,19 @@ func (h *Hub) session(key, agentName string) (*Session, error) {
 	if h.activeLocked() >= h.cfg.MaxSessions {
 		return nil, ErrTooMany
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	p, err := loadPrior(ctx, h.cfg.Store, key)
+	if err != nil {
+		return nil, fmt.Errorf("read the log of session %q: %w", key, err)
+	}
+	if p != nil && p.agent != "" {
+		// The log says which agent the session runs.
+		if agentName != "" && agentName != p.agent {
+			return nil, fmt.Errorf("%w: %q runs %q", ErrAgentMismatch, key, p.agent)
+		}
+		agentName = p.agent
+	}
 	if agentName == "" {
 		agentName = h.cfg.DefaultAgent
 	}
@@ -153,6 +169,9 @@ func (h *Hub) session(key, agentName string) (*Session, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownAgent, agentName)
 	}
 	s := newSession(h, key, agentName, spec)
+	if p != nil {
+		s.restore(p)
+	}
 	h.sessions[key] = s
 	h.wg.Add(1)
 	go func() {

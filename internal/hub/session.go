@@ -66,6 +66,7 @@ type Session struct {
 	turn  *turn
 	queue []*turn
 
+	prior     *prior          // what the log held when this hub opened the session
 	agentReqs []*agentRequest // open agent→client requests, oldest first
 	msg       *message        // text chunks collected for the log
 	dropped   []*peer         // overflowed peers waiting to be removed
@@ -191,6 +192,10 @@ func (s *Session) stop() {
 
 func (s *Session) run() {
 	defer close(s.done)
+	if s.prior != nil {
+		s.record("", &api.SessionResumed{FromSeq: s.prior.lastSeq})
+		s.flush()
+	}
 	for {
 		select {
 		case msg := <-s.inbox:
@@ -287,11 +292,13 @@ func (s *Session) shutdown() {
 	}
 	if s.agent != nil {
 		s.agent.proc.Stop()
-		if _, err := s.agent.proc.Wait(context.Background()); err != nil {
+		exit, err := s.agent.proc.Wait(context.Background())
+		if err != nil {
 			s.log.Warn("agent did not stop", "err", err)
 		}
-		s.agentGone(agent.Exit{Requested: true})
+		s.agentGone(exit)
 	}
+	s.record("", &api.SessionStopped{Reason: "hub_shutdown"})
 	s.flush()
 }
 

@@ -123,6 +123,12 @@ func testLast(t *testing.T, s eventlog.Store) {
 	if _, ok, err := s.Last(ctx, "a", api.EventSessionCreated); ok || err != nil {
 		t.Errorf("Last of an absent type = %v, %v", ok, err)
 	}
+	if got, ok, err := s.Last(ctx, "a", ""); err != nil || !ok || got.Seq != 5 {
+		t.Errorf("Last of any type = seq %d, %v, %v; want 5", got.Seq, ok, err)
+	}
+	if _, ok, err := s.Last(ctx, "nope", ""); ok || err != nil {
+		t.Errorf("Last of an unknown session = %v, %v", ok, err)
+	}
 }
 
 func testSessions(t *testing.T, s eventlog.Store) {

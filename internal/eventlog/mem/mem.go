@@ -70,7 +70,7 @@ func (s *Store) Last(_ context.Context, session, typ string) (eventlog.Event, bo
 	defer s.mu.Unlock()
 	log := s.logs[session]
 	for i := len(log) - 1; i >= 0; i-- {
-		if log[i].Type == typ {
+		if typ == "" || log[i].Type == typ {
 			return log[i], true, nil
 		}
 	}

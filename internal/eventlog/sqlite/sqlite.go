@@ -393,14 +393,19 @@ func (s *Store) Last(ctx context.Context, session, typ string) (eventlog.Event, 
 	defer s.commitMu.RUnlock()
 	s.mu.Lock()
 	for i := len(s.pending) - 1; i >= 0; i-- {
-		if e := s.pending[i]; e.Session == session && e.Type == typ {
+		if e := s.pending[i]; e.Session == session && (typ == "" || e.Type == typ) {
 			s.mu.Unlock()
 			return e, true, nil
 		}
 	}
 	s.mu.Unlock()
-	rows, err := s.db.QueryContext(ctx, `SELECT session, seq, id, parent_id, ts, type, data, peer, agent_id
-		FROM events WHERE session = ? AND type = ? ORDER BY seq DESC LIMIT 1`, session, typ)
+	q := `SELECT session, seq, id, parent_id, ts, type, data, peer, agent_id FROM events WHERE session = ?`
+	args := []any{session}
+	if typ != "" {
+		q += ` AND type = ?`
+		args = append(args, typ)
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY seq DESC LIMIT 1`, args...)
 	if err != nil {
 		return eventlog.Event{}, false, fmt.Errorf("read session log: %w", err)
 	}
