@@ -3,20 +3,18 @@ package hub
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"sync"
 
 	"github.com/acphub/acphub/api"
-	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
-// peer is the actor's view of one client. Fields are owned by the actor,
-// except out and marks, which the client's writer reads.
+// peer is the actor's view of one client. Fields are owned by the actor;
+// st is shared with the client's writer as stream documents.
 type peer struct {
 	id     string
-	out    *frameq.Queue
+	st     *stream
+	out    *frameq.Queue // st.out
 	replay Replay
 
 	nextID      int64                   // hub ids toward this peer
@@ -28,17 +26,6 @@ type peer struct {
 	gone        bool                    // removed from the session
 	dropped     bool                    // overflowed; removed once the current message is handled
 	removed     chan struct{}           // closed when gone is set
-
-	marksMu sync.Mutex // guards marks
-	marks   []replayMark
-}
-
-// replayMark asks the writer to insert the log's history, up to seq upto,
-// after the first at frames pushed to the peer's queue.
-type replayMark struct {
-	at    uint64
-	after int64 // history starts after this seq
-	upto  int64
 }
 
 // allocID returns a fresh hub id toward the peer.
@@ -61,9 +48,11 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 	} else if s.peerByID(id) != nil {
 		return nil, ErrPeerTaken
 	}
+	st := newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, s.writerDrained)
 	p := &peer{
 		id:      id,
-		out:     frameq.New(s.cfg.ClientQueue),
+		st:      st,
+		out:     st.out,
 		replay:  opts.Replay,
 		copies:  make(map[int64]*agentRequest),
 		removed: make(chan struct{}),
@@ -92,12 +81,9 @@ func (s *Session) attach(p *peer) {
 	}
 	p.attached = true
 	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
-	if p.replay == ReplayFull && s.seq > 0 {
+	if p.replay == ReplayFull {
 		s.flush()
-		p.marksMu.Lock()
-		p.marks = append(p.marks, replayMark{at: p.out.Pushed(), upto: s.seq})
-		p.marksMu.Unlock()
-		p.out.Wake()
+		p.st.mark(s.key, 0, s.seq)
 	}
 	s.resendOpenRequests(p)
 	s.updatePause()
@@ -144,11 +130,6 @@ func (s *Session) removePeer(p *peer, cause error) {
 type Client struct {
 	s *Session
 	p *peer
-
-	// Used only by the goroutine calling Next.
-	popped  uint64   // frames taken from the queue so far
-	pending [][]byte // frames taken from the queue, not yet returned
-	cursor  int64    // last seq replayed for the current mark
 }
 
 // Peer returns the peer id.
@@ -177,83 +158,4 @@ func (c *Client) Leave() {
 // It returns an error when the client was removed: ErrSlowClient,
 // ErrSessionGone, or frameq.ErrClosed after Leave or when ctx ends. Only
 // one goroutine may call Next.
-func (c *Client) Next(ctx context.Context) ([][]byte, error) {
-	for {
-		mark, marked := c.nextMark()
-		if marked && mark.at <= c.popped {
-			frames, err := c.replayPage(ctx, mark)
-			if err != nil || len(frames) > 0 {
-				return frames, err
-			}
-			continue
-		}
-		if len(c.pending) == 0 {
-			batch, err := c.p.out.Pop(ctx.Done())
-			if err != nil {
-				return nil, err
-			}
-			if c.s.paused.Load() {
-				select {
-				case c.s.drained <- struct{}{}:
-				default:
-				}
-			}
-			// A mark may have been set while Pop waited: look again.
-			c.pending = batch
-			continue
-		}
-		n := uint64(len(c.pending))
-		if marked && mark.at < c.popped+n {
-			n = mark.at - c.popped
-		}
-		out := c.pending[:n]
-		c.pending = c.pending[n:]
-		c.popped += n
-		return out, nil
-	}
-}
-
-func (c *Client) nextMark() (replayMark, bool) {
-	c.p.marksMu.Lock()
-	defer c.p.marksMu.Unlock()
-	if len(c.p.marks) == 0 {
-		return replayMark{}, false
-	}
-	return c.p.marks[0], true
-}
-
-// replayPageSize is how many log events one replay read fetches.
-const replayPageSize = 512
-
-// replayPage returns the next frames of the history mark asks for, reading
-// the log after c.cursor. When the history is exhausted it removes the mark
-// and returns no frames.
-func (c *Client) replayPage(ctx context.Context, mark replayMark) ([][]byte, error) {
-	if c.cursor < mark.after {
-		c.cursor = mark.after
-	}
-	var events []eventlog.Event
-	if c.cursor < mark.upto {
-		limit := replayPageSize
-		if left := mark.upto - c.cursor; left < int64(limit) {
-			limit = int(left)
-		}
-		var err error
-		if events, err = c.s.cfg.Store.Read(ctx, c.s.key, c.cursor, limit); err != nil {
-			return nil, fmt.Errorf("replay session log: %w", err)
-		}
-	}
-	if len(events) == 0 {
-		c.p.marksMu.Lock()
-		c.p.marks = c.p.marks[1:]
-		c.p.marksMu.Unlock()
-		c.cursor = 0
-		return nil, nil
-	}
-	c.cursor = events[len(events)-1].Seq
-	var frames [][]byte
-	for _, ev := range events {
-		frames = appendReplayFrames(frames, ev)
-	}
-	return frames, nil
-}
+func (c *Client) Next(ctx context.Context) ([][]byte, error) { return c.p.st.next(ctx) }

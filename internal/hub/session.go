@@ -243,6 +243,17 @@ func (s *Session) handleWaiting() bool {
 	return true
 }
 
+// writerDrained is called by a consumer's writer after it took frames from
+// its queue: while the agent is paused, that may be the room it waits for.
+func (s *Session) writerDrained() {
+	if s.paused.Load() {
+		select {
+		case s.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // updatePause recomputes paused from every attached peer's queue.
 func (s *Session) updatePause() {
 	attached, over := 0, 0
