@@ -25,13 +25,14 @@ type proc struct {
 	stdin io.WriteCloser
 	lines chan string
 	err   *testutil.SyncBuffer
-	done  chan error
+	done  chan struct{} // closed once the command has exited
+	exit  error         // the command's exit status, once done is closed
 }
 
 // runProc starts the acphub binary with args, its stdio on pipes.
 func runProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(bin, args...), lines: make(chan string, 1<<14), err: &testutil.SyncBuffer{}, done: make(chan error, 1)}
+	p := &proc{t: t, cmd: exec.Command(bin, args...), lines: make(chan string, 1<<14), err: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.err
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
@@ -51,7 +52,8 @@ func runProc(t *testing.T, args ...string) *proc {
 			p.lines <- sc.Text()
 		}
 		close(p.lines)
-		p.done <- p.cmd.Wait()
+		p.exit = p.cmd.Wait()
+		close(p.done)
 	}()
 	t.Cleanup(func() {
 		p.stdin.Close()
@@ -65,6 +67,12 @@ func runProc(t *testing.T, args ...string) *proc {
 		}
 	})
 	return p
+}
+
+// wait waits for the command to exit and returns its exit status.
+func (p *proc) wait() error {
+	<-p.done
+	return p.exit
 }
 
 func (p *proc) write(line string) {
@@ -169,7 +177,7 @@ func TestAttach_BridgesAnEditorIntoASession(t *testing.T) {
 	}
 	// Closing stdin ends the bridge cleanly, and the hub sees the peer go.
 	ed.stdin.Close()
-	if err := <-ed.done; err != nil {
+	if err := ed.wait(); err != nil {
 		t.Errorf("attach exited with %v", err)
 	}
 	ws.until(func(m msg) bool {
@@ -283,12 +291,12 @@ func TestChat_TalksToASessionWithOthers(t *testing.T) {
 	chat.expect("[web] /permission")
 	perm := ws.until(isMethod("session/request_permission"))
 	chat.expect("permission: Edit demo.txt")
-	ws.respond(perm[len(perm)-1].ID, `{"outcome":{"outcome":"selected","optionId":"reject"}}`)
+	ws.respond(perm[len(perm)-1].ID, rejectAnswer)
 	chat.expect("[permission] web chose Reject")
 	chat.expect("[turn complete: end_turn]")
 
 	chat.write("/quit")
-	if err := <-chat.done; err != nil {
+	if err := chat.wait(); err != nil {
 		t.Errorf("chat exited with %v", err)
 	}
 }

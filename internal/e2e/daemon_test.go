@@ -96,9 +96,7 @@ func processGone(pid int, within time.Duration) bool {
 func TestSession_PermissionTimeoutFailsClosed(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "--permission-timeout", "300ms")
-	a, b := h.dial("s", "peer=a"), h.dial("s", "peer=b")
-	sid := a.handshake()
-	b.handshake()
+	a, b, sid := h.pair()
 	id := a.prompt(sid, "/permission")
 	got := a.until(func(m msg) bool { return m.isResponseTo(id) })
 	if r := stopReason(t, got[len(got)-1]); r != "cancelled" {
@@ -150,7 +148,7 @@ func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
 	other.expect("hi from the demo")
 	demo.expect("[done: end_turn]")
 	demo.write("/quit")
-	if err := <-demo.done; err != nil {
+	if err := demo.wait(); err != nil {
 		t.Errorf("demo exited with %v", err)
 	}
 	// The hub went with the demo: the other chat is disconnected.

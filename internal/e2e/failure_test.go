@@ -12,98 +12,6 @@ import (
 	"github.com/acphub/acphub/internal/demoagent"
 )
 
-func TestSession_AgentCrashMidTurn(t *testing.T) {
-	t.Parallel()
-	h := startHub(t)
-	a, b := h.dial("s", "peer=a"), h.dial("s", "peer=b")
-	sid := a.handshake()
-	b.handshake()
-	id := a.prompt(sid, "/crash")
-	got := a.until(func(m msg) bool { return m.isResponseTo(id) })
-	resp := got[len(got)-1]
-	if resp.Error == nil || resp.Error.Code != -32012 || resp.reason() != "agent_exited" {
-		t.Fatalf("prompt response %s, want -32012 agent_exited", resp.raw)
-	}
-	var partial bool
-	var exited msg
-	for _, m := range got {
-		partial = partial || m.text() == "partial"
-		if m.Method == "_acphub/agent_exited" {
-			exited = m
-		}
-	}
-	if !partial {
-		t.Error("the chunk sent before the crash was lost")
-	}
-	if p := string(exited.Params); !strings.Contains(p, `"code":3`) || !strings.Contains(p, "crashing on request") {
-		t.Errorf("agent_exited %s, want code 3 and the stderr tail", p)
-	}
-	done := b.until(isMethod("_acphub/turn_complete"))
-	if p := string(done[len(done)-1].Params); !strings.Contains(p, `-32012`) {
-		t.Errorf("b's turn_complete %s, want the error", p)
-	}
-	// The next prompt restarts the agent, under the same session id.
-	id = b.prompt(sid, "/echo back again")
-	got = b.until(func(m msg) bool { return m.isResponseTo(id) })
-	if r := stopReason(t, got[len(got)-1]); r != "end_turn" {
-		t.Fatalf("after restart: %q", r)
-	}
-	var echoed bool
-	for _, m := range got {
-		if m.update() == "agent_message_chunk" {
-			echoed = m.text() == "back again"
-			if !strings.Contains(string(m.Params), sid) {
-				t.Errorf("update after restart carries another session id: %s", m.Params)
-			}
-		}
-	}
-	if !echoed {
-		t.Error("restarted agent did not answer")
-	}
-	h.waitLog(`agent stderr.*demo-agent: session/load`)
-}
-
-func TestSession_BadInputKeepsSessionWorking(t *testing.T) {
-	t.Parallel()
-	h := startHub(t, "--max-frame", "4096")
-	a := h.dial("s", "peer=a")
-	sid := a.handshake()
-	tests := []struct {
-		name   string
-		frame  string
-		code   int
-		reason string
-		id     string
-	}{
-		{"malformed JSON", `{"jsonrpc":"2.0","id":5,"method":`, -32700, "parse_error", "null"},
-		{"batch", `[{"jsonrpc":"2.0","id":6,"method":"session/prompt"}]`, -32600, "batch", "null"},
-		{"no version", `{"id":7,"method":"session/prompt","params":{}}`, -32600, "bad_version", "7"},
-		{"oversize", `{"jsonrpc":"2.0","id":8,"method":"x","params":{"p":"` + strings.Repeat("x", 5000) + `"}}`, -32014, "frame_too_large", "null"},
-		{"unknown hub method", `{"jsonrpc":"2.0","id":9,"method":"_acphub/nope","params":{}}`, -32601, "unknown_method", "9"},
-		{"prompt for another session", `{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":"other","prompt":[]}}`, -32018, "unknown_session", "10"},
-	}
-	for _, tt := range tests {
-		a.send(tt.frame)
-		m := a.next()
-		if m.Error == nil || m.Error.Code != tt.code || m.reason() != tt.reason || string(m.ID) != tt.id {
-			t.Errorf("%s: got %s, want code %d reason %s id %s", tt.name, m.raw, tt.code, tt.reason, tt.id)
-		}
-	}
-	// An unknown extension method goes to the agent, which answers it.
-	resp, _ := a.call("_vendor/thing", map[string]any{"x": 1})
-	if resp.Error == nil || resp.Error.Code != -32601 {
-		t.Errorf("unknown _ method: %s, want the agent's -32601", resp.raw)
-	}
-	// An unknown notification is dropped quietly.
-	a.send(`{"jsonrpc":"2.0","method":"_vendor/note","params":{}}`)
-	a.send(`{"jsonrpc":"2.0","method":"_acphub/nope","params":{}}`)
-	id := a.prompt(sid, "/echo ok")
-	got := a.until(func(m msg) bool { return m.isResponseTo(id) })
-	if r := stopReason(t, got[len(got)-1]); r != "end_turn" || len(got) != 2 || got[0].text() != "ok" {
-		t.Fatalf("session after bad input: %d frames, last %s", len(got), got[len(got)-1].raw)
-	}
-}
-
 func TestSession_RequestsBeforeHandshake(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
@@ -122,9 +30,7 @@ func TestSession_RequestsBeforeHandshake(t *testing.T) {
 func TestSession_ForwardsUnknownBytesUntouched(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
-	a, b := h.dial("s", "peer=a"), h.dial("s", "peer=b")
-	sid := a.handshake()
-	b.handshake()
+	a, b, sid := h.pair()
 	id := a.prompt(sid, "/extras")
 	want := demoagent.ExtrasFrames(sid)
 	for _, c := range []*client{a, b} {
@@ -268,16 +174,14 @@ func TestSession_SlowClientIsDropped(t *testing.T) {
 func TestSession_DisconnectLosesNothingForOthers(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
-	a, b := h.dial("s", "peer=a"), h.dial("s", "peer=b")
-	sid := a.handshake()
-	b.handshake()
+	a, b, sid := h.pair()
 	a.prompt(sid, "/permission")
 	a.until(isMethod("session/request_permission"))
 	pb := b.until(isMethod("session/request_permission"))
 	// a asked and leaves with the request open; b answers.
 	a.close()
 	b.until(isMethod("_acphub/peer_left"))
-	b.respond(pb[len(pb)-1].ID, `{"outcome":{"outcome":"selected","optionId":"allow"}}`)
+	b.respond(pb[len(pb)-1].ID, allowAnswer)
 	done := b.until(isMethod("_acphub/turn_complete"))
 	if p := string(done[len(done)-1].Params); !strings.Contains(p, `"stopReason":"end_turn"`) {
 		t.Errorf("turn_complete %s", p)

@@ -397,6 +397,13 @@ func (c *client) call(method string, params any) (msg, []msg) {
 	return got[len(got)-1], got[:len(got)-1]
 }
 
+// untilResponse reads frames until the response to id, returning all read,
+// the response last.
+func (c *client) untilResponse(id int) []msg {
+	c.t.Helper()
+	return c.until(func(m msg) bool { return m.isResponseTo(id) })
+}
+
 // mustCall is call that fails the test on an error response.
 func (c *client) mustCall(method string, params any) msg {
 	c.t.Helper()
@@ -423,20 +430,44 @@ func (c *client) quiet(d time.Duration) {
 func (c *client) handshake() string {
 	c.t.Helper()
 	c.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}, "clientInfo": map[string]any{"name": "e2e", "version": "1"}})
-	resp := c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
+	return sessionIDOf(c.t, c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}}))
+}
+
+// sessionIDOf returns the sessionId of a session/new response.
+func sessionIDOf(t *testing.T, resp msg) string {
+	t.Helper()
 	var r struct {
 		SessionID string `json:"sessionId"`
 	}
 	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
-		c.t.Fatalf("session/new result %s", resp.Result)
+		t.Fatalf("session/new result %s", resp.Result)
 	}
 	return r.SessionID
+}
+
+// pair dials session "s" as the peers a and b and joins both to its ACP
+// session, returning its id.
+func (h *hubProc) pair() (a, b *client, sid string) {
+	h.t.Helper()
+	a, b = h.dial("s", "peer=a"), h.dial("s", "peer=b")
+	sid = a.handshake()
+	if got := b.handshake(); got != sid {
+		h.t.Fatalf("second client got session %q, want the shared %q", got, sid)
+	}
+	return a, b, sid
 }
 
 // prompt sends a text prompt and returns its request id.
 func (c *client) prompt(sid, text string) int {
 	return c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": text}}})
 }
+
+// The answers to a permission request that select the option "allow" or
+// "reject"; the demo agent and the SDK's example agent both offer them.
+const (
+	allowAnswer  = `{"outcome":{"outcome":"selected","optionId":"allow"}}`
+	rejectAnswer = `{"outcome":{"outcome":"selected","optionId":"reject"}}`
+)
 
 // respond answers a request from the hub.
 func (c *client) respond(id json.RawMessage, result string) {
@@ -455,6 +486,22 @@ func stopReason(t *testing.T, m msg) string {
 	return r.StopReason
 }
 
+// mustStop fails the test unless m answers a prompt with the stop reason want.
+func mustStop(t *testing.T, what string, m msg, want string) {
+	t.Helper()
+	if r := stopReason(t, m); r != want {
+		t.Fatalf("%s: stopReason %q, want %s", what, r, want)
+	}
+}
+
 func isMethod(method string) func(msg) bool {
 	return func(m msg) bool { return m.Method == method }
 }
+
+// isUpdate matches a session/update of the given kind.
+func isUpdate(kind string) func(msg) bool {
+	return func(m msg) bool { return m.update() == kind }
+}
+
+// lastOf returns the last frame of ms.
+func lastOf(ms []msg) msg { return ms[len(ms)-1] }
