@@ -9,6 +9,8 @@ import (
 // EventData is the data of one event type.
 type EventData interface {
 	EventType() string
+	// AppendJSON appends the data as JSON, raw members byte for byte.
+	AppendJSON(b []byte) []byte
 }
 
 type eventInfo struct {
@@ -26,13 +28,11 @@ type Unknown struct {
 // EventType implements EventData.
 func (u *Unknown) EventType() string { return u.Type }
 
+// AppendJSON appends the data as it was read.
+func (u *Unknown) AppendJSON(b []byte) []byte { return appendRaw(b, u.Data) }
+
 // MarshalJSON returns the data as it was read.
-func (u *Unknown) MarshalJSON() ([]byte, error) {
-	if u.Data == nil {
-		return []byte("null"), nil
-	}
-	return u.Data, nil
-}
+func (u *Unknown) MarshalJSON() ([]byte, error) { return u.AppendJSON(nil), nil }
 
 // DecodeEventData decodes the data of an event of type typ. A type this
 // version does not know decodes to *Unknown, never to an error.

@@ -4,6 +4,8 @@ package api
 
 import (
 	"encoding/json"
+	"strconv"
+	"time"
 )
 
 // PeerJoinedParams is generated from the schema.
@@ -12,12 +14,44 @@ type PeerJoinedParams struct {
 	Peer      string `json:"peer"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PeerJoinedParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PeerJoinedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // PeerLeftParams is generated from the schema.
 type PeerLeftParams struct {
 	SessionID string `json:"sessionId"`
 	Peer      string `json:"peer"`
 	Reason    string `json:"reason"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PeerLeftParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	b = member(b, &n, "reason")
+	b = appendString(b, v.Reason)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PeerLeftParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // PromptReceivedParams is generated from the schema.
 type PromptReceivedParams struct {
@@ -28,6 +62,32 @@ type PromptReceivedParams struct {
 	Queued int64 `json:"queued"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PromptReceivedParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	b = member(b, &n, "prompt")
+	b = append(b, '[')
+	for i := range v.Prompt {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRaw(b, v.Prompt[i])
+	}
+	b = append(b, ']')
+	b = member(b, &n, "queued")
+	b = strconv.AppendInt(b, v.Queued, 10)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PromptReceivedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // TurnCompleteParams: stopReason when the agent answered, error when the prompt failed.
 type TurnCompleteParams struct {
 	SessionID  string    `json:"sessionId"`
@@ -35,6 +95,29 @@ type TurnCompleteParams struct {
 	StopReason string    `json:"stopReason,omitempty"`
 	Error      *RPCError `json:"error,omitempty"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *TurnCompleteParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	if v.StopReason != "" {
+		b = member(b, &n, "stopReason")
+		b = appendString(b, v.StopReason)
+	}
+	if v.Error != nil {
+		b = member(b, &n, "error")
+		b = v.Error.AppendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *TurnCompleteParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // PermissionResolvedParams is generated from the schema.
 type PermissionResolvedParams struct {
@@ -51,6 +134,43 @@ type PermissionResolvedParams struct {
 	Error      *RPCError       `json:"error,omitempty"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PermissionResolvedParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	b = member(b, &n, "requestId")
+	b = appendRaw(b, v.RequestID)
+	if v.ToolCallID != "" {
+		b = member(b, &n, "toolCallId")
+		b = appendString(b, v.ToolCallID)
+	}
+	if v.Title != "" {
+		b = member(b, &n, "title")
+		b = appendString(b, v.Title)
+	}
+	if len(v.Outcome) != 0 {
+		b = member(b, &n, "outcome")
+		b = appendRaw(b, v.Outcome)
+	}
+	if v.OptionName != "" {
+		b = member(b, &n, "optionName")
+		b = appendString(b, v.OptionName)
+	}
+	if v.Error != nil {
+		b = member(b, &n, "error")
+		b = v.Error.AppendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PermissionResolvedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // AgentExitedParams is generated from the schema.
 type AgentExitedParams struct {
 	SessionID  string `json:"sessionId"`
@@ -58,6 +178,25 @@ type AgentExitedParams struct {
 	Signal     string `json:"signal"`
 	StderrTail string `json:"stderrTail"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentExitedParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "code")
+	b = strconv.AppendInt(b, v.Code, 10)
+	b = member(b, &n, "signal")
+	b = appendString(b, v.Signal)
+	b = member(b, &n, "stderrTail")
+	b = appendString(b, v.StderrTail)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentExitedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // Methods acphub defines.
 const (
@@ -84,6 +223,95 @@ type Health struct {
 	Status  string `json:"status"`
 	Version string `json:"version"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *Health) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "status")
+	b = appendString(b, v.Status)
+	b = member(b, &n, "version")
+	b = appendString(b, v.Version)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *Health) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SessionSummary: One session the hub holds or has a log of.
+type SessionSummary struct {
+	// The hub session key.
+	Key string `json:"key"`
+	// The ACP session id clients use; absent before session/new.
+	SessionID string    `json:"sessionId,omitempty"`
+	Agent     string    `json:"agent"`
+	Cwd       string    `json:"cwd,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	LastSeq   int64     `json:"lastSeq"`
+	// Clients connected now.
+	Clients      int64 `json:"clients"`
+	AgentRunning bool  `json:"agentRunning"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionSummary) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "key")
+	b = appendString(b, v.Key)
+	if v.SessionID != "" {
+		b = member(b, &n, "sessionId")
+		b = appendString(b, v.SessionID)
+	}
+	b = member(b, &n, "agent")
+	b = appendString(b, v.Agent)
+	if v.Cwd != "" {
+		b = member(b, &n, "cwd")
+		b = appendString(b, v.Cwd)
+	}
+	b = member(b, &n, "createdAt")
+	b = appendTime(b, v.CreatedAt)
+	b = member(b, &n, "updatedAt")
+	b = appendTime(b, v.UpdatedAt)
+	b = member(b, &n, "lastSeq")
+	b = strconv.AppendInt(b, v.LastSeq, 10)
+	b = member(b, &n, "clients")
+	b = strconv.AppendInt(b, v.Clients, 10)
+	b = member(b, &n, "agentRunning")
+	b = strconv.AppendBool(b, v.AgentRunning)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionSummary) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SessionList: The body of GET /api/sessions, oldest session first.
+type SessionList struct {
+	Sessions []SessionSummary `json:"sessions"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionList) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessions")
+	b = append(b, '[')
+	for i := range v.Sessions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = (&v.Sessions[i]).AppendJSON(b)
+	}
+	b = append(b, ']')
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionList) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // acphub's own error codes, in the range -32010…-32099.
 const (

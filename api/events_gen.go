@@ -4,6 +4,7 @@ package api
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -25,6 +26,47 @@ type Event struct {
 	AgentID string `json:"agentId,omitempty"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *Event) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	if v.Seq != 0 {
+		b = member(b, &n, "seq")
+		b = strconv.AppendInt(b, v.Seq, 10)
+	}
+	b = member(b, &n, "id")
+	b = appendString(b, v.ID)
+	b = member(b, &n, "parentId")
+	if v.ParentID != nil {
+		b = appendString(b, *v.ParentID)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = member(b, &n, "timestamp")
+	b = appendTime(b, v.Timestamp)
+	b = member(b, &n, "type")
+	b = appendString(b, v.Type)
+	b = member(b, &n, "data")
+	b = appendRaw(b, v.Data)
+	if v.Ephemeral {
+		b = member(b, &n, "ephemeral")
+		b = strconv.AppendBool(b, v.Ephemeral)
+	}
+	if v.Peer != "" {
+		b = member(b, &n, "peer")
+		b = appendString(b, v.Peer)
+	}
+	if v.AgentID != "" {
+		b = member(b, &n, "agentId")
+		b = appendString(b, v.AgentID)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *Event) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // SessionCreated: The first session/new created the ACP session.
 type SessionCreated struct {
 	SessionID string `json:"sessionId"`
@@ -34,15 +76,58 @@ type SessionCreated struct {
 	Result json.RawMessage `json:"result"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionCreated) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "params")
+	b = appendRaw(b, v.Params)
+	b = member(b, &n, "result")
+	b = appendRaw(b, v.Result)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionCreated) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // SessionResumed: A hub started after a stop reopened the session from its log.
 type SessionResumed struct {
 	FromSeq int64 `json:"fromSeq"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionResumed) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "fromSeq")
+	b = strconv.AppendInt(b, v.FromSeq, 10)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionResumed) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // SessionStopped: The hub stopped and closed the session; it can be resumed.
 type SessionStopped struct {
 	Reason string `json:"reason"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionStopped) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "reason")
+	b = appendString(b, v.Reason)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionStopped) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // AgentStarted: The agent process was started.
 type AgentStarted struct {
@@ -51,6 +136,30 @@ type AgentStarted struct {
 	Args    []string `json:"args"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentStarted) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "pid")
+	b = strconv.AppendInt(b, v.Pid, 10)
+	b = member(b, &n, "command")
+	b = appendString(b, v.Command)
+	b = member(b, &n, "args")
+	b = append(b, '[')
+	for i := range v.Args {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v.Args[i])
+	}
+	b = append(b, ']')
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentStarted) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // AgentInitialized: The agent answered initialize; what the hub sent and got.
 type AgentInitialized struct {
 	// Any JSON object, kept as it was.
@@ -58,6 +167,21 @@ type AgentInitialized struct {
 	// Any JSON object, kept as it was.
 	Result json.RawMessage `json:"result"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentInitialized) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "params")
+	b = appendRaw(b, v.Params)
+	b = member(b, &n, "result")
+	b = appendRaw(b, v.Result)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentInitialized) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // AgentExited: The agent process ended, or could not be started.
 type AgentExited struct {
@@ -68,6 +192,33 @@ type AgentExited struct {
 	Error      string `json:"error,omitempty"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentExited) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "code")
+	b = strconv.AppendInt(b, v.Code, 10)
+	if v.Signal != "" {
+		b = member(b, &n, "signal")
+		b = appendString(b, v.Signal)
+	}
+	b = member(b, &n, "requested")
+	b = strconv.AppendBool(b, v.Requested)
+	if v.StderrTail != "" {
+		b = member(b, &n, "stderrTail")
+		b = appendString(b, v.StderrTail)
+	}
+	if v.Error != "" {
+		b = member(b, &n, "error")
+		b = appendString(b, v.Error)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentExited) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // PeerJoined: A client joined the ACP session.
 type PeerJoined struct {
 	Peer               string          `json:"peer"`
@@ -75,11 +226,47 @@ type PeerJoined struct {
 	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PeerJoined) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	if len(v.ClientInfo) != 0 {
+		b = member(b, &n, "clientInfo")
+		b = appendRaw(b, v.ClientInfo)
+	}
+	if len(v.ClientCapabilities) != 0 {
+		b = member(b, &n, "clientCapabilities")
+		b = appendRaw(b, v.ClientCapabilities)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PeerJoined) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // PeerLeft: A client left, or was removed.
 type PeerLeft struct {
 	Peer   string `json:"peer"`
 	Reason string `json:"reason"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PeerLeft) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	b = member(b, &n, "reason")
+	b = appendString(b, v.Reason)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PeerLeft) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // PromptReceived: A client sent session/prompt.
 type PromptReceived struct {
@@ -88,11 +275,57 @@ type PromptReceived struct {
 	Queued    int64             `json:"queued"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PromptReceived) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "prompt")
+	b = append(b, '[')
+	for i := range v.Prompt {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRaw(b, v.Prompt[i])
+	}
+	b = append(b, ']')
+	b = member(b, &n, "queued")
+	b = strconv.AppendInt(b, v.Queued, 10)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PromptReceived) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // TurnStarted: A prompt was sent to the agent.
 type TurnStarted struct {
 	SessionID string            `json:"sessionId"`
 	Prompt    []json.RawMessage `json:"prompt"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *TurnStarted) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "prompt")
+	b = append(b, '[')
+	for i := range v.Prompt {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRaw(b, v.Prompt[i])
+	}
+	b = append(b, ']')
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *TurnStarted) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // RPCError: A JSON-RPC error object.
 type RPCError struct {
@@ -100,6 +333,25 @@ type RPCError struct {
 	Message string          `json:"message"`
 	Data    json.RawMessage `json:"data,omitempty"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *RPCError) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "code")
+	b = strconv.AppendInt(b, v.Code, 10)
+	b = member(b, &n, "message")
+	b = appendString(b, v.Message)
+	if len(v.Data) != 0 {
+		b = member(b, &n, "data")
+		b = appendRaw(b, v.Data)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *RPCError) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // TurnCompleted: The agent answered the prompt.
 type TurnCompleted struct {
@@ -109,21 +361,85 @@ type TurnCompleted struct {
 	Error      *RPCError `json:"error,omitempty"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *TurnCompleted) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	if v.StopReason != "" {
+		b = member(b, &n, "stopReason")
+		b = appendString(b, v.StopReason)
+	}
+	if v.Error != nil {
+		b = member(b, &n, "error")
+		b = v.Error.AppendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *TurnCompleted) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // AgentMessage: A whole agent message or thought: consecutive text chunks coalesced at the message boundary.
 type AgentMessage struct {
 	Params json.RawMessage `json:"params"`
 	Chunks int64           `json:"chunks"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentMessage) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "params")
+	b = appendRaw(b, v.Params)
+	b = member(b, &n, "chunks")
+	b = strconv.AppendInt(b, v.Chunks, 10)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentMessage) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // AgentUpdate: A session/update other than a coalesced text chunk.
 type AgentUpdate struct {
 	Params json.RawMessage `json:"params"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentUpdate) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "params")
+	b = appendRaw(b, v.Params)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentUpdate) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // AgentChunk: One streamed agent_message_chunk or agent_thought_chunk, forwarded live; the log keeps the coalesced agent.message.
 type AgentChunk struct {
 	Params json.RawMessage `json:"params"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentChunk) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "params")
+	b = appendRaw(b, v.Params)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentChunk) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // AgentNotification: A notification from the agent other than session/update.
 type AgentNotification struct {
@@ -131,12 +447,44 @@ type AgentNotification struct {
 	Params json.RawMessage `json:"params,omitempty"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentNotification) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "method")
+	b = appendString(b, v.Method)
+	if len(v.Params) != 0 {
+		b = member(b, &n, "params")
+		b = appendRaw(b, v.Params)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentNotification) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // PermissionRequested: The agent asked session/request_permission.
 type PermissionRequested struct {
 	RequestID json.RawMessage `json:"requestId"`
 	// Any JSON object, kept as it was.
 	Params json.RawMessage `json:"params"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PermissionRequested) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "requestId")
+	b = appendRaw(b, v.RequestID)
+	b = member(b, &n, "params")
+	b = appendRaw(b, v.Params)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PermissionRequested) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // PermissionResolved: A permission request was answered: by a client, by session/cancel, or by the timeout.
 type PermissionResolved struct {
@@ -151,6 +499,43 @@ type PermissionResolved struct {
 	Error      *RPCError       `json:"error,omitempty"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PermissionResolved) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	b = member(b, &n, "requestId")
+	b = appendRaw(b, v.RequestID)
+	if v.ToolCallID != "" {
+		b = member(b, &n, "toolCallId")
+		b = appendString(b, v.ToolCallID)
+	}
+	if v.Title != "" {
+		b = member(b, &n, "title")
+		b = appendString(b, v.Title)
+	}
+	if len(v.Outcome) != 0 {
+		b = member(b, &n, "outcome")
+		b = appendRaw(b, v.Outcome)
+	}
+	if v.OptionName != "" {
+		b = member(b, &n, "optionName")
+		b = appendString(b, v.OptionName)
+	}
+	if v.Error != nil {
+		b = member(b, &n, "error")
+		b = v.Error.AppendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PermissionResolved) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // ClientToolCall: An agent's fs/* or terminal/* request and what the client-tool policy did with it.
 type ClientToolCall struct {
 	Method    string          `json:"method"`
@@ -160,11 +545,49 @@ type ClientToolCall struct {
 	Params    json.RawMessage `json:"params,omitempty"`
 }
 
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ClientToolCall) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "method")
+	b = appendString(b, v.Method)
+	b = member(b, &n, "namespace")
+	b = appendString(b, v.Namespace)
+	b = member(b, &n, "mode")
+	b = appendString(b, v.Mode)
+	b = member(b, &n, "decision")
+	b = appendString(b, v.Decision)
+	if len(v.Params) != 0 {
+		b = member(b, &n, "params")
+		b = appendRaw(b, v.Params)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ClientToolCall) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // HubError: Something went wrong that no client request was waiting for.
 type HubError struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *HubError) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "reason")
+	b = appendString(b, v.Reason)
+	b = member(b, &n, "message")
+	b = appendString(b, v.Message)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *HubError) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // Session event types.
 const (

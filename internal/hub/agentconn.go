@@ -285,6 +285,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 	if m.Method == jsonrpc.MethodSessionUpdate {
 		if c, ok := parseTextChunk(m.Params); ok {
 			s.collect(c, m.Params)
+			s.publishEphemeral(&api.AgentChunk{Params: m.Params})
 		} else {
 			s.record("", &api.AgentUpdate{Params: m.Params})
 		}

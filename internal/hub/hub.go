@@ -126,14 +126,22 @@ func (h *Hub) Join(ctx context.Context, key string, opts JoinOptions) (*Client, 
 	if opts.Peer != "" && !ValidKey(opts.Peer) {
 		return nil, ErrBadPeerID
 	}
-	s, err := h.session(key, opts.Agent)
+	s, err := h.session(key, opts.Agent, true)
 	if err != nil {
 		return nil, err
 	}
 	return s.join(ctx, opts)
 }
 
-func (h *Hub) session(key, agentName string) (*Session, error) {
+// existing returns the session key, opening it from its log when the hub
+// does not hold it, or ErrUnknownSession.
+func (h *Hub) existing(key string) (*Session, error) {
+	return h.session(key, "", false)
+}
+
+// session returns the session key: held, reopened from its log, or —
+// when create is set — new, with agentName or the default agent.
+func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -153,6 +161,9 @@ func (h *Hub) session(key, agentName string) (*Session, error) {
 	p, err := loadPrior(ctx, h.cfg.Store, key)
 	if err != nil {
 		return nil, fmt.Errorf("read the log of session %q: %w", key, err)
+	}
+	if p == nil && !create {
+		return nil, ErrUnknownSession
 	}
 	if p != nil && p.agent != "" {
 		// The log says which agent the session runs.

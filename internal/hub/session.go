@@ -42,9 +42,12 @@ type Session struct {
 	paused    atomic.Bool
 	softLimit int
 
-	// active is set while the session has clients or a running agent; the
-	// hub's session limit counts it.
-	active atomic.Bool
+	// active is set while the session has clients, subscribers or a
+	// running agent; the hub's session limit counts it. clients and
+	// agentRunning are reported by List.
+	active       atomic.Bool
+	clients      atomic.Int32
+	agentRunning atomic.Bool
 
 	// Owned by the actor.
 	peers      []*peer // attached or not, in join order
@@ -69,6 +72,7 @@ type Session struct {
 	prior     *prior          // what the log held when this hub opened the session
 	agentReqs []*agentRequest // open agent→client requests, oldest first
 	msg       *message        // text chunks collected for the log
+	tails     []*tail         // event subscribers
 	dropped   []*peer         // overflowed peers waiting to be removed
 
 	seq       int64
@@ -291,6 +295,10 @@ func (s *Session) handle(msg any) {
 		s.idleExpired(m.gen)
 	case permissionExpired:
 		s.permissionExpired(m.key)
+	case tailMsg:
+		s.addTail(m)
+	case untailMsg:
+		s.removeTail(m.t, nil)
 	}
 	s.reapDropped()
 	s.updateActive()
@@ -301,6 +309,11 @@ func (s *Session) shutdown() {
 	for _, p := range append([]*peer(nil), s.peers...) {
 		s.removePeer(p, ErrSessionGone)
 	}
+	defer func() {
+		for _, t := range append([]*tail(nil), s.tails...) {
+			s.removeTail(t, ErrSessionGone)
+		}
+	}()
 	if s.agent != nil {
 		s.agent.proc.Stop()
 		exit, err := s.agent.proc.Wait(context.Background())
@@ -319,10 +332,7 @@ func (s *Session) record(peerID string, data api.EventData) {
 	// The message being collected happened before whatever is recorded
 	// now: write it first, so the log keeps the order clients saw.
 	s.flushMessage()
-	raw, err := json.Marshal(data)
-	if err != nil {
-		panic("hub: event data does not marshal: " + err.Error())
-	}
+	raw := data.AppendJSON(nil)
 	s.seq++
 	id := eventlog.NewID()
 	s.unflushed = append(s.unflushed, eventlog.Event{Session: s.key, Event: api.Event{
@@ -336,6 +346,7 @@ func (s *Session) record(peerID string, data api.EventData) {
 		AgentID:   s.agentName,
 	}})
 	s.lastID = &id
+	s.publish(s.unflushed[len(s.unflushed)-1].Event)
 }
 
 // flush commits the recorded events.
@@ -371,7 +382,11 @@ func (s *Session) send(p *peer, frame []byte) (over bool) {
 }
 
 // updateActive recomputes active.
-func (s *Session) updateActive() { s.active.Store(len(s.peers) > 0 || s.agent != nil) }
+func (s *Session) updateActive() {
+	s.active.Store(len(s.peers) > 0 || len(s.tails) > 0 || s.agent != nil)
+	s.clients.Store(int32(len(s.peers)))
+	s.agentRunning.Store(s.agent != nil)
+}
 
 // reapDropped removes the peers send dropped.
 func (s *Session) reapDropped() {

@@ -111,6 +111,9 @@ func build(id []byte, method string, params any) []byte {
 		p = v
 	case []byte:
 		p = v
+	case interface{ AppendJSON([]byte) []byte }:
+		// acphub's own types keep the raw members they carry byte for byte.
+		p = v.AppendJSON(nil)
 	default:
 		var err error
 		if p, err = json.Marshal(v); err != nil {

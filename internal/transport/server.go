@@ -46,6 +46,8 @@ func NewServer(opts Options) *Server {
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.Handle("GET /acp", s.authed(http.HandlerFunc(s.acp)))
+	s.mux.Handle("GET /api/sessions", s.authed(http.HandlerFunc(s.listSessions)))
+	s.mux.Handle("GET /api/sessions/{key}/events", s.authed(http.HandlerFunc(s.sessionEvents)))
 	return s
 }
 

@@ -232,7 +232,7 @@ func (g *gen) structType(name string, s *object) error {
 			required[fmt.Sprint(r)] = true
 		}
 	}
-	var fields bytes.Buffer
+	var fields, enc bytes.Buffer
 	for _, key := range props.keys {
 		p, ok := props.get(key).(*object)
 		if !ok {
@@ -253,13 +253,89 @@ func (g *gen) structType(name string, s *object) error {
 			fmt.Fprintf(&fields, "\t// %s\n", desc)
 		}
 		fmt.Fprintf(&fields, "\t%s %s `json:%q`\n", exported(key), typ, tag)
+		code, err := g.encodeField(exported(key), key, typ, !required[key])
+		if err != nil {
+			return fmt.Errorf("%s.%s: %w", name, key, err)
+		}
+		enc.WriteString(code)
 	}
 	comment := name + " is generated from the schema."
 	if desc, ok := s.get("description").(string); ok {
 		comment = name + ": " + desc
 	}
 	g.printf("// %s\ntype %s struct {\n%s}\n\n", comment, name, fields.String())
+	g.printf(`// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *%s) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+%s	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *%s) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+`, name, enc.String(), name)
 	return nil
+}
+
+// encodeField returns the statements of AppendJSON for one field.
+func (g *gen) encodeField(field, key, typ string, omitEmpty bool) (string, error) {
+	val := "v." + field
+	head := fmt.Sprintf("b = member(b, &n, %q)\n", key)
+	var body, present string
+	switch {
+	case typ == "string":
+		body, present = "b = appendString(b, "+val+")\n", val+` != ""`
+	case typ == "int64":
+		g.imports["strconv"] = true
+		body, present = "b = strconv.AppendInt(b, "+val+", 10)\n", val+" != 0"
+	case typ == "bool":
+		g.imports["strconv"] = true
+		body, present = "b = strconv.AppendBool(b, "+val+")\n", val
+	case typ == "time.Time":
+		body, present = "b = appendTime(b, "+val+")\n", "!"+val+".IsZero()"
+	case typ == "json.RawMessage":
+		body, present = "b = appendRaw(b, "+val+")\n", "len("+val+") != 0"
+	case typ == "*string":
+		body, present = "b = appendString(b, *"+val+")\n", val+" != nil"
+	case typ == "*int64":
+		g.imports["strconv"] = true
+		body, present = "b = strconv.AppendInt(b, *"+val+", 10)\n", val+" != nil"
+	case strings.HasPrefix(typ, "[]"):
+		elem, err := g.encodeElem(strings.TrimPrefix(typ, "[]"), val+"[i]")
+		if err != nil {
+			return "", err
+		}
+		body = "b = append(b, '[')\nfor i := range " + val + " {\nif i > 0 {\nb = append(b, ',')\n}\n" + elem + "}\nb = append(b, ']')\n"
+		present = "len(" + val + ") != 0"
+	case strings.HasPrefix(typ, "*") && g.done[typ[1:]] != nil:
+		body, present = "b = "+val+".AppendJSON(b)\n", val+" != nil"
+	case g.done[typ] != nil:
+		return head + "b = " + val + ".AppendJSON(b)\n", nil
+	default:
+		return "", fmt.Errorf("no encoding for Go type %s", typ)
+	}
+	switch {
+	case omitEmpty:
+		return "if " + present + " {\n" + head + body + "}\n", nil
+	case strings.HasPrefix(typ, "*"):
+		return head + "if " + present + " {\n" + body + "} else {\nb = append(b, \"null\"...)\n}\n", nil
+	}
+	return head + body, nil
+}
+
+// encodeElem returns the statements that append one array element.
+func (g *gen) encodeElem(typ, val string) (string, error) {
+	switch {
+	case typ == "string":
+		return "b = appendString(b, " + val + ")\n", nil
+	case typ == "json.RawMessage":
+		return "b = appendRaw(b, " + val + ")\n", nil
+	case g.done[typ] != nil:
+		return "b = (&" + val + ").AppendJSON(b)\n", nil
+	}
+	return "", fmt.Errorf("no encoding for arrays of %s", typ)
 }
 
 // sameSchema reports whether two schemas are the same document.

@@ -1,0 +1,146 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/eventlog"
+)
+
+// ErrUnknownSession is returned for a session key with no log and no
+// session in memory.
+var ErrUnknownSession = errors.New("hub: no such session")
+
+// tail is an event subscriber: it receives the session's events as JSON,
+// the log after its cursor first, then every live event — durable ones, and
+// ephemeral ones when it asked for them.
+type tail struct {
+	st        *stream
+	ephemeral bool
+	gone      bool
+}
+
+// renderEvent renders a log event for a tail.
+func renderEvent(frames [][]byte, ev eventlog.Event) [][]byte {
+	return append(frames, ev.AppendJSON(nil))
+}
+
+type tailMsg struct {
+	after     int64
+	ephemeral bool
+	reply     chan *tail
+}
+
+type untailMsg struct{ t *tail }
+
+// addTail subscribes a tail from the actor: history after `after` first.
+func (s *Session) addTail(m tailMsg) {
+	t := &tail{st: newStream(s.cfg.ClientQueue, s.cfg.Store, renderEvent, nil), ephemeral: m.ephemeral}
+	s.flush()
+	t.st.mark(s.key, m.after, s.seq)
+	s.tails = append(s.tails, t)
+	s.updateActive()
+	m.reply <- t
+}
+
+func (s *Session) removeTail(t *tail, cause error) {
+	if t.gone {
+		return
+	}
+	t.gone = true
+	if cause != nil {
+		t.st.out.Abort(cause)
+	} else {
+		t.st.out.Close(nil)
+	}
+	for i, x := range s.tails {
+		if x == t {
+			s.tails = append(s.tails[:i], s.tails[i+1:]...)
+			break
+		}
+	}
+}
+
+// publish sends an event to the tails; one that cannot keep up is dropped
+// (it can resume from its last seq).
+func (s *Session) publish(ev api.Event) {
+	if len(s.tails) == 0 {
+		return
+	}
+	b := ev.AppendJSON(nil)
+	var slow []*tail
+	for _, t := range s.tails {
+		if ev.Ephemeral && !t.ephemeral {
+			continue
+		}
+		if _, err := t.st.out.Push(b); err != nil {
+			slow = append(slow, t)
+		}
+	}
+	for _, t := range slow {
+		s.log.Warn("dropping slow event subscriber")
+		s.removeTail(t, ErrSlowClient)
+	}
+}
+
+// publishEphemeral sends an event that is not stored to the tails.
+func (s *Session) publishEphemeral(data api.EventData) {
+	if len(s.tails) == 0 {
+		return
+	}
+	s.publish(api.Event{
+		ID: eventlog.NewID(), Timestamp: time.Now().UTC(), Type: data.EventType(), Data: data.AppendJSON(nil),
+		Ephemeral: true, AgentID: s.agentName,
+	})
+}
+
+// Tail is a subscription to a session's events.
+type Tail struct {
+	s *Session
+	t *tail
+}
+
+// Tail subscribes to the events of session key with seq > after: the log
+// first, then live events as they happen; ephemeral events too when asked.
+// A session the hub does not hold is opened from its log.
+func (h *Hub) Tail(ctx context.Context, key string, after int64, ephemeral bool) (*Tail, error) {
+	s, err := h.existing(key)
+	if err != nil {
+		return nil, err
+	}
+	reply := make(chan *tail, 1)
+	if err := s.post(ctx, tailMsg{after: after, ephemeral: ephemeral, reply: reply}); err != nil {
+		return nil, err
+	}
+	select {
+	case t := <-reply:
+		return &Tail{s: s, t: t}, nil
+	case <-s.done:
+		return nil, ErrSessionGone
+	case <-ctx.Done():
+		go func() {
+			t := <-reply
+			_ = s.post(context.Background(), untailMsg{t})
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// Next returns the next events, each one JSON document, waiting until
+// there are some. It fails with ErrSlowClient when the subscriber fell too
+// far behind, ErrSessionGone when the hub stops.
+func (t *Tail) Next(ctx context.Context) ([][]byte, error) { return t.t.st.next(ctx) }
+
+// Close ends the subscription.
+func (t *Tail) Close() { _ = t.s.post(context.Background(), untailMsg{t.t}) }
+
+// ReadLog returns up to limit events of session key with seq > after, from
+// the log.
+func (h *Hub) ReadLog(ctx context.Context, key string, after int64, limit int) ([]eventlog.Event, error) {
+	if _, err := h.existing(key); err != nil {
+		return nil, err
+	}
+	return h.cfg.Store.Read(ctx, key, after, limit)
+}
