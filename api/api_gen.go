@@ -8,6 +8,170 @@ import (
 	"time"
 )
 
+// AttachParams: session/attach (multi-client attach proposal, with acphub's afterSeq).
+type AttachParams struct {
+	SessionID string `json:"sessionId"`
+	// What history the result carries: full (default), pending_only (none; only the open requests follow), none (neither), after_message (what came after afterMessageId).
+	HistoryPolicy string `json:"historyPolicy,omitempty"`
+	// With after_message: the messageId of the last message the client has. Unknown: the full history, and _meta says so.
+	AfterMessageID string `json:"afterMessageId,omitempty"`
+	// acphub's exact cursor: the history after this log seq. Overrides historyPolicy full and after_message.
+	AfterSeq int64  `json:"afterSeq,omitempty"`
+	ClientID string `json:"clientId,omitempty"`
+	// Any JSON object, kept as it was.
+	ClientInfo json.RawMessage `json:"clientInfo,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AttachParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	if v.HistoryPolicy != "" {
+		b = member(b, &n, "historyPolicy")
+		b = appendString(b, v.HistoryPolicy)
+	}
+	if v.AfterMessageID != "" {
+		b = member(b, &n, "afterMessageId")
+		b = appendString(b, v.AfterMessageID)
+	}
+	if v.AfterSeq != 0 {
+		b = member(b, &n, "afterSeq")
+		b = strconv.AppendInt(b, v.AfterSeq, 10)
+	}
+	if v.ClientID != "" {
+		b = member(b, &n, "clientId")
+		b = appendString(b, v.ClientID)
+	}
+	if len(v.ClientInfo) != 0 {
+		b = member(b, &n, "clientInfo")
+		b = appendRaw(b, v.ClientInfo)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AttachParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ConnectedClient is generated from the schema.
+type ConnectedClient struct {
+	ClientID string `json:"clientId"`
+	// Any JSON object, kept as it was.
+	ClientInfo json.RawMessage `json:"clientInfo,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ConnectedClient) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "clientId")
+	b = appendString(b, v.ClientID)
+	if len(v.ClientInfo) != 0 {
+		b = member(b, &n, "clientInfo")
+		b = appendRaw(b, v.ClientInfo)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ConnectedClient) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// AttachResult is generated from the schema.
+type AttachResult struct {
+	SessionID string `json:"sessionId"`
+	// The history the policy asked for, as the JSON-RPC messages a client would have received (session/update notifications, _acphub/turn_complete), oldest first. Open agent requests are not in it: they follow the response as requests.
+	History []json.RawMessage `json:"history"`
+	// The client's peer id.
+	ClientID         string            `json:"clientId"`
+	ConnectedClients []ConnectedClient `json:"connectedClients"`
+	// acphub.dev/historyPolicy: the policy applied (full when afterMessageId was unknown); acphub.dev/lastSeq: the log seq the history ends at.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AttachResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "history")
+	b = append(b, '[')
+	for i := range v.History {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRaw(b, v.History[i])
+	}
+	b = append(b, ']')
+	b = member(b, &n, "clientId")
+	b = appendString(b, v.ClientID)
+	b = member(b, &n, "connectedClients")
+	b = append(b, '[')
+	for i := range v.ConnectedClients {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = (&v.ConnectedClients[i]).AppendJSON(b)
+	}
+	b = append(b, ']')
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AttachResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// DetachParams is generated from the schema.
+type DetachParams struct {
+	SessionID string `json:"sessionId"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *DetachParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *DetachParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// Empty: An empty result.
+type Empty struct {
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *Empty) AppendJSON(b []byte) []byte {
+	b = append(b, '{')
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *Empty) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // PeerJoinedParams is generated from the schema.
 type PeerJoinedParams struct {
 	SessionID string `json:"sessionId"`
@@ -200,6 +364,8 @@ func (v *AgentExitedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(
 
 // Methods acphub defines.
 const (
+	MethodSessionAttach      = "session/attach"
+	MethodSessionDetach      = "session/detach"
 	MethodPeerJoined         = "_acphub/peer_joined"
 	MethodPeerLeft           = "_acphub/peer_left"
 	MethodPromptReceived     = "_acphub/prompt_received"
@@ -210,6 +376,8 @@ const (
 
 // Methods describes each method acphub defines.
 var Methods = map[string]MethodInfo{
+	MethodSessionAttach:      {Kind: "request", Direction: "client→hub", Stability: "experimental"},
+	MethodSessionDetach:      {Kind: "request", Direction: "client→hub", Stability: "experimental"},
 	MethodPeerJoined:         {Kind: "notification", Direction: "hub→client", Stability: "stable"},
 	MethodPeerLeft:           {Kind: "notification", Direction: "hub→client", Stability: "stable"},
 	MethodPromptReceived:     {Kind: "notification", Direction: "hub→client", Stability: "stable"},
@@ -312,6 +480,45 @@ func (v *SessionList) AppendJSON(b []byte) []byte {
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SessionList) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// HTTPErrorError is generated from the schema.
+type HTTPErrorError struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *HTTPErrorError) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "reason")
+	b = appendString(b, v.Reason)
+	b = member(b, &n, "message")
+	b = appendString(b, v.Message)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *HTTPErrorError) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// HTTPError: The body of every refused HTTP request.
+type HTTPError struct {
+	Error HTTPErrorError `json:"error"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *HTTPError) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "error")
+	b = v.Error.AppendJSON(b)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *HTTPError) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // acphub's own error codes, in the range -32010…-32099.
 const (

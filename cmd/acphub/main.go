@@ -55,6 +55,9 @@ func commands() []command {
 		{"demo", "run a hub with the built-in demo agent and chat with it", runDemo},
 		{"attach", "stdio bridge for editors: join a hub session as its agent", runAttach},
 		{"chat", "chat with a hub session in the terminal", runChat},
+		{"sessions", "list the hub's sessions", runSessions},
+		{"log", "print a session's events", runLog},
+		{"schema", "print the published JSON Schemas", runSchema},
 		{"demo-agent", "the built-in demo ACP agent, on stdio", runDemoAgent},
 		{"version", "print the version", runVersion},
 	}

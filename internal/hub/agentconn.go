@@ -105,13 +105,13 @@ func (s *Session) restartHandshake() {
 			s.agentStartFailed(jsonrpc.DecodeError(resp.Error))
 			return
 		}
-		s.initResult = resp.Result
+		s.setInitResult(resp.Result)
 		s.record("", &api.AgentInitialized{Params: s.initParams, Result: resp.Result})
 		if s.sessionID == nil {
 			s.agentReady()
 			return
 		}
-		if canLoad(resp.Result) {
+		if canLoad(s.agentInit) {
 			s.agent.loading = true
 			params, _ := jsonrpc.SetField(s.newParams, "sessionId", s.sessionID)
 			params, _ = jsonrpc.DeleteField(params, "_meta")

@@ -38,6 +38,14 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, errNotInitialized())
 	case m.Method == jsonrpc.MethodSessionNew:
 		s.newSession(p, m)
+	case m.Method == jsonrpc.MethodSessionLoad:
+		s.load(p, m)
+	case m.Method == jsonrpc.MethodSessionList:
+		s.listSessions(p, m)
+	case m.Method == api.MethodSessionAttach:
+		s.attachSession(p, m)
+	case m.Method == api.MethodSessionDetach:
+		s.detachSession(p, m)
 	case m.Method == jsonrpc.MethodSessionPrompt:
 		s.prompt(p, m)
 	default:
@@ -87,11 +95,10 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 	}
 	s.agent.ready = true
 	s.initParams = sent
-	fwd, err := jsonrpc.Parse(m.WithParams(sent))
-	if err != nil {
-		panic("hub: rewritten initialize does not parse: " + err.Error())
-	}
-	s.forward(p, &fwd, func(resp *jsonrpc.Message) {
+	s.initWaiters = append(s.initWaiters, waiter{p, m.ID})
+	// The hub asks and answers every client itself, so the first client
+	// gets the same result as the others: with what acphub adds.
+	s.callAgent(jsonrpc.MethodInitialize, sent, func(resp *jsonrpc.Message) {
 		waiters := s.initWaiters
 		s.initWaiters = nil
 		if resp.Error != nil {
@@ -101,14 +108,36 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 			}
 			return
 		}
-		s.initResult = resp.Result
+		s.setInitResult(resp.Result)
 		s.record(p.id, &api.AgentInitialized{Params: s.initParams, Result: resp.Result})
-		p.initialized = true
 		for _, w := range waiters {
 			w.peer.initialized = true
 			s.reply(w.peer, w.id, s.initResult)
 		}
 	})
+}
+
+// setInitResult keeps the agent's initialize result and the one clients
+// get: the same, advertising what acphub answers itself — session/load and
+// session/list, served from the log for every hub session.
+func (s *Session) setInitResult(result []byte) {
+	s.agentInit = result
+	caps, ok := jsonrpc.Field(result, "agentCapabilities")
+	if !ok || caps[0] != '{' {
+		caps = []byte("{}")
+	}
+	caps, _ = jsonrpc.SetField(caps, "loadSession", []byte("true"))
+	sc, ok := jsonrpc.Field(caps, "sessionCapabilities")
+	if !ok || sc[0] != '{' {
+		sc = []byte("{}")
+	}
+	sc, _ = jsonrpc.SetField(sc, "list", []byte("{}"))
+	caps, _ = jsonrpc.SetField(caps, "sessionCapabilities", sc)
+	if out, ok := jsonrpc.SetField(result, "agentCapabilities", caps); ok {
+		s.initResult = out
+	} else {
+		s.initResult = result
+	}
 }
 
 // agentInitParams returns the initialize params for the agent: the client's
@@ -151,7 +180,8 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 			}
 			return
 		}
-		s.newResult, s.sessionID, s.agentSID = resp.Result, sid, sid
+		s.newResult, s.agentSID = resp.Result, sid
+		s.setSessionID(sid)
 		s.record(p.id, &api.SessionCreated{SessionID: s.sessionIDString(), Params: s.newParams, Result: s.newResult})
 		s.attach(p)
 		for _, w := range waiters {

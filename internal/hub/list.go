@@ -3,9 +3,52 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
+
+// listSessions answers session/list from the log: the hub sessions that
+// run this session's agent and have an ACP session, newest first, filtered
+// by cwd when the client gives one.
+func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
+	var params struct {
+		Cwd string `json:"cwd"`
+	}
+	if m.Params != nil {
+		if err := json.Unmarshal(m.Params, &params); err != nil {
+			s.replyError(p, m.ID, errBadParams(err.Error()))
+			return
+		}
+	}
+	list, err := s.hub.List(context.Background())
+	if err != nil {
+		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil))
+		return
+	}
+	type info struct {
+		SessionID string          `json:"sessionId"`
+		Cwd       string          `json:"cwd"`
+		UpdatedAt time.Time       `json:"updatedAt"`
+		Meta      json.RawMessage `json:"_meta"`
+	}
+	out := []info{}
+	for i := len(list) - 1; i >= 0; i-- {
+		sum := list[i]
+		if sum.SessionID == "" || sum.Agent != s.agentName || (params.Cwd != "" && sum.Cwd != params.Cwd) {
+			continue
+		}
+		key, _ := json.Marshal(sum.Key)
+		out = append(out, info{SessionID: sum.SessionID, Cwd: sum.Cwd, UpdatedAt: sum.UpdatedAt,
+			Meta: append(append([]byte(`{"acphub.dev/key":`), key...), '}')})
+	}
+	result, err := json.Marshal(map[string]any{"sessions": out})
+	if err != nil {
+		panic("hub: session list does not marshal: " + err.Error())
+	}
+	s.reply(p, m.ID, result)
+}
 
 // List describes every session the hub holds or has a log of, oldest
 // first.

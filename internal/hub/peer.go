@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/frameq"
@@ -12,6 +13,7 @@ import (
 // peer is the actor's view of one client. Fields are owned by the actor;
 // st is shared with the client's writer as stream documents.
 type peer struct {
+	sess   atomic.Pointer[Session] // the session it is in; changes when it moves
 	id     string
 	st     *stream
 	out    *frameq.Queue // st.out
@@ -48,20 +50,25 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 	} else if s.peerByID(id) != nil {
 		return nil, ErrPeerTaken
 	}
-	st := newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, s.writerDrained)
 	p := &peer{
 		id:      id,
-		st:      st,
-		out:     st.out,
 		replay:  opts.Replay,
 		copies:  make(map[int64]*agentRequest),
 		removed: make(chan struct{}),
 	}
-	s.peers = append(s.peers, p)
+	p.st = newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, func() { p.sess.Load().writerDrained() })
+	p.out = p.st.out
+	s.adopt(p)
 	s.hub.clients.Add(1)
-	s.stopIdleTimer()
 	s.log.Info("client joined", "peer", id)
-	return &Client{s: s, p: p}, nil
+	return &Client{p: p}, nil
+}
+
+// adopt makes p one of the session's peers.
+func (s *Session) adopt(p *peer) {
+	p.sess.Store(s)
+	s.peers = append(s.peers, p)
+	s.stopIdleTimer()
 }
 
 func (s *Session) peerByID(id string) *peer {
@@ -73,50 +80,63 @@ func (s *Session) peerByID(id string) *peer {
 	return nil
 }
 
-// attach starts broadcasting to p: it is sent the session history (when it
-// asked for it), then the agent requests still open, then every live frame.
-func (s *Session) attach(p *peer) {
+// attach starts broadcasting to p after session/new: it is sent the
+// session history (unless it connected with replay=skip), then the agent
+// requests still open, then every live frame.
+func (s *Session) attach(p *peer) { s.attachWith(p, 0, p.replay == ReplayFull) }
+
+// attachWith starts broadcasting to p, after the log following seq `after`
+// when replay is set.
+func (s *Session) attachWith(p *peer, after int64, replay bool) {
 	if p.attached || p.gone {
 		return
 	}
 	p.attached = true
 	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
-	if p.replay == ReplayFull {
+	if replay {
 		s.flush()
-		p.st.mark(s.key, 0, s.seq)
+		p.st.mark(s.key, after, s.seq)
 	}
 	s.resendOpenRequests(p)
 	s.updatePause()
 	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id}, p)
 }
 
-// removePeer takes p out of the session. cause, when not nil, is what its
-// writer reports (a slow client, the session ending).
+// removePeer takes p out of the session and ends its connection. cause,
+// when not nil, is what its writer reports (a slow client, the session
+// ending).
 func (s *Session) removePeer(p *peer, cause error) {
 	if p.gone {
 		return
 	}
+	reason := "left"
+	if cause != nil {
+		reason = cause.Error()
+	}
+	s.detachPeer(p, reason)
 	p.gone = true
 	close(p.removed)
 	s.hub.clients.Add(-1)
+	if cause != nil {
+		p.out.Abort(cause)
+	} else {
+		p.out.Close(nil)
+	}
+	s.log.Info("client left", "peer", p.id, "reason", reason)
+}
+
+// detachPeer takes p out of the session's peers; its connection is left to
+// the caller, who ends it or moves it to another session.
+func (s *Session) detachPeer(p *peer, reason string) {
 	for i, q := range s.peers {
 		if q == p {
 			s.peers = append(s.peers[:i], s.peers[i+1:]...)
 			break
 		}
 	}
-	if cause != nil {
-		p.out.Abort(cause)
-	} else {
-		p.out.Close(nil)
-	}
-	reason := "left"
-	if cause != nil {
-		reason = cause.Error()
-	}
-	s.log.Info("client left", "peer", p.id, "reason", reason)
 	s.withdrawCopies(p)
 	if p.attached {
+		p.attached = false
 		s.record(p.id, &api.PeerLeft{Peer: p.id, Reason: reason})
 		s.notify(api.MethodPeerLeft, &api.PeerLeftParams{SessionID: s.sessionIDString(), Peer: p.id, Reason: reason}, nil)
 	}
@@ -128,7 +148,6 @@ func (s *Session) removePeer(p *peer, cause error) {
 
 // Client is a transport's handle on one peer of a session.
 type Client struct {
-	s *Session
 	p *peer
 }
 
@@ -136,12 +155,15 @@ type Client struct {
 func (c *Client) Peer() string { return c.p.id }
 
 // Session returns the session key.
-func (c *Client) Session() string { return c.s.key }
+func (c *Client) Session() string { return c.p.sess.Load().key }
 
 // Send hands one frame from the client to the session. It blocks only while
 // the session's inbox is full.
 func (c *Client) Send(ctx context.Context, frame []byte) error {
-	return c.s.post(ctx, clientMsg{peer: c.p, frame: frame})
+	if target, ok := c.moveTarget(ctx, frame); ok {
+		return c.move(ctx, target, frame)
+	}
+	return c.p.sess.Load().post(ctx, clientMsg{peer: c.p, frame: frame})
 }
 
 // Removed is closed when the hub has removed the client: it left, was too
@@ -151,7 +173,7 @@ func (c *Client) Removed() <-chan struct{} { return c.p.removed }
 
 // Leave detaches the client. It is safe to call more than once.
 func (c *Client) Leave() {
-	_ = c.s.post(context.Background(), leaveMsg{peer: c.p})
+	_ = c.p.sess.Load().post(context.Background(), leaveMsg{peer: c.p})
 }
 
 // Next returns the next frames for the client, waiting until there are some.

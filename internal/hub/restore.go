@@ -61,6 +61,12 @@ func (s *Session) restore(p *prior) {
 	s.seq = p.lastSeq
 	id := p.lastID
 	s.lastID = &id
-	s.initParams, s.initResult = p.initParams, p.initResult
-	s.newParams, s.newResult, s.sessionID = p.newParams, p.newResult, p.sessionID
+	s.initParams = p.initParams
+	if p.initResult != nil {
+		s.setInitResult(p.initResult)
+	}
+	s.newParams, s.newResult = p.newParams, p.newResult
+	if p.sessionID != nil {
+		s.setSessionID(p.sessionID)
+	}
 }

@@ -48,6 +48,7 @@ type Session struct {
 	active       atomic.Bool
 	clients      atomic.Int32
 	agentRunning atomic.Bool
+	acpID        atomic.Pointer[string] // the ACP session id, once known
 
 	// Owned by the actor.
 	peers      []*peer // attached or not, in join order
@@ -58,7 +59,8 @@ type Session struct {
 	pending    map[int64]*call // calls toward the agent, by hub id
 
 	initParams  []byte   // initialize params as sent to the agent
-	initResult  []byte   // cached initialize result
+	agentInit   []byte   // the agent's initialize result
+	initResult  []byte   // cached initialize result, as clients get it
 	initWaiters []waiter // initialize requests waiting for the first result
 	newParams   []byte   // session/new params of the creating client
 	newResult   []byte   // cached session/new result
@@ -295,6 +297,10 @@ func (s *Session) handle(msg any) {
 		s.idleExpired(m.gen)
 	case permissionExpired:
 		s.permissionExpired(m.key)
+	case releaseMsg:
+		s.release(m)
+	case adoptMsg:
+		s.adoptMoved(m)
 	case tailMsg:
 		s.addTail(m)
 	case untailMsg:
@@ -435,6 +441,13 @@ func (s *Session) reply(p *peer, id, result []byte) {
 // replyError answers a client request with an error.
 func (s *Session) replyError(p *peer, id []byte, e *jsonrpc.Error) {
 	s.send(p, jsonrpc.NewErrorResponse(id, e))
+}
+
+// setSessionID sets the ACP session id clients know (raw JSON string).
+func (s *Session) setSessionID(raw []byte) {
+	s.sessionID = raw
+	id := s.sessionIDString()
+	s.acpID.Store(&id)
 }
 
 // sessionIDString returns the ACP session id clients know, or "".

@@ -5,6 +5,7 @@ const (
 	MethodInitialize        = "initialize"
 	MethodSessionNew        = "session/new"
 	MethodSessionLoad       = "session/load"
+	MethodSessionList       = "session/list"
 	MethodSessionPrompt     = "session/prompt"
 	MethodSessionCancel     = "session/cancel"
 	MethodSessionUpdate     = "session/update"

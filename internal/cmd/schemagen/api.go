@@ -40,6 +40,14 @@ func genAPI(doc *object, source string, done map[string]*object) ([]byte, error)
 	if err := genHTTP(g, doc); err != nil {
 		return nil, err
 	}
+	// Every other definition is part of the API too.
+	for _, name := range g.defs.keys {
+		if d := g.defs.get(name).(*object); !isRaw(d) {
+			if err := g.structType(name, d); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := genErrors(g, doc); err != nil {
 		return nil, err
 	}

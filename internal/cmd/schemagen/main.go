@@ -264,18 +264,21 @@ func (g *gen) structType(name string, s *object) error {
 		comment = name + ": " + desc
 	}
 	g.printf("// %s\ntype %s struct {\n%s}\n\n", comment, name, fields.String())
+	decl := "n := 0\n\t"
+	if len(props.keys) == 0 {
+		decl = ""
+	}
 	g.printf(`// AppendJSON appends v as JSON to b: members in schema order, raw
 // members byte for byte, no HTML escaping.
 func (v *%s) AppendJSON(b []byte) []byte {
-	n := 0
-	b = append(b, '{')
+	%sb = append(b, '{')
 %s	return append(b, '}')
 }
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *%s) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
-`, name, enc.String(), name)
+`, name, decl, enc.String(), name)
 	return nil
 }
 

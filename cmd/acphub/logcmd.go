@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/config"
+	"github.com/acphub/acphub/internal/transport"
+	"github.com/acphub/acphub/schema"
+)
+
+// runSchema prints the published schemas.
+func runSchema(_ context.Context, args []string, stdio Stdio) error {
+	fs := flag.NewFlagSet("acphub schema", flag.ContinueOnError)
+	fs.SetOutput(stdio.Err)
+	fs.Usage = func() {
+		fmt.Fprintln(stdio.Err, "usage: acphub schema [events|api]")
+		fmt.Fprintln(stdio.Err, "Prints the session-event schema, the API schema, or (no argument) both.")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch fs.Arg(0) {
+	case "events":
+		_, err := stdio.Out.Write(schema.Events)
+		return err
+	case "api":
+		_, err := stdio.Out.Write(schema.API)
+		return err
+	case "":
+		if _, err := stdio.Out.Write(schema.Events); err != nil {
+			return err
+		}
+		_, err := stdio.Out.Write(schema.API)
+		return err
+	}
+	fs.Usage()
+	return fmt.Errorf("unknown schema %q", fs.Arg(0))
+}
+
+// hubAPI is a client of the hub's HTTP API.
+type hubAPI struct {
+	base  string
+	token string
+}
+
+func newHubAPI(cfg *config.Config, addr string) (*hubAPI, error) {
+	token, err := transport.ReadToken(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("read the hub's token (is --data-dir the hub's?): %w", err)
+	}
+	return &hubAPI{base: "http://" + addr, token: token}, nil
+}
+
+// get performs an authenticated GET and returns the response when it is
+// 200; otherwise the hub's error.
+func (h *hubAPI) get(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reach the hub: %w", err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	var e api.HTTPError
+	if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error.Message != "" {
+		return nil, fmt.Errorf("%s (%s)", e.Error.Message, e.Error.Reason)
+	}
+	return nil, fmt.Errorf("hub answered %s", resp.Status)
+}
+
+// runSessions lists the hub's sessions.
+func runSessions(ctx context.Context, args []string, stdio Stdio) error {
+	var addr string
+	var asJSON bool
+	cfg, _, err := parseFlags("sessions", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+		fs.BoolVar(&asJSON, "json", false, "print the API's JSON instead of a table")
+	})
+	if err != nil {
+		return err
+	}
+	h, err := newHubAPI(cfg, addr)
+	if err != nil {
+		return err
+	}
+	resp, err := h.get(ctx, "/api/sessions")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if asJSON {
+		_, err := io.Copy(stdio.Out, resp.Body)
+		return err
+	}
+	var list api.SessionList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return fmt.Errorf("decode session list: %w", err)
+	}
+	tw := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tAGENT\tEVENTS\tCLIENTS\tAGENT RUNNING\tUPDATED\tCWD")
+	for _, s := range list.Sessions {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%s\t%s\n", s.Key, s.Agent, s.LastSeq, s.Clients, s.AgentRunning,
+			s.UpdatedAt.Local().Format(time.DateTime), s.Cwd)
+	}
+	return tw.Flush()
+}
+
+// runLog prints a session's events.
+func runLog(ctx context.Context, args []string, stdio Stdio) error {
+	var addr string
+	var follow, asJSON bool
+	var after int64
+	cfg, fs, err := parseFlags("log", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+		fs.BoolVar(&follow, "follow", false, "keep printing new events as they happen")
+		fs.BoolVar(&asJSON, "json", false, "print each event as one JSON line (session-events.schema.json)")
+		fs.Int64Var(&after, "after", 0, "start after this seq")
+	})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: acphub log [flags] SESSION")
+	}
+	h, err := newHubAPI(cfg, addr)
+	if err != nil {
+		return err
+	}
+	q := url.Values{"after": {fmt.Sprint(after)}}
+	if follow {
+		q.Set("follow", "1")
+	}
+	resp, err := h.get(ctx, "/api/sessions/"+url.PathEscape(fs.Arg(0))+"/events?"+q.Encode())
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		if asJSON {
+			fmt.Fprintln(stdio.Out, sc.Text())
+			continue
+		}
+		var ev api.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("decode event: %w", err)
+		}
+		fmt.Fprintln(stdio.Out, formatEvent(ev))
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// formatEvent renders one event as a line for people.
+func formatEvent(ev api.Event) string {
+	who := ev.Peer
+	if who == "" {
+		who = "-"
+	}
+	return fmt.Sprintf("%6d  %s  %-20s %-10s %s", ev.Seq, ev.Timestamp.Local().Format("15:04:05.000"), ev.Type, who, summary(ev))
+}
+
+// summary says in a few words what an event is about.
+func summary(ev api.Event) string {
+	data, err := api.DecodeEventData(ev.Type, ev.Data)
+	if err != nil {
+		return string(ev.Data)
+	}
+	switch d := data.(type) {
+	case *api.AgentMessage:
+		return clip(updateText(d.Params))
+	case *api.AgentUpdate:
+		return clip(updateKind(d.Params))
+	case *api.PromptReceived:
+		return clip(promptText(d.Prompt))
+	case *api.TurnStarted:
+		return clip(promptText(d.Prompt))
+	case *api.TurnCompleted:
+		if d.Error != nil {
+			return fmt.Sprintf("error %d: %s", d.Error.Code, d.Error.Message)
+		}
+		return d.StopReason
+	case *api.PermissionResolved:
+		return fmt.Sprintf("%s → %s", d.Title, outcomeText(d))
+	case *api.PeerLeft:
+		return d.Reason
+	case *api.AgentExited:
+		if d.Signal != "" {
+			return "signal " + d.Signal
+		}
+		return fmt.Sprintf("exit code %d", d.Code)
+	case *api.ClientToolCall:
+		return d.Method + " " + d.Decision
+	case *api.AgentNotification:
+		return d.Method
+	case *api.SessionCreated:
+		return d.SessionID
+	}
+	return ""
+}
+
+func outcomeText(d *api.PermissionResolved) string {
+	if d.OptionName != "" {
+		return d.OptionName
+	}
+	var o struct {
+		Outcome string `json:"outcome"`
+	}
+	_ = json.Unmarshal(d.Outcome, &o)
+	return o.Outcome
+}
+
+func updateText(params json.RawMessage) string {
+	var p struct {
+		Update struct {
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"update"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.Update.Content.Text
+}
+
+func updateKind(params json.RawMessage) string {
+	var p struct {
+		Update struct {
+			SessionUpdate string `json:"sessionUpdate"`
+			Title         string `json:"title"`
+			Status        string `json:"status"`
+		} `json:"update"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return strings.TrimSpace(strings.Join([]string{p.Update.SessionUpdate, p.Update.Title, p.Update.Status}, " "))
+}
+
+func promptText(prompt []json.RawMessage) string {
+	var parts []string
+	for _, b := range prompt {
+		var c struct {
+			Type, Text string
+		}
+		if json.Unmarshal(b, &c) == nil {
+			if c.Type == "text" {
+				parts = append(parts, c.Text)
+			} else {
+				parts = append(parts, "["+c.Type+"]")
+			}
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// clip shortens s to one line of at most 100 characters.
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 100 {
+		return string(r[:99]) + "…"
+	}
+	return s
+}

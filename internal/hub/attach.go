@@ -1,0 +1,277 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// The ways a client joins the ACP session of a hub session besides
+// session/new: session/load (ACP; the history comes as session/update
+// notifications before the response) and session/attach (the multi-client
+// proposal; the history comes in the response, as much as the client asks
+// for). A request naming another hub session's id never gets here: the
+// client's connection moved to that session first (see move.go).
+
+// History policies of session/attach.
+const (
+	historyFull         = "full"
+	historyPendingOnly  = "pending_only"
+	historyNone         = "none"
+	historyAfterMessage = "after_message"
+)
+
+func errBadParams(msg string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+msg, nil)
+}
+
+// errNotFound answers a session id that neither this hub session nor the
+// agent knows, with ACP's resource-not-found code.
+func errNotFound(id string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeNotFound, api.ReasonUnknownSession, "Session not found", map[string]any{"sessionId": id})
+}
+
+// load handles session/load: the hub's own session is replayed from the
+// log; an id the hub does not know goes to the agent, if the agent can load
+// sessions and this hub session has none yet.
+func (s *Session) load(p *peer, m *jsonrpc.Message) {
+	var params struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(m.Params, &params); err != nil || params.SessionID == "" {
+		s.replyError(p, m.ID, errBadParams("sessionId is required"))
+		return
+	}
+	switch {
+	case s.sessionID != nil && params.SessionID == s.sessionIDString():
+		// History first, then the response, as ACP orders a load.
+		if p.attached {
+			s.detachPeer(p, "reloading")
+			s.adopt(p)
+		}
+		s.attachWith(p, 0, true)
+		s.reply(p, m.ID, loadResult(s.newResult))
+	case s.sessionID == nil && canLoad(s.agentInit):
+		s.loadFromAgent(p, m, params.SessionID)
+	default:
+		s.replyError(p, m.ID, errNotFound(params.SessionID))
+	}
+}
+
+// loadResult is the session/load response: the session/new result without
+// its sessionId (modes, config options and whatever else the agent put
+// there).
+func loadResult(newResult []byte) []byte {
+	out, ok := jsonrpc.DeleteField(newResult, "sessionId")
+	if !ok {
+		return []byte("{}")
+	}
+	return out
+}
+
+// loadFromAgent makes an agent's existing session this hub session's: the
+// agent replays it to the loading client (and into the log), and from then
+// on it is a hub session like any other.
+func (s *Session) loadFromAgent(p *peer, m *jsonrpc.Message, id string) {
+	if s.newParams != nil {
+		s.newWaiters = append(s.newWaiters, waiter{p, m.ID})
+		return
+	}
+	s.newParams = m.Params
+	s.attachWith(p, 0, false) // the agent's replay goes to the client live
+	s.forward(p, m, func(resp *jsonrpc.Message) {
+		waiters := s.newWaiters
+		s.newWaiters = nil
+		if resp.Error != nil {
+			s.newParams = nil
+			for _, w := range waiters {
+				s.send(w.peer, resp.WithID(w.id))
+			}
+			return
+		}
+		sid, _ := json.Marshal(id)
+		result, _ := jsonrpc.SetField(resp.Result, "sessionId", sid)
+		s.newResult, s.agentSID = result, sid
+		s.setSessionID(sid)
+		s.record(p.id, &api.SessionCreated{SessionID: id, Params: s.newParams, Result: result})
+		for _, w := range waiters {
+			s.attachWith(w.peer, 0, true)
+			s.reply(w.peer, w.id, loadResult(result))
+		}
+	})
+}
+
+// attachRequest holds session/attach params as the hub reads them.
+type attachRequest struct {
+	SessionID      string          `json:"sessionId"`
+	HistoryPolicy  string          `json:"historyPolicy"`
+	AfterMessageID string          `json:"afterMessageId"`
+	AfterSeq       *int64          `json:"afterSeq"`
+	ClientInfo     json.RawMessage `json:"clientInfo"`
+}
+
+// attachSession handles session/attach.
+func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
+	var req attachRequest
+	if err := json.Unmarshal(m.Params, &req); err != nil {
+		s.replyError(p, m.ID, errBadParams(err.Error()))
+		return
+	}
+	if req.HistoryPolicy == "" {
+		req.HistoryPolicy = historyFull
+	}
+	switch req.HistoryPolicy {
+	case historyFull, historyPendingOnly, historyNone, historyAfterMessage:
+	default:
+		s.replyError(p, m.ID, errBadParams("historyPolicy must be full, pending_only, none or after_message"))
+		return
+	}
+	if req.AfterSeq != nil && *req.AfterSeq < 0 {
+		s.replyError(p, m.ID, errBadParams("afterSeq must not be negative"))
+		return
+	}
+	if s.sessionID == nil || req.SessionID != s.sessionIDString() {
+		s.replyError(p, m.ID, errNotFound(req.SessionID))
+		return
+	}
+	if req.ClientInfo != nil {
+		p.info = req.ClientInfo
+	}
+	if p.attached {
+		s.detachPeer(p, "re-attaching")
+		s.adopt(p)
+	}
+	s.flush()
+	applied, after := req.HistoryPolicy, int64(-1)
+	switch {
+	case req.AfterSeq != nil:
+		applied, after = "after_seq", *req.AfterSeq
+	case applied == historyFull:
+		after = 0
+	case applied == historyAfterMessage:
+		seq, found, err := s.messageSeq(req.AfterMessageID)
+		if err != nil {
+			s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil))
+			return
+		}
+		if !found {
+			applied = historyFull
+		}
+		after = seq
+	}
+	history := []json.RawMessage{}
+	if after >= 0 {
+		frames, err := s.historyFrames(after)
+		if err != nil {
+			s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil))
+			return
+		}
+		for _, f := range frames {
+			history = append(history, f)
+		}
+	}
+	meta := fmt.Appendf(nil, `{"acphub.dev/historyPolicy":%q,"acphub.dev/lastSeq":%d}`, applied, s.seq)
+	res := api.AttachResult{
+		SessionID: s.sessionIDString(), History: history, ClientID: p.id,
+		ConnectedClients: s.connectedClients(p), Meta: meta,
+	}
+	s.reply(p, m.ID, res.AppendJSON(nil))
+	p.attached = true
+	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
+	if req.HistoryPolicy != historyNone {
+		s.resendOpenRequests(p)
+	}
+	s.updatePause()
+	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id}, p)
+}
+
+// detachSession handles session/detach: the client stops receiving the
+// session's traffic and keeps its connection.
+func (s *Session) detachSession(p *peer, m *jsonrpc.Message) {
+	var req struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(m.Params, &req); err != nil || s.sessionID == nil || req.SessionID != s.sessionIDString() {
+		s.replyError(p, m.ID, errNotFound(req.SessionID))
+		return
+	}
+	s.detachPeer(p, "detached")
+	s.adopt(p)
+	s.reply(p, m.ID, []byte("{}"))
+}
+
+// connectedClients lists the attached peers and p.
+func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
+	var out []api.ConnectedClient
+	for _, q := range s.peers {
+		if q.attached || q == p {
+			out = append(out, api.ConnectedClient{ClientID: q.id, ClientInfo: q.info})
+		}
+	}
+	return out
+}
+
+// historyFrames renders the log after seq as the frames a joining client
+// gets. It reads the store from the actor: session/attach asks for its
+// history in one response.
+func (s *Session) historyFrames(after int64) ([][]byte, error) {
+	var frames [][]byte
+	for after < s.seq {
+		events, err := s.cfg.Store.Read(context.Background(), s.key, after, replayPageSize)
+		if err != nil {
+			return nil, err
+		}
+		if len(events) == 0 {
+			break
+		}
+		for _, ev := range events {
+			frames = appendReplayFrames(frames, ev)
+		}
+		after = events[len(events)-1].Seq
+	}
+	return frames, nil
+}
+
+// messageSeq finds the log seq of the last event of the message with the
+// given messageId.
+func (s *Session) messageSeq(id string) (int64, bool, error) {
+	if id == "" {
+		return 0, false, nil
+	}
+	want, _ := json.Marshal(id)
+	var found int64
+	for after := int64(0); after < s.seq; {
+		events, err := s.cfg.Store.Read(context.Background(), s.key, after, replayPageSize)
+		if err != nil || len(events) == 0 {
+			return found, found > 0, err
+		}
+		for _, ev := range events {
+			if messageIDOf(ev) == string(want) {
+				found = ev.Seq
+			}
+		}
+		after = events[len(events)-1].Seq
+	}
+	return found, found > 0, nil
+}
+
+// messageIDOf returns the raw update.messageId of an agent update event.
+func messageIDOf(ev eventlog.Event) string {
+	if ev.Type != api.EventAgentMessage && ev.Type != api.EventAgentUpdate {
+		return ""
+	}
+	params, ok := jsonrpc.Field(ev.Data, "params")
+	if !ok {
+		return ""
+	}
+	update, ok := jsonrpc.Field(params, "update")
+	if !ok {
+		return ""
+	}
+	id, _ := jsonrpc.Field(update, "messageId")
+	return string(id)
+}

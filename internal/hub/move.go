@@ -1,0 +1,124 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// A client connection belongs to one session at a time. session/load and
+// session/attach of another hub session's id move it there: the old
+// session lets the peer go (its connection and ids stay), the new one
+// adopts it and handles the request. The move runs on the client's own
+// sending goroutine, so every frame the client sends after the request
+// reaches the new session, in order.
+
+type releaseMsg struct {
+	peer  *peer
+	to    string
+	reply chan bool
+}
+
+type adoptMsg struct {
+	peer  *peer
+	frame []byte
+}
+
+var (
+	methodLoadBytes   = []byte(`"session/load"`)
+	methodAttachBytes = []byte(`"session/attach"`)
+)
+
+// moveTarget reports the session a frame asks to move to: a session/load or
+// session/attach of a sessionId another hub session holds.
+func (c *Client) moveTarget(ctx context.Context, frame []byte) (*Session, bool) {
+	if !bytes.Contains(frame, methodLoadBytes) && !bytes.Contains(frame, methodAttachBytes) {
+		return nil, false
+	}
+	m, err := jsonrpc.Parse(frame)
+	if err != nil || m.Kind != jsonrpc.KindRequest || (m.Method != jsonrpc.MethodSessionLoad && m.Method != api.MethodSessionAttach) {
+		return nil, false
+	}
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil || p.SessionID == "" {
+		return nil, false
+	}
+	cur := c.p.sess.Load()
+	if id := cur.acpID.Load(); id != nil && *id == p.SessionID {
+		return nil, false
+	}
+	target, err := cur.hub.findACP(ctx, p.SessionID)
+	if err != nil || target == nil || target == cur {
+		return nil, false
+	}
+	return target, true
+}
+
+// move takes the client from its session to target and hands target the
+// frame that asked for it.
+func (c *Client) move(ctx context.Context, target *Session, frame []byte) error {
+	from := c.p.sess.Load()
+	reply := make(chan bool, 1)
+	if err := from.post(ctx, releaseMsg{peer: c.p, to: target.key, reply: reply}); err != nil {
+		return err
+	}
+	select {
+	case ok := <-reply:
+		if !ok {
+			return ErrSessionGone
+		}
+	case <-from.done:
+		return ErrSessionGone
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return target.post(ctx, adoptMsg{peer: c.p, frame: frame})
+}
+
+// release lets a peer go to another session.
+func (s *Session) release(m releaseMsg) {
+	if m.peer.gone || m.peer.sess.Load() != s {
+		m.reply <- false
+		return
+	}
+	s.detachPeer(m.peer, "moved to session "+m.to)
+	s.log.Info("client moved", "peer", m.peer.id, "to", m.to)
+	m.reply <- true
+}
+
+// adoptMoved takes in a peer that moved here and handles its request.
+func (s *Session) adoptMoved(m adoptMsg) {
+	if s.peerByID(m.peer.id) != nil {
+		s.log.Warn("a client moved in with the id of a client already here", "peer", m.peer.id)
+	}
+	s.adopt(m.peer)
+	s.clientFrame(m.peer, m.frame)
+}
+
+// findACP returns the hub session whose ACP session id is id, opening it
+// from its log if needed, or nil.
+func (h *Hub) findACP(ctx context.Context, id string) (*Session, error) {
+	h.mu.Lock()
+	for _, s := range h.sessions {
+		if p := s.acpID.Load(); p != nil && *p == id {
+			h.mu.Unlock()
+			return s, nil
+		}
+	}
+	h.mu.Unlock()
+	list, err := h.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, sum := range list {
+		if sum.SessionID == id {
+			return h.existing(sum.Key)
+		}
+	}
+	return nil, nil
+}
