@@ -795,3 +795,37 @@ func TestRun_ContextDone(t *testing.T) {
 		t.Errorf("Run returned %v, want context.Canceled", err)
 	}
 }
+
+func TestRun_SayStreamsOneMessage(t *testing.T) {
+	t.Parallel()
+	c := start(t, demoagent.Options{Delay: -1})
+	sid := c.handshake(`{}`)
+	frames, stop := c.turn(sid, "/say m-7 three little words")
+	if stop != "end_turn" {
+		t.Fatalf("stopReason %q", stop)
+	}
+	var words []string
+	for _, f := range frames {
+		var p struct {
+			Update struct {
+				MessageID string `json:"messageId"`
+				Content   struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		}
+		if f.Method != "session/update" {
+			continue
+		}
+		if err := json.Unmarshal(f.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Update.MessageID != "m-7" {
+			t.Errorf("chunk without the message id: %s", f.Params)
+		}
+		words = append(words, p.Update.Content.Text)
+	}
+	if got := strings.Join(words, ""); got != "three little words" || len(words) != 3 {
+		t.Errorf("chunks %q", words)
+	}
+}

@@ -12,6 +12,7 @@ import (
 // prompt. The package documentation describes each command.
 var commands = map[string]func(t *turn, args string) error{
 	"/echo":       (*turn).echo,
+	"/say":        (*turn).say,
 	"/chunks":     (*turn).chunks,
 	"/slow":       (*turn).slow,
 	"/permission": func(t *turn, _ string) error { return t.askPermission() },
@@ -49,6 +50,22 @@ func parseInts(fields []string) ([]int, bool) {
 
 func (t *turn) echo(text string) error {
 	t.chunk(text)
+	return nil
+}
+
+// say streams TEXT word by word as one message with the messageId ID.
+func (t *turn) say(args string) error {
+	id, text, ok := strings.Cut(strings.TrimSpace(args), " ")
+	if !ok || id == "" {
+		t.chunk("usage: /say MESSAGEID TEXT")
+		return nil
+	}
+	for i, word := range strings.Fields(text) {
+		if i > 0 {
+			word = " " + word
+		}
+		t.update(messageChunk{SessionUpdate: "agent_message_chunk", Content: textContent{Type: "text", Text: word}, MessageID: id})
+	}
 	return nil
 }
 

@@ -41,6 +41,7 @@
 // A prompt that starts with "/" runs a command instead; its first word names it:
 //
 //	/echo TEXT                    one chunk TEXT
+//	/say ID TEXT                  TEXT word by word, each chunk with messageId ID
 //	/chunks N                     N chunks "chunk 1 ", "chunk 2 ", ... without pauses
 //	/slow N                       the same chunks with Options.Delay between them
 //	/permission                   only step 4 of the script

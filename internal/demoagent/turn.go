@@ -141,6 +141,7 @@ type (
 	messageChunk struct {
 		SessionUpdate string      `json:"sessionUpdate"`
 		Content       textContent `json:"content"`
+		MessageID     string      `json:"messageId,omitempty"`
 	}
 	planEntry struct {
 		Content  string `json:"content"`
