@@ -1,0 +1,13 @@
+// Package jsonrpc is acphub's JSON-RPC 2.0 layer: newline-delimited framing
+// for stdio (Reader, AppendLine), the envelope of a frame (Parse, Message),
+// raw edits of the few members acphub owns (Message.WithID,
+// Message.WithParams, Field, SetField, DeleteField, Members), and the
+// standard error codes and response builders.
+//
+// It never round-trips a frame through a typed structure: a Message is a
+// set of offsets into the bytes that arrived, so forwarding a frame keeps
+// every member, its order and its spelling, unknown ones included. Parse
+// validates the whole frame (one JSON value, UTF-8, depth-limited) in one
+// pass and answers what is wrong with the code and data.reason a client
+// gets back.
+package jsonrpc
