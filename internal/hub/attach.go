@@ -145,6 +145,8 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 		s.detachPeer(p, "re-attaching")
 		s.adopt(p)
 	}
+	// The history ends here: the message being streamed is part of it.
+	s.flushMessage()
 	s.flush()
 	applied, after := req.HistoryPolicy, int64(-1)
 	switch {
@@ -201,7 +203,9 @@ func (s *Session) detachSession(p *peer, m *jsonrpc.Message) {
 	}
 	s.detachPeer(p, "detached")
 	s.adopt(p)
-	s.reply(p, m.ID, []byte("{}"))
+	// The seq the client has seen up to, for a later session/attach with
+	// afterSeq.
+	s.reply(p, m.ID, fmt.Appendf(nil, `{"_meta":{"acphub.dev/lastSeq":%d}}`, s.seq))
 }
 
 // connectedClients lists the attached peers and p.

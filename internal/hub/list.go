@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"time"
 
 	"github.com/acphub/acphub/api"
@@ -10,8 +11,8 @@ import (
 )
 
 // listSessions answers session/list from the log: the hub sessions that
-// run this session's agent and have an ACP session, newest first, filtered
-// by cwd when the client gives one.
+// run this session's agent and have an ACP session, most recently updated
+// first, filtered by cwd when the client gives one.
 func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 	var params struct {
 		Cwd string `json:"cwd"`
@@ -33,9 +34,9 @@ func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 		UpdatedAt time.Time       `json:"updatedAt"`
 		Meta      json.RawMessage `json:"_meta"`
 	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].UpdatedAt.After(list[j].UpdatedAt) })
 	out := []info{}
-	for i := len(list) - 1; i >= 0; i-- {
-		sum := list[i]
+	for _, sum := range list {
 		if sum.SessionID == "" || sum.Agent != s.agentName || (params.Cwd != "" && sum.Cwd != params.Cwd) {
 			continue
 		}

@@ -167,12 +167,15 @@ func (s *Session) withdraw(r *agentRequest) {
 	clear(r.copies)
 }
 
-// withdrawCopies forgets the copies a leaving peer held. The requests stay
-// open for the others, or for the next peer to attach.
+// withdrawCopies takes back the copies a departing peer held, telling it
+// with $/cancel_request (it may stay connected: detached, or moved to
+// another session). The requests stay open for the others, or for the next
+// peer to attach.
 func (s *Session) withdrawCopies(p *peer) {
 	for n, r := range p.copies {
 		delete(r.copies, p)
 		delete(p.copies, n)
+		s.send(p, jsonrpc.NewNotification(jsonrpc.MethodCancelRequest, map[string]any{"requestId": n}))
 	}
 }
 
