@@ -15,23 +15,38 @@ import (
 // client knows where one turn's reply stops. Other events are not part of
 // the replayed stream.
 func appendReplayFrames(frames [][]byte, ev eventlog.Event) [][]byte {
-	data, err := api.DecodeEventData(ev.Type, ev.Data)
-	if err != nil {
-		return frames
-	}
-	switch d := data.(type) {
-	case *api.AgentUpdate:
-		return append(frames, jsonrpc.NewNotification(jsonrpc.MethodSessionUpdate, d.Params))
-	case *api.AgentMessage:
-		return append(frames, jsonrpc.NewNotification(jsonrpc.MethodSessionUpdate, d.Params))
-	case *api.AgentNotification:
-		return append(frames, jsonrpc.NewNotification(d.Method, d.Params))
-	case *api.TurnCompleted:
+	// Replay reads whole sessions: the hot cases take their raw members out
+	// of the data without decoding it.
+	switch ev.Type {
+	case api.EventAgentUpdate, api.EventAgentMessage:
+		if params, ok := jsonrpc.Field(ev.Data, "params"); ok {
+			return append(frames, updateFrame(params))
+		}
+	case api.EventTurnCompleted:
 		return append(frames, jsonrpc.NewNotification(api.MethodTurnComplete, json.RawMessage(ev.Data)))
-	case *api.TurnStarted:
-		return appendUserChunks(frames, d.SessionID, d.Prompt)
+	case api.EventAgentNotification, api.EventTurnStarted:
+		data, err := api.DecodeEventData(ev.Type, ev.Data)
+		if err != nil {
+			return frames
+		}
+		switch d := data.(type) {
+		case *api.AgentNotification:
+			return append(frames, jsonrpc.NewNotification(d.Method, d.Params))
+		case *api.TurnStarted:
+			return appendUserChunks(frames, d.SessionID, d.Prompt)
+		}
 	}
 	return frames
+}
+
+const updatePrefix = `{"jsonrpc":"2.0","method":"session/update","params":`
+
+// updateFrame wraps params in a session/update notification.
+func updateFrame(params []byte) []byte {
+	out := make([]byte, 0, len(updatePrefix)+len(params)+1)
+	out = append(out, updatePrefix...)
+	out = append(out, params...)
+	return append(out, '}')
 }
 
 // appendUserChunks renders a prompt as session/update user_message_chunk
@@ -45,7 +60,7 @@ func appendUserChunks(frames [][]byte, sessionID string, prompt []json.RawMessag
 		params = append(params, `,"update":{"sessionUpdate":"user_message_chunk","content":`...)
 		params = append(params, block...)
 		params = append(params, `}}`...)
-		frames = append(frames, jsonrpc.NewNotification(jsonrpc.MethodSessionUpdate, json.RawMessage(params)))
+		frames = append(frames, updateFrame(params))
 	}
 	return frames
 }

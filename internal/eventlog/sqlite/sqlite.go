@@ -14,8 +14,11 @@
 // The durability window is the time between Append returning and the
 // commit that holds its events: the commit in progress plus the next one.
 // It is normally a few milliseconds; the writer also commits at least every
-// CommitInterval (DefaultCommitInterval, 50 ms) and logs a warning for a
-// commit slower than a second. Events in the window are lost if the process
+// CommitInterval (DefaultCommitInterval, 50 ms), writes at most 4096 events
+// per transaction, and logs a warning for a commit slower than a second.
+// Under a sustained load above what the disk takes (about 100,000 events a
+// second on a small machine) the queue fills, Append waits, and the window
+// grows with the queue. Events in the window are lost if the process
 // is killed; nothing before it is, and what survives is a gap-free prefix of
 // every session's log.
 package sqlite
@@ -256,14 +259,16 @@ func (s *Store) pendingLen() int {
 	return len(s.pending)
 }
 
-// drain commits what is left when the store closes, trying a few times.
+// drain commits what is left when the store closes, giving up after a few
+// failed tries.
 func (s *Store) drain() {
-	for range 5 {
+	for failures := 0; failures < 5; {
 		err := s.commit()
 		if err == nil && s.pendingLen() == 0 {
 			return
 		}
 		if err != nil {
+			failures++
 			s.log.Error("commit session log at close", "err", err)
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -273,10 +278,17 @@ func (s *Store) drain() {
 	}
 }
 
-// commit writes what is pending in one transaction.
+// maxBatch bounds the events one transaction writes, so that under a
+// sustained flood room in the queue comes back every few milliseconds
+// rather than after one huge commit.
+const maxBatch = 4096
+
+// commit writes the oldest pending events, up to maxBatch, in one
+// transaction.
 func (s *Store) commit() error {
 	s.mu.Lock()
-	batch := s.pending[:len(s.pending):len(s.pending)]
+	n := min(len(s.pending), maxBatch)
+	batch := s.pending[:n:n]
 	s.mu.Unlock()
 	if len(batch) == 0 {
 		return nil
@@ -290,10 +302,17 @@ func (s *Store) commit() error {
 	}
 	s.commitMu.Lock()
 	s.mu.Lock()
-	s.pending = append([]eventlog.Event(nil), s.pending[len(batch):]...)
+	// Drop the committed events without copying the rest: the next append
+	// that outgrows the array moves only what is still pending.
+	clear(s.pending[:len(batch)])
+	s.pending = s.pending[len(batch):]
+	more := len(s.pending) > 0
 	s.room.Broadcast()
 	s.mu.Unlock()
 	s.commitMu.Unlock()
+	if more {
+		s.signal()
+	}
 	return nil
 }
 
