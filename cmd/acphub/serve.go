@@ -144,11 +144,17 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 		d.log.Info("no clients for a while; exiting", "after", d.cfg.ExitWhenIdle.Duration)
 	case err = <-errc:
 	}
+	// The hub goes first: ending its sessions disconnects WebSocket clients
+	// and ends the streaming HTTP responses, which the server's Shutdown
+	// would otherwise wait for. Requests arriving meanwhile are refused
+	// with 503. The log closes last, after the sessions' final events.
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
 	if cerr := d.hub.Close(shutdownCtx); cerr != nil {
 		err = errors.Join(err, cerr)
+	}
+	if serr := srv.Shutdown(shutdownCtx); serr != nil {
+		err = errors.Join(err, fmt.Errorf("stop serving: %w", serr))
 	}
 	if cerr := d.store.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close session log: %w", cerr))

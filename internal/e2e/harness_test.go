@@ -2,26 +2,38 @@ package e2e_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/acphub/acphub/internal/testutil"
-
 	"github.com/coder/websocket"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/eventlog/eventlogtest"
+	"github.com/acphub/acphub/internal/eventlog/sqlite"
+	"github.com/acphub/acphub/internal/testutil"
+	"github.com/acphub/acphub/schema"
 )
 
 // bin is the acphub binary under test, built once by TestMain.
@@ -34,6 +46,15 @@ var repoRoot string
 var buildFlags []string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The tests spend their time waiting on hubs and agents, not on the
+	// CPU: unless -parallel says otherwise, run more of them at once than
+	// go test's default of GOMAXPROCS.
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(8, 4*runtime.GOMAXPROCS(0))))
+	}
 	dir, err := os.MkdirTemp("", "acphub-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -50,6 +71,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if testing.Verbose() {
+		fmt.Printf("e2e: %d events of %d hub data dirs valid against the event schema\n", eventsValidated.Load(), logsValidated.Load())
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -57,15 +81,19 @@ func TestMain(m *testing.M) {
 // testTimeout bounds every wait in these tests.
 const testTimeout = 20 * time.Second
 
-// hubProc is a running "acphub serve".
+// hubProc is a running "acphub serve". restart runs it again on the same
+// data dir; the fields then describe the new process.
 type hubProc struct {
 	t       *testing.T
+	args    []string
 	cmd     *exec.Cmd
 	addr    string
 	dataDir string
 	token   string
-	log     *testutil.SyncBuffer
+	log     *testutil.SyncBuffer // this process's log
 	exited  chan struct{}
+	// earlier holds the logs of the processes before a restart.
+	earlier []*testutil.SyncBuffer
 }
 
 // demoAgentCmd is the demo agent with a short pause between steps.
@@ -74,17 +102,46 @@ func demoAgentCmd(delay time.Duration) string {
 }
 
 // startHub starts a hub on a free loopback port with the demo agent (unless
-// args set another) and stops it when the test ends.
+// args set another) and stops it when the test ends. Once it stopped, every
+// event in its log must match the event schema and chain (checkEventLog).
 func startHub(t *testing.T, args ...string) *hubProc {
 	t.Helper()
 	statSources()
-	h := &hubProc{t: t, dataDir: t.TempDir(), log: &testutil.SyncBuffer{}, exited: make(chan struct{})}
+	h := &hubProc{t: t, dataDir: t.TempDir()}
 	full := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", h.dataDir, "--log-level", "debug", "--config", filepath.Join(h.dataDir, "none.toml")}
 	if !hasFlag(args, "--agent-cmd") && !hasFlag(args, "--agent") {
 		full = append(full, "--agent-cmd", demoAgentCmd(5*time.Millisecond))
 	}
-	full = append(full, args...)
-	h.start(full)
+	h.args = append(full, args...)
+	// An empty config file, so no user config leaks into the test.
+	if err := os.WriteFile(filepath.Join(h.dataDir, "none.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.stop()
+		defer func() {
+			logs := append(slices.Clone(h.earlier), h.log)
+			for _, l := range logs {
+				if l != nil && strings.Contains(l.String(), "DATA RACE") {
+					t.Error("the hub reported a data race")
+				}
+			}
+			if t.Failed() {
+				for i, l := range logs {
+					if l == nil {
+						continue
+					}
+					if len(logs) > 1 {
+						t.Logf("hub log (process %d of %d):\n%s", i+1, len(logs), l.String())
+					} else {
+						t.Logf("hub log:\n%s", l.String())
+					}
+				}
+			}
+		}()
+		checkEventLog(t, h.dataDir)
+	})
+	h.start()
 	return h
 }
 
@@ -118,22 +175,27 @@ func hasFlag(args []string, name string) bool {
 
 var servingRE = regexp.MustCompile(`acphub serving"? url=https?://(\S+)`)
 
-func (h *hubProc) start(args []string) {
+// start starts a hub process with h.args and waits until it serves.
+func (h *hubProc) start() {
 	t := h.t
-	// An empty config file, so no user config leaks into the test.
-	if err := os.WriteFile(filepath.Join(h.dataDir, "none.toml"), nil, 0o600); err != nil {
-		t.Fatal(err)
+	t.Helper()
+	if h.log != nil {
+		h.earlier = append(h.earlier, h.log)
 	}
-	h.cmd = exec.Command(bin, args...)
+	h.log = &testutil.SyncBuffer{}
+	exited := make(chan struct{})
+	h.exited = exited
+	h.cmd = exec.Command(bin, h.args...)
 	pr, pw := io.Pipe()
 	h.cmd.Stderr = io.MultiWriter(h.log, pw)
 	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	cmd := h.cmd
 	go func() {
-		_ = h.cmd.Wait()
+		_ = cmd.Wait()
 		pw.Close()
-		close(h.exited)
+		close(exited)
 	}()
 	found := make(chan string, 1)
 	go func() {
@@ -150,15 +212,6 @@ func (h *hubProc) start(args []string) {
 		}
 		io.Copy(io.Discard, pr)
 	}()
-	t.Cleanup(func() {
-		h.stop()
-		if strings.Contains(h.log.String(), "DATA RACE") {
-			t.Error("the hub reported a data race")
-		}
-		if t.Failed() {
-			t.Logf("hub log:\n%s", h.log.String())
-		}
-	})
 	select {
 	case addr, ok := <-found:
 		if !ok {
@@ -175,14 +228,47 @@ func (h *hubProc) start(args []string) {
 	h.token = strings.TrimSpace(string(tok))
 }
 
+// restart stops the hub with SIGTERM, unless it is not running any more
+// (see kill), and starts it again on the same data dir with the same flags.
+// It listens on a new port: clients must dial again.
+func (h *hubProc) restart() {
+	h.t.Helper()
+	h.stop()
+	h.start()
+}
+
+// kill kills the hub with SIGKILL and waits for it to go, then kills the
+// agents it had started if they outlive it (each runs in its own process
+// group, which the killed hub can no longer stop).
+func (h *hubProc) kill() {
+	h.t.Helper()
+	if err := h.cmd.Process.Kill(); err != nil {
+		h.t.Fatalf("kill the hub: %v", err)
+	}
+	<-h.exited
+	for _, m := range regexp.MustCompile(agentStartedRE).FindAllStringSubmatch(h.log.String(), -1) {
+		pid, _ := strconv.Atoi(m[1])
+		if pid > 0 && !processGone(pid, 2*time.Second) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+}
+
 // stop sends SIGTERM and waits for the hub to exit.
 func (h *hubProc) stop() {
-	if h.cmd.Process == nil {
+	if h.cmd == nil || h.cmd.Process == nil {
 		return
 	}
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		<-h.exited // it had exited already (see kill)
+		return
+	}
 	select {
 	case <-h.exited:
+		// A hub stopped with SIGTERM shuts down cleanly: exit status 0.
+		if st := h.cmd.ProcessState; !st.Success() {
+			h.t.Errorf("hub exited with %v after SIGTERM", st)
+		}
 	case <-time.After(testTimeout):
 		_ = h.cmd.Process.Kill()
 		<-h.exited
@@ -505,3 +591,456 @@ func isUpdate(kind string) func(msg) bool {
 
 // lastOf returns the last frame of ms.
 func lastOf(ms []msg) msg { return ms[len(ms)-1] }
+
+// The event log every test's hub leaves behind is checked once the hub
+// stopped: each event against the published schema, each session's log for
+// gap-free seqs and chained parentIds.
+
+// eventsValidated and logsValidated count what checkEventLog checked in
+// this test binary.
+var eventsValidated, logsValidated atomic.Int64
+
+// eventSchemas is schema/session-events.schema.json compiled once, with
+// format assertions on: "uuid" and "date-time" are checked, not just noted
+// as 2020-12 does by default.
+var eventSchemas = sync.OnceValues(compileEventSchema)
+
+// eventValidator validates events against the event schema.
+//
+// The schema is allOf [Envelope, oneOf [one definition per type]], and
+// every definition requires "type" with its own const. So an event of type
+// T is valid exactly when it is valid against allOf [Envelope, definition
+// of T]: every other branch of the oneOf fails on its const. byType holds
+// those schemas, which cost a quarter of the whole union (the suite validates
+// tens of thousands of events, under the race detector too). It is nil
+// when the schema does not have that shape any more; then every event is
+// validated against the whole schema, as it is when its type is unknown.
+type eventValidator struct {
+	full   *jsonschema.Schema
+	byType map[string]*jsonschema.Schema
+}
+
+func compileEventSchema() (*eventValidator, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.Events))
+	if err != nil {
+		return nil, fmt.Errorf("parse the event schema: %w", err)
+	}
+	root, _ := doc.(map[string]any)
+	id, _ := root["$id"].(string)
+	if id == "" {
+		return nil, errors.New("the event schema has no $id")
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource(id, doc); err != nil {
+		return nil, err
+	}
+	v := &eventValidator{}
+	if v.full, err = c.Compile(id); err != nil {
+		return nil, err
+	}
+	defs := typeDefinitions(root)
+	if defs == nil {
+		return v, nil
+	}
+	v.byType = map[string]*jsonschema.Schema{}
+	for typ, def := range defs {
+		loc := "mem:///e2e/" + typ + ".schema.json"
+		if err := c.AddResource(loc, map[string]any{
+			"$schema": root["$schema"],
+			"allOf":   []any{map[string]any{"$ref": id + "#/$defs/Envelope"}, map[string]any{"$ref": id + "#/$defs/" + def}},
+		}); err != nil {
+			return nil, err
+		}
+		if v.byType[typ], err = c.Compile(loc); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// typeDefinitions returns the name of the definition of each event type
+// when the schema root is exactly allOf [{$ref Envelope}, {oneOf [{$ref
+// D}…]}] (besides annotations), and each D requires "type" with a const of
+// its own; otherwise nil.
+func typeDefinitions(root map[string]any) map[string]string {
+	for k := range root {
+		switch {
+		case k == "allOf", k == "$defs", k == "$schema", k == "$id", k == "title", k == "description", strings.HasPrefix(k, "x-"):
+		default:
+			return nil
+		}
+	}
+	defs, _ := root["$defs"].(map[string]any)
+	ref := func(v any) string {
+		m, _ := v.(map[string]any)
+		r, _ := m["$ref"].(string)
+		if len(m) != 1 || !strings.HasPrefix(r, "#/$defs/") {
+			return ""
+		}
+		return strings.TrimPrefix(r, "#/$defs/")
+	}
+	all, _ := root["allOf"].([]any)
+	if len(all) != 2 || ref(all[0]) != "Envelope" {
+		return nil
+	}
+	union, _ := all[1].(map[string]any)
+	branches, _ := union["oneOf"].([]any)
+	if len(union) != 1 || len(branches) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, b := range branches {
+		name := ref(b)
+		def, _ := defs[name].(map[string]any)
+		props, _ := def["properties"].(map[string]any)
+		typeProp, _ := props["type"].(map[string]any)
+		typ, _ := typeProp["const"].(string)
+		required, _ := def["required"].([]any)
+		if name == "" || typ == "" || out[typ] != "" || !slices.Contains(required, any("type")) {
+			return nil
+		}
+		out[typ] = name
+	}
+	return out
+}
+
+// validateEvent checks one event, as JSON, against the whole event schema.
+func validateEvent(b []byte) error { return validateEventAs(b, true) }
+
+// validateEventAs checks one event against the event schema: the whole
+// union when full is set, otherwise the part for its type (see
+// eventValidator), which gives the same answer for less.
+func validateEventAs(b []byte, full bool) error {
+	v, err := eventSchemas()
+	if err != nil {
+		return err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if !full {
+		m, _ := inst.(map[string]any)
+		typ, _ := m["type"].(string)
+		if sch := v.byType[typ]; sch != nil {
+			return sch.Validate(inst)
+		}
+	}
+	return v.full.Validate(inst)
+}
+
+// checkEventLog validates the session log in dataDir, which no hub may be
+// using any more: every event of every session against the event schema,
+// and each session's log with eventlogtest.CheckChain. It fails t with the
+// offending event and returns how many events it validated.
+func checkEventLog(t *testing.T, dataDir string) int {
+	t.Helper()
+	path := filepath.Join(dataDir, sqlite.FileName)
+	if _, err := os.Stat(path); err != nil {
+		return 0 // the hub never opened its log
+	}
+	store, err := sqlite.Open(path, sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Errorf("open the session log: %v", err)
+		return 0
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			t.Errorf("close the session log: %v", err)
+		}
+	}()
+	ctx := context.Background()
+	sessions, err := store.Sessions(ctx)
+	if err != nil {
+		t.Errorf("list the logged sessions: %v", err)
+		return 0
+	}
+	n := 0
+	for _, s := range sessions {
+		events, err := store.Read(ctx, s.Session, 0, 0)
+		if err != nil {
+			t.Errorf("read the log of session %q: %v", s.Session, err)
+			continue
+		}
+		for _, e := range validateEvents(events) {
+			t.Errorf("session %q: %v", s.Session, e)
+		}
+		n += len(events)
+		if msg := chainError(t, events); msg != "" {
+			t.Errorf("session %q: the log is not a chain: %s", s.Session, msg)
+		}
+		if int64(len(events)) != s.LastSeq {
+			t.Errorf("session %q: Sessions says the last seq is %d, Read returned %d events", s.Session, s.LastSeq, len(events))
+		}
+	}
+	eventsValidated.Add(int64(n))
+	logsValidated.Add(1)
+	return n
+}
+
+// validateEvents validates events against the event schema, on every CPU,
+// and returns an error for each that does not match. The first event of
+// each type is checked against the whole union, the others against the
+// part for their type (see eventValidator).
+func validateEvents(events []eventlog.Event) []error {
+	full := make([]bool, len(events))
+	seen := map[string]bool{}
+	for i, ev := range events {
+		full[i] = !seen[ev.Type]
+		seen[ev.Type] = true
+	}
+	errs := make([]error, len(events))
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(events); i += workers {
+				b := events[i].Event.AppendJSON(nil)
+				if err := validateEventAs(b, full[i]); err != nil {
+					errs[i] = fmt.Errorf("event %d does not match the event schema: %w\nevent: %s", events[i].Seq, err, b)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var out []error
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// chainTB turns the t.Fatalf of eventlogtest.CheckChain into a panic that
+// chainError recovers, so that a broken chain is reported with its events
+// and the checks after it still run.
+type chainTB struct {
+	testing.TB
+	msg string
+}
+
+func (c *chainTB) Fatalf(format string, args ...any) {
+	c.msg = fmt.Sprintf(format, args...)
+	panic(c)
+}
+
+// chainError runs eventlogtest.CheckChain on events and returns its
+// complaint with the offending event and the one before it, or "".
+func chainError(t testing.TB, events []eventlog.Event) (msg string) {
+	tb := &chainTB{TB: t}
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if r != any(tb) {
+			panic(r)
+		}
+		msg = tb.msg
+		for i, e := range events {
+			if e.Seq != int64(i)+1 || (i == 0) != (e.ParentID == nil) || (i > 0 && *e.ParentID != events[i-1].ID) {
+				msg += fmt.Sprintf("\nevent: %s", e.Event.AppendJSON(nil))
+				if i > 0 {
+					msg += fmt.Sprintf("\nprevious: %s", events[i-1].Event.AppendJSON(nil))
+				}
+				break
+			}
+		}
+	}()
+	eventlogtest.CheckChain(tb, events)
+	return ""
+}
+
+// The HTTP API of a hub.
+
+// apiGet performs a GET of the hub's HTTP API with its token and the given
+// extra headers, and returns the response, which the caller closes.
+func (h *hubProc) apiGet(path string, header http.Header) *http.Response {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+h.addr+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp
+}
+
+// logLines reads GET /api/sessions/{key}/events?query, which must answer
+// 200 with JSON lines, and returns the lines.
+func (h *hubProc) logLines(key, query string) [][]byte {
+	h.t.Helper()
+	path := "/api/sessions/" + key + "/events"
+	if query != "" {
+		path += "?" + query
+	}
+	resp := h.apiGet(path, nil)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatalf("GET %s: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		h.t.Fatalf("GET %s: %s %s", path, resp.Status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		h.t.Errorf("GET %s: Content-Type %q, want application/x-ndjson", path, ct)
+	}
+	var lines [][]byte
+	for l := range bytes.Lines(body) {
+		if !bytes.HasSuffix(l, []byte("\n")) {
+			h.t.Fatalf("GET %s: last line not terminated: %q", path, l)
+		}
+		lines = append(lines, bytes.TrimSuffix(l, []byte("\n")))
+	}
+	return lines
+}
+
+// logEvent is the envelope of an event as a reader of the API decodes it,
+// with the JSON it came as.
+type logEvent struct {
+	raw       []byte
+	Seq       int64           `json:"seq"`
+	ID        string          `json:"id"`
+	ParentID  *string         `json:"parentId"`
+	Type      string          `json:"type"`
+	Data      json.RawMessage `json:"data"`
+	Ephemeral bool            `json:"ephemeral"`
+	Peer      string          `json:"peer"`
+}
+
+func decodeEvent(t *testing.T, b []byte) logEvent {
+	t.Helper()
+	var e logEvent
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("event is not JSON: %v: %s", err, b)
+	}
+	e.raw = b
+	return e
+}
+
+// readLog returns the whole log of session key through the HTTP API.
+func (h *hubProc) readLog(key string) []logEvent {
+	h.t.Helper()
+	var out []logEvent
+	for _, l := range h.logLines(key, "") {
+		out = append(out, decodeEvent(h.t, l))
+	}
+	return out
+}
+
+// sseEvent is one server-sent event and when it arrived.
+type sseEvent struct {
+	id    string // "" when the event had no id line
+	hasID bool
+	event string
+	data  []byte
+	at    time.Time
+}
+
+// sseStream is an open GET .../events with Accept: text/event-stream.
+type sseStream struct {
+	t      *testing.T
+	resp   *http.Response
+	events chan sseEvent
+	done   chan error // the reader's end, once events is closed
+}
+
+// openSSE subscribes to the events of session key as server-sent events,
+// with the query (e.g. "ephemeral=1") and Last-Event-ID when lastID is not
+// "". The stream is closed when the test ends.
+func (h *hubProc) openSSE(key, query, lastID string) *sseStream {
+	h.t.Helper()
+	header := http.Header{"Accept": {"text/event-stream"}}
+	if lastID != "" {
+		header.Set("Last-Event-ID", lastID)
+	}
+	path := "/api/sessions/" + key + "/events"
+	if query != "" {
+		path += "?" + query
+	}
+	resp := h.apiGet(path, header)
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		h.t.Fatalf("SSE %s: %s %s", path, resp.Status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		h.t.Errorf("SSE %s: Content-Type %q", path, ct)
+	}
+	s := &sseStream{t: h.t, resp: resp, events: make(chan sseEvent, 1<<14), done: make(chan error, 1)}
+	go s.read()
+	h.t.Cleanup(s.close)
+	return s
+}
+
+func (s *sseStream) read() {
+	defer close(s.events)
+	sc := bufio.NewScanner(s.resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var ev sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if ev.data != nil || ev.event != "" {
+				ev.at = time.Now()
+				s.events <- ev
+			}
+			ev = sseEvent{}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "id: "):
+			ev.id, ev.hasID = strings.TrimPrefix(line, "id: "), true
+		case strings.HasPrefix(line, "event: "):
+			ev.event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			if ev.data != nil {
+				ev.data = append(ev.data, '\n')
+			}
+			ev.data = append(ev.data, strings.TrimPrefix(line, "data: ")...)
+		default:
+			s.done <- fmt.Errorf("unexpected SSE line %q", line)
+			return
+		}
+	}
+	s.done <- sc.Err()
+}
+
+// next returns the next event; it fails the test when the stream ends.
+func (s *sseStream) next() sseEvent {
+	s.t.Helper()
+	select {
+	case ev, ok := <-s.events:
+		if !ok {
+			s.t.Fatalf("event stream ended: %v", <-s.done)
+		}
+		return ev
+	case <-time.After(testTimeout):
+		s.t.Fatalf("no event within %s", testTimeout)
+	}
+	return sseEvent{}
+}
+
+// until reads events until one satisfies pred, returning all read, the
+// match last.
+func (s *sseStream) until(pred func(sseEvent) bool) []sseEvent {
+	s.t.Helper()
+	var got []sseEvent
+	for {
+		ev := s.next()
+		got = append(got, ev)
+		if pred(ev) {
+			return got
+		}
+	}
+}
+
+func (s *sseStream) close() { s.resp.Body.Close() }

@@ -117,11 +117,7 @@ func (s *Session) removePeer(p *peer, cause error) {
 	p.gone = true
 	close(p.removed)
 	s.hub.clients.Add(-1)
-	if cause != nil {
-		p.out.Abort(cause)
-	} else {
-		p.out.Close(nil)
-	}
+	closeQueue(p.out, cause)
 	s.log.Info("client left", "peer", p.id, "reason", reason)
 }
 

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -34,6 +35,17 @@ type replayMark struct {
 	at          uint64
 	session     string
 	after, upto int64
+}
+
+// closeQueue ends a consumer's queue: what is queued is still delivered,
+// then cause — except for a consumer dropped for being slow, whose backlog
+// is the problem and is thrown away.
+func closeQueue(q *frameq.Queue, cause error) {
+	if errors.Is(cause, ErrSlowClient) {
+		q.Abort(cause)
+		return
+	}
+	q.Close(cause)
 }
 
 func newStream(limit int, store eventlog.Store, render func([][]byte, eventlog.Event) [][]byte, wake func()) *stream {

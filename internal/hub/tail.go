@@ -50,11 +50,7 @@ func (s *Session) removeTail(t *tail, cause error) {
 		return
 	}
 	t.gone = true
-	if cause != nil {
-		t.st.out.Abort(cause)
-	} else {
-		t.st.out.Close(nil)
-	}
+	closeQueue(t.st.out, cause)
 	for i, x := range s.tails {
 		if x == t {
 			s.tails = append(s.tails[:i], s.tails[i+1:]...)
@@ -137,10 +133,24 @@ func (t *Tail) Next(ctx context.Context) ([][]byte, error) { return t.t.st.next(
 func (t *Tail) Close() { _ = t.s.post(context.Background(), untailMsg{t.t}) }
 
 // ReadLog returns up to limit events of session key with seq > after, from
-// the log.
+// the log. Reading does not open the session.
 func (h *Hub) ReadLog(ctx context.Context, key string, after int64, limit int) ([]eventlog.Event, error) {
-	if _, err := h.existing(key); err != nil {
-		return nil, err
+	events, err := h.cfg.Store.Read(ctx, key, after, limit)
+	if err != nil || len(events) > 0 {
+		return events, err
 	}
-	return h.cfg.Store.Read(ctx, key, after, limit)
+	h.mu.Lock()
+	_, held := h.sessions[key]
+	h.mu.Unlock()
+	if held {
+		return nil, nil
+	}
+	_, ok, err := h.cfg.Store.Last(ctx, key, "")
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, ErrUnknownSession
+	}
+	return nil, nil
 }
