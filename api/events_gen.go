@@ -570,6 +570,7 @@ func (v *ClientToolCall) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil
 
 // HubError: Something went wrong that no client request was waiting for.
 type HubError struct {
+	// What went wrong: agent_bad_frame (a line from the agent that is not a valid JSON-RPC message, dropped), agent_frame_too_large (a line over the frame limit, dropped), agent_unknown_response (a response to no request the hub sent, dropped). New reasons may be added.
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }

@@ -13,6 +13,7 @@ import (
 var commands = map[string]func(t *turn, args string) error{
 	"/echo":       (*turn).echo,
 	"/say":        (*turn).say,
+	"/raw":        (*turn).raw,
 	"/chunks":     (*turn).chunks,
 	"/slow":       (*turn).slow,
 	"/permission": func(t *turn, _ string) error { return t.askPermission() },
@@ -50,6 +51,13 @@ func parseInts(fields []string) ([]int, bool) {
 
 func (t *turn) echo(text string) error {
 	t.chunk(text)
+	return nil
+}
+
+// raw writes TEXT to the client as one line, as it is: a way for tests to
+// send what no well-behaved agent would.
+func (t *turn) raw(text string) error {
+	t.a.writeLine([]byte(text + "\n"))
 	return nil
 }
 

@@ -42,6 +42,7 @@
 //
 //	/echo TEXT                    one chunk TEXT
 //	/say ID TEXT                  TEXT word by word, each chunk with messageId ID
+//	/raw LINE                     LINE written to the client as it is (for tests)
 //	/chunks N                     N chunks "chunk 1 ", "chunk 2 ", ... without pauses
 //	/slow N                       the same chunks with Options.Delay between them
 //	/permission                   only step 4 of the script

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -204,5 +205,43 @@ func TestSession_IdleTTLStopsAgentAndNextClientRestartsIt(t *testing.T) {
 	got := b.until(func(m msg) bool { return m.isResponseTo(id) })
 	if r := stopReason(t, got[len(got)-1]); r != "end_turn" {
 		t.Fatalf("after idle stop: %q", r)
+	}
+}
+
+// Frames the agent should not have sent are dropped, logged as hub.error
+// events, and the session goes on.
+func TestSession_AgentProtocolErrorsAreLogged(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--max-frame", "4096")
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	for _, prompt := range []string{
+		"/raw this is not JSON",
+		`/raw {"jsonrpc":"2.0","id":987654,"result":{}}`,
+		"/flood 1 5000",
+	} {
+		id := a.prompt(sid, prompt)
+		got := a.until(func(m msg) bool { return m.isResponseTo(id) })
+		if r := stopReason(t, got[len(got)-1]); r != "end_turn" {
+			t.Fatalf("%s: stopReason %q", prompt, r)
+		}
+		for _, m := range got[:len(got)-1] {
+			if m.update() == "agent_message_chunk" {
+				t.Errorf("%s: a client received %s", prompt, m.raw)
+			}
+		}
+	}
+	var reasons []string
+	for _, ev := range h.readLog("s") {
+		if ev.Type == "hub.error" {
+			var d struct{ Reason string }
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			reasons = append(reasons, d.Reason)
+		}
+	}
+	if got, want := strings.Join(reasons, ","), "agent_bad_frame,agent_unknown_response,agent_frame_too_large"; got != want {
+		t.Errorf("hub.error reasons %s, want %s", got, want)
 	}
 }

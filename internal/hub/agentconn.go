@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sort"
@@ -59,7 +60,7 @@ func (s *Session) readAgent(proc *agent.Process, gen int) {
 	for {
 		frame, err := proc.Read()
 		if errors.Is(err, jsonrpc.ErrFrameTooLarge) {
-			s.log.Warn("agent frame over the size limit dropped")
+			s.postAgent(agentDropped{gen: gen, reason: "agent_frame_too_large", message: "a line from the agent exceeded the frame limit and was dropped"})
 			continue
 		}
 		if err != nil {
@@ -243,11 +244,18 @@ func (s *Session) mapSessionID(m *jsonrpc.Message, from, to []byte) *jsonrpc.Mes
 	return &mapped
 }
 
+// agentFault reports a frame from the agent acphub had to drop: in the
+// hub's log and, as hub.error, in the session's.
+func (s *Session) agentFault(reason, message string) {
+	s.log.Warn("agent protocol error", "reason", reason, "err", message)
+	s.record("", &api.HubError{Reason: reason, Message: message})
+}
+
 // agentFrame handles one frame from the agent.
 func (s *Session) agentFrame(frame []byte) {
 	m, err := jsonrpc.Parse(frame)
 	if err != nil {
-		s.log.Warn("malformed frame from agent dropped", "err", err, "bytes", len(frame))
+		s.agentFault("agent_bad_frame", fmt.Sprintf("a line from the agent was dropped: %v", err))
 		return
 	}
 	switch m.Kind {
@@ -265,7 +273,7 @@ func (s *Session) agentResponse(m *jsonrpc.Message) {
 	id, err := parseHubID(m.ID)
 	c := s.pending[id]
 	if err != nil || c == nil {
-		s.log.Warn("agent answered an unknown id", "id", string(m.ID))
+		s.agentFault("agent_unknown_response", "the agent answered id "+string(m.ID)+", which the hub did not send; dropped")
 		return
 	}
 	delete(s.pending, id)

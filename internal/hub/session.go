@@ -133,6 +133,10 @@ type (
 		gen  int
 		exit agent.Exit
 	}
+	agentDropped struct {
+		gen             int
+		reason, message string
+	}
 	idleExpired       struct{ gen int }
 	permissionExpired struct{ key string }
 )
@@ -287,6 +291,10 @@ func (s *Session) handle(msg any) {
 	case agentExited:
 		if s.agent != nil && m.gen == s.agent.gen {
 			s.agentGone(m.exit)
+		}
+	case agentDropped:
+		if s.agent != nil && m.gen == s.agent.gen {
+			s.agentFault(m.reason, m.message)
 		}
 	case joinMsg:
 		c, err := s.addPeer(m.opts)
