@@ -4,17 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
-
-	"github.com/coder/websocket"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/transport/ws"
 )
 
 // Options configures a Server. The zero value of each field but Hub and
@@ -105,16 +103,11 @@ func (s *Server) acp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer client.Leave()
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		InsecureSkipVerify: true, // the origin was checked above
-	})
+	conn, err := ws.Accept(w, r)
 	if err != nil {
 		s.log.Debug("websocket accept", "err", err)
 		return
 	}
-	// Frames over MaxFrame are answered and skipped; the connection is
-	// closed only beyond four times the limit.
-	conn.SetReadLimit(int64(s.opts.MaxFrame)*4 + 1)
 	s.serveConn(r.Context(), conn, client)
 }
 
@@ -137,91 +130,85 @@ func joinErrorStatus(err error) (int, string) {
 }
 
 // serveConn pumps frames both ways until either side ends.
-func (s *Server) serveConn(ctx context.Context, conn *websocket.Conn, client *hub.Client) {
+func (s *Server) serveConn(ctx context.Context, conn *ws.Conn, client *hub.Client) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	log := s.log.With("session", client.Session(), "peer", client.Peer())
-	done := make(chan struct{})
+	readDone := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(readDone)
 		defer cancel()
 		s.readLoop(ctx, conn, client, log)
 	}()
-	// A client the hub removed may be a client that stopped reading, with
-	// the writer stuck on a full socket: give the write a moment to finish
-	// so the close frame can follow, then tear the connection down.
-	writeCtx, cancelWrites := context.WithCancel(ctx)
-	defer cancelWrites()
-	stop := context.AfterFunc(ctx, func() {})
-	defer stop()
+	// A client the hub removed may be one that stopped reading, with the
+	// writer stuck on a full socket: give the write a moment to finish so
+	// the close frame can follow, then tear the connection down.
+	written := make(chan struct{})
 	go func() {
 		select {
 		case <-client.Removed():
-			t := time.AfterFunc(closeGrace, cancelWrites)
-			<-writeCtx.Done()
-			t.Stop()
-		case <-writeCtx.Done():
+			t := time.NewTimer(closeGrace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				_ = conn.Abort()
+			case <-written:
+			}
+		case <-written:
 		}
 	}()
-	status, reason := s.writeLoop(writeCtx, conn, client)
+	status, reason := s.writeLoop(ctx, conn, client)
+	close(written)
 	cancel()
-	conn.Close(status, reason)
-	<-done
+	_ = conn.Close(status, reason)
+	<-readDone
 }
 
 // closeGrace is how long a removed client's pending write may take before
 // its connection is torn down without a close frame.
 const closeGrace = time.Second
 
-// writeLoop sends the client its frames and returns the close status.
-func (s *Server) writeLoop(ctx context.Context, conn *websocket.Conn, client *hub.Client) (websocket.StatusCode, string) {
+// writeLoop sends the client its frames, each batch with one flush, and
+// returns the close status.
+func (s *Server) writeLoop(ctx context.Context, conn *ws.Conn, client *hub.Client) (int, string) {
 	for {
 		frames, err := client.Next(ctx)
 		switch {
 		case errors.Is(err, hub.ErrSlowClient):
-			return websocket.StatusPolicyViolation, "client too slow: outbound queue overflowed"
+			return ws.StatusPolicyViolation, "client too slow: outbound queue overflowed"
 		case errors.Is(err, hub.ErrSessionGone):
-			return websocket.StatusGoingAway, "hub shutting down"
+			return ws.StatusGoingAway, "hub shutting down"
 		case errors.Is(err, frameq.ErrClosed):
-			return websocket.StatusNormalClosure, ""
+			return ws.StatusNormal, ""
 		case err != nil:
-			return websocket.StatusInternalError, "internal error"
+			return ws.StatusInternalError, "internal error"
 		}
-		for _, f := range frames {
-			if err := conn.Write(ctx, websocket.MessageText, f); err != nil {
-				return websocket.StatusNormalClosure, ""
-			}
+		if err := conn.WriteBatch(frames); err != nil {
+			return ws.StatusNormal, ""
 		}
 	}
 }
 
 // readLoop hands the client's frames to the session.
-func (s *Server) readLoop(ctx context.Context, conn *websocket.Conn, client *hub.Client, log *slog.Logger) {
+func (s *Server) readLoop(ctx context.Context, conn *ws.Conn, client *hub.Client, log *slog.Logger) {
 	for {
-		typ, r, err := conn.Reader(ctx)
-		if err != nil {
-			if websocket.CloseStatus(err) == -1 && ctx.Err() == nil {
-				log.Debug("websocket read", "err", err)
-			}
-			return
-		}
-		frame, err := io.ReadAll(io.LimitReader(r, int64(s.opts.MaxFrame)+1))
-		if err != nil {
-			return
-		}
-		if len(frame) > s.opts.MaxFrame {
-			if _, err := io.Copy(io.Discard, r); err != nil {
-				return
-			}
+		op, frame, err := conn.ReadMessage(s.opts.MaxFrame, 4*s.opts.MaxFrame)
+		switch {
+		case errors.Is(err, ws.ErrMessageTooLarge):
 			log.Warn("client frame over the size limit", "limit", s.opts.MaxFrame)
-			if err := s.reply(ctx, conn, FrameTooLarge(s.opts.MaxFrame)); err != nil {
+			if s.reply(conn, FrameTooLarge(s.opts.MaxFrame)) != nil {
 				return
 			}
 			continue
-		}
-		if typ != websocket.MessageText {
+		case err != nil:
+			var ce *ws.CloseError
+			if !errors.As(err, &ce) && ctx.Err() == nil {
+				log.Debug("websocket read", "err", err)
+			}
+			return
+		case op != ws.OpText:
 			e := jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonBinaryFrame, "Invalid request: send JSON-RPC as text frames", nil)
-			if err := s.reply(ctx, conn, e); err != nil {
+			if s.reply(conn, e) != nil {
 				return
 			}
 			continue
@@ -233,10 +220,8 @@ func (s *Server) readLoop(ctx context.Context, conn *websocket.Conn, client *hub
 }
 
 // reply answers a frame the transport refused itself; its id is unknown.
-func (s *Server) reply(ctx context.Context, conn *websocket.Conn, e *jsonrpc.Error) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return conn.Write(ctx, websocket.MessageText, jsonrpc.NewErrorResponse(nil, e))
+func (s *Server) reply(conn *ws.Conn, e *jsonrpc.Error) error {
+	return conn.WriteBatch([][]byte{jsonrpc.NewErrorResponse(nil, e)})
 }
 
 // FrameTooLarge is the error for a frame over the size limit.

@@ -1,0 +1,44 @@
+package ws
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+)
+
+// FuzzReadMessage feeds arbitrary bytes to the frame reader: it must never
+// panic, never return a message larger than its limit, and end when the
+// input does.
+func FuzzReadMessage(f *testing.F) {
+	for _, s := range [][]byte{
+		{0x81, 0x85, 1, 2, 3, 4, 'h' ^ 1, 'e' ^ 2, 'l' ^ 3, 'l' ^ 4, 'o' ^ 1},
+		{0x01, 0x81, 0, 0, 0, 0, 'a', 0x89, 0x80, 0, 0, 0, 0, 0x80, 0x81, 0, 0, 0, 0, 'b'},
+		{0x81, 0xFE, 0xFF, 0xFF, 0, 0, 0, 0},
+		{0x81, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0},
+		{0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE8},
+		{0x81, 0x02, 'h', 'i'},
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		server, client := net.Pipe()
+		defer client.Close()
+		go func() { _, _ = io.Copy(io.Discard, client) }()
+		c := newConn(server, bufio.NewReader(bytes.NewReader(data)))
+		c.closeWait = 0
+		defer c.Abort()
+		for range len(data) + 1 {
+			_, msg, err := c.ReadMessage(64, 256)
+			if len(msg) > 64 {
+				t.Fatalf("message of %d bytes over the limit of 64", len(msg))
+			}
+			if err != nil && !errors.Is(err, ErrMessageTooLarge) {
+				return
+			}
+		}
+		t.Fatal("reader did not end with its input")
+	})
+}

@@ -1,0 +1,403 @@
+// Package ws is the server side of the WebSocket protocol (RFC 6455) as
+// acphub's /acp endpoint needs it: text and binary messages, fragmentation,
+// ping, pong and the close handshake, no extensions.
+//
+// It exists for one property: WriteBatch writes any number of messages with
+// one flush, so a client that is sent a burst of frames costs one system
+// call per burst rather than one per frame. Under a fan-out of thousands
+// of frames per second to each of many clients, that is the difference
+// between a hub that keeps up and one that does not.
+//
+// A Conn may be read by one goroutine and written by others; writes are
+// serialised.
+package ws
+
+import (
+	"bufio"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Opcodes of message frames.
+const (
+	OpText   = 0x1
+	OpBinary = 0x2
+
+	opContinuation = 0x0
+	opClose        = 0x8
+	opPing         = 0x9
+	opPong         = 0xA
+)
+
+// Close codes acphub uses.
+const (
+	StatusNormal          = 1000
+	StatusGoingAway       = 1001
+	StatusProtocolError   = 1002
+	StatusPolicyViolation = 1008
+	StatusMessageTooBig   = 1009
+	StatusInternalError   = 1011
+	statusNoStatus        = 1005
+)
+
+// Errors of ReadMessage for messages over its limits.
+var (
+	// ErrMessageTooLarge: the message was read and discarded; the
+	// connection is usable.
+	ErrMessageTooLarge = errors.New("ws: message exceeds the size limit")
+	// ErrMessageTooBig: the message was over the hard limit; the
+	// connection was closed with status 1009.
+	ErrMessageTooBig = errors.New("ws: message over the hard size limit; connection closed")
+)
+
+// CloseError is returned by ReadMessage when the peer closed the
+// connection with a close frame.
+type CloseError struct {
+	Code   int
+	Reason string
+}
+
+func (e *CloseError) Error() string {
+	return fmt.Sprintf("ws: closed by peer: %d %s", e.Code, e.Reason)
+}
+
+const acceptGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+// closeTimeout bounds the close handshake.
+const closeTimeout = time.Second
+
+// Conn is an accepted WebSocket connection.
+type Conn struct {
+	nc net.Conn
+	br *bufio.Reader
+
+	wmu    sync.Mutex // guards bw, hdr and closed
+	bw     *bufio.Writer
+	hdr    [14]byte
+	closed bool // a close frame was sent
+
+	peerClosed chan struct{} // closed when the peer's close frame arrived
+	closeWait  time.Duration // how long Close waits for the peer's close frame
+	closeOnce  sync.Once
+}
+
+// Accept upgrades an HTTP request to a WebSocket connection. On failure it
+// has written an HTTP error response.
+func Accept(w http.ResponseWriter, r *http.Request) (*Conn, error) {
+	fail := func(status int, msg string) (*Conn, error) {
+		http.Error(w, msg, status)
+		return nil, errors.New("ws: " + msg)
+	}
+	if r.Method != http.MethodGet {
+		return fail(http.StatusMethodNotAllowed, "WebSocket upgrade needs GET")
+	}
+	if !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket") {
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "websocket")
+		return fail(http.StatusUpgradeRequired, "this endpoint speaks WebSocket")
+	}
+	if r.Header.Get("Sec-WebSocket-Version") != "13" {
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		return fail(http.StatusBadRequest, "unsupported WebSocket version")
+	}
+	key := r.Header.Get("Sec-WebSocket-Key")
+	if raw, err := base64.StdEncoding.DecodeString(key); err != nil || len(raw) != 16 {
+		return fail(http.StatusBadRequest, "bad Sec-WebSocket-Key")
+	}
+	nc, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return fail(http.StatusInternalServerError, "cannot take over the connection")
+	}
+	sum := sha1.Sum([]byte(key + acceptGUID))
+	resp := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
+		base64.StdEncoding.EncodeToString(sum[:]) + "\r\n\r\n"
+	if _, err := nc.Write([]byte(resp)); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return newConn(nc, rw.Reader), nil
+}
+
+func newConn(nc net.Conn, br *bufio.Reader) *Conn {
+	return &Conn{
+		nc:         nc,
+		br:         br,
+		bw:         bufio.NewWriterSize(nc, 64<<10),
+		peerClosed: make(chan struct{}),
+		closeWait:  closeTimeout,
+	}
+}
+
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// WriteBatch sends each of msgs as one text message, and flushes once.
+func (c *Conn) WriteBatch(msgs [][]byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed {
+		return net.ErrClosed
+	}
+	for _, m := range msgs {
+		if err := c.writeFrameLocked(OpText, m); err != nil {
+			return err
+		}
+	}
+	return c.bw.Flush()
+}
+
+// SetWriteDeadline bounds the writes in progress and to come.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.nc.SetWriteDeadline(t) }
+
+func (c *Conn) writeFrameLocked(op byte, payload []byte) error {
+	h := c.hdr[:2]
+	h[0] = 0x80 | op // FIN
+	switch n := len(payload); {
+	case n <= 125:
+		h[1] = byte(n)
+	case n <= 0xffff:
+		h[1] = 126
+		h = binary.BigEndian.AppendUint16(h, uint16(n))
+	default:
+		h[1] = 127
+		h = binary.BigEndian.AppendUint64(h, uint64(n))
+	}
+	if _, err := c.bw.Write(h); err != nil {
+		return err
+	}
+	_, err := c.bw.Write(payload)
+	return err
+}
+
+// writeControl sends a control frame now.
+func (c *Conn) writeControl(op byte, payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed {
+		return net.ErrClosed
+	}
+	if op == opClose {
+		c.closed = true
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
+	defer c.nc.SetWriteDeadline(time.Time{})
+	if err := c.writeFrameLocked(op, payload); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
+
+// Close starts the close handshake with code and reason, waits briefly for
+// the peer's answer, and closes the connection.
+func (c *Conn) Close(code int, reason string) error {
+	if len(reason) > 123 {
+		reason = reason[:123]
+	}
+	payload := binary.BigEndian.AppendUint16(nil, uint16(code))
+	payload = append(payload, reason...)
+	err := c.writeControl(opClose, payload)
+	if err == nil {
+		select {
+		case <-c.peerClosed:
+		case <-time.After(c.closeWait):
+		}
+	}
+	return errors.Join(err, c.closeConn())
+}
+
+// Abort closes the connection without a handshake: for a peer that does
+// not read, whose socket would not take a close frame anyway.
+func (c *Conn) Abort() error { return c.closeConn() }
+
+func (c *Conn) closeConn() error {
+	var err error
+	c.closeOnce.Do(func() { err = c.nc.Close() })
+	return err
+}
+
+// header is one frame header as read.
+type header struct {
+	fin    bool
+	op     byte
+	length uint64
+	mask   [4]byte
+}
+
+// errProtocol reports a frame that breaks RFC 6455.
+type errProtocol string
+
+func (e errProtocol) Error() string { return "ws: protocol error: " + string(e) }
+
+func (c *Conn) readHeader() (header, error) {
+	var h header
+	var b [8]byte
+	if _, err := io.ReadFull(c.br, b[:2]); err != nil {
+		return h, err
+	}
+	h.fin = b[0]&0x80 != 0
+	if b[0]&0x70 != 0 {
+		return h, errProtocol("reserved bits set (no extension was negotiated)")
+	}
+	h.op = b[0] & 0x0f
+	if b[1]&0x80 == 0 {
+		return h, errProtocol("client frames must be masked")
+	}
+	switch n := b[1] & 0x7f; n {
+	case 126:
+		if _, err := io.ReadFull(c.br, b[:2]); err != nil {
+			return h, err
+		}
+		h.length = uint64(binary.BigEndian.Uint16(b[:2]))
+	case 127:
+		if _, err := io.ReadFull(c.br, b[:8]); err != nil {
+			return h, err
+		}
+		h.length = binary.BigEndian.Uint64(b[:8])
+		if h.length>>63 != 0 {
+			return h, errProtocol("payload length out of range")
+		}
+	default:
+		h.length = uint64(n)
+	}
+	if h.op >= opClose && (!h.fin || h.length > 125) {
+		return h, errProtocol("bad control frame")
+	}
+	if _, err := io.ReadFull(c.br, h.mask[:]); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// readPayload appends h's payload, unmasked, to dst; beyond max bytes of
+// dst it reads and discards and reports false.
+func (c *Conn) readPayload(dst []byte, h header, max int) ([]byte, bool, error) {
+	if uint64(len(dst))+h.length > uint64(max) {
+		_, err := io.CopyN(io.Discard, c.br, int64(h.length))
+		return dst, false, err
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, h.length)...)
+	if _, err := io.ReadFull(c.br, dst[start:]); err != nil {
+		return dst, false, err
+	}
+	for i := range dst[start:] {
+		dst[start+i] ^= h.mask[i&3]
+	}
+	return dst, true, nil
+}
+
+// ReadMessage returns the next text or binary message. A message longer
+// than max is read to its end, discarded and reported as
+// ErrMessageTooLarge; one longer than hardMax ends the connection with
+// close code 1009. Pings are answered; a close frame is answered and
+// returned as *CloseError. Only one goroutine may call ReadMessage.
+func (c *Conn) ReadMessage(max, hardMax int) (op byte, msg []byte, err error) {
+	var (
+		total   uint64
+		started bool
+		fits    = true
+	)
+	for {
+		h, err := c.readHeader()
+		if err != nil {
+			return 0, nil, c.failRead(err)
+		}
+		switch h.op {
+		case opPing, opPong, opClose:
+			payload, _, err := c.readPayload(nil, h, 125)
+			if err != nil {
+				return 0, nil, err
+			}
+			if cerr := c.control(h.op, payload); cerr != nil {
+				return 0, nil, cerr
+			}
+			continue
+		case OpText, OpBinary:
+			if started {
+				return 0, nil, c.failRead(errProtocol("new message inside a fragmented one"))
+			}
+			started, op = true, h.op
+		case opContinuation:
+			if !started {
+				return 0, nil, c.failRead(errProtocol("continuation without a message"))
+			}
+		default:
+			return 0, nil, c.failRead(errProtocol(fmt.Sprintf("unknown opcode %#x", h.op)))
+		}
+		total += h.length
+		if total > uint64(hardMax) {
+			_ = c.Close(StatusMessageTooBig, "message too big")
+			return 0, nil, ErrMessageTooBig
+		}
+		var ok bool
+		if msg, ok, err = c.readPayload(msg, h, max); err != nil {
+			return 0, nil, err
+		}
+		fits = fits && ok
+		if !h.fin {
+			continue
+		}
+		if !fits {
+			return op, nil, ErrMessageTooLarge
+		}
+		// Text is not checked for UTF-8 here: acphub's JSON parser refuses
+		// invalid text with a JSON-RPC error and the connection goes on.
+		return op, msg, nil
+	}
+}
+
+// control handles a control frame; it returns *CloseError for a close.
+func (c *Conn) control(op byte, payload []byte) error {
+	switch op {
+	case opPing:
+		return c.writeControl(opPong, payload)
+	case opClose:
+		code, reason := statusNoStatus, ""
+		if len(payload) >= 2 {
+			code, reason = int(binary.BigEndian.Uint16(payload)), string(payload[2:])
+		}
+		select {
+		case <-c.peerClosed:
+		default:
+			close(c.peerClosed)
+		}
+		echo := payload
+		if len(echo) >= 2 {
+			echo = echo[:2]
+		}
+		if err := c.writeControl(opClose, echo); err != nil && !errors.Is(err, net.ErrClosed) {
+			_ = c.nc.Close()
+		}
+		return &CloseError{Code: code, Reason: reason}
+	}
+	return nil
+}
+
+// failRead ends the connection after a protocol error.
+func (c *Conn) failRead(err error) error {
+	var pe errProtocol
+	if errors.As(err, &pe) {
+		_ = c.Close(StatusProtocolError, string(pe))
+	}
+	return err
+}

@@ -1,0 +1,251 @@
+package ws_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/acphub/acphub/internal/transport/ws"
+)
+
+// server runs handle for each accepted connection and returns its ws URL.
+func server(t *testing.T, handle func(*ws.Conn)) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := ws.Accept(w, r)
+		if err != nil {
+			return
+		}
+		handle(c)
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(1 << 20)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+// echo answers every message with "echo:" + it, as one batch of two.
+func echo(c *ws.Conn) {
+	for {
+		_, msg, err := c.ReadMessage(1024, 4096)
+		switch {
+		case errors.Is(err, ws.ErrMessageTooLarge):
+			_ = c.WriteBatch([][]byte{[]byte("too large")})
+			continue
+		case err != nil:
+			var ce *ws.CloseError
+			if errors.As(err, &ce) {
+				_ = c.WriteBatch([][]byte{[]byte("unreachable")})
+			}
+			_ = c.Close(ws.StatusNormal, "")
+			return
+		}
+		if string(msg) == "close me" {
+			_ = c.Close(ws.StatusPolicyViolation, "asked to")
+			return
+		}
+		_ = c.WriteBatch([][]byte{append([]byte("echo:"), msg...), []byte("second")})
+	}
+}
+
+func read(t *testing.T, c *websocket.Conn) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, b, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return string(b)
+}
+
+func TestConn_Interop(t *testing.T) {
+	t.Parallel()
+	url := server(t, echo)
+	c := dial(t, url)
+	ctx := context.Background()
+	for _, msg := range []string{"hello", "", strings.Repeat("x", 200), strings.Repeat("y", 1000)} {
+		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(t, c); got != "echo:"+msg {
+			t.Fatalf("got %q, want echo of %d bytes", got, len(msg))
+		}
+		if got := read(t, c); got != "second" {
+			t.Fatalf("second message %q", got)
+		}
+	}
+	// A fragmented message, with a ping between its fragments.
+	w, err := c.Writer(ctx, websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"frag", "men", "ted"} {
+		if _, err := w.Write([]byte(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, c); got != "echo:fragmented" {
+		t.Fatalf("fragmented: got %q", got)
+	}
+	read(t, c)
+	// Ping is answered (coder/websocket's Ping waits for the pong while a
+	// reader runs).
+	readErr := make(chan error, 1)
+	go func() { _, _, err := c.Read(ctx); readErr <- err }()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Ping(pctx); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	// Over the limit: discarded and answered; the connection goes on.
+	if err := c.Write(ctx, websocket.MessageText, []byte(strings.Repeat("z", 2000))); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-readErr; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, websocket.MessageText, []byte("close me")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.Read(ctx)
+	if got := websocket.CloseStatus(err); got != websocket.StatusPolicyViolation {
+		t.Fatalf("close status %v (%v), want 1008", got, err)
+	}
+}
+
+func TestConn_OverHardLimitCloses1009(t *testing.T) {
+	t.Parallel()
+	c := dial(t, server(t, echo))
+	if err := c.Write(context.Background(), websocket.MessageText, []byte(strings.Repeat("z", 5000))); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := c.Read(context.Background())
+	if got := websocket.CloseStatus(err); got != websocket.StatusMessageTooBig {
+		t.Fatalf("close status %v (%v), want 1009", got, err)
+	}
+}
+
+func TestConn_ClientClose(t *testing.T) {
+	t.Parallel()
+	got := make(chan error, 1)
+	url := server(t, func(c *ws.Conn) {
+		_, _, err := c.ReadMessage(1024, 4096)
+		got <- err
+		_ = c.Close(ws.StatusNormal, "")
+	})
+	c := dial(t, url)
+	if err := c.Close(websocket.StatusGoingAway, "bye"); err != nil {
+		t.Fatalf("client close: %v", err)
+	}
+	var ce *ws.CloseError
+	if err := <-got; !errors.As(err, &ce) || ce.Code != 1001 || ce.Reason != "bye" {
+		t.Fatalf("server read %v, want close 1001 bye", err)
+	}
+}
+
+// raw speaks the wire protocol by hand, for frames a library refuses to
+// send.
+func raw(t *testing.T, url string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", strings.TrimPrefix(url, "ws://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	fmt.Fprintf(nc, "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	if got := resp.Header.Get("Sec-WebSocket-Accept"); got != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
+		t.Fatalf("Sec-WebSocket-Accept %q", got)
+	}
+	return nc, br
+}
+
+// closeCode reads frames until a close frame and returns its code.
+func closeCode(t *testing.T, nc net.Conn, br *bufio.Reader) int {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		var h [2]byte
+		if _, err := br.Read(h[:1]); err != nil {
+			t.Fatalf("no close frame: %v", err)
+		}
+		if _, err := br.Read(h[1:]); err != nil {
+			t.Fatal(err)
+		}
+		payload := make([]byte, h[1]&0x7f)
+		if _, err := io.ReadFull(br, payload); err != nil {
+			t.Fatal(err)
+		}
+		if h[0]&0x0f == 0x8 {
+			return int(binary.BigEndian.Uint16(payload))
+		}
+	}
+}
+
+func TestConn_ProtocolErrorsClose1002(t *testing.T) {
+	t.Parallel()
+	tests := map[string][]byte{
+		"unmasked":             {0x81, 0x02, 'h', 'i'},
+		"reserved bits":        {0xC1, 0x80, 0, 0, 0, 0},
+		"unknown opcode":       {0x83, 0x80, 0, 0, 0, 0},
+		"orphan continuation":  {0x80, 0x80, 0, 0, 0, 0},
+		"fragmented ping":      {0x09, 0x80, 0, 0, 0, 0},
+		"new message mid-frag": {0x01, 0x80, 0, 0, 0, 0, 0x81, 0x80, 0, 0, 0, 0},
+	}
+	for name, frame := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			url := server(t, echo)
+			nc, br := raw(t, url)
+			if _, err := nc.Write(frame); err != nil {
+				t.Fatal(err)
+			}
+			if got := closeCode(t, nc, br); got != ws.StatusProtocolError {
+				t.Errorf("close code %d, want 1002", got)
+			}
+		})
+	}
+}
+
+func TestAccept_RefusesNonWebSocket(t *testing.T) {
+	t.Parallel()
+	url := server(t, echo)
+	resp, err := http.Get("http" + strings.TrimPrefix(url, "ws"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUpgradeRequired {
+		t.Errorf("plain GET: %d, want 426", resp.StatusCode)
+	}
+}
