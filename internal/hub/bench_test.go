@@ -577,3 +577,177 @@ func benchLogBytes(b *testing.B, exe string, k int) {
 	b.ReportMetric(float64(withoutEv)/n, "uncoalesced-event-B/msg")
 	b.ReportMetric(float64(withoutEv)/float64(withEvent), "uncoalesced/coalesced")
 }
+
+// BenchmarkFanOut measures what the session actor delivers to K clients
+// while the agent floods N chunks of S bytes (the demo agent's /flood):
+// frames per second per client, from the prompt to the last chunk the
+// slowest client read through Client.Next. The baseline measured in the
+// same run is the same agent read directly over its pipe, with no hub.
+func BenchmarkFanOut(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 20000
+	for _, size := range []int{100, 4096} {
+		b.Run(fmt.Sprintf("pipe/size=%d", size), func(b *testing.B) { benchPipe(b, exe, n, size) })
+		for _, k := range []int{1, 10, 100} {
+			b.Run(fmt.Sprintf("hub/size=%d/clients=%d", size, k), func(b *testing.B) { benchFanOut(b, exe, n, size, k) })
+		}
+	}
+}
+
+func demoSpec(exe string) agent.Spec {
+	return agent.Spec{Command: exe, Args: []string{"-test.run=^$", "-test.bench=^$"}, Env: []string{demoAgentEnv + "=1"}}
+}
+
+// benchPipe floods over the agent's own stdio: the floor.
+func benchPipe(b *testing.B, exe string, n, size int) {
+	proc, err := agent.Start(demoSpec(exe), agent.Options{Logger: quietLogger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer proc.Stop()
+	read := func(id string) {
+		for {
+			f, err := proc.Read()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(f, []byte(`"id":`+id+`,`)) && !bytes.Contains(f, []byte(`"method"`)) {
+				return
+			}
+		}
+	}
+	send := func(id int, method, params string) {
+		if err := proc.Send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)); err != nil {
+			b.Fatal(err)
+		}
+		read(fmt.Sprint(id))
+	}
+	send(1, "initialize", `{"protocolVersion":1}`)
+	if err := proc.Send([]byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)); err != nil {
+		b.Fatal(err)
+	}
+	var sid string
+	for sid == "" {
+		f, err := proc.Read()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r struct {
+			Result struct {
+				SessionID string `json:"sessionId"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(f, &r) == nil {
+			sid = r.Result.SessionID
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		id := 10 + i
+		if err := proc.Send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/flood %d %d"}]}}`, id, sid, n, size)); err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for {
+			f, err := proc.Read()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(f, []byte(`"session/update"`)) {
+				got++
+				continue
+			}
+			if bytes.Contains(f, []byte(fmt.Sprintf(`"id":%d,`, id))) {
+				break
+			}
+		}
+		if got != n {
+			b.Fatalf("read %d chunks, want %d", got, n)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "frames/s/client")
+}
+
+// benchFanOut floods through a hub session with k clients.
+func benchFanOut(b *testing.B, exe string, n, size, k int) {
+	h := hub.New(hub.Config{
+		Agents:       map[string]agent.Spec{"demo": demoSpec(exe)},
+		DefaultAgent: "demo",
+		Store:        &mem.Store{},
+		Logger:       quietLogger,
+		ClientQueue:  64 << 20,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*benchTimeout)
+	defer cancel()
+	defer h.Close(ctx)
+	clients := make([]*hub.Client, k)
+	var sid string
+	for i := range clients {
+		c, err := h.Join(ctx, "fan", hub.JoinOptions{Replay: hub.ReplaySkip})
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients[i] = c
+		for j, m := range []string{jsonrpc.MethodInitialize, jsonrpc.MethodSessionNew} {
+			if err := c.Send(ctx, request(j+1, m, json.RawMessage(`{"protocolVersion":1,"cwd":"/tmp","mcpServers":[]}`))); err != nil {
+				b.Fatal(err)
+			}
+			for answered := false; !answered; {
+				raws, err := c.Next(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, raw := range raws {
+					f := parseFrame(b, raw)
+					if string(f.ID) == fmt.Sprint(j+1) && f.Method == "" {
+						answered = true
+						var r struct {
+							SessionID string `json:"sessionId"`
+						}
+						if json.Unmarshal(f.Result, &r) == nil && r.SessionID != "" {
+							sid = r.SessionID
+						}
+					}
+				}
+			}
+		}
+	}
+	update := []byte(`"agent_message_chunk"`)
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		done := make(chan int, k)
+		for _, c := range clients {
+			go func() {
+				got := 0
+				for got < n {
+					raws, err := c.Next(ctx)
+					if err != nil {
+						done <- got
+						return
+					}
+					for _, raw := range raws {
+						if bytes.Contains(raw, update) {
+							got++
+						}
+					}
+				}
+				done <- got
+			}()
+		}
+		prompt := fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":"/flood %d %d"}]}`, sid, n, size)
+		if err := clients[0].Send(ctx, request(100+i, jsonrpc.MethodSessionPrompt, json.RawMessage(prompt))); err != nil {
+			b.Fatal(err)
+		}
+		for range k {
+			if got := <-done; got != n {
+				b.Fatalf("a client read %d chunks, want %d", got, n)
+			}
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "frames/s/client")
+}
