@@ -553,6 +553,11 @@ func TestRun_Commands(t *testing.T) {
 		{"/stderr to the log", "ok", 1, "to the log\n"},
 		{"/nope", "unknown command", 1, ""},
 		{"/request", "usage: /request METHOD [JSONPARAMS]", 1, ""},
+		{"/flood 1", "usage: /flood N SIZE [RATE]", 1, ""},
+		{"/flood 1 2 3 4", "usage: /flood N SIZE [RATE]", 1, ""},
+		{"/flood-text 1 30", "usage: /flood-text N SIZE [RATE] (SIZE at least 31)", 1, ""},
+		{"/permtime", "usage: /permtime N", 1, ""},
+		{"/permtime 0", "permtime", 1, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.prompt, func(t *testing.T) {
@@ -750,35 +755,6 @@ func checkJSON(t *testing.T, got json.RawMessage, want string) {
 	}
 	if !reflect.DeepEqual(g, w) {
 		t.Errorf("params = %s, want %s", got, want)
-	}
-}
-
-func TestRun_Flood(t *testing.T) {
-	t.Parallel()
-	c := start(t, demoagent.Options{Delay: -1})
-	sid := c.handshake(`{}`)
-	before := time.Now().UnixNano()
-	frames, stop := c.turn(sid, "/flood 3 10")
-	if stop != "end_turn" || len(frames) != 3 {
-		t.Fatalf("got %d frames and %q, want 3 and end_turn", len(frames), stop)
-	}
-	for _, f := range frames {
-		var p struct {
-			SessionID string `json:"sessionId"`
-			Update    update `json:"update"`
-			Meta      struct {
-				Sent int64 `json:"acphub.dev/sent"`
-			} `json:"_meta"`
-		}
-		if err := json.Unmarshal(f.Params, &p); err != nil {
-			t.Fatalf("decode %s: %v", f.raw, err)
-		}
-		if p.SessionID != sid || p.Update.SessionUpdate != "agent_message_chunk" || p.Update.text(t) != "xxxxxxxxxx" {
-			t.Errorf("frame = %s", f.raw)
-		}
-		if p.Meta.Sent < before || p.Meta.Sent > time.Now().UnixNano() {
-			t.Errorf("sent time %d is not between %d and now", p.Meta.Sent, before)
-		}
 	}
 }
 

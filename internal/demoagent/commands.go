@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // commands maps a prompt's first word to its command; args is the rest of the
@@ -25,6 +24,8 @@ var commands = map[string]func(t *turn, args string) error{
 	"/terminal":   (*turn).terminal,
 	"/request":    (*turn).request,
 	"/flood":      (*turn).flood,
+	"/flood-text": (*turn).floodText,
+	"/permtime":   (*turn).permTime,
 }
 
 // parseCounts parses want non-negative integers from args.
@@ -272,30 +273,4 @@ func (t *turn) request(args string) error {
 	}
 	res, err := t.a.call(method, p)
 	return t.report(method, res, err)
-}
-
-// flood sends N chunks of SIZE bytes as fast as it can. Each line is built once;
-// per message only the send time in params._meta["acphub.dev/sent"] (Unix
-// nanoseconds) changes.
-func (t *turn) flood(args string) error {
-	n, ok := parseCounts(args, 2)
-	if !ok {
-		t.chunk("usage: /flood N SIZE")
-		return nil
-	}
-	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":` + quoteJSON(t.sessionID) +
-		`,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` +
-		strings.Repeat("x", n[1]) + `"}},"_meta":{"acphub.dev/sent":`
-	const tail = "}}}\n"
-	line := make([]byte, 0, len(head)+20+len(tail))
-	line = append(line, head...)
-	for range n[0] {
-		if err := t.ctx.Err(); err != nil {
-			return err
-		}
-		line = strconv.AppendInt(line[:len(head)], time.Now().UnixNano(), 10)
-		line = append(line, tail...)
-		t.a.writeLine(line)
-	}
-	return nil
 }

@@ -53,7 +53,9 @@
 //	/fs-write PATH CONTENT...     fs/write_text_file; a chunk with the result
 //	/terminal CMD ARGS...         terminal/create, wait_for_exit, output and release
 //	/request METHOD [JSON]        any request with the given params; a chunk with the result
-//	/flood N SIZE                 N chunks of SIZE bytes, as fast as possible
+//	/flood N SIZE [RATE]          N chunks of SIZE bytes, as fast as possible or RATE per second
+//	/flood-text N SIZE [RATE]     the same as plain text chunks, stamped in the text
+//	/permtime N                   N permission requests in turn; a chunk with their round trips
 //
 // Any other command answers the chunk "unknown command". Commands end with
 // stopReason end_turn, or cancelled when cancelled.
@@ -62,8 +64,21 @@
 // "METHOD: error CODE: MESSAGE (data: DATA)" and stop there. /fs-read, /fs-write
 // and /terminal send their requests even when the client did not advertise the
 // capability, so that tests see a hub block them, and say in a chunk whether it
-// was advertised. /flood puts the send time, in Unix nanoseconds, in each
-// message's params._meta["acphub.dev/sent"] for benchmarks.
+// was advertised.
+//
+// The last three commands serve load tests. /flood numbers its chunks from 1 in
+// params._meta["acphub.dev/seq"] and puts each one's send time, in Unix
+// nanoseconds, in params._meta["acphub.dev/sent"]; the text is SIZE bytes of
+// "x". Because of the _meta a hub logs each chunk as it came. /flood-text sends
+// chunks with nothing but text, which a hub coalesces as it does a real
+// agent's: each text starts with the stamp "NNNNNNNNNN TTTTTTTTTTTTTTTTTTT "
+// (the number in 10 digits, the send time in 19; see ParseTextStamp) and is
+// padded with "x" to SIZE bytes. With RATE, chunk i is due (i-1)/RATE seconds
+// after the first. /permtime asks its permission requests one at a time (tool
+// calls "perm-1", "perm-2", ...) and reports the time from before each request
+// was written to when the agent had read its answer, in nanoseconds: "permtime
+// D1 D2 ...". Any option counts as an answer; the cancelled outcome ends the
+// turn as cancelled.
 //
 // # Caveats
 //

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// transport carries JSON-RPC messages, one at a time each way.
+type transport interface {
+	// write sends one message.
+	write(frame []byte) error
+	// read returns the next message; it stays valid until the next read.
+	read() ([]byte, error)
+	close()
+}
+
+// ---------------------------------------------------------------------------
+// The floor: the demo agent on a pipe, NDJSON.
+
+type pipeTransport struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	r     *bufio.Reader
+	big   []byte
+	wbuf  []byte
+	wmu   sync.Mutex
+	ended chan struct{}
+}
+
+// startAgent runs the demo agent as the floor's peer.
+func startAgent(bin string) (*pipeTransport, error) {
+	cmd := exec.Command(bin, "demo-agent", "--delay", agentDelay)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &pipeTransport{cmd: cmd, in: in, r: bufio.NewReaderSize(out, 1<<20), ended: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.ended)
+	}()
+	return p, nil
+}
+
+func (p *pipeTransport) write(frame []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
+	_, err := p.in.Write(p.wbuf)
+	return err
+}
+
+func (p *pipeTransport) read() ([]byte, error) {
+	line, err := p.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		p.big = append(p.big[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = p.r.ReadSlice('\n')
+			p.big = append(p.big, line...)
+		}
+		line = p.big
+	}
+	if err != nil {
+		return nil, err
+	}
+	return line[:len(line)-1], nil
+}
+
+func (p *pipeTransport) close() {
+	p.in.Close()
+	select {
+	case <-p.ended:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.ended
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Hub clients: WebSocket, one message per text frame.
+
+type wsTransport struct {
+	conn *websocket.Conn
+	buf  []byte
+}
+
+// dial connects a WebSocket client to session key of h as peer.
+func dial(h *hubProc, key, peer string) (*wsTransport, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	url := "ws://" + h.addr + "/acp?session=" + key + "&peer=" + peer
+	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + h.token}},
+	})
+	if err != nil {
+		if resp != nil {
+			body, _ := io.ReadAll(resp.Body)
+			return nil, fmt.Errorf("dial %s: %w (status %d: %s)", peer, err, resp.StatusCode, body)
+		}
+		return nil, fmt.Errorf("dial %s: %w", peer, err)
+	}
+	// A joining client's history may come as one coalesced chunk far
+	// bigger than any live frame: accept anything.
+	conn.SetReadLimit(1 << 40)
+	return &wsTransport{conn: conn, buf: make([]byte, 0, 64<<10)}, nil
+}
+
+func (w *wsTransport) write(frame []byte) error {
+	return w.conn.Write(context.Background(), websocket.MessageText, frame)
+}
+
+// read reads a message into a buffer it reuses. A context without Done keeps
+// coder/websocket from arming a timer per message.
+func (w *wsTransport) read() ([]byte, error) {
+	_, r, err := w.conn.Reader(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	b := w.buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	w.buf = b
+	return b, nil
+}
+
+func (w *wsTransport) close() { _ = w.conn.CloseNow() }
+
+// ---------------------------------------------------------------------------
+// The ACP client on either transport.
+
+type client struct {
+	name   string
+	t      transport
+	lastID int
+	sid    string // the ACP session id
+}
+
+// envelope is a decoded JSON-RPC message.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func decode(b []byte) (envelope, error) {
+	var e envelope
+	err := json.Unmarshal(b, &e)
+	return e, err
+}
+
+func (e envelope) isResponse(id int) bool {
+	return e.Method == "" && string(e.ID) == strconv.Itoa(id)
+}
+
+// chunkText returns the text of an agent_message_chunk update, if e is one.
+func (e envelope) chunkText() (string, bool) {
+	if e.Method != "session/update" {
+		return "", false
+	}
+	var p struct {
+		Update struct {
+			SessionUpdate string `json:"sessionUpdate"`
+			Content       struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"update"`
+	}
+	if json.Unmarshal(e.Params, &p) != nil || p.Update.SessionUpdate != "agent_message_chunk" {
+		return "", false
+	}
+	return p.Update.Content.Text, true
+}
+
+// request sends a request with raw JSON params and returns its id.
+func (c *client) request(method, params string) (int, error) {
+	c.lastID++
+	frame := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, c.lastID, method, params)
+	return c.lastID, c.t.write(frame)
+}
+
+// call sends a request and reads until its response, skipping other messages.
+func (c *client) call(method, params string) (envelope, error) {
+	id, err := c.request(method, params)
+	if err != nil {
+		return envelope{}, err
+	}
+	for {
+		b, err := c.t.read()
+		if err != nil {
+			return envelope{}, fmt.Errorf("%s: %s: %w", c.name, method, err)
+		}
+		if !looksLikeResponse(b) {
+			continue
+		}
+		e, err := decode(b)
+		if err != nil {
+			return envelope{}, fmt.Errorf("%s: %s: bad frame %.200s: %w", c.name, method, b, err)
+		}
+		if e.isResponse(id) {
+			if e.Error != nil {
+				return e, fmt.Errorf("%s: %s: error %d: %s", c.name, method, e.Error.Code, e.Error.Message)
+			}
+			return e, nil
+		}
+	}
+}
+
+// looksLikeResponse is false for messages that are surely not responses
+// (those with a method), without decoding them.
+func looksLikeResponse(b []byte) bool {
+	return !bytes.Contains(b[:min(len(b), 64)], []byte(`"method"`))
+}
+
+// handshake initializes and creates (or, on a hub, joins) the session.
+func (c *client) handshake() error {
+	if _, err := c.call("initialize", `{"protocolVersion":1,"clientCapabilities":{},"clientInfo":{"name":"acphub-bench","version":"1"}}`); err != nil {
+		return err
+	}
+	e, err := c.call("session/new", `{"cwd":"/tmp","mcpServers":[]}`)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(e.Result, &r); err != nil || r.SessionID == "" {
+		return fmt.Errorf("%s: session/new answered %s", c.name, e.Result)
+	}
+	c.sid = r.SessionID
+	return nil
+}
+
+// prompt sends session/prompt with one text block.
+func (c *client) prompt(text string) (int, error) {
+	return c.request("session/prompt", fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}`, c.sid, text))
+}
+
+// answerAllow answers a permission request with the option "allow".
+func (c *client) answerAllow(id json.RawMessage) error {
+	return c.t.write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`, id))
+}
+
+// promptText runs a prompt to its end and returns the text of the
+// agent_message_chunk updates it received, answering permission requests
+// with allow when answer is set.
+func (c *client) promptText(text string, answer bool) (string, error) {
+	id, err := c.prompt(text)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	for {
+		b, err := c.t.read()
+		if err != nil {
+			return "", fmt.Errorf("%s: prompt %q: %w", c.name, text, err)
+		}
+		e, err := decode(b)
+		if err != nil {
+			return "", fmt.Errorf("%s: bad frame %.200s: %w", c.name, b, err)
+		}
+		switch {
+		case e.isResponse(id):
+			if e.Error != nil {
+				return "", fmt.Errorf("%s: prompt %q: error %d: %s", c.name, text, e.Error.Code, e.Error.Message)
+			}
+			return out.String(), nil
+		case answer && e.Method == "session/request_permission":
+			if err := c.answerAllow(e.ID); err != nil {
+				return "", err
+			}
+		default:
+			if t, ok := e.chunkText(); ok {
+				out.WriteString(t)
+			}
+		}
+	}
+}
+
+// readUntil reads messages until one for which stop is true.
+func (c *client) readUntil(stop func(b []byte) bool) error {
+	for {
+		b, err := c.t.read()
+		if err != nil {
+			return err
+		}
+		if stop(b) {
+			return nil
+		}
+	}
+}
+
+// isMethod returns a stop function for the first message with the method.
+func isMethod(method string) func([]byte) bool {
+	key := []byte(`"method":"` + method + `"`)
+	return func(b []byte) bool { return bytes.Contains(b[:min(len(b), 96)], key) }
+}

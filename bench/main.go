@@ -1,0 +1,300 @@
+// Command bench measures what acphub costs between an ACP agent and its
+// clients.
+//
+// It builds the acphub binary of this module (or takes --bin), then runs the
+// demo agent's flood commands twice: over a direct stdio pipe, the floor, and
+// behind "acphub serve" (a fresh hub and data dir per row, SQLite log on)
+// with K WebSocket clients on one session. Every figure of the report is
+// measured in the same run as the floor it is compared with. See
+// docs/BENCHMARKS.md for the method and the results.
+//
+//	go run ./bench                 # the whole matrix, a few minutes
+//	go run ./bench -quick          # a smoke run with small floods
+//	go run ./bench -out report.md  # also write the report to a file
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/acphub/acphub/internal/demoagent"
+)
+
+type config struct {
+	bin, tmp string
+	ks       []int
+	sizes    []int
+	modes    []stampMode // the first is the primary: adversarial runs use it
+	scale    float64
+
+	pacedN, pacedRate int
+	rtts              int
+	permK             int
+	stoppedK          int
+	stoppedSize       int
+	joinN             int
+	longN, longK      int
+	replayN           int
+	idleSessions      int
+	idleClients       int
+	startups          int
+	skip              map[string]bool
+
+	log io.Writer
+}
+
+// floodN is the number of chunks of an unpaced flood for k clients (0: the
+// floor) of size bytes: enough for a couple of seconds each.
+func (c *config) floodN(k, size int) int {
+	var n int
+	big := size > 1024
+	switch {
+	case k == 0 && !big:
+		n = 1_000_000
+	case k == 0:
+		n = 400_000
+	case k == 1 && !big:
+		n = 400_000
+	case k == 1:
+		n = 100_000
+	case k <= 10 && !big:
+		n = 150_000
+	case k <= 10:
+		n = 40_000
+	case !big:
+		n = 30_000
+	default:
+		n = 8_000
+	}
+	return max(1000, int(float64(n)*c.scale))
+}
+
+func (c *config) progress(format string, args ...any) {
+	fmt.Fprintf(c.log, "bench: "+format+"\n", args...)
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	bin := fs.String("bin", "", "acphub binary to measure (default: go build ./cmd/acphub into a temp dir)")
+	ks := fs.String("k", "1,10,100", "numbers of clients per session, comma-separated")
+	sizes := fs.String("s", "100,4096", "chunk sizes in bytes, comma-separated")
+	stamp := fs.String("stamp", "meta,text", "floods to run the matrix with, comma-separated, the first also for the adversarial runs: meta (/flood: number and send time in _meta, one log event per chunk) or text (/flood-text: stamped text, coalesced in the log like a real agent's)")
+	scale := fs.Float64("scale", 1, "multiply the number of chunks of every unpaced flood")
+	quick := fs.Bool("quick", false, "a smoke run: -scale 0.05, shorter long turn and replay, fewer round trips")
+	out := fs.String("out", "", "also write the markdown report to this file")
+	skip := fs.String("skip", "", "sections to leave out, comma-separated: matrix,ref,rtt,stopped,join,long,replay,idle")
+	longN := fs.Int("long", 1_000_000, "chunks of the long turn")
+	longK := fs.Int("long-k", 10, "clients of the long turn")
+	replayN := fs.Int("replay", 100_000, "chunks (log events) of the replayed session")
+	rtts := fs.Int("rtt", 200, "round trips per measurement")
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := &config{
+		scale: *scale, pacedN: 400, pacedRate: 200, rtts: *rtts, permK: 10,
+		stoppedK: 10, stoppedSize: 4096, joinN: 100_000, longN: *longN, longK: *longK, replayN: *replayN,
+		idleSessions: 10, idleClients: 100, startups: 7, skip: map[string]bool{}, log: os.Stderr,
+	}
+	var err error
+	if cfg.ks, err = parseList(*ks); err != nil {
+		return fmt.Errorf("-k: %w", err)
+	}
+	if cfg.sizes, err = parseList(*sizes); err != nil {
+		return fmt.Errorf("-s: %w", err)
+	}
+	for m := range strings.SplitSeq(*stamp, ",") {
+		switch strings.TrimSpace(m) {
+		case "meta":
+			cfg.modes = append(cfg.modes, stampMeta)
+		case "text":
+			cfg.modes = append(cfg.modes, stampText)
+			if slices.Min(cfg.sizes) < demoagent.TextStampLen {
+				return fmt.Errorf("-stamp text needs chunks of at least %d bytes", demoagent.TextStampLen)
+			}
+		default:
+			return fmt.Errorf("-stamp: %q is neither meta nor text", m)
+		}
+	}
+	for s := range strings.SplitSeq(*skip, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.skip[s] = true
+		}
+	}
+	if *quick {
+		cfg.scale *= 0.02
+		cfg.pacedN = 100
+		cfg.rtts = min(cfg.rtts, 50)
+		cfg.joinN = 10_000
+		cfg.longN = min(cfg.longN, 50_000)
+		cfg.replayN = min(cfg.replayN, 10_000)
+		cfg.startups = 3
+	}
+
+	cfg.tmp, err = os.MkdirTemp("", "acphub-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(cfg.tmp)
+	cfg.bin = *bin
+	if cfg.bin == "" {
+		cfg.progress("building acphub")
+		if cfg.bin, err = buildBinary(cfg.tmp); err != nil {
+			return err
+		}
+	}
+
+	rep := &report{cfg: cfg, started: time.Now(), args: args, machine: describeMachine()}
+	rep.version = binaryVersion(cfg.bin)
+	rep.refs = map[[2]int]*refResult{}
+	if !cfg.skip["matrix"] && !cfg.skip["ref"] {
+		for _, k := range cfg.ks {
+			for _, size := range cfg.sizes {
+				ref, err := runFanout(cfg, k, size)
+				if err != nil {
+					rep.fail(fmt.Sprintf("fan-out reference K=%d S=%d", k, size), err)
+					continue
+				}
+				rep.refs[[2]int{k, size}] = ref
+			}
+		}
+	}
+	rep.floors = map[stampMode]*floorResult{}
+	for i, mode := range cfg.modes {
+		floor, err := runFloor(cfg, mode, i == 0)
+		if err != nil {
+			return fmt.Errorf("floor: %w", err) // nothing to compare with
+		}
+		rep.floors[mode] = floor
+		if i == 0 {
+			rep.floor = floor
+		}
+		if cfg.skip["matrix"] {
+			continue
+		}
+		for _, k := range cfg.ks {
+			for _, size := range cfg.sizes {
+				row, err := runRow(cfg, mode, k, size)
+				if err != nil {
+					rep.fail(fmt.Sprintf("`%s` K=%d S=%d", mode.command(), k, size), err)
+					continue
+				}
+				rep.rows = append(rep.rows, row)
+			}
+		}
+	}
+	if !cfg.skip["rtt"] {
+		if rep.rtt, err = runRTT(cfg); err != nil {
+			rep.fail("round trips", err)
+		}
+	}
+	if !cfg.skip["stopped"] {
+		if rep.stopped, err = runStopped(cfg, cfg.stoppedK, cfg.stoppedSize); err != nil {
+			rep.fail("stopped reader", err)
+		}
+	}
+	if !cfg.skip["join"] {
+		for _, spec := range []floodSpec{
+			{n: cfg.joinN, size: 100, mode: stampMeta},
+			{n: cfg.joinN, size: 100, mode: stampText},
+			{n: cfg.joinN / 5, size: 4096, mode: stampText},
+		} {
+			j, err := runJoin(cfg, spec)
+			if err != nil {
+				rep.fail(fmt.Sprintf("mid-turn join `%s` S=%d", spec.mode.command(), spec.size), err)
+				continue
+			}
+			rep.joins = append(rep.joins, j)
+		}
+	}
+	if !cfg.skip["long"] {
+		if rep.long, err = runLong(cfg); err != nil {
+			rep.fail("long turn", err)
+		}
+	}
+	if !cfg.skip["replay"] {
+		if rep.replay, err = runReplay(cfg); err != nil {
+			rep.fail("replay", err)
+		}
+	}
+	if !cfg.skip["idle"] {
+		if rep.idle, err = runIdle(cfg); err != nil {
+			rep.fail("idle", err)
+		}
+	}
+	rep.elapsed = time.Since(rep.started)
+	text := rep.markdown()
+	fmt.Print(text)
+	if *out != "" {
+		return os.WriteFile(*out, []byte(text), 0o644)
+	}
+	return nil
+}
+
+func parseList(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// describeMachine names the CPU, the core count, the kernel and Go.
+func describeMachine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		if f := strings.Fields(line); len(f) >= 2 {
+			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
+			}
+		}
+	}
+	return fmt.Sprintf("%d × %s%s, Linux %s, %s %s/%s", runtime.NumCPU(), model, mem, kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// binaryVersion is what "acphub version" prints, plus the tree's commit.
+func binaryVersion(bin string) string {
+	v, _ := exec.Command(bin, "version").Output()
+	out := strings.TrimSpace(string(v))
+	if c, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		out += ", tree at " + strings.TrimSpace(string(c))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+			out += " with local changes"
+		}
+	}
+	return out
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// buildBinary builds cmd/acphub of the module the tool runs in into dir.
+func buildBinary(dir string) (string, error) {
+	bin := filepath.Join(dir, "acphub")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/acphub/acphub/cmd/acphub")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build: %w", err)
+	}
+	return bin, nil
+}
+
+// agentDelay is the demo agent's pause between scripted steps; the commands
+// the benchmarks use do not pause.
+const agentDelay = "1ms"
+
+// hubProc is a running "acphub serve" with the demo agent on a fresh data dir.
+type hubProc struct {
+	cmd     *exec.Cmd
+	pid     int
+	addr    string
+	token   string
+	dataDir string
+	log     *tailBuffer
+	exited  chan struct{}
+	started time.Time // before exec
+	serving time.Time // when the serving line was read
+}
+
+var servingRE = regexp.MustCompile(`acphub serving"? url=https?://(\S+)`)
+
+// startHub starts a hub on listen (127.0.0.1:0 for any port) with a new data
+// dir under parent and waits until it logs that it serves.
+func startHub(bin, parent, listen string, extra ...string) (*hubProc, error) {
+	dir, err := os.MkdirTemp(parent, "hub-")
+	if err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(dir, "none.toml") // no user config leaks in
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--listen", listen, "--data-dir", dir, "--config", cfg,
+		"--agent-cmd", bin + " demo-agent --delay " + agentDelay}, extra...)
+	h := &hubProc{dataDir: dir, log: &tailBuffer{max: 64 << 10}, exited: make(chan struct{})}
+	h.cmd = exec.Command(bin, args...)
+	pr, pw := io.Pipe()
+	h.cmd.Stderr = pw
+	h.started = time.Now()
+	if err := h.cmd.Start(); err != nil {
+		return nil, err
+	}
+	h.pid = h.cmd.Process.Pid
+	go func() {
+		_ = h.cmd.Wait()
+		pw.Close()
+		close(h.exited)
+	}()
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			h.log.WriteString(line + "\n")
+			if m := servingRE.FindStringSubmatch(line); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		if !sent {
+			close(found)
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	select {
+	case addr, ok := <-found:
+		if !ok {
+			return nil, fmt.Errorf("hub exited before serving:\n%s", h.log)
+		}
+		h.serving = time.Now()
+		h.addr = addr
+	case <-time.After(20 * time.Second):
+		h.stop()
+		return nil, fmt.Errorf("hub did not start:\n%s", h.log)
+	}
+	tok, err := os.ReadFile(filepath.Join(dir, "token"))
+	if err != nil {
+		h.stop()
+		return nil, err
+	}
+	h.token = strings.TrimSpace(string(tok))
+	return h, nil
+}
+
+// stop ends the hub with SIGTERM (SIGKILL after 10 s) and removes its data dir.
+func (h *hubProc) stop() {
+	if h.cmd.Process != nil {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-h.exited:
+		case <-time.After(10 * time.Second):
+			_ = h.cmd.Process.Kill()
+			<-h.exited
+		}
+	}
+	_ = os.RemoveAll(h.dataDir)
+}
+
+// alive reports whether the hub process still runs.
+func (h *hubProc) alive() bool {
+	select {
+	case <-h.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// freePort returns a loopback address with a port nobody listens on now.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr, nil
+}
+
+// measureStartup starts a hub on a known port and polls /healthz meanwhile:
+// it returns the time from exec to the first 200 from /healthz, and to the
+// serving log line.
+func measureStartup(bin, parent string) (toHealthz, toLog time.Duration, err error) {
+	addr, err := freePort()
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	healthy := make(chan time.Time, 1)
+	go func() {
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Second}
+		for ctx.Err() == nil {
+			resp, err := client.Get("http://" + addr + "/healthz")
+			if err == nil {
+				ok := resp.StatusCode == http.StatusOK
+				resp.Body.Close()
+				if ok {
+					healthy <- time.Now()
+					return
+				}
+			}
+			time.Sleep(250 * time.Microsecond)
+		}
+	}()
+	h, err := startHub(bin, parent, addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer h.stop()
+	select {
+	case at := <-healthy:
+		return at.Sub(h.started), h.serving.Sub(h.started), nil
+	case <-time.After(10 * time.Second):
+		return 0, 0, errors.New("/healthz never answered")
+	}
+}
+
+// ---------------------------------------------------------------------------
+// /proc
+
+// clkTck is the unit of utime and stime in /proc/PID/stat (USER_HZ, 100 on
+// Linux).
+const clkTck = 100
+
+// cpuTime returns the user plus system CPU time of process pid, all threads.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces: fields count from after ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clkTck
+}
+
+// memStatus returns VmRSS and VmHWM (peak RSS) of pid, in bytes.
+func memStatus(pid int) (rss, hwm int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			rss = n << 10
+		case "VmHWM":
+			hwm = n << 10
+		}
+	}
+	return rss, hwm
+}
+
+// children returns the pids of pid's child processes.
+func children(pid int) []int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for f := range strings.FieldsSeq(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// usage is a sample of a process's CPU time and wall time, for deltas.
+type usage struct {
+	pid  int
+	cpu  time.Duration
+	wall time.Time
+}
+
+func sample(pid int) usage { return usage{pid: pid, cpu: cpuTime(pid), wall: time.Now()} }
+
+// cores returns the CPU the process used since u, in cores (1 = one core busy).
+func (u usage) cores() float64 {
+	now := sample(u.pid)
+	wall := now.wall.Sub(u.wall)
+	if wall <= 0 {
+		return 0
+	}
+	return float64(now.cpu-u.cpu) / float64(wall)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) WriteString(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, s...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// selfCPU returns the tool's own CPU time.
+func selfCPU() time.Duration { return cpuTime(os.Getpid()) }

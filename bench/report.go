@@ -1,0 +1,412 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type report struct {
+	cfg     *config
+	args    []string
+	machine string
+	version string
+	started time.Time
+	elapsed time.Duration
+
+	floors  map[stampMode]*floorResult
+	floor   *floorResult // of the first mode, with the round trips
+	refs    map[[2]int]*refResult
+	rows    []*rowResult
+	rtt     *rttResult
+	stopped *stoppedResult
+	joins   []*joinResult
+	long    *longResult
+	replay  *replayResult
+	idle    *idleResult
+
+	verdicts []verdict
+	failures []string // scenarios that could not run to the end
+}
+
+// fail records a scenario that could not run.
+func (r *report) fail(what string, err error) {
+	r.failures = append(r.failures, what+": "+err.Error())
+	r.cfg.progress("%s failed: %v", what, err)
+}
+
+// verdict is one target and whether this run met it.
+type verdict struct {
+	target, measured string
+	met              bool
+}
+
+func (r *report) judge(target, measured string, met bool) string {
+	r.verdicts = append(r.verdicts, verdict{target, measured, met})
+	return yes(met)
+}
+
+func yes(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// Formatting.
+
+func rate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM/s", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.0fk/s", v/1e3)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk/s", v/1e3)
+	}
+	return fmt.Sprintf("%.0f/s", v)
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return fmt.Sprintf("%.0f s", d.Seconds())
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.0f ms", float64(d)/1e6)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.0f µs", float64(d)/1e3)
+}
+
+func ratio(v, floor float64) string {
+	if floor <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", v/floor)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// bytesize picks the unit.
+func bytesize(b int64) string {
+	switch {
+	case b < 1<<10:
+		return fmt.Sprintf("%d B", b)
+	case b < 1<<20:
+		return kib(b)
+	}
+	return mib(b)
+}
+func kib(b int64) string { return fmt.Sprintf("%.0f KiB", float64(b)/(1<<10)) }
+
+func sizeName(s int) string {
+	if s >= 1024 && s%1024 == 0 {
+		return fmt.Sprintf("%d KiB", s/1024)
+	}
+	return fmt.Sprintf("%d B", s)
+}
+
+func lats(l latencies) string {
+	return fmt.Sprintf("%s / %s / %s", dur(l.p50), dur(l.p99), dur(l.max))
+}
+
+func errs(f *floodResult) string {
+	s := fmt.Sprintf("%d / %d / %d", f.lost, f.dup, f.reorder)
+	if f.bad > 0 {
+		s += fmt.Sprintf(" (+%d malformed)", f.bad)
+	}
+	return s
+}
+
+// Targets.
+
+// throughputTarget is the per-client throughput target for k clients and
+// chunks of size bytes, given the floor; ok is false when there is none.
+func throughputTarget(k, size int, floor float64) (min float64, desc string, ok bool) {
+	type t struct {
+		floorShare float64
+		abs        float64
+	}
+	targets := map[[2]int]t{
+		{1, 100}: {floorShare: 0.5}, {10, 100}: {abs: 100e3}, {100, 100}: {abs: 10e3},
+		{1, 4096}: {floorShare: 0.3}, {10, 4096}: {abs: 50e3}, {100, 4096}: {abs: 5e3},
+	}
+	tg, found := targets[[2]int{k, size}]
+	switch {
+	case !found:
+		return 0, "—", false
+	case tg.floorShare > 0:
+		return tg.floorShare * floor, fmt.Sprintf("≥ %.1f× floor", tg.floorShare), true
+	}
+	return tg.abs, "≥ " + rate(tg.abs), true
+}
+
+// pacedTarget is the p50 target of paced delivery latency for k clients.
+func pacedTarget(k int) (time.Duration, bool) {
+	switch k {
+	case 1:
+		return 60 * time.Microsecond, true
+	case 10:
+		return 100 * time.Microsecond, true
+	case 100:
+		return 250 * time.Microsecond, true
+	}
+	return 0, false
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	cfg := r.cfg
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("## Results\n\n")
+	cmd := "go run ./bench"
+	if len(r.args) > 0 {
+		cmd += " " + strings.Join(r.args, " ")
+	}
+	p("- command: `%s` (%s in all)\n", cmd, r.elapsed.Round(time.Second))
+	p("- machine: %s\n", r.machine)
+	p("- binary: %s\n", r.version)
+	p("- date: %s\n", r.started.UTC().Format("2006-01-02 15:04 MST"))
+	p("- agent `acphub demo-agent --delay %s`; hub `acphub serve` with its defaults (SQLite log on) in a fresh data dir for every row\n\n", agentDelay)
+
+	for _, mode := range cfg.modes {
+		floor := r.floors[mode]
+		p("### Floor, `%s`: the demo agent over a direct stdio pipe\n\n", mode.command())
+		p("| S | chunks | throughput | latency flooded p50 / p99 / max | latency paced %d/s p50 / p99 / max | lost / dup / reordered |\n", cfg.pacedRate)
+		p("|---|---:|---:|---:|---:|---:|\n")
+		for _, size := range cfg.sizes {
+			f, pc := floor.flood[size], floor.paced[size]
+			p("| %s | %d | %s | %s | %s | %s |\n", sizeName(size), f.spec.n, rate(f.minRate()), lats(f.lat), lats(pc.lat), errs(f))
+		}
+		p("\n")
+	}
+	p("Floor round trips: prompt (`/echo x`, %d in a row) p50 / p99 / max %s; permission (`/permtime %d`, timed by the agent) %s.\n\n",
+		r.floor.prompt.n, lats(r.floor.prompt), r.floor.perm.n, lats(r.floor.perm))
+
+	if len(r.rows) > 0 {
+		r.matrix(&b)
+	}
+	if r.rtt != nil {
+		p("### Round trips\n\n")
+		p("| what | clients | hub p50 / p99 / max | floor p50 / p99 / max | hub p50 ÷ floor p50 | target | met |\n")
+		p("|---|---:|---:|---:|---:|---|---|\n")
+		pr := r.rtt.prompt
+		ratioPrompt := float64(pr.p50) / float64(r.floor.prompt.p50)
+		p("| prompt (`/echo x`) | 1 | %s | %s | %.2f× | ≤ 2× floor | %s |\n", lats(pr), lats(r.floor.prompt), ratioPrompt,
+			r.judge("prompt round trip K=1 ≤ 2× floor", fmt.Sprintf("%s vs floor %s (%.2f×)", dur(pr.p50), dur(r.floor.prompt.p50), ratioPrompt), ratioPrompt <= 2))
+		pm := r.rtt.perm
+		p("| permission (agent → first client → agent) | %d | %s | %s | %.2f× | ≤ 0.4 ms | %s |\n\n", r.rtt.permK, lats(pm), lats(r.floor.perm),
+			float64(pm.p50)/float64(r.floor.perm.p50),
+			r.judge(fmt.Sprintf("permission round trip K=%d ≤ 0.4 ms", r.rtt.permK), fmt.Sprintf("p50 %s (floor %s)", dur(pm.p50), dur(r.floor.perm.p50)), pm.p50 <= 400*time.Microsecond))
+	}
+	r.adversarial(&b)
+	if r.idle != nil {
+		id := r.idle
+		p("### Footprint\n\n")
+		p("| what | measured | target | met |\n|---|---:|---|---|\n")
+		p("| idle hub RSS (after start-up, 1 s settled) | %s | ≤ 20 MiB | %s |\n", mib(id.hub), r.judge("idle hub ≤ 20 MiB RSS", mib(id.hub), id.hub <= 20<<20))
+		p("| RSS per idle session (%d sessions, each with its agent and one client) | %s | ≤ 2 MiB | %s |\n", id.sessions, kib(id.perSession),
+			r.judge("idle session ≤ 2 MiB", kib(id.perSession), id.perSession <= 2<<20))
+		p("| RSS per idle client (%d more clients on one session) | %s | ≤ 64 KiB | %s |\n", id.clients, kib(id.perClient),
+			r.judge("idle client ≤ 64 KiB", kib(id.perClient), id.perClient <= 64<<10))
+		med := id.startup[len(id.startup)/2]
+		p("| start-up: exec to first `/healthz` 200, median of %d (min %s, max %s; to the serving log line %s) | %s | < 50 ms | %s |\n\n",
+			len(id.startup), dur(id.startup[0]), dur(id.startup[len(id.startup)-1]), dur(id.startupLog[len(id.startupLog)/2]), dur(med),
+			r.judge("start-up to serving < 50 ms", dur(med), med < 50*time.Millisecond))
+		p("Idle figures are VmRSS deltas of the hub process (agents are other processes); Go's heap and runtime make them coarse.\n\n")
+	}
+
+	if len(r.failures) > 0 {
+		p("### Runs that failed\n\n")
+		for _, f := range r.failures {
+			p("- %s\n", f)
+			r.verdicts = append(r.verdicts, verdict{target: "run to the end: " + strings.SplitN(f, ":", 2)[0], measured: "failed (see above)"})
+		}
+		p("\n")
+	}
+	p("### Targets\n\n")
+	met := 0
+	for _, v := range r.verdicts {
+		if v.met {
+			met++
+		}
+	}
+	p("%d of %d met.\n\n| target | measured | met |\n|---|---|---|\n", met, len(r.verdicts))
+	for _, v := range r.verdicts {
+		p("| %s | %s | %s |\n", v.target, v.measured, yes(v.met))
+	}
+	p("\n")
+	return b.String()
+}
+
+func (r *report) matrix(b *strings.Builder) {
+	for _, mode := range r.cfg.modes {
+		var rows []*rowResult
+		for _, row := range r.rows {
+			if row.mode == mode {
+				rows = append(rows, row)
+			}
+		}
+		r.matrixOf(b, mode, rows)
+	}
+}
+
+func (r *report) matrixOf(b *strings.Builder, mode stampMode, rows []*rowResult) {
+	cfg := r.cfg
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	what := "`/flood`: stamps in `_meta`, so the hub logs every chunk as its own event"
+	if mode == stampText {
+		what = "`/flood-text`: stamps in the text, so the hub coalesces the chunks in its log as it does a real agent's"
+	}
+	p("### Throughput, flooded, `%s`: K clients, chunks of S bytes\n\n%s.\n\n", mode.command(), strings.ToUpper(what[:1])+what[1:])
+	p("Per-client throughput is chunks per second from a client's first chunk to its last; min and median over the K clients. Latency is receive time minus the agent's send stamp, pooled over all clients. CPU is in cores (1.00 = one core busy) over the flood; the machine has %d, shared by the hub, the agent and the tool's clients. The reference is the tool's own fan-out server (no agent, no hub, no log: one goroutine writing each chunk to the K connections), the most these clients received on this machine.\n\n", numCPU())
+	p("| K | S | chunks | per-client min | min ÷ floor | median | target | met | latency p50 / p99 / max | floor p50 / p99 | lost / dup / reord | hub CPU | agent CPU | bench CPU | hub peak RSS | reference min |\n")
+	p("|---:|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, row := range rows {
+		f := row.flood
+		floor := r.floors[mode].flood[row.size]
+		fr := floor.minRate()
+		tmin, tdesc, hasTarget := throughputTarget(row.k, row.size, fr)
+		metCell := "—"
+		if hasTarget {
+			metCell = r.judge(fmt.Sprintf("`%s` throughput K=%d S=%s %s", mode.command(), row.k, sizeName(row.size), tdesc),
+				fmt.Sprintf("min %s (%s floor %s)", rate(f.minRate()), ratio(f.minRate(), fr), rate(fr)), f.minRate() >= tmin)
+		}
+		refCell := "—"
+		if ref := r.refs[[2]int{row.k, row.size}]; ref != nil {
+			refCell = rate(ref.flood.minRate())
+		}
+		p("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s / %s | %s | %.2f | %.2f | %.2f | %s | %s |\n",
+			row.k, sizeName(row.size), f.spec.n, rate(f.minRate()), ratio(f.minRate(), fr), rate(f.medianRate()), tdesc, metCell,
+			lats(f.lat), dur(floor.lat.p50), dur(floor.lat.p99), errs(f), f.hubCPU, f.agentCPU, f.benchCPU, mib(f.peakRSS), refCell)
+	}
+	p("\n### Latency, paced at %d chunks/s, `%s` (%d chunks)\n\n", cfg.pacedRate, mode.command(), cfg.pacedN)
+	p("| K | S | p50 | p50 ÷ floor | p99 | p99 added over floor | max | floor p50 / p99 / max | lost / dup / reord | target p50 | met | hub CPU | reference p50 / p99 / max |\n")
+	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n")
+	for _, row := range rows {
+		pc := row.paced
+		floor := r.floors[mode].paced[row.size]
+		added := pc.lat.p99 - floor.lat.p99
+		target, has := pacedTarget(row.k)
+		tdesc, metCell := "—", "—"
+		if has {
+			tdesc = "≤ " + dur(target)
+			metCell = r.judge(fmt.Sprintf("`%s` paced latency p50 K=%d S=%s ≤ %s", mode.command(), row.k, sizeName(row.size), dur(target)),
+				fmt.Sprintf("%s (floor %s)", dur(pc.lat.p50), dur(floor.lat.p50)), pc.lat.p50 <= target)
+		}
+		if row.k == 10 {
+			tdesc += "; p99 +< 1 ms"
+			metCell += " / " + r.judge(fmt.Sprintf("`%s` paced p99 added over floor K=10 S=%s < 1 ms", mode.command(), sizeName(row.size)),
+				fmt.Sprintf("%s − %s = %s", dur(pc.lat.p99), dur(floor.lat.p99), dur(added)), added < time.Millisecond)
+		}
+		refCell := "—"
+		if ref := r.refs[[2]int{row.k, row.size}]; ref != nil {
+			refCell = lats(ref.paced.lat)
+		}
+		p("| %d | %s | %s | %.2f× | %s | %s | %s | %s | %s | %s | %s | %.2f | %s |\n",
+			row.k, sizeName(row.size), dur(pc.lat.p50), float64(pc.lat.p50)/float64(floor.lat.p50), dur(pc.lat.p99), signed(added),
+			dur(pc.lat.max), lats(floor.lat), errs(pc), tdesc, metCell, pc.hubCPU, refCell)
+	}
+	p("\n")
+	var bad []string
+	for _, row := range rows {
+		for _, f := range []*floodResult{row.flood, row.paced} {
+			if f.errors() > 0 {
+				bad = append(bad, fmt.Sprintf("K=%d S=%d rate=%d: %s", row.k, row.size, f.spec.rate, errs(f)))
+			}
+		}
+	}
+	r.judge(fmt.Sprintf("`%s` matrix: no chunk lost, duplicated or reordered", mode.command()), fmt.Sprintf("%d runs with errors %v", len(bad), bad), len(bad) == 0)
+}
+
+func signed(d time.Duration) string {
+	if d < 0 {
+		return "−" + dur(-d)
+	}
+	return "+" + dur(d)
+}
+
+func (r *report) adversarial(b *strings.Builder) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	if r.stopped == nil && r.joins == nil && r.long == nil && r.replay == nil {
+		return
+	}
+	p("### Adversarial\n\n")
+	if s := r.stopped; s != nil {
+		var ref *rowResult
+		for _, row := range r.rows {
+			if row.mode == r.cfg.modes[0] && row.k == s.k && row.size == s.size {
+				ref = row
+			}
+		}
+		p("**One client that stops reading** (K=%d, S=%s, %d chunks, `--client-queue` 16 MiB): the last client joins, then never reads.\n\n", s.k, sizeName(s.size), s.others.spec.n)
+		p("| | value |\n|---|---|\n")
+		p("| the %d others, per-client min / median | %s / %s |\n", s.k-1, rate(s.others.minRate()), rate(s.others.medianRate()))
+		if ref != nil {
+			share := s.others.minRate() / ref.flood.minRate()
+			p("| the same row with everyone reading, min / median | %s / %s → others at %.2f× |\n", rate(ref.flood.minRate()), rate(ref.flood.medianRate()), share)
+			extra := s.peakRSS - ref.flood.peakRSS
+			p("| hub peak RSS | %s (everyone reading: %s; extra %s) |\n", mib(s.peakRSS), mib(ref.flood.peakRSS), mib(extra))
+			r.judge("stopped reader: the others at full speed (≥ 0.8× the all-reading row)", fmt.Sprintf("%.2f×", share), share >= 0.8)
+			r.judge("stopped reader: extra hub peak RSS within its queue bound (16 MiB, ×2 for GOGC=100)", mib(extra), extra <= 32<<20)
+		} else {
+			p("| hub peak RSS | %s |\n", mib(s.peakRSS))
+		}
+		p("| lost / dup / reordered for the others | %s |\n", errs(s.others))
+		p("| dropped | %v, %s after the prompt (reason %q) |\n", s.dropped, dur(s.dropAfter), s.leftReason)
+		p("| its connection, once it read again | %s |\n\n", s.closeState)
+		r.judge("stopped reader: dropped, others lose nothing", fmt.Sprintf("dropped=%v, %s", s.dropped, errs(s.others)), s.dropped && s.others.errors() == 0)
+	}
+	if len(r.joins) > 0 {
+		p("**A client joining mid-turn**: one client prompts a flood; when it has half the chunks a second client connects (initialize, session/new, full replay) and reads to the end of the turn. It must get every chunk exactly once, in order: the history from the log, then live.\n\n")
+		p("| flood | chunks | joined at | chunks received | in frames | largest frame | lost / dup / reordered | met |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, j := range r.joins {
+			jr := j.joiner
+			ok := j.joinerErr == nil && jr.errors() == 0 && j.joinedAt > 0 && j.joinedAt < int64(j.spec.n)
+			measured := fmt.Sprintf("%d/%d chunks, %d lost, %d dup, %d reordered", jr.count, j.spec.n, jr.lost(), jr.dup, jr.reorder)
+			if j.joinerErr != nil {
+				measured += "; the joiner's connection ended: " + j.joinerErr.Error()
+			}
+			p("| `%s` S=%s | %d | %d | %d | %d | %s | %d / %d / %d | %s |\n", j.spec.mode.command(), sizeName(j.spec.size), j.spec.n, j.joinedAt, jr.count, jr.frames,
+				bytesize(int64(jr.maxFrame)), jr.lost(), jr.dup, jr.reorder,
+				r.judge(fmt.Sprintf("mid-turn join (`%s`, S=%s): every chunk once, in order", j.spec.mode.command(), sizeName(j.spec.size)), measured, ok))
+		}
+		for _, j := range r.joins {
+			if j.joinerErr != nil {
+				p("\nWith `%s` S=%s the joiner did not finish: %s.\n", j.spec.mode.command(), sizeName(j.spec.size), j.joinerErr)
+			}
+		}
+		p("\n`/flood` chunks carry `_meta`, so the log keeps each one and replays it as it came; `/flood-text` chunks are coalesced, so the history is one chunk per message (cut at the join and every second), and the check is on the text, split back into its stamped chunks.\n\n")
+	}
+	if l := r.long; l != nil {
+		f := l.flood
+		p("**A long turn**: %d chunks of %s to %d clients in one turn.\n\n", l.spec.n, sizeName(l.spec.size), l.k)
+		p("| | value |\n|---|---|\n")
+		p("| duration | %s |\n", dur(f.wall))
+		p("| per-client min / median | %s / %s |\n", rate(f.minRate()), rate(f.medianRate()))
+		p("| client 0, first tenth / last tenth of the chunks | %s / %s (%.2f×) |\n", rate(l.firstRate), rate(l.lastRate), l.lastRate/max(l.firstRate, 1))
+		p("| hub RSS before / max during / after | %s / %s / %s |\n", mib(l.rssStart), mib(l.rssMax), mib(l.rssEnd))
+		if len(l.rss) > 0 {
+			var series []string
+			for i := 0; i < 10; i++ {
+				series = append(series, fmt.Sprintf("%.0f", float64(l.rss[i*len(l.rss)/10])/(1<<20)))
+			}
+			p("| hub RSS at each tenth of the turn, MiB | %s |\n", strings.Join(series, ", "))
+		}
+		p("| hub CPU | %.2f cores |\n", f.hubCPU)
+		p("| latency p50 / p99 / max | %s |\n", lats(f.lat))
+		p("| lost / dup / reordered | %s |\n\n", errs(f))
+		r.judge(fmt.Sprintf("long turn (%d chunks, K=%d): no chunk lost, duplicated or reordered", l.spec.n, l.k), errs(f), f.errors() == 0)
+	}
+	if rp := r.replay; rp != nil {
+		p("**Replay**: a session whose log holds %d events (a `/flood` of %d chunks, one event each) is joined by a new client: from sending `session/new` to the end of the history (a request answered right after it), %s for %d frames (%s). Chunks replayed in order: %d, errors %d.\n\n",
+			rp.events, r.cfg.replayN, dur(rp.elapsed), rp.frames, rate(float64(rp.frames)/rp.elapsed.Seconds()), rp.chunks, rp.errs)
+		r.judge(fmt.Sprintf("replay of a %d-event session < 1 s", rp.events), dur(rp.elapsed), rp.elapsed < time.Second && rp.errs == 0)
+	}
+}
+
+func numCPU() int { return runtime.NumCPU() }
