@@ -14,6 +14,11 @@ import (
 // still sends the same text.
 const coalesceWindow = time.Second
 
+// coalesceMax bounds the text one agent.message holds: a longer message is
+// written in pieces, so no event (and no replayed frame) grows without
+// bound and the text waiting in memory stays small.
+const coalesceMax = 64 << 10
+
 // message collects consecutive text chunks of one agent message or thought,
 // written to the log as one agent.message event at the message boundary.
 type message struct {
@@ -137,6 +142,9 @@ func (s *Session) collect(c textChunk, params []byte) {
 	}
 	s.msg.text = append(s.msg.text, c.text[1:len(c.text)-1]...)
 	s.msg.chunks++
+	if len(s.msg.text) >= coalesceMax {
+		s.flushMessage()
+	}
 }
 
 // flushMessage writes the message in progress to the log.
