@@ -242,6 +242,11 @@ func memStatus(pid int) (rss, hwm int64) {
 	return rss, hwm
 }
 
+// resetPeak resets the peak RSS (VmHWM) of pid to its current RSS.
+func resetPeak(pid int) {
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
 // children returns the pids of pid's child processes.
 func children(pid int) []int {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))

@@ -337,28 +337,22 @@ func (r *report) adversarial(b *strings.Builder) {
 	}
 	p("### Adversarial\n\n")
 	if s := r.stopped; s != nil {
-		var ref *rowResult
-		for _, row := range r.rows {
-			if row.mode == r.cfg.modes[0] && row.k == s.k && row.size == s.size {
-				ref = row
-			}
+		p("**One client that stops reading** (K=%d, S=%s, %d chunks, `--client-queue` 16 MiB): on one hub, the flood runs once with everyone reading, then again while the last client reads nothing.\n\n", s.k, sizeName(s.size), s.others.spec.n)
+		floorRate := 0.0
+		if f := r.floors[r.cfg.modes[0]].flood[s.size]; f != nil {
+			floorRate = f.minRate()
 		}
-		p("**One client that stops reading** (K=%d, S=%s, %d chunks, `--client-queue` 16 MiB): the last client joins, then never reads.\n\n", s.k, sizeName(s.size), s.others.spec.n)
+		share := s.others.minRate() / s.all.minRate()
+		extra := s.growth - s.allGrowth
 		p("| | value |\n|---|---|\n")
-		p("| the %d others, per-client min / median | %s / %s |\n", s.k-1, rate(s.others.minRate()), rate(s.others.medianRate()))
-		if ref != nil {
-			share := s.others.minRate() / ref.flood.minRate()
-			p("| the same row with everyone reading, min / median | %s / %s → others at %.2f× |\n", rate(ref.flood.minRate()), rate(ref.flood.medianRate()), share)
-			extra := s.peakRSS - ref.flood.peakRSS
-			p("| hub peak RSS | %s (everyone reading: %s; extra %s) |\n", mib(s.peakRSS), mib(ref.flood.peakRSS), mib(extra))
-			r.judge("stopped reader: the others at full speed (≥ 0.8× the all-reading row)", fmt.Sprintf("%.2f×", share), share >= 0.8)
-			r.judge("stopped reader: extra hub peak RSS within its queue bound (16 MiB, ×2 for GOGC=100)", mib(extra), extra <= 32<<20)
-		} else {
-			p("| hub peak RSS | %s |\n", mib(s.peakRSS))
-		}
+		p("| everyone reading: per-client min / median | %s / %s (min %s floor %s) |\n", rate(s.all.minRate()), rate(s.all.medianRate()), ratio(s.all.minRate(), floorRate), rate(floorRate))
+		p("| one stopped: the %d others, min / median | %s / %s → %.2f× everyone reading |\n", s.k-1, rate(s.others.minRate()), rate(s.others.medianRate()), share)
+		p("| hub peak RSS over the RSS before the flood | %s one stopped, %s everyone reading: %s more |\n", mib(s.growth), mib(s.allGrowth), mib(extra))
 		p("| lost / dup / reordered for the others | %s |\n", errs(s.others))
 		p("| dropped | %v, %s after the prompt (reason %q) |\n", s.dropped, dur(s.dropAfter), s.leftReason)
 		p("| its connection, once it read again | %s |\n\n", s.closeState)
+		r.judge("stopped reader: the others at full speed (≥ 0.8× everyone reading)", fmt.Sprintf("%.2f×", share), share >= 0.8)
+		r.judge("stopped reader: extra hub memory within its queue bound (16 MiB, ×2 for GOGC=100)", mib(extra), extra <= 32<<20)
 		r.judge("stopped reader: dropped, others lose nothing", fmt.Sprintf("dropped=%v, %s", s.dropped, errs(s.others)), s.dropped && s.others.errors() == 0)
 	}
 	if len(r.joins) > 0 {
@@ -387,7 +381,11 @@ func (r *report) adversarial(b *strings.Builder) {
 		p("**A long turn**: %d chunks of %s to %d clients in one turn.\n\n", l.spec.n, sizeName(l.spec.size), l.k)
 		p("| | value |\n|---|---|\n")
 		p("| duration | %s |\n", dur(f.wall))
-		p("| per-client min / median | %s / %s |\n", rate(f.minRate()), rate(f.medianRate()))
+		floorRate := 0.0
+		if fl := r.floors[f.spec.mode]; fl != nil && fl.flood[l.spec.size] != nil {
+			floorRate = fl.flood[l.spec.size].minRate()
+		}
+		p("| per-client min / median | %s / %s (min %s floor %s) |\n", rate(f.minRate()), rate(f.medianRate()), ratio(f.minRate(), floorRate), rate(floorRate))
 		p("| client 0, first tenth / last tenth of the chunks | %s / %s (%.2f×) |\n", rate(l.firstRate), rate(l.lastRate), l.lastRate/max(l.firstRate, 1))
 		p("| hub RSS before / max during / after | %s / %s / %s |\n", mib(l.rssStart), mib(l.rssMax), mib(l.rssEnd))
 		if len(l.rss) > 0 {

@@ -257,11 +257,13 @@ func withHub(cfg *config, k int, f func(h *hubProc, clients []*client) error) er
 
 type stoppedResult struct {
 	k, size    int
+	all        *floodResult // the same flood before, everyone reading
 	others     *floodResult // the k-1 clients that read
+	allGrowth  int64        // hub peak RSS over the RSS before, everyone reading
+	growth     int64        // the same with one client stopped
 	dropped    bool         // the others were told it left for being slow
 	dropAfter  time.Duration
 	closeState string // how its connection ended, seen once it read again
-	peakRSS    int64
 	leftReason string
 }
 
@@ -282,6 +284,17 @@ func runStopped(cfg *config, k, size int) (*stoppedResult, error) {
 		return nil, err
 	}
 	res := &stoppedResult{k: k, size: size}
+	spec := floodSpec{n: cfg.floodN(k, size), size: size, mode: cfg.modes[0]}
+	// The reference: the same flood on the same hub with everyone reading.
+	// Each flood's memory is its peak RSS over the RSS before it.
+	before, _ := memStatus(h.pid)
+	resetPeak(h.pid)
+	if res.all, err = fr.run(spec); err != nil {
+		return nil, err
+	}
+	res.allGrowth = res.all.peakRSS - before
+	before, _ = memStatus(h.pid)
+	resetPeak(h.pid)
 	var leftAt atomic.Int64
 	var reason atomic.Value
 	start := time.Now()
@@ -302,10 +315,10 @@ func runStopped(cfg *config, k, size int) (*stoppedResult, error) {
 			return false, nil
 		}}
 	}
-	if res.others, err = fr.run(floodSpec{n: cfg.floodN(k, size), size: size, mode: cfg.modes[0]}); err != nil {
+	if res.others, err = fr.run(spec); err != nil {
 		return nil, err
 	}
-	res.peakRSS = res.others.peakRSS
+	res.growth = res.others.peakRSS - before
 	if at := leftAt.Load(); at > 0 {
 		res.dropped = true
 		res.dropAfter = time.Duration(at - start.UnixNano())
@@ -332,8 +345,8 @@ func runStopped(cfg *config, k, size int) (*stoppedResult, error) {
 	case <-time.After(10 * time.Second):
 		res.closeState = "still open"
 	}
-	cfg.progress("stopped reader K=%d S=%d: others min %.0f/s, dropped=%v after %v, %s", k, size,
-		res.others.minRate(), res.dropped, res.dropAfter.Round(time.Millisecond), res.closeState)
+	cfg.progress("stopped reader K=%d S=%d: others min %.0f/s (everyone reading %.0f/s), RSS growth %s (everyone reading %s), dropped=%v after %v, %s", k, size,
+		res.others.minRate(), res.all.minRate(), mib(res.growth), mib(res.allGrowth), res.dropped, res.dropAfter.Round(time.Millisecond), res.closeState)
 	return res, nil
 }
 
