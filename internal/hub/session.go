@@ -264,18 +264,22 @@ func (s *Session) writerDrained() {
 	}
 }
 
-// updatePause recomputes paused from every attached peer's queue.
+// updatePause recomputes paused from the attached peers' queues: the agent
+// waits while every one of them is behind, or while one that is still
+// being replayed its history is (a joining client catches up first; its
+// history is finite).
 func (s *Session) updatePause() {
-	attached, over := 0, 0
+	attached, over, catchingUp := 0, 0, false
 	for _, p := range s.peers {
 		if p.attached {
 			attached++
 			if p.out.Len() > s.softLimit {
 				over++
+				catchingUp = catchingUp || p.st.replaying()
 			}
 		}
 	}
-	s.paused.Store(attached > 0 && over == attached)
+	s.paused.Store(attached > 0 && (over == attached || catchingUp))
 }
 
 func (s *Session) handle(msg any) {
@@ -415,23 +419,24 @@ func (s *Session) reapDropped() {
 // broadcast sends frame to every attached peer but except, and pauses the
 // agent when every attached peer is behind.
 func (s *Session) broadcast(frame []byte, except *peer) {
-	attached, over := 0, 0
+	attached, over, catchingUp := 0, 0, false
 	for _, p := range s.peers {
 		if !p.attached {
 			continue
 		}
 		attached++
+		behind := false
 		if p == except {
-			if p.out.Len() > s.softLimit {
-				over++
-			}
-			continue
+			behind = p.out.Len() > s.softLimit
+		} else {
+			behind = s.send(p, frame)
 		}
-		if s.send(p, frame) {
+		if behind {
 			over++
+			catchingUp = catchingUp || p.st.replaying()
 		}
 	}
-	if attached > 0 && over == attached {
+	if attached > 0 && (over == attached || catchingUp) {
 		s.paused.Store(true)
 	}
 }

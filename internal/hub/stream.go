@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/frameq"
@@ -22,6 +23,7 @@ type stream struct {
 
 	marksMu sync.Mutex // guards marks
 	marks   []replayMark
+	marked  atomic.Int32 // len(marks), readable without the lock
 
 	// Used only by the consumer goroutine.
 	popped  uint64   // frames taken from the queue so far
@@ -60,9 +62,13 @@ func (st *stream) mark(session string, after, upto int64) {
 	}
 	st.marksMu.Lock()
 	st.marks = append(st.marks, replayMark{at: st.out.Pushed(), session: session, after: after, upto: upto})
+	st.marked.Store(int32(len(st.marks)))
 	st.marksMu.Unlock()
 	st.out.Wake()
 }
+
+// replaying reports whether history is still to be delivered.
+func (st *stream) replaying() bool { return st.marked.Load() > 0 }
 
 // next returns the next frames, waiting until there are some. It returns
 // the queue's error once the consumer was removed.
@@ -126,6 +132,7 @@ func (st *stream) replayPage(ctx context.Context, mark replayMark) ([][]byte, er
 	if len(events) == 0 {
 		st.marksMu.Lock()
 		st.marks = st.marks[1:]
+		st.marked.Store(int32(len(st.marks)))
 		st.marksMu.Unlock()
 		st.cursor = 0
 		return nil, nil
