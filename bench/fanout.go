@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
-	"crypto/sha1"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/acphub/acphub/internal/demoagent"
+	"github.com/acphub/acphub/internal/transport/ws"
 )
 
 // The fan-out reference is a minimal WebSocket server inside the tool: one
@@ -38,25 +35,27 @@ func runFanout(cfg *config, k, size int) (*refResult, error) {
 		return nil, err
 	}
 	defer ln.Close()
-	accepted := make(chan *rawWS, 1)
+	// The server side is acphub's own WebSocket code: the reference differs
+	// from the hub only in having no agent, no session and no log.
+	accepted := make(chan *ws.Conn, 1)
 	acceptErr := make(chan error, 1)
-	go func() {
-		for range k {
-			c, err := acceptRaw(ln)
-			if err != nil {
-				acceptErr <- err
-				return
-			}
-			accepted <- c
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := ws.Accept(w, r)
+		if err != nil {
+			acceptErr <- err
+			return
 		}
-	}()
+		accepted <- c
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
 	clients := make([]*client, k)
-	servers := make([]*rawWS, k)
+	servers := make([]*refConn, k)
 	defer func() {
 		closeAll(clients)
 		for _, s := range servers {
 			if s != nil {
-				s.conn.Close()
+				_ = s.conn.Abort()
 			}
 		}
 	}()
@@ -70,7 +69,8 @@ func runFanout(cfg *config, k, size int) (*refResult, error) {
 		conn.SetReadLimit(1 << 40)
 		clients[i] = &client{name: fmt.Sprintf("ref%d", i), t: &wsTransport{conn: conn, buf: make([]byte, 0, 64<<10)}}
 		select {
-		case servers[i] = <-accepted:
+		case c := <-accepted:
+			servers[i] = &refConn{conn: c}
 		case err := <-acceptErr:
 			return nil, err
 		}
@@ -118,54 +118,25 @@ func runFanout(cfg *config, k, size int) (*refResult, error) {
 	return res, nil
 }
 
-// rawWS is the server side of a WebSocket connection that only writes:
-// unmasked text frames into a buffer, flushed when the caller says.
-type rawWS struct {
-	conn net.Conn
-	w    *bufio.Writer
-	hdr  [10]byte
+// refConn is the reference server's side of one connection: frames are
+// collected and written 64 KiB at a time, as a server that batches writes.
+type refConn struct {
+	conn  *ws.Conn
+	batch [][]byte
+	size  int
 }
 
-// acceptRaw accepts one connection and answers its WebSocket upgrade
-// (RFC 6455, section 4.2.2).
-func acceptRaw(ln net.Listener) (*rawWS, error) {
-	conn, err := ln.Accept()
-	if err != nil {
-		return nil, err
+// send adds a frame to the batch, writing the batch when it holds 64 KiB or
+// when flush is set. The frame must not change until it is written.
+func (c *refConn) send(frame []byte, flush bool) error {
+	c.batch = append(c.batch, frame)
+	c.size += len(frame)
+	if !flush && c.size < 64<<10 {
+		return nil
 	}
-	req, err := http.ReadRequest(bufio.NewReader(conn))
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
-	_, err = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "+
-		base64.StdEncoding.EncodeToString(sum[:])+"\r\n\r\n")
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return &rawWS{conn: conn, w: bufio.NewWriterSize(conn, 64<<10)}, nil
-}
-
-// writeText buffers one text frame.
-func (c *rawWS) writeText(p []byte) error {
-	h := c.hdr[:2]
-	h[0] = 0x81 // FIN, text
-	switch n := len(p); {
-	case n < 126:
-		h[1] = byte(n)
-	case n < 1<<16:
-		h[1] = 126
-		h = binary.BigEndian.AppendUint16(h, uint16(n))
-	default:
-		h[1] = 127
-		h = binary.BigEndian.AppendUint64(h, uint64(n))
-	}
-	if _, err := c.w.Write(h); err != nil {
-		return err
-	}
-	_, err := c.w.Write(p)
+	err := c.conn.WriteBatch(c.batch)
+	clear(c.batch)
+	c.batch, c.size = c.batch[:0], 0
 	return err
 }
 
@@ -173,7 +144,7 @@ func (c *rawWS) writeText(p []byte) error {
 // connection in turn, then _acphub/turn_complete. A paced flood flushes each
 // chunk at once; a flood fills each connection's 64 KiB buffer before it
 // writes, as a server that batches would.
-func fanOut(conns []*rawWS, spec floodSpec) error {
+func fanOut(conns []*refConn, spec floodSpec) error {
 	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ref","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` +
 		strings.Repeat("x", spec.size) + `"}},"_meta":{"` + demoagent.MetaSeq + `":`
 	const mid = `,"` + demoagent.MetaSent + `":`
@@ -189,22 +160,15 @@ func fanOut(conns []*rawWS, spec floodSpec) error {
 		line = append(line, mid...)
 		line = strconv.AppendInt(line, time.Now().UnixNano(), 10)
 		line = append(line, "}}}"...)
+		frame := bytes.Clone(line) // one copy, shared by the K batches
 		for _, c := range conns {
-			if err := c.writeText(line); err != nil {
+			if err := c.send(frame, spec.rate > 0); err != nil {
 				return err
-			}
-			if spec.rate > 0 {
-				if err := c.w.Flush(); err != nil {
-					return err
-				}
 			}
 		}
 	}
 	for _, c := range conns {
-		if err := c.writeText([]byte(`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{}}`)); err != nil {
-			return err
-		}
-		if err := c.w.Flush(); err != nil {
+		if err := c.send([]byte(`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{}}`), true); err != nil {
 			return err
 		}
 	}
