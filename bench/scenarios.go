@@ -206,7 +206,6 @@ type rttResult struct {
 	prompt  latencies // K=1
 	perm    latencies // K=permK
 	permK   int
-	prompts int
 }
 
 func runRTT(cfg *config) (*rttResult, error) {

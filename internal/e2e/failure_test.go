@@ -127,7 +127,7 @@ func TestSession_SlowClientIsDropped(t *testing.T) {
 	// The slow client joins and then never reads again.
 	slow := h.dial("s", "peer=slow")
 	slow.handshake()
-	slow.gate.Lock()
+	slow.stopReading()
 	id := a.prompt(sid, "/flood 30000 1000")
 	got := a.until(func(m msg) bool { return m.isResponseTo(id) })
 	if r := stopReason(t, got[len(got)-1]); r != "end_turn" {
@@ -152,7 +152,7 @@ func TestSession_SlowClientIsDropped(t *testing.T) {
 	// Drain what the slow client had buffered: its connection has ended,
 	// with the policy-violation status when the close frame could still be
 	// written, torn down otherwise, never with a normal closure.
-	slow.gate.Unlock()
+	slow.resumeReading()
 	deadline := time.After(testTimeout)
 	for {
 		select {

@@ -304,7 +304,7 @@ type client struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	closed chan error
-	gate   sync.Mutex // held by the test to stop reading from the socket
+	hold   atomic.Pointer[chan struct{}] // set while the test keeps the client from reading
 }
 
 // dial connects to session with the given extra query, e.g. "peer=a".
@@ -339,8 +339,9 @@ func (h *hubProc) tryDial(session, query string, header http.Header) (*client, e
 	c := &client{t: h.t, name: query, conn: conn, frames: make(chan []byte, 1<<16), ctx: ctx, cancel: cancel, closed: make(chan error, 1)}
 	go func() {
 		for {
-			c.gate.Lock()
-			c.gate.Unlock()
+			if ch := c.hold.Load(); ch != nil {
+				<-*ch
+			}
 			_, b, err := conn.Read(ctx)
 			if err != nil {
 				c.closed <- err
@@ -357,6 +358,20 @@ func (h *hubProc) tryDial(session, query string, header http.Header) (*client, e
 func (c *client) close() {
 	c.conn.Close(websocket.StatusNormalClosure, "")
 	c.cancel()
+}
+
+// stopReading makes the client stop reading from its socket after the frame
+// it is reading now, as a client that hangs would.
+func (c *client) stopReading() {
+	ch := make(chan struct{})
+	c.hold.Store(&ch)
+}
+
+// resumeReading lets a client stopped by stopReading read again.
+func (c *client) resumeReading() {
+	if ch := c.hold.Swap(nil); ch != nil {
+		close(*ch)
+	}
 }
 
 // send writes a raw frame.

@@ -12,7 +12,6 @@ type eventType struct {
 	typ       string // the "type" value
 	ephemeral bool
 	stability string
-	desc      string
 }
 
 // genEvents writes the envelope, one data type per event type, and the
