@@ -175,5 +175,6 @@ func (c *Client) Leave() {
 // Next returns the next frames for the client, waiting until there are some.
 // It returns an error when the client was removed: ErrSlowClient,
 // ErrSessionGone, or frameq.ErrClosed after Leave or when ctx ends. Only
-// one goroutine may call Next.
+// one goroutine may call Next, and the slice it returns is valid only until
+// its next call (the frames themselves stay valid).
 func (c *Client) Next(ctx context.Context) ([][]byte, error) { return c.p.st.next(ctx) }

@@ -459,15 +459,17 @@ func (s *Session) replyError(p *peer, id []byte, e *jsonrpc.Error) {
 // setSessionID sets the ACP session id clients know (raw JSON string).
 func (s *Session) setSessionID(raw []byte) {
 	s.sessionID = raw
-	id := s.sessionIDString()
+	var id string
+	_ = json.Unmarshal(raw, &id)
 	s.acpID.Store(&id)
 }
 
 // sessionIDString returns the ACP session id clients know, or "".
 func (s *Session) sessionIDString() string {
-	var id string
-	_ = json.Unmarshal(s.sessionID, &id)
-	return id
+	if id := s.acpID.Load(); id != nil {
+		return *id
+	}
+	return ""
 }
 
 // nextID allocates a hub id toward the agent.

@@ -126,7 +126,8 @@ func (h *Hub) Tail(ctx context.Context, key string, after int64, ephemeral bool)
 
 // Next returns the next events, each one JSON document, waiting until
 // there are some. It fails with ErrSlowClient when the subscriber fell too
-// far behind, ErrSessionGone when the hub stops.
+// far behind, ErrSessionGone when the hub stops. As with Client.Next, the
+// slice is valid only until the next call.
 func (t *Tail) Next(ctx context.Context) ([][]byte, error) { return t.t.st.next(ctx) }
 
 // Close ends the subscription.

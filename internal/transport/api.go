@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,8 +170,11 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, t *hub.Ta
 	go func() {
 		for {
 			events, err := t.Next(ctx)
+			// The slice Next returns is only valid until the next call,
+			// which this goroutine makes while the batch is being written:
+			// hand over a copy.
 			select {
-			case next <- batch{events, err}:
+			case next <- batch{slices.Clone(events), err}:
 			case <-ctx.Done():
 				return
 			}
