@@ -142,20 +142,10 @@ func (h *Hub) existing(key string) (*Session, error) {
 // session returns the session key: held, reopened from its log, or —
 // when create is set — new, with agentName or the default agent.
 func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, ErrClosed
+	if s, err := h.held(key, agentName); s != nil || err != nil {
+		return s, err
 	}
-	if s := h.sessions[key]; s != nil {
-		if agentName != "" && agentName != s.agentName {
-			return nil, fmt.Errorf("%w: %q runs %q", ErrAgentMismatch, key, s.agentName)
-		}
-		return s, nil
-	}
-	if h.activeLocked() >= h.cfg.MaxSessions {
-		return nil, ErrTooMany
-	}
+	// Read the log without holding the lock: other sessions' joins go on.
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	p, err := loadPrior(ctx, h.cfg.Store, key)
@@ -179,6 +169,21 @@ func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownAgent, agentName)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if s := h.sessions[key]; s != nil {
+		// Opened by someone else meanwhile.
+		if s.agentName != agentName {
+			return nil, fmt.Errorf("%w: %q runs %q", ErrAgentMismatch, key, s.agentName)
+		}
+		return s, nil
+	}
+	if h.activeLocked() >= h.cfg.MaxSessions {
+		return nil, ErrTooMany
+	}
 	s := newSession(h, key, agentName, spec)
 	if p != nil {
 		s.restore(p)
@@ -189,6 +194,20 @@ func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
 		defer h.wg.Done()
 		s.run()
 	}()
+	return s, nil
+}
+
+// held returns the session key if the hub holds it.
+func (h *Hub) held(key, agentName string) (*Session, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	s := h.sessions[key]
+	if s != nil && agentName != "" && agentName != s.agentName {
+		return nil, fmt.Errorf("%w: %q runs %q", ErrAgentMismatch, key, s.agentName)
+	}
 	return s, nil
 }
 
