@@ -203,9 +203,9 @@ func runRow(cfg *config, mode stampMode, k, size int) (*rowResult, error) {
 // Round trips through a hub.
 
 type rttResult struct {
-	prompt  latencies // K=1
-	perm    latencies // K=permK
-	permK   int
+	prompt latencies // K=1
+	perm   latencies // K=permK
+	permK  int
 }
 
 func runRTT(cfg *config) (*rttResult, error) {
