@@ -46,6 +46,7 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.StringVar(&cfg.FSPolicy, "fs-policy", cfg.FSPolicy, "what happens to an agent's fs/* requests: block")
 	fs.StringVar(&cfg.TerminalPolicy, "terminal-policy", cfg.TerminalPolicy, "what happens to an agent's terminal/* requests: block")
 	fs.DurationVar(&cfg.ExitWhenIdle.Duration, "exit-when-idle", cfg.ExitWhenIdle.Duration, "exit after no client has been connected for this long (0: never)")
+	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "loopback address serving Go's profiler at /debug/pprof/ (empty: off)")
 }
 
 func runServe(ctx context.Context, args []string, stdio Stdio) error {
@@ -73,6 +74,7 @@ type daemon struct {
 	token  string
 	ln     net.Listener
 	tls    *tls.Config
+	debug  *debugServer // nil unless --debug-listen
 }
 
 func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
@@ -92,13 +94,25 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	var debug *debugServer
+	if cfg.DebugListen != "" {
+		if debug, err = listenDebug(cfg.DebugListen); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		if debug != nil {
+			debug.ln.Close()
+		}
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	store, err := sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log})
 	if err != nil {
 		ln.Close()
+		if debug != nil {
+			debug.ln.Close()
+		}
 		return nil, err
 	}
 	hcfg.Store = store
@@ -107,7 +121,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		Hub: h, Token: token, AllowedOrigins: cfg.AllowedOrigins, MaxFrame: cfg.MaxFrame,
 		Version: version, Logger: log,
 	})
-	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, tls: tlsCfg}, nil
+	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, tls: tlsCfg, debug: debug}, nil
 }
 
 // run serves until ctx ends, then shuts down in stages: stop accepting,
@@ -132,6 +146,10 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 		d.log.Warn("write pid file", "err", err)
 	}
 	defer os.Remove(pidFile)
+	if d.debug != nil {
+		go d.debug.serve(d.log)
+		defer d.debug.srv.Close()
+	}
 	d.log.Info("acphub serving", "url", scheme+"://"+d.ln.Addr().String(), "data_dir", d.cfg.DataDir, "version", version)
 	if ready != nil {
 		ready()

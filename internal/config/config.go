@@ -69,6 +69,7 @@ type Config struct {
 	FSPolicy          string           `toml:"fs_policy"`
 	TerminalPolicy    string           `toml:"terminal_policy"`
 	ExitWhenIdle      Duration         `toml:"exit_when_idle"`
+	DebugListen       string           `toml:"debug_listen"`
 	Agents            map[string]Agent `toml:"agents"`
 }
 

@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"bytes"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,5 +197,28 @@ func TestServe_SessionLimitCountsActiveSessions(t *testing.T) {
 			t.Fatalf("second session after the first went idle: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestServe_DebugListenServesTheProfilerOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--debug-listen", "0.0.0.0:0", "--data-dir", dir)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the profiler has no authentication; give a loopback address") {
+		t.Errorf("serve --debug-listen 0.0.0.0:0: %v\n%s", err, out)
+	}
+
+	h := startHub(t, "--debug-listen", "127.0.0.1:0")
+	url := h.waitLog(`msg="profiler serving" url=(\S+)`)[1]
+	resp, err := http.Get(url + "goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("goroutine profile:")) {
+		t.Errorf("GET %sgoroutine: %d\n%.300s", url, resp.StatusCode, body)
 	}
 }
