@@ -47,6 +47,7 @@ type config struct {
 	idleClients       int
 	startups          int
 	skip              map[string]bool
+	profileDir        string // "": no profiles
 
 	log io.Writer
 }
@@ -102,6 +103,7 @@ func run(args []string) error {
 	longK := fs.Int("long-k", 10, "clients of the long turn")
 	replayN := fs.Int("replay", 100_000, "chunks (log events) of the replayed session")
 	rtts := fs.Int("rtt", 200, "round trips per measurement")
+	profile := fs.String("profile", "", "write the hub's CPU profile of the first 2 s of every matrix flood, and its heap with the idle clients, into this directory (go tool pprof DIR/FILE)")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -109,7 +111,12 @@ func run(args []string) error {
 	cfg := &config{
 		scale: *scale, pacedN: 400, pacedRate: 200, rtts: *rtts, permK: 10,
 		stoppedK: 10, stoppedSize: 4096, joinN: 100_000, longN: *longN, longK: *longK, replayN: *replayN,
-		idleSessions: 10, idleClients: 100, startups: 7, skip: map[string]bool{}, log: os.Stderr,
+		idleSessions: 10, idleClients: 100, startups: 7, skip: map[string]bool{}, profileDir: *profile, log: os.Stderr,
+	}
+	if cfg.profileDir != "" {
+		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+			return err
+		}
 	}
 	var err error
 	if cfg.ks, err = parseList(*ks); err != nil {

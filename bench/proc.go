@@ -46,9 +46,13 @@ type hubProc struct {
 	exited  chan struct{}
 	started time.Time // before exec
 	serving time.Time // when the serving line was read
+	debug   string    // the profiler's address, with -profile
 }
 
-var servingRE = regexp.MustCompile(`acphub serving"? url=https?://(\S+)`)
+var (
+	servingRE  = regexp.MustCompile(`acphub serving"? url=https?://(\S+)`)
+	profilerRE = regexp.MustCompile(`profiler serving"? url=http://([^/\s]+)`)
+)
 
 // startHub starts a hub on listen (127.0.0.1:0 for any port) with a new data
 // dir under parent and waits until it logs that it serves.
@@ -84,6 +88,9 @@ func startHub(bin, parent, listen string, extra ...string) (*hubProc, error) {
 		for sc.Scan() {
 			line := sc.Text()
 			h.log.WriteString(line + "\n")
+			if m := profilerRE.FindStringSubmatch(line); m != nil {
+				h.debug = m[1]
+			}
 			if m := servingRE.FindStringSubmatch(line); m != nil && !sent {
 				found <- m[1]
 				sent = true
@@ -115,6 +122,46 @@ func startHub(bin, parent, listen string, extra ...string) (*hubProc, error) {
 }
 
 // stop ends the hub with SIGTERM (SIGKILL after 10 s) and removes its data dir.
+// startHub starts a hub for a measurement, with the profiler when -profile
+// asks for it.
+func (c *config) startHub() (*hubProc, error) {
+	var extra []string
+	if c.profileDir != "" {
+		extra = []string{"--debug-listen", "127.0.0.1:0"}
+	}
+	return startHub(c.bin, c.tmp, "127.0.0.1:0", extra...)
+}
+
+// profile starts fetching the hub's profile /debug/pprof/<what> into the
+// -profile directory as name, and returns a function that waits for it to
+// be written. Without -profile it does nothing.
+func (c *config) profile(h *hubProc, name, what string) (wait func() error) {
+	if c.profileDir == "" || h.debug == "" {
+		return func() error { return nil }
+	}
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + h.debug + "/debug/pprof/" + what)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			errc <- fmt.Errorf("%s: %s", what, resp.Status)
+			return
+		}
+		f, err := os.Create(filepath.Join(c.profileDir, name))
+		if err != nil {
+			errc <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		errc <- errors.Join(err, f.Close())
+	}()
+	return func() error { return <-errc }
+}
+
 func (h *hubProc) stop() {
 	if h.cmd.Process != nil {
 		_ = h.cmd.Process.Signal(syscall.SIGTERM)

@@ -170,7 +170,7 @@ type rowResult struct {
 }
 
 func runRow(cfg *config, mode stampMode, k, size int) (*rowResult, error) {
-	h, err := startHub(cfg.bin, cfg.tmp, "127.0.0.1:0")
+	h, err := cfg.startHub()
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,12 @@ func runRow(cfg *config, mode stampMode, k, size int) (*rowResult, error) {
 	if res.paced, err = fr.run(floodSpec{n: cfg.pacedN, size: size, rate: cfg.pacedRate, mode: mode}); err != nil {
 		return nil, err
 	}
-	if res.flood, err = fr.run(floodSpec{n: cfg.floodN(k, size), size: size, mode: mode}); err != nil {
+	profiled := cfg.profile(h, fmt.Sprintf("cpu-%s-k%d-s%d.pprof", mode, k, size), "profile?seconds=2")
+	res.flood, err = fr.run(floodSpec{n: cfg.floodN(k, size), size: size, mode: mode})
+	if perr := profiled(); perr != nil {
+		cfg.progress("profile: %v", perr)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if !h.alive() {
@@ -238,7 +243,7 @@ func runRTT(cfg *config) (*rttResult, error) {
 
 // withHub runs f with a fresh hub and k clients joined to one session.
 func withHub(cfg *config, k int, f func(h *hubProc, clients []*client) error) error {
-	h, err := startHub(cfg.bin, cfg.tmp, "127.0.0.1:0")
+	h, err := cfg.startHub()
 	if err != nil {
 		return err
 	}
@@ -267,7 +272,7 @@ type stoppedResult struct {
 }
 
 func runStopped(cfg *config, k, size int) (*stoppedResult, error) {
-	h, err := startHub(cfg.bin, cfg.tmp, "127.0.0.1:0")
+	h, err := cfg.startHub()
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +366,7 @@ type joinResult struct {
 }
 
 func runJoin(cfg *config, spec floodSpec) (*joinResult, error) {
-	h, err := startHub(cfg.bin, cfg.tmp, "127.0.0.1:0")
+	h, err := cfg.startHub()
 	if err != nil {
 		return nil, err
 	}
@@ -437,7 +442,7 @@ type longResult struct {
 }
 
 func runLong(cfg *config) (*longResult, error) {
-	h, err := startHub(cfg.bin, cfg.tmp, "127.0.0.1:0")
+	h, err := cfg.startHub()
 	if err != nil {
 		return nil, err
 	}
@@ -519,7 +524,7 @@ type replayResult struct {
 }
 
 func runReplay(cfg *config) (*replayResult, error) {
-	h, err := startHub(cfg.bin, cfg.tmp, "127.0.0.1:0")
+	h, err := cfg.startHub()
 	if err != nil {
 		return nil, err
 	}
@@ -623,7 +628,7 @@ func runIdle(cfg *config) (*idleResult, error) {
 	slices.Sort(res.startup)
 	slices.Sort(res.startupLog)
 
-	h, err := startHub(cfg.bin, cfg.tmp, "127.0.0.1:0")
+	h, err := cfg.startHub()
 	if err != nil {
 		return nil, err
 	}
@@ -658,6 +663,11 @@ func runIdle(cfg *config) (*idleResult, error) {
 		}
 	}
 	withClients := settle()
+	for name, what := range map[string]string{"heap-idle.pprof": "heap?gc=1", "heap-idle.txt": "heap?debug=1", "goroutines-idle.txt": "goroutine?debug=1"} {
+		if err := cfg.profile(h, name, what)(); err != nil {
+			cfg.progress("profile: %v", err)
+		}
+	}
 	res.perClient = (withClients - withSessions) / int64(cfg.idleClients)
 	cfg.progress("idle: hub %s, per session %s, per client %s; start-up %v", mib(res.hub), kib(res.perSession), kib(res.perClient), res.startup[len(res.startup)/2])
 	return res, nil

@@ -42,7 +42,6 @@ func listenDebug(addr string) (*debugServer, error) {
 }
 
 func (d *debugServer) serve(log *slog.Logger) {
-	log.Info("profiler serving", "url", "http://"+d.ln.Addr().String()+"/debug/pprof/")
 	if err := d.srv.Serve(d.ln); err != nil && err != http.ErrServerClosed {
 		log.Warn("profiler stopped", "err", err)
 	}

@@ -147,6 +147,7 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	}
 	defer os.Remove(pidFile)
 	if d.debug != nil {
+		d.log.Info("profiler serving", "url", "http://"+d.debug.ln.Addr().String()+"/debug/pprof/")
 		go d.debug.serve(d.log)
 		defer d.debug.srv.Close()
 	}
