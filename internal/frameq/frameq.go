@@ -140,6 +140,11 @@ func (q *Queue) Pop(done <-chan struct{}) ([][]byte, error) {
 			}
 			return nil, err
 		}
+		if !woken {
+			// About to wait: the caller is done with the previous
+			// batch, so an idle queue keeps neither it nor its slices.
+			q.frames, q.spare = nil, nil
+		}
 		q.mu.Unlock()
 		if woken {
 			return nil, nil

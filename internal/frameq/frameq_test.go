@@ -3,8 +3,10 @@ package frameq_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/acphub/acphub/internal/frameq"
 )
@@ -92,4 +94,36 @@ func TestQueue_PopDone(t *testing.T) {
 	if _, err := frameq.New(1).Pop(done); !errors.Is(err, frameq.ErrClosed) {
 		t.Fatalf("Pop = %v, want ErrClosed", err)
 	}
+}
+
+// TestQueue_IdleHoldsNoFrame checks that once the consumer waits again, the
+// queue no longer references the frames of the batch it handed out.
+func TestQueue_IdleHoldsNoFrame(t *testing.T) {
+	q := frameq.New(1 << 20)
+	freed := make(chan struct{})
+	frame := make([]byte, 4096)
+	runtime.AddCleanup(&frame[0], func(struct{}) { close(freed) }, struct{}{})
+	if _, err := q.Push(frame); err != nil {
+		t.Fatal(err)
+	}
+	frame = nil
+	if got, err := q.Pop(nil); err != nil || len(got) != 1 {
+		t.Fatalf("Pop: %d frames, %v", len(got), err)
+	}
+	done := make(chan struct{})
+	close(done)
+	if _, err := q.Pop(done); !errors.Is(err, frameq.ErrClosed) {
+		t.Fatalf("Pop after done: %v", err)
+	}
+	for range 20 {
+		runtime.GC()
+		select {
+		case <-freed:
+			runtime.KeepAlive(q)
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	runtime.KeepAlive(q)
+	t.Fatal("the idle queue still holds the last batch's frame")
 }

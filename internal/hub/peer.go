@@ -27,7 +27,8 @@ type peer struct {
 	info        json.RawMessage         // clientInfo from its initialize
 	gone        bool                    // removed from the session
 	dropped     bool                    // overflowed; removed once the current message is handled
-	removed     chan struct{}           // closed when gone is set
+	removed     context.Context         // done when gone is set
+	markRemoved context.CancelFunc
 }
 
 // allocID returns a fresh hub id toward the peer.
@@ -51,11 +52,11 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 		return nil, ErrPeerTaken
 	}
 	p := &peer{
-		id:      id,
-		replay:  opts.Replay,
-		copies:  make(map[int64]*agentRequest),
-		removed: make(chan struct{}),
+		id:     id,
+		replay: opts.Replay,
+		copies: make(map[int64]*agentRequest),
 	}
+	p.removed, p.markRemoved = context.WithCancel(context.Background())
 	p.st = newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, func() { p.sess.Load().writerDrained() })
 	p.out = p.st.out
 	s.adopt(p)
@@ -115,7 +116,7 @@ func (s *Session) removePeer(p *peer, cause error) {
 	}
 	s.detachPeer(p, reason)
 	p.gone = true
-	close(p.removed)
+	p.markRemoved()
 	s.hub.clients.Add(-1)
 	closeQueue(p.out, cause)
 	s.log.Info("client left", "peer", p.id, "reason", reason)
@@ -162,10 +163,14 @@ func (c *Client) Send(ctx context.Context, frame []byte) error {
 	return c.p.sess.Load().post(ctx, clientMsg{peer: c.p, frame: frame})
 }
 
-// Removed is closed when the hub has removed the client: it left, was too
-// slow, or the session ended. A transport blocked writing to a client that
-// stopped reading uses it to give up.
-func (c *Client) Removed() <-chan struct{} { return c.p.removed }
+// AfterRemoved arranges for f to run in its own goroutine once the hub has
+// removed the client (it left, was too slow, or the session ended), as
+// context.AfterFunc does; stop cancels that. A
+// transport blocked writing to a client that stopped reading uses it to
+// give up, without a goroutine per idle client.
+func (c *Client) AfterRemoved(f func()) (stop func() bool) {
+	return context.AfterFunc(c.p.removed, f)
+}
 
 // Leave detaches the client. It is safe to call more than once.
 func (c *Client) Leave() {

@@ -144,21 +144,18 @@ func (s *Server) serveConn(ctx context.Context, conn *ws.Conn, client *hub.Clien
 	// writer stuck on a full socket: give the write a moment to finish so
 	// the close frame can follow, then tear the connection down.
 	written := make(chan struct{})
-	go func() {
+	stop := client.AfterRemoved(func() {
+		t := time.NewTimer(closeGrace)
+		defer t.Stop()
 		select {
-		case <-client.Removed():
-			t := time.NewTimer(closeGrace)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				_ = conn.Abort()
-			case <-written:
-			}
+		case <-t.C:
+			_ = conn.Abort()
 		case <-written:
 		}
-	}()
+	})
 	status, reason := s.writeLoop(ctx, conn, client)
 	close(written)
+	stop()
 	cancel()
 	_ = conn.Close(status, reason)
 	<-readDone

@@ -80,8 +80,8 @@ type Conn struct {
 	nc net.Conn
 	br *bufio.Reader
 
-	wmu    sync.Mutex // guards bw, hdr and closed
-	bw     *bufio.Writer
+	wmu    sync.Mutex // guards wbuf, hdr and closed
+	wbuf   []byte     // frames gathered for one write; from writeBufs while a write runs
 	hdr    [14]byte
 	closed bool // a close frame was sent
 
@@ -131,7 +131,6 @@ func newConn(nc net.Conn, br *bufio.Reader) *Conn {
 	return &Conn{
 		nc:         nc,
 		br:         br,
-		bw:         bufio.NewWriterSize(nc, 64<<10),
 		peerClosed: make(chan struct{}),
 		closeWait:  closeTimeout,
 	}
@@ -151,19 +150,50 @@ func headerHas(h http.Header, name, token string) bool {
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
-// WriteBatch sends each of msgs as one text message, and flushes once.
+// writeBufSize is how many bytes of frames a write gathers before it goes
+// to the socket: a batch of small frames leaves in few system calls.
+const writeBufSize = 64 << 10
+
+// writeBufs holds the gather buffers between writes, so that an idle
+// connection holds none.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, writeBufSize); return &b }}
+
+// WriteBatch sends each of msgs as one text message, in as few writes to
+// the socket as fit.
 func (c *Conn) WriteBatch(msgs [][]byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.closed {
 		return net.ErrClosed
 	}
-	for _, m := range msgs {
-		if err := c.writeFrameLocked(OpText, m); err != nil {
+	return c.writeLocked(OpText, msgs...)
+}
+
+// writeLocked writes each payload as one frame of type op, through a
+// gather buffer held only for the call.
+func (c *Conn) writeLocked(op byte, payloads ...[]byte) error {
+	bp := writeBufs.Get().(*[]byte)
+	c.wbuf = (*bp)[:0]
+	defer func() {
+		*bp = c.wbuf[:0]
+		c.wbuf = nil
+		writeBufs.Put(bp)
+	}()
+	for _, p := range payloads {
+		if err := c.writeFrameLocked(op, p); err != nil {
 			return err
 		}
 	}
-	return c.bw.Flush()
+	return c.flushLocked()
+}
+
+func (c *Conn) flushLocked() error {
+	if len(c.wbuf) == 0 {
+		return nil
+	}
+	_, err := c.nc.Write(c.wbuf)
+	c.wbuf = c.wbuf[:0]
+	return err
 }
 
 // SetWriteDeadline bounds the writes in progress and to come.
@@ -182,11 +212,21 @@ func (c *Conn) writeFrameLocked(op byte, payload []byte) error {
 		h[1] = 127
 		h = binary.BigEndian.AppendUint64(h, uint64(n))
 	}
-	if _, err := c.bw.Write(h); err != nil {
-		return err
+	if len(c.wbuf)+len(h)+len(payload) > cap(c.wbuf) {
+		if err := c.flushLocked(); err != nil {
+			return err
+		}
+		if len(h)+len(payload) > cap(c.wbuf) {
+			// Too big to gather: header and payload in one writev,
+			// without a copy.
+			bufs := net.Buffers{h, payload}
+			_, err := bufs.WriteTo(c.nc)
+			return err
+		}
 	}
-	_, err := c.bw.Write(payload)
-	return err
+	c.wbuf = append(c.wbuf, h...)
+	c.wbuf = append(c.wbuf, payload...)
+	return nil
 }
 
 // writeControl sends a control frame now.
@@ -201,10 +241,7 @@ func (c *Conn) writeControl(op byte, payload []byte) error {
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
 	defer c.nc.SetWriteDeadline(time.Time{})
-	if err := c.writeFrameLocked(op, payload); err != nil {
-		return err
-	}
-	return c.bw.Flush()
+	return c.writeLocked(op, payload)
 }
 
 // Close starts the close handshake with code and reason, waits briefly for

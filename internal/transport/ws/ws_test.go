@@ -249,3 +249,30 @@ func TestAccept_RefusesNonWebSocket(t *testing.T) {
 		t.Errorf("plain GET: %d, want 426", resp.StatusCode)
 	}
 }
+
+// TestConn_WriteBatchLargerThanTheGatherBuffer sends a batch that fills the
+// gather buffer several times over, with frames of every header length and
+// one bigger than the buffer, and checks every message arrives whole and in
+// order.
+func TestConn_WriteBatchLargerThanTheGatherBuffer(t *testing.T) {
+	t.Parallel()
+	var batch [][]byte
+	for i, n := range []int{0, 125, 126, 65535, 65536, 200 << 10, 10, 70 << 10, 1} {
+		batch = append(batch, []byte(strings.Repeat(string(rune('a'+i)), n)))
+	}
+	for range 2000 {
+		batch = append(batch, []byte(strings.Repeat("s", 100)))
+	}
+	url := server(t, func(c *ws.Conn) {
+		if err := c.WriteBatch(batch); err != nil {
+			t.Errorf("WriteBatch: %v", err)
+		}
+		_, _, _ = c.ReadMessage(1024, 4096)
+	})
+	c := dial(t, url)
+	for i, want := range batch {
+		if got := read(t, c); got != string(want) {
+			t.Fatalf("message %d: %d bytes, want %d", i, len(got), len(want))
+		}
+	}
+}
