@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 )
@@ -55,11 +56,31 @@ func skipLiteral(b []byte, i int, lit string) (int, error) {
 	return i + len(lit), nil
 }
 
+// Repeated bytes of a word, for plainWord.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plainWord reports whether none of the 8 bytes of w is a quote, a
+// backslash or a control character: whether a string scan may step over
+// them at once. (x-ones)&^x&highs is nonzero exactly when a byte of x is
+// zero; with ones*0x20 in place of ones, when a byte is below 0x20.
+func plainWord(w uint64) bool {
+	q := w ^ ones*'"'
+	e := w ^ ones*'\\'
+	return ((q-ones)&^q|(e-ones)&^e|(w-ones*0x20)&^w)&highs == 0
+}
+
 // skipString validates the string starting at b[i] == '"' and returns the
 // index after the closing quote and whether it contains escapes.
 func skipString(b []byte, i int) (end int, escaped bool, err error) {
 	i++
 	for i < len(b) {
+		if i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+			continue
+		}
 		c := b[i]
 		switch {
 		case c == '"':
