@@ -83,6 +83,13 @@ func (c *config) progress(format string, args ...any) {
 }
 
 func main() {
+	if bin := os.Getenv(relayEnv); bin != "" {
+		if err := relayMain(bin); err != nil {
+			fmt.Fprintln(os.Stderr, "bench relay:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -98,7 +105,7 @@ func run(args []string) error {
 	scale := fs.Float64("scale", 1, "multiply the number of chunks of every unpaced flood")
 	quick := fs.Bool("quick", false, "a smoke run: -scale 0.05, shorter long turn and replay, fewer round trips")
 	out := fs.String("out", "", "also write the markdown report to this file")
-	skip := fs.String("skip", "", "sections to leave out, comma-separated: matrix,ref,rtt,stopped,join,long,replay,idle")
+	skip := fs.String("skip", "", "sections to leave out, comma-separated: relay,matrix,ref,rtt,stopped,join,long,replay,idle")
 	longN := fs.Int("long", 1_000_000, "chunks of the long turn")
 	longK := fs.Int("long-k", 10, "clients of the long turn")
 	replayN := fs.Int("replay", 100_000, "chunks (log events) of the replayed session")
@@ -182,14 +189,23 @@ func run(args []string) error {
 		}
 	}
 	rep.floors = map[stampMode]*floorResult{}
+	rep.relays = map[stampMode]*floorResult{}
 	for i, mode := range cfg.modes {
-		floor, err := runFloor(cfg, mode, i == 0)
+		floor, err := runFloor(cfg, mode, i == 0, false)
 		if err != nil {
 			return fmt.Errorf("floor: %w", err) // nothing to compare with
 		}
 		rep.floors[mode] = floor
 		if i == 0 {
 			rep.floor = floor
+		}
+		if !cfg.skip["relay"] {
+			relay, err := runFloor(cfg, mode, i == 0, true)
+			if err != nil {
+				rep.fail(fmt.Sprintf("relay `%s`", mode.command()), err)
+			} else {
+				rep.relays[mode] = relay
+			}
 		}
 		if cfg.skip["matrix"] {
 			continue

@@ -17,6 +17,7 @@ type report struct {
 
 	floors  map[stampMode]*floorResult
 	floor   *floorResult // of the first mode, with the round trips
+	relays  map[stampMode]*floorResult
 	refs    map[[2]int]*refResult
 	rows    []*rowResult
 	rtt     *rttResult
@@ -174,18 +175,21 @@ func (r *report) markdown() string {
 	p("- agent `acphub demo-agent --delay %s`; hub `acphub serve` with its defaults (SQLite log on) in a fresh data dir for every row\n\n", agentDelay)
 
 	for _, mode := range cfg.modes {
-		floor := r.floors[mode]
 		p("### Floor, `%s`: the demo agent over a direct stdio pipe\n\n", mode.command())
-		p("| S | chunks | throughput | latency flooded p50 / p99 / max | latency paced %d/s p50 / p99 / max | lost / dup / reordered |\n", cfg.pacedRate)
-		p("|---|---:|---:|---:|---:|---:|\n")
-		for _, size := range cfg.sizes {
-			f, pc := floor.flood[size], floor.paced[size]
-			p("| %s | %d | %s | %s | %s | %s |\n", sizeName(size), f.spec.n, rate(f.minRate()), lats(f.lat), lats(pc.lat), errs(f))
+		r.direct(&b, r.floors[mode], nil)
+		if relay := r.relays[mode]; relay != nil {
+			p("### Relay, `%s`: the demo agent behind a process that only relays lines to WebSocket messages\n\n", mode.command())
+			p("No parsing, no session, no log (see the method): what a process in the middle costs on this machine, the least any hub adds.\n\n")
+			r.direct(&b, relay, r.floors[mode])
 		}
-		p("\n")
 	}
 	p("Floor round trips: prompt (`/echo x`, %d in a row) p50 / p99 / max %s; permission (`/permtime %d`, timed by the agent) %s.\n\n",
 		r.floor.prompt.n, lats(r.floor.prompt), r.floor.perm.n, lats(r.floor.perm))
+	if relay := r.relays[cfg.modes[0]]; relay != nil {
+		p("Relay round trips: prompt p50 / p99 / max %s (%.2f× the floor); permission %s (%.2f×).\n\n",
+			lats(relay.prompt), float64(relay.prompt.p50)/float64(r.floor.prompt.p50),
+			lats(relay.perm), float64(relay.perm.p50)/float64(r.floor.perm.p50))
+	}
 
 	if len(r.rows) > 0 {
 		r.matrix(&b)
@@ -241,6 +245,24 @@ func (r *report) markdown() string {
 	}
 	p("\n")
 	return b.String()
+}
+
+// direct writes the table of a run without a hub; with floor, each figure
+// also as a ratio to it.
+func (r *report) direct(b *strings.Builder, res, floor *floorResult) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("| S | chunks | throughput | latency flooded p50 / p99 / max | latency paced %d/s p50 / p99 / max | lost / dup / reordered |\n", r.cfg.pacedRate)
+	p("|---|---:|---:|---:|---:|---:|\n")
+	for _, size := range r.cfg.sizes {
+		f, pc := res.flood[size], res.paced[size]
+		tput, paced := rate(f.minRate()), lats(pc.lat)
+		if floor != nil {
+			tput += " (" + ratio(f.minRate(), floor.flood[size].minRate()) + ")"
+			paced += fmt.Sprintf(" (p50 %.2f×)", float64(pc.lat.p50)/float64(floor.paced[size].lat.p50))
+		}
+		p("| %s | %d | %s | %s | %s | %s |\n", sizeName(size), f.spec.n, tput, lats(f.lat), paced, errs(f))
+	}
+	p("\n")
 }
 
 func (r *report) matrix(b *strings.Builder) {

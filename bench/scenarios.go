@@ -117,18 +117,40 @@ type floorResult struct {
 	agentRSS     int64 // the agent's peak RSS
 }
 
-func runFloor(cfg *config, mode stampMode, roundTrips bool) (*floorResult, error) {
-	p, err := startAgent(cfg.bin)
-	if err != nil {
-		return nil, err
+// runFloor measures the demo agent without a hub: over a direct stdio pipe
+// (the floor), or with relay through the relay process.
+func runFloor(cfg *config, mode stampMode, roundTrips, relay bool) (*floorResult, error) {
+	var (
+		t     transport
+		agent int
+		name  = "floor"
+	)
+	if relay {
+		r, err := startRelay(cfg.bin)
+		if err != nil {
+			return nil, err
+		}
+		t, name = r, "relay"
+	} else {
+		p, err := startAgent(cfg.bin)
+		if err != nil {
+			return nil, err
+		}
+		t, agent = p, p.cmd.Process.Pid
 	}
-	defer p.close()
-	c := &client{name: "floor", t: p}
+	defer t.close()
+	c := &client{name: name, t: t}
 	if err := c.handshake(); err != nil {
 		return nil, err
 	}
-	fr := &floodRun{agent: p.cmd.Process.Pid, clients: []*client{c}, readers: []int{0}}
+	if relay {
+		if kids := children(t.(*relayTransport).cmd.Process.Pid); len(kids) > 0 {
+			agent = kids[0]
+		}
+	}
+	fr := &floodRun{agent: agent, clients: []*client{c}, readers: []int{0}}
 	res := &floorResult{flood: map[int]*floodResult{}, paced: map[int]*floodResult{}}
+	var err error
 	for _, size := range cfg.sizes {
 		if _, err := fr.run(floodSpec{n: warmupChunks, size: size, mode: mode}); err != nil {
 			return nil, err
@@ -139,7 +161,7 @@ func runFloor(cfg *config, mode stampMode, roundTrips bool) (*floorResult, error
 		if res.flood[size], err = fr.run(floodSpec{n: cfg.floodN(0, size), size: size, mode: mode}); err != nil {
 			return nil, err
 		}
-		cfg.progress("floor %s S=%d: %.0f/s; paced p50 %v", mode, size, res.flood[size].minRate(), res.paced[size].lat.p50)
+		cfg.progress("%s %s S=%d: %.0f/s; paced p50 %v", name, mode, size, res.flood[size].minRate(), res.paced[size].lat.p50)
 	}
 	if !roundTrips {
 		return res, nil
@@ -156,7 +178,7 @@ func runFloor(cfg *config, mode stampMode, roundTrips bool) (*floorResult, error
 	if res.perm, err = permRTT([]*client{c}, cfg.rtts); err != nil {
 		return nil, err
 	}
-	_, res.agentRSS = memStatus(p.cmd.Process.Pid)
+	_, res.agentRSS = memStatus(agent)
 	return res, nil
 }
 
