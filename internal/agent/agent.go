@@ -189,6 +189,10 @@ func (p *Process) Name() string { return p.spec.Name }
 // stdout closed (the process is ending).
 func (p *Process) Read() ([]byte, error) { return p.reader.Read() }
 
+// Ready reports whether the next Read returns without waiting: a whole line
+// of the agent's output is buffered.
+func (p *Process) Ready() bool { return p.reader.Ready() }
+
 // Send queues frame for the agent's stdin. It never blocks. When the agent
 // has stopped reading and the backlog passes the limit, the agent is killed
 // and Send reports ErrInputOverflow.

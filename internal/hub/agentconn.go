@@ -55,21 +55,37 @@ func (s *Session) startAgent() error {
 	return nil
 }
 
+// agentBatch is the most frames the agent reader hands the actor at once.
+const agentBatch = 64
+
 // readAgent feeds the agent's frames, then its exit, to the actor.
 func (s *Session) readAgent(proc *agent.Process, gen int) {
+	var batch [][]byte
 	for {
 		frame, err := proc.Read()
+		if err == nil {
+			// Frames already read from the pipe go to the actor together:
+			// one hand-off for a burst, not one per frame.
+			batch = append(batch, frame)
+			if len(batch) < agentBatch && proc.Ready() {
+				continue
+			}
+			s.postAgent(agentFrames{gen: gen, frames: batch})
+			batch = nil
+			continue
+		}
+		if len(batch) > 0 {
+			s.postAgent(agentFrames{gen: gen, frames: batch})
+			batch = nil
+		}
 		if errors.Is(err, jsonrpc.ErrFrameTooLarge) {
 			s.postAgent(agentDropped{gen: gen, reason: "agent_frame_too_large", message: "a line from the agent exceeded the frame limit and was dropped"})
 			continue
 		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
-				s.log.Warn("read agent output", "err", err)
-			}
-			break
+		if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+			s.log.Warn("read agent output", "err", err)
 		}
-		s.postAgent(agentFrame{gen: gen, frame: frame})
+		break
 	}
 	exit, _ := proc.Wait(context.Background())
 	s.postAgent(agentExited{gen: gen, exit: exit})
@@ -293,7 +309,9 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 	if m.Method == jsonrpc.MethodSessionUpdate {
 		if c, ok := parseTextChunk(m.Params); ok {
 			s.collect(c, m.Params)
-			s.publishEphemeral(&api.AgentChunk{Params: m.Params})
+			if len(s.tails) > 0 {
+				s.publishEphemeral(&api.AgentChunk{Params: m.Params})
+			}
 		} else {
 			s.record("", &api.AgentUpdate{Params: m.Params})
 		}

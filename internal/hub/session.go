@@ -125,9 +125,9 @@ type (
 		frame []byte
 	}
 	leaveMsg   struct{ peer *peer }
-	agentFrame struct {
-		gen   int
-		frame []byte
+	agentFrames struct {
+		gen    int
+		frames [][]byte
 	}
 	agentExited struct {
 		gen  int
@@ -288,9 +288,12 @@ func (s *Session) handle(msg any) {
 		if !m.peer.gone {
 			s.clientFrame(m.peer, m.frame)
 		}
-	case agentFrame:
-		if s.agent != nil && m.gen == s.agent.gen {
-			s.agentFrame(m.frame)
+	case agentFrames:
+		for _, f := range m.frames {
+			if s.agent == nil || m.gen != s.agent.gen {
+				break // the agent ended with one of these frames
+			}
+			s.agentFrame(f)
 		}
 	case agentExited:
 		if s.agent != nil && m.gen == s.agent.gen {

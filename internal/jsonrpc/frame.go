@@ -30,6 +30,13 @@ func NewReader(r io.Reader, max int) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// Ready reports whether a whole line is already buffered, so that the next
+// Read returns without waiting for input.
+func (r *Reader) Ready() bool {
+	b, _ := r.br.Peek(r.br.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
 // Read returns the next non-empty frame without its line terminator. The
 // returned slice is owned by the caller.
 func (r *Reader) Read() ([]byte, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -164,6 +165,37 @@ func TestReader(t *testing.T) {
 		if got != w {
 			t.Fatalf("Read = %q, want %q", got, w)
 		}
+	}
+}
+
+func TestReader_Ready(t *testing.T) {
+	t.Parallel()
+	pr, pw := io.Pipe()
+	r := jsonrpc.NewReader(pr, 0)
+	if r.Ready() {
+		t.Fatal("Ready before any input")
+	}
+	go func() {
+		_, _ = pw.Write([]byte("{\"a\":1}\n{\"b\":2}\n{\"c\""))
+	}()
+	if f, err := r.Read(); err != nil || string(f) != `{"a":1}` {
+		t.Fatalf("Read = %q, %v", f, err)
+	}
+	if !r.Ready() {
+		t.Fatal("not Ready with a whole line buffered")
+	}
+	if f, err := r.Read(); err != nil || string(f) != `{"b":2}` {
+		t.Fatalf("Read = %q, %v", f, err)
+	}
+	if r.Ready() {
+		t.Fatal("Ready with only part of a line buffered")
+	}
+	go func() {
+		_, _ = pw.Write([]byte(":3}\n"))
+		pw.Close()
+	}()
+	if f, err := r.Read(); err != nil || string(f) != `{"c":3}` {
+		t.Fatalf("Read = %q, %v", f, err)
 	}
 }
 
