@@ -124,7 +124,7 @@ type (
 		peer  *peer
 		frame []byte
 	}
-	leaveMsg   struct{ peer *peer }
+	leaveMsg    struct{ peer *peer }
 	agentFrames struct {
 		gen    int
 		frames [][]byte
