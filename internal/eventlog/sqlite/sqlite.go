@@ -18,9 +18,10 @@
 // per transaction, and logs a warning for a commit slower than a second.
 // Under a sustained load above what the disk takes (about 100,000 events a
 // second on a small machine) the queue fills, Append waits, and the window
-// grows with the queue. Events in the window are lost if the process
-// is killed; nothing before it is, and what survives is a gap-free prefix of
-// every session's log.
+// grows with the queue, up to its bounds: MaxPending events and
+// MaxPendingBytes (100,000 events and 64 MiB by default). Events in the
+// window are lost if the process is killed; nothing before it is, and what
+// survives is a gap-free prefix of every session's log.
 package sqlite
 
 import (
@@ -42,9 +43,14 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultCommitInterval = 50 * time.Millisecond
-	DefaultMaxPending     = 100_000
+	DefaultCommitInterval  = 50 * time.Millisecond
+	DefaultMaxPending      = 100_000
+	DefaultMaxPendingBytes = 64 << 20
 )
+
+// EventOverhead is what MaxPendingBytes counts for a queued event besides
+// its data: about the Event value in the queue and its id strings.
+const EventOverhead = 256
 
 // FileName is the database's name in the data directory.
 const FileName = "acphub.db"
@@ -54,11 +60,15 @@ type Options struct {
 	// CommitInterval is the longest the writer waits before committing
 	// what is queued; it commits sooner whenever it is idle.
 	CommitInterval time.Duration
-	// MaxPending bounds the events queued but not committed; Append waits
-	// while the queue is full, so a stuck disk slows the hub instead of
-	// filling memory.
-	MaxPending int
-	Logger     *slog.Logger
+	// MaxPending bounds the events queued but not committed, and
+	// MaxPendingBytes their size: the length of their data plus
+	// EventOverhead each. Append waits while its events would take the
+	// queue past either bound, so a stuck disk slows the hub instead of
+	// filling memory. An Append larger than a bound on its own is taken
+	// once the queue is empty.
+	MaxPending      int
+	MaxPendingBytes int
+	Logger          *slog.Logger
 }
 
 // Store is a SQLite session log.
@@ -75,11 +85,12 @@ type Store struct {
 	// its query until it has looked at pending.
 	commitMu sync.RWMutex
 
-	mu      sync.Mutex // guards the following
-	room    *sync.Cond // signalled when pending shrinks
-	pending []eventlog.Event
-	lastSeq map[string]int64 // per session, pending included
-	closed  bool
+	mu           sync.Mutex    // guards the following
+	room         chan struct{} // closed, and replaced, when pending shrinks or the store closes
+	pending      []eventlog.Event
+	pendingBytes int              // queuedSize of pending
+	lastSeq      map[string]int64 // per session, pending included
+	closed       bool
 }
 
 var _ eventlog.Store = (*Store)(nil)
@@ -91,6 +102,9 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
+	}
+	if opts.MaxPendingBytes <= 0 {
+		opts.MaxPendingBytes = DefaultMaxPendingBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -118,9 +132,9 @@ func Open(path string, opts Options) (*Store, error) {
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
+		room:    make(chan struct{}),
 		lastSeq: make(map[string]int64),
 	}
-	s.room = sync.NewCond(&s.mu)
 	go s.writer()
 	return s, nil
 }
@@ -163,10 +177,11 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 	if err := s.loadLastSeqs(ctx, events); err != nil {
 		return err
 	}
+	size := queuedSize(events)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.pending) >= s.opts.MaxPending && !s.closed {
-		s.room.Wait()
+	if err := s.waitRoom(ctx, len(events), size); err != nil {
+		return err
 	}
 	if s.closed {
 		return errors.New("eventlog/sqlite: store is closed")
@@ -186,11 +201,46 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 		s.lastSeq[k] = v
 	}
 	s.pending = append(s.pending, events...)
+	s.pendingBytes += size
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+// queuedSize is what events count against MaxPendingBytes.
+func queuedSize(events []eventlog.Event) int {
+	n := len(events) * EventOverhead
+	for _, e := range events {
+		n += len(e.Data)
+	}
+	return n
+}
+
+// waitRoom waits until n events of size bytes fit in the queue, the store
+// closes or ctx is done. s.mu is held on entry and on return.
+func (s *Store) waitRoom(ctx context.Context, n, size int) error {
+	for !s.closed && len(s.pending) > 0 &&
+		(len(s.pending)+n > s.opts.MaxPending || s.pendingBytes+size > s.opts.MaxPendingBytes) {
+		room := s.room
+		s.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("eventlog/sqlite: waiting for room in the queue: %w", err)
+		}
+	}
+	return nil
+}
+
+// freeRoom wakes the Appends waiting for room. s.mu is held.
+func (s *Store) freeRoom() {
+	close(s.room)
+	s.room = make(chan struct{})
 }
 
 // loadLastSeqs reads the last seq of sessions Append has not seen yet.
@@ -300,14 +350,16 @@ func (s *Store) commit() error {
 	if d := time.Since(start); d > time.Second {
 		s.log.Warn("slow session log commit", "events", len(batch), "took", d)
 	}
+	size := queuedSize(batch)
 	s.commitMu.Lock()
 	s.mu.Lock()
 	// Drop the committed events without copying the rest: the next append
 	// that outgrows the array moves only what is still pending.
 	clear(s.pending[:len(batch)])
 	s.pending = s.pending[len(batch):]
+	s.pendingBytes -= size
 	more := len(s.pending) > 0
-	s.room.Broadcast()
+	s.freeRoom()
 	s.mu.Unlock()
 	s.commitMu.Unlock()
 	if more {
@@ -493,7 +545,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.room.Broadcast()
+	s.freeRoom()
 	s.mu.Unlock()
 	close(s.quit)
 	<-s.done
