@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,6 +80,9 @@ type Store struct {
 	wake chan struct{}
 	quit chan struct{}
 	done chan struct{}
+
+	// insertMany inserts rowsPerInsert events, insertOne one.
+	insertMany, insertOne *sql.Stmt
 
 	// commitMu orders Read against the writer: the writer holds it to
 	// drop committed events from pending, Read holds it (shared) from
@@ -134,6 +138,13 @@ func Open(path string, opts Options) (*Store, error) {
 		done:    make(chan struct{}),
 		room:    make(chan struct{}),
 		lastSeq: make(map[string]int64),
+	}
+	if s.insertMany, err = db.Prepare(insertSQL(rowsPerInsert)); err == nil {
+		s.insertOne, err = db.Prepare(insertSQL(1))
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open session log %s: %w", path, err)
 	}
 	go s.writer()
 	return s, nil
@@ -368,26 +379,46 @@ func (s *Store) commit() error {
 	return nil
 }
 
+// rowsPerInsert is how many events one INSERT statement writes. Each
+// statement executed through database/sql and the driver has a cost of its
+// own, about as much as writing the row; 64 rows share it.
+const rowsPerInsert = 64
+
+// insertSQL returns the statement that inserts rows events.
+func insertSQL(rows int) string {
+	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	return `INSERT INTO events (session, seq, id, parent_id, ts, type, data, peer, agent_id) VALUES ` +
+		strings.Repeat(row+", ", rows-1) + row
+}
+
+// write commits batch in one transaction, rowsPerInsert events per
+// statement and the rest one by one.
 func (s *Store) write(batch []eventlog.Event) error {
 	tx, err := s.db.Begin()
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	stmt, err := tx.Prepare(`INSERT INTO events (session, seq, id, parent_id, ts, type, data, peer, agent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for _, e := range batch {
-		var parent any
-		if e.ParentID != nil {
-			parent = *e.ParentID
+	many, one := tx.Stmt(s.insertMany), tx.Stmt(s.insertOne)
+	args := make([]any, 0, 9*rowsPerInsert)
+	for len(batch) > 0 {
+		n, stmt := rowsPerInsert, many
+		if len(batch) < rowsPerInsert {
+			n, stmt = 1, one
 		}
-		if _, err := stmt.Exec(e.Session, e.Seq, e.ID, parent, e.Timestamp.UTC().Format(time.RFC3339Nano),
-			e.Type, []byte(e.Data), e.Peer, e.AgentID); err != nil {
-			return fmt.Errorf("insert %s seq %d: %w", e.Session, e.Seq, err)
+		args = args[:0]
+		for _, e := range batch[:n] {
+			var parent any
+			if e.ParentID != nil {
+				parent = *e.ParentID
+			}
+			args = append(args, e.Session, e.Seq, e.ID, parent, e.Timestamp.UTC().Format(time.RFC3339Nano),
+				e.Type, []byte(e.Data), e.Peer, e.AgentID)
 		}
+		if _, err := stmt.Exec(args...); err != nil {
+			return fmt.Errorf("insert %s from seq %d: %w", batch[0].Session, batch[0].Seq, err)
+		}
+		batch = batch[n:]
 	}
 	return tx.Commit()
 }
