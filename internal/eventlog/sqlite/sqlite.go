@@ -16,12 +16,24 @@
 // It is normally a few milliseconds; the writer also commits at least every
 // CommitInterval (DefaultCommitInterval, 50 ms), writes at most 4096 events
 // per transaction, and logs a warning for a commit slower than a second.
-// Under a sustained load above what the disk takes (about 100,000 events a
+// Under a sustained load above what the disk takes (about 200,000 events a
 // second on a small machine) the queue fills, Append waits, and the window
 // grows with the queue, up to its bounds: MaxPending events and
 // MaxPendingBytes (100,000 events and 64 MiB by default). Events in the
 // window are lost if the process is killed; nothing before it is, and what
 // survives is a gap-free prefix of every session's log.
+//
+// # Layout
+//
+// The database (layout 2, its PRAGMA user_version) has three tables.
+// sessions gives each session name an integer key. events holds the
+// events, in a rowid table that the writer appends to, 64 rows per
+// statement, and that the index of its primary key (session key, seq)
+// reads by session. last_of_type holds the seq of the latest event of each
+// type in each session, for Last; the writer updates it once per type and
+// session in a transaction. Open migrates a database of layout 1 (one
+// table keyed by session name and seq, and an index by type) in place, in
+// one transaction, and refuses a database of a layout newer than its own.
 package sqlite
 
 import (
@@ -30,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -81,8 +94,12 @@ type Store struct {
 	quit chan struct{}
 	done chan struct{}
 
-	// insertMany inserts rowsPerInsert events, insertOne one.
-	insertMany, insertOne *sql.Stmt
+	// insertMany inserts rowsPerInsert events, insertOne one; setLast
+	// records the latest seq of a type in a session.
+	insertMany, insertOne, setLast *sql.Stmt
+	// keys maps session names to their committed sessions.key; only the
+	// writer uses it.
+	keys map[string]int64
 
 	// commitMu orders Read against the writer: the writer holds it to
 	// drop committed events from pending, Read holds it (shared) from
@@ -138,13 +155,21 @@ func Open(path string, opts Options) (*Store, error) {
 		done:    make(chan struct{}),
 		room:    make(chan struct{}),
 		lastSeq: make(map[string]int64),
+		keys:    make(map[string]int64),
 	}
-	if s.insertMany, err = db.Prepare(insertSQL(rowsPerInsert)); err == nil {
-		s.insertOne, err = db.Prepare(insertSQL(1))
-	}
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open session log %s: %w", path, err)
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&s.insertMany, insertSQL(rowsPerInsert)},
+		{&s.insertOne, insertSQL(1)},
+		{&s.setLast, `INSERT INTO last_of_type (session, type, seq) VALUES (?, ?, ?)
+			ON CONFLICT (session, type) DO UPDATE SET seq = excluded.seq`},
+	} {
+		if *p.stmt, err = db.Prepare(p.query); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open session log %s: %w", path, err)
+		}
 	}
 	go s.writer()
 	return s, nil
@@ -152,22 +177,16 @@ func Open(path string, opts Options) (*Store, error) {
 
 // schemaVersion is the database layout this code writes (PRAGMA
 // user_version).
-const schemaVersion = 1
+const schemaVersion = 2
 
-func migrate(db *sql.DB) error {
-	var v int
-	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
-		return err
-	}
-	switch {
-	case v == schemaVersion:
-		return nil
-	case v > schemaVersion:
-		return fmt.Errorf("database layout %d is newer than this acphub (%d)", v, schemaVersion)
-	}
-	_, err := db.Exec(`
-CREATE TABLE IF NOT EXISTS events (
-	session   TEXT    NOT NULL,
+// createTables makes layout 2 (see the package doc) in an empty database.
+const createTables = `
+CREATE TABLE sessions (
+	key  INTEGER PRIMARY KEY,
+	name TEXT    NOT NULL UNIQUE
+);
+CREATE TABLE events (
+	session   INTEGER NOT NULL, -- sessions.key
 	seq       INTEGER NOT NULL,
 	id        TEXT    NOT NULL,
 	parent_id TEXT,
@@ -177,10 +196,53 @@ CREATE TABLE IF NOT EXISTS events (
 	peer      TEXT    NOT NULL DEFAULT '',
 	agent_id  TEXT    NOT NULL DEFAULT '',
 	PRIMARY KEY (session, seq)
+);
+CREATE TABLE last_of_type (
+	session INTEGER NOT NULL,
+	type    TEXT    NOT NULL,
+	seq     INTEGER NOT NULL,
+	PRIMARY KEY (session, type)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS events_by_type ON events (session, type, seq);
-PRAGMA user_version = 1;`)
-	return err
+PRAGMA user_version = 2;`
+
+// fromV1 turns layout 1 into layout 2. Layout 1 was one WITHOUT ROWID
+// table events keyed by (session TEXT, seq), with the same columns, and an
+// index events_by_type on (session, type, seq).
+const fromV1 = `
+ALTER TABLE events RENAME TO events_v1;` + createTables + `
+INSERT INTO sessions (name) SELECT DISTINCT session FROM events_v1;
+INSERT INTO events (session, seq, id, parent_id, ts, type, data, peer, agent_id)
+	SELECT s.key, e.seq, e.id, e.parent_id, e.ts, e.type, e.data, e.peer, e.agent_id
+	FROM events_v1 e JOIN sessions s ON s.name = e.session ORDER BY e.session, e.seq;
+INSERT INTO last_of_type (session, type, seq)
+	SELECT s.key, e.type, MAX(e.seq) FROM events_v1 e JOIN sessions s ON s.name = e.session
+	GROUP BY e.session, e.type;
+DROP TABLE events_v1;`
+
+// migrate brings the database to schemaVersion, in one transaction.
+func migrate(db *sql.DB) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		return err
+	}
+	script := createTables
+	switch {
+	case v == schemaVersion:
+		return nil
+	case v > schemaVersion:
+		return fmt.Errorf("database layout %d is newer than this acphub (%d)", v, schemaVersion)
+	case v == 1:
+		script = fromV1
+	}
+	if _, err := tx.Exec(script); err != nil {
+		return fmt.Errorf("database layout %d to %d: %w", v, schemaVersion, err)
+	}
+	return tx.Commit()
 }
 
 // Append implements eventlog.Store.
@@ -264,7 +326,7 @@ func (s *Store) loadLastSeqs(ctx context.Context, events []eventlog.Event) error
 			continue
 		}
 		var last sql.NullInt64
-		if err := s.db.QueryRowContext(ctx, `SELECT MAX(seq) FROM events WHERE session = ?`, e.Session).Scan(&last); err != nil {
+		if err := s.db.QueryRowContext(ctx, `SELECT MAX(seq) FROM events WHERE session = (SELECT key FROM sessions WHERE name = ?)`, e.Session).Scan(&last); err != nil {
 			return fmt.Errorf("read session log: %w", err)
 		}
 		s.mu.Lock()
@@ -399,6 +461,8 @@ func (s *Store) write(batch []eventlog.Event) error {
 		return err
 	}
 	defer tx.Rollback()
+	added := make(map[string]int64) // sessions.key of sessions not in s.keys
+	last := make(map[typeOf]int64)  // for last_of_type
 	many, one := tx.Stmt(s.insertMany), tx.Stmt(s.insertOne)
 	args := make([]any, 0, 9*rowsPerInsert)
 	for len(batch) > 0 {
@@ -408,11 +472,16 @@ func (s *Store) write(batch []eventlog.Event) error {
 		}
 		args = args[:0]
 		for _, e := range batch[:n] {
+			key, err := s.sessionKey(tx, e.Session, added)
+			if err != nil {
+				return err
+			}
+			last[typeOf{key, e.Type}] = e.Seq
 			var parent any
 			if e.ParentID != nil {
 				parent = *e.ParentID
 			}
-			args = append(args, e.Session, e.Seq, e.ID, parent, e.Timestamp.UTC().Format(time.RFC3339Nano),
+			args = append(args, key, e.Seq, e.ID, parent, e.Timestamp.UTC().Format(time.RFC3339Nano),
 				e.Type, []byte(e.Data), e.Peer, e.AgentID)
 		}
 		if _, err := stmt.Exec(args...); err != nil {
@@ -420,14 +489,55 @@ func (s *Store) write(batch []eventlog.Event) error {
 		}
 		batch = batch[n:]
 	}
-	return tx.Commit()
+	setLast := tx.Stmt(s.setLast)
+	for t, seq := range last {
+		if _, err := setLast.Exec(t.session, t.typ, seq); err != nil {
+			return fmt.Errorf("record last event of type %s: %w", t.typ, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	maps.Copy(s.keys, added)
+	return nil
+}
+
+// typeOf is an event type in a session, by key.
+type typeOf struct {
+	session int64
+	typ     string
+}
+
+// sessionKey returns the key of the session name, adding it to the sessions
+// table in tx if needed. added holds the keys that tx found or added, which
+// go to s.keys once it commits.
+func (s *Store) sessionKey(tx *sql.Tx, name string, added map[string]int64) (int64, error) {
+	if key, ok := s.keys[name]; ok {
+		return key, nil
+	}
+	if key, ok := added[name]; ok {
+		return key, nil
+	}
+	var key int64
+	err := tx.QueryRow(`SELECT key FROM sessions WHERE name = ?`, name).Scan(&key)
+	if errors.Is(err, sql.ErrNoRows) {
+		var res sql.Result
+		if res, err = tx.Exec(`INSERT INTO sessions (name) VALUES (?)`, name); err == nil {
+			key, err = res.LastInsertId()
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("session %s: %w", name, err)
+	}
+	added[name] = key
+	return key, nil
 }
 
 // Read implements eventlog.Store.
 func (s *Store) Read(ctx context.Context, session string, after int64, limit int) ([]eventlog.Event, error) {
 	s.commitMu.RLock()
 	defer s.commitMu.RUnlock()
-	q := `SELECT session, seq, id, parent_id, ts, type, data, peer, agent_id FROM events WHERE session = ? AND seq > ? ORDER BY seq`
+	q := selectEvents + `events e WHERE e.session = (SELECT key FROM sessions WHERE name = ?) AND e.seq > ? ORDER BY e.seq`
 	args := []any{session, after}
 	if limit > 0 {
 		q += ` LIMIT ?`
@@ -437,7 +547,7 @@ func (s *Store) Read(ctx context.Context, session string, after int64, limit int
 	if err != nil {
 		return nil, fmt.Errorf("read session log: %w", err)
 	}
-	out, err := scanEvents(rows)
+	out, err := scanEvents(session, rows)
 	if err != nil {
 		return nil, err
 	}
@@ -459,17 +569,21 @@ func (s *Store) Read(ctx context.Context, session string, after int64, limit int
 	return out, nil
 }
 
-func scanEvents(rows *sql.Rows) ([]eventlog.Event, error) {
+// selectEvents starts a query of events e, read by scanEvents.
+const selectEvents = `SELECT e.seq, e.id, e.parent_id, e.ts, e.type, e.data, e.peer, e.agent_id FROM `
+
+// scanEvents reads the events of session that a selectEvents query returns.
+func scanEvents(session string, rows *sql.Rows) ([]eventlog.Event, error) {
 	defer rows.Close()
 	var out []eventlog.Event
 	for rows.Next() {
 		var (
-			e      eventlog.Event
+			e      = eventlog.Event{Session: session}
 			parent sql.NullString
 			ts     string
 			data   []byte
 		)
-		if err := rows.Scan(&e.Session, &e.Seq, &e.ID, &parent, &ts, &e.Type, &data, &e.Peer, &e.AgentID); err != nil {
+		if err := rows.Scan(&e.Seq, &e.ID, &parent, &ts, &e.Type, &data, &e.Peer, &e.AgentID); err != nil {
 			return nil, fmt.Errorf("read session log: %w", err)
 		}
 		if parent.Valid {
@@ -501,17 +615,18 @@ func (s *Store) Last(ctx context.Context, session, typ string) (eventlog.Event, 
 		}
 	}
 	s.mu.Unlock()
-	q := `SELECT session, seq, id, parent_id, ts, type, data, peer, agent_id FROM events WHERE session = ?`
+	q := selectEvents + `events e WHERE e.session = (SELECT key FROM sessions WHERE name = ?) ORDER BY e.seq DESC LIMIT 1`
 	args := []any{session}
 	if typ != "" {
-		q += ` AND type = ?`
+		q = selectEvents + `last_of_type t JOIN events e ON e.session = t.session AND e.seq = t.seq
+			WHERE t.session = (SELECT key FROM sessions WHERE name = ?) AND t.type = ?`
 		args = append(args, typ)
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY seq DESC LIMIT 1`, args...)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return eventlog.Event{}, false, fmt.Errorf("read session log: %w", err)
 	}
-	out, err := scanEvents(rows)
+	out, err := scanEvents(session, rows)
 	if err != nil || len(out) == 0 {
 		return eventlog.Event{}, false, err
 	}
@@ -522,10 +637,9 @@ func (s *Store) Last(ctx context.Context, session, typ string) (eventlog.Event, 
 func (s *Store) Sessions(ctx context.Context) ([]eventlog.SessionInfo, error) {
 	s.commitMu.RLock()
 	defer s.commitMu.RUnlock()
-	rows, err := s.db.QueryContext(ctx, `SELECT session, MAX(seq),
-		(SELECT ts FROM events f WHERE f.session = e.session AND f.seq = 1),
-		(SELECT ts FROM events l WHERE l.session = e.session ORDER BY seq DESC LIMIT 1)
-		FROM events e GROUP BY session`)
+	rows, err := s.db.QueryContext(ctx, `SELECT s.name, l.seq, f.ts, l.ts FROM sessions s
+		JOIN events f ON f.session = s.key AND f.seq = 1
+		JOIN events l ON l.session = s.key AND l.seq = (SELECT MAX(seq) FROM events WHERE session = s.key)`)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -535,13 +649,13 @@ func (s *Store) Sessions(ctx context.Context) ([]eventlog.SessionInfo, error) {
 	for rows.Next() {
 		var (
 			info             eventlog.SessionInfo
-			created, updated sql.NullString
+			created, updated string
 		)
 		if err := rows.Scan(&info.Session, &info.LastSeq, &created, &updated); err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
-		info.Created, _ = time.Parse(time.RFC3339Nano, created.String)
-		info.Updated, _ = time.Parse(time.RFC3339Nano, updated.String)
+		info.Created, _ = time.Parse(time.RFC3339Nano, created)
+		info.Updated, _ = time.Parse(time.RFC3339Nano, updated)
 		byKey[info.Session] = &info
 		out = append(out, &info)
 	}

@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/eventlogtest"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
@@ -159,5 +162,187 @@ func TestStore_MaxPending(t *testing.T) {
 				t.Fatalf("read %d events, want %d", len(got), len(evs))
 			}
 		})
+	}
+}
+
+// layoutV1 is the layout of schema version 1, as acphub made it.
+const layoutV1 = `
+CREATE TABLE events (
+	session   TEXT    NOT NULL,
+	seq       INTEGER NOT NULL,
+	id        TEXT    NOT NULL,
+	parent_id TEXT,
+	ts        TEXT    NOT NULL,
+	type      TEXT    NOT NULL,
+	data      BLOB    NOT NULL,
+	peer      TEXT    NOT NULL DEFAULT '',
+	agent_id  TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (session, seq)
+) WITHOUT ROWID;
+CREATE INDEX events_by_type ON events (session, type, seq);
+PRAGMA user_version = 1;`
+
+// createV1 makes a database of layout 1 at path holding events.
+func createV1(t *testing.T, path string, events []eventlog.Event) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(layoutV1); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if _, err := db.Exec(`INSERT INTO events (session, seq, id, parent_id, ts, type, data, peer, agent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.Session, e.Seq, e.ID, e.ParentID, e.Timestamp.UTC().Format(time.RFC3339Nano), e.Type, []byte(e.Data), e.Peer, e.AgentID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// same fails t unless got and want are the same events, field by field
+// and byte for byte.
+func same[T any](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got %+v\nwant %+v", what, got, want)
+	}
+}
+
+func TestOpen_MigratesV1(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	a, b := eventlogtest.Events("a", 1, 150), eventlogtest.Events("b", 1, 3)
+	a[0].Type, b[0].Type = api.EventSessionCreated, api.EventSessionCreated
+	a[9].Type, a[99].Type = api.EventAgentInitialized, api.EventAgentInitialized
+	a[149].Peer, a[149].AgentID = "", ""
+	for i := range b {
+		b[i].Timestamp = b[i].Timestamp.Add(-time.Hour)
+	}
+	createV1(t, path, append(a, b...))
+
+	s := open(t, path)
+	for _, log := range [][]eventlog.Event{a, b} {
+		key := log[0].Session
+		got, err := s.Read(ctx, key, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, "Read "+key, got, log)
+		last, ok, err := s.Last(ctx, key, "")
+		if err != nil || !ok {
+			t.Fatalf("Last %s: %v, %v", key, ok, err)
+		}
+		same(t, "Last "+key, last, log[len(log)-1])
+	}
+	for _, tt := range []struct {
+		session, typ string
+		want         *eventlog.Event
+	}{
+		{"a", api.EventSessionCreated, &a[0]},
+		{"a", api.EventAgentInitialized, &a[99]},
+		{"a", api.EventAgentNotification, &a[149]},
+		{"b", api.EventSessionCreated, &b[0]},
+		{"b", api.EventAgentInitialized, nil},
+	} {
+		got, ok, err := s.Last(ctx, tt.session, tt.typ)
+		if err != nil || ok != (tt.want != nil) {
+			t.Fatalf("Last %s %s: %v, %v", tt.session, tt.typ, ok, err)
+		}
+		if ok {
+			same(t, "Last "+tt.session+" "+tt.typ, got, *tt.want)
+		}
+	}
+	list, err := s.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "Sessions", list, []eventlog.SessionInfo{
+		{Session: "b", LastSeq: 3, Created: b[0].Timestamp, Updated: b[2].Timestamp},
+		{Session: "a", LastSeq: 150, Created: a[0].Timestamp, Updated: a[149].Timestamp},
+	})
+
+	// The logs go on where they stopped.
+	more := eventlogtest.Events("a", 151, 1)
+	if err := s.Append(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, eventlogtest.Events("b", 3, 1)); !errors.Is(err, eventlog.ErrSeqGap) {
+		t.Errorf("re-appending b seq 3: %v, want ErrSeqGap", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	defer s.Close()
+	got, err := s.Read(ctx, "a", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "Read a after an append", got, append(a, more...))
+
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version int
+	var tables string
+	if err := db.QueryRow(`SELECT (SELECT user_version FROM pragma_user_version), group_concat(name, ' ')
+		FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&version, &tables); err != nil {
+		t.Fatal(err)
+	}
+	if version != 2 || tables != "events last_of_type sessions" {
+		t.Errorf("layout %d with %s, want 2 with events last_of_type sessions", version, tables)
+	}
+}
+
+func TestOpen_RefusesNewerLayout(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`PRAGMA user_version = 3`)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sqlite.Open(path, sqlite.Options{}); err == nil || !strings.Contains(err.Error(), "newer") {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("opening a database of layout 3: %v, want an error", err)
+	}
+}
+
+func TestOpen_FailedMigrationChangesNothing(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	createV1(t, path, eventlogtest.Events("a", 1, 3))
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// A table in the way of layout 2 makes the migration fail halfway.
+	if _, err := db.Exec(`CREATE TABLE sessions (x)`); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sqlite.Open(path, sqlite.Options{}); err == nil {
+		s.Close()
+		t.Fatal("migrated a database with a sessions table of its own")
+	}
+	var version, events int
+	var tables string
+	if err := db.QueryRow(`SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM events),
+		group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&version, &events, &tables); err != nil {
+		t.Fatal(err)
+	}
+	if version != 1 || events != 3 || tables != "events events_by_type sessions" {
+		t.Errorf("after a failed migration: layout %d, %d events, %s; want layout 1 as it was", version, events, tables)
 	}
 }
