@@ -19,7 +19,7 @@
 // Under a sustained load above what the disk takes (about 200,000 events a
 // second on a small machine) the queue fills, Append waits, and the window
 // grows with the queue, up to its bounds: MaxPending events and
-// MaxPendingBytes (100,000 events and 64 MiB by default). Events in the
+// MaxPendingBytes (100,000 events and 16 MiB by default). Events in the
 // window are lost if the process is killed; nothing before it is, and what
 // survives is a gap-free prefix of every session's log.
 //
@@ -59,7 +59,7 @@ import (
 const (
 	DefaultCommitInterval  = 50 * time.Millisecond
 	DefaultMaxPending      = 100_000
-	DefaultMaxPendingBytes = 64 << 20
+	DefaultMaxPendingBytes = 16 << 20
 )
 
 // EventOverhead is what MaxPendingBytes counts for a queued event besides
