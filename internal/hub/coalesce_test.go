@@ -77,3 +77,13 @@ func TestMessageParams(t *testing.T) {
 		t.Error("a message of one chunk is not logged as it came")
 	}
 }
+
+func BenchmarkParseTextChunk(b *testing.B) {
+	params := []byte(`{"sessionId":"sess_0123456789abcdef","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"0000012345 1763800000000000000 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}}`)
+	b.SetBytes(int64(len(params)))
+	for b.Loop() {
+		if _, ok := parseTextChunk(params); !ok {
+			b.Fatal("not a text chunk")
+		}
+	}
+}

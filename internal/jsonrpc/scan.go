@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/bits"
 )
 
 // maxDepth bounds nesting, as encoding/json does, so a hostile frame of
@@ -56,20 +57,22 @@ func skipLiteral(b []byte, i int, lit string) (int, error) {
 	return i + len(lit), nil
 }
 
-// Repeated bytes of a word, for plainWord.
+// Repeated bytes of a word, for specials.
 const (
 	ones  = 0x0101010101010101
 	highs = 0x8080808080808080
 )
 
-// plainWord reports whether none of the 8 bytes of w is a quote, a
-// backslash or a control character: whether a string scan may step over
-// them at once. (x-ones)&^x&highs is nonzero exactly when a byte of x is
-// zero; with ones*0x20 in place of ones, when a byte is below 0x20.
-func plainWord(w uint64) bool {
+// specials returns a mask with the high bit set in the bytes of w (read
+// little-endian) that a string scan must stop at: a quote, a backslash or a
+// control character. (x-ones)&^x&highs flags the zero bytes of x; a borrow
+// can flag a byte above a zero byte, never below, so the lowest flagged
+// byte is exactly the first one to stop at. With ones*0x20 in place of
+// ones it flags the bytes below 0x20.
+func specials(w uint64) uint64 {
 	q := w ^ ones*'"'
 	e := w ^ ones*'\\'
-	return ((q-ones)&^q|(e-ones)&^e|(w-ones*0x20)&^w)&highs == 0
+	return ((q-ones)&^q | (e-ones)&^e | (w-ones*0x20)&^w) & highs
 }
 
 // skipString validates the string starting at b[i] == '"' and returns the
@@ -77,9 +80,14 @@ func plainWord(w uint64) bool {
 func skipString(b []byte, i int) (end int, escaped bool, err error) {
 	i++
 	for i < len(b) {
-		if i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-			continue
+		if i+8 <= len(b) {
+			// Step to the first byte of the next eight that needs a look.
+			m := specials(binary.LittleEndian.Uint64(b[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
 		}
 		c := b[i]
 		switch {
