@@ -530,6 +530,9 @@ const (
 	CodeNoSession        = -32015
 	CodeNotInitialized   = -32016
 	CodeUnknownSession   = -32018
+	CodeNoExecutor       = -32020
+	CodeExecutorLeft     = -32021
+	CodeUnknownTerminal  = -32022
 )
 
 // Values of data.reason in acphub's errors.
@@ -548,7 +551,9 @@ const (
 	ReasonCancelled        = "cancelled"
 	ReasonDuplicateID      = "duplicate_id"
 	ReasonDuplicateMember  = "duplicate_member"
+	ReasonExecutorLeft     = "executor_left"
 	ReasonFrameTooLarge    = "frame_too_large"
+	ReasonNoExecutor       = "no_executor"
 	ReasonNoMethod         = "no_method"
 	ReasonNoSession        = "no_session"
 	ReasonNotInitialized   = "not_initialized"
@@ -558,6 +563,7 @@ const (
 	ReasonQueueFull        = "queue_full"
 	ReasonUnknownMethod    = "unknown_method"
 	ReasonUnknownSession   = "unknown_session"
+	ReasonUnknownTerminal  = "unknown_terminal"
 )
 
 // Errors lists every error acphub sends, with its code and reason.
@@ -587,4 +593,7 @@ var Errors = []ErrorInfo{
 	{Code: -32015, Reason: "no_session", Message: "No ACP session yet", Description: "A session method before session/new."},
 	{Code: -32016, Reason: "not_initialized", Message: "Send initialize first", Description: "A request before initialize."},
 	{Code: -32018, Reason: "unknown_session", Message: "Unknown session", Description: "A sessionId that is not this hub session's. data: sessionId."},
+	{Code: -32020, Reason: "no_executor", Message: "No client can execute this request", Description: "single_pass_through: no attached client advertised the capability the request needs. data: method, namespace, mode."},
+	{Code: -32021, Reason: "executor_left", Message: "The executing client left", Description: "single_pass_through: the client executing the request, or owning the terminal, left before answering. data: method, peer."},
+	{Code: -32022, Reason: "unknown_terminal", Message: "Unknown terminal", Description: "A terminal/* request for a terminalId acphub does not know (never created, released, or its owner left). data: terminalId."},
 }

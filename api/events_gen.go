@@ -536,13 +536,35 @@ func (v *PermissionResolved) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *PermissionResolved) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
-// ClientToolCall: An agent's fs/* or terminal/* request and what the client-tool policy did with it.
+// ClientToolCall: An agent's fs/* or terminal/* request: what the client-tool policy did with it and how it ended. Written when the request is answered (or refused).
 type ClientToolCall struct {
-	Method    string          `json:"method"`
-	Namespace string          `json:"namespace"`
-	Mode      string          `json:"mode"`
-	Decision  string          `json:"decision"`
-	Params    json.RawMessage `json:"params,omitempty"`
+	Method    string `json:"method"`
+	Namespace string `json:"namespace"`
+	Mode      string `json:"mode"`
+	// blocked (policy block: refused), raced (unsafe_debug: sent to every client), routed (single_pass_through: sent to the executor), executed (self_handle: acphub ran it), refused (no capable executor, or the executor left).
+	Decision string          `json:"decision"`
+	Params   json.RawMessage `json:"params,omitempty"`
+	// Who executed it: a peer id, or "acphub" in self_handle.
+	Executor string `json:"executor,omitempty"`
+	// ok, or the reason it failed (an acphub error reason, or client_error when the executing client answered with an error).
+	Outcome string `json:"outcome,omitempty"`
+	// fs/*: the path the agent gave.
+	Path string `json:"path,omitempty"`
+	// terminal/create: the command.
+	Command string `json:"command,omitempty"`
+	// terminal/create: its arguments.
+	Args []string `json:"args,omitempty"`
+	// terminal/*: the terminal.
+	TerminalID string `json:"terminalId,omitempty"`
+	// fs/*: bytes read or written; terminal/output: bytes of output returned.
+	Bytes int64 `json:"bytes,omitempty"`
+	// terminal/wait_for_exit, terminal/output: the exit code, once exited.
+	ExitCode *int64 `json:"exitCode,omitempty"`
+	// The signal that ended the terminal's process, if one did.
+	Signal string `json:"signal,omitempty"`
+	// Microseconds from the request to its answer.
+	DurationUs int64     `json:"durationUs,omitempty"`
+	Error      *RPCError `json:"error,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -561,6 +583,57 @@ func (v *ClientToolCall) AppendJSON(b []byte) []byte {
 	if len(v.Params) != 0 {
 		b = member(b, &n, "params")
 		b = appendRaw(b, v.Params)
+	}
+	if v.Executor != "" {
+		b = member(b, &n, "executor")
+		b = appendString(b, v.Executor)
+	}
+	if v.Outcome != "" {
+		b = member(b, &n, "outcome")
+		b = appendString(b, v.Outcome)
+	}
+	if v.Path != "" {
+		b = member(b, &n, "path")
+		b = appendString(b, v.Path)
+	}
+	if v.Command != "" {
+		b = member(b, &n, "command")
+		b = appendString(b, v.Command)
+	}
+	if len(v.Args) != 0 {
+		b = member(b, &n, "args")
+		b = append(b, '[')
+		for i := range v.Args {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, v.Args[i])
+		}
+		b = append(b, ']')
+	}
+	if v.TerminalID != "" {
+		b = member(b, &n, "terminalId")
+		b = appendString(b, v.TerminalID)
+	}
+	if v.Bytes != 0 {
+		b = member(b, &n, "bytes")
+		b = strconv.AppendInt(b, v.Bytes, 10)
+	}
+	if v.ExitCode != nil {
+		b = member(b, &n, "exitCode")
+		b = strconv.AppendInt(b, *v.ExitCode, 10)
+	}
+	if v.Signal != "" {
+		b = member(b, &n, "signal")
+		b = appendString(b, v.Signal)
+	}
+	if v.DurationUs != 0 {
+		b = member(b, &n, "durationUs")
+		b = strconv.AppendInt(b, v.DurationUs, 10)
+	}
+	if v.Error != nil {
+		b = member(b, &n, "error")
+		b = v.Error.AppendJSON(b)
 	}
 	return append(b, '}')
 }

@@ -43,8 +43,9 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "TLS certificate file")
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "TLS key file")
 	fs.BoolVar(&cfg.AllowInsecure, "allow-insecure-remote", cfg.AllowInsecure, "allow a non-loopback listen address without TLS")
-	fs.StringVar(&cfg.FSPolicy, "fs-policy", cfg.FSPolicy, "what happens to an agent's fs/* requests: block")
-	fs.StringVar(&cfg.TerminalPolicy, "terminal-policy", cfg.TerminalPolicy, "what happens to an agent's terminal/* requests: block")
+	fs.StringVar(&cfg.FSPolicy, "fs-policy", cfg.FSPolicy, "what happens to an agent's fs/* requests: block, unsafe_debug, single_pass_through or self_handle")
+	fs.StringVar(&cfg.TerminalPolicy, "terminal-policy", cfg.TerminalPolicy, "what happens to an agent's terminal/* requests: block, unsafe_debug, single_pass_through or self_handle")
+	fs.StringVar(&cfg.Executor, "executor", cfg.Executor, "single_pass_through: the peer id that executes client-tool requests while it is attached and capable")
 	fs.DurationVar(&cfg.ExitWhenIdle.Duration, "exit-when-idle", cfg.ExitWhenIdle.Duration, "exit after no client has been connected for this long (0: never)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "loopback address serving Go's profiler at /debug/pprof/ (empty: off)")
 }
@@ -220,26 +221,29 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 	if err != nil {
 		return hub.Config{}, err
 	}
-	var pol policy.Policy
-	for _, p := range []struct {
-		name string
-		val  string
-		dst  *policy.Mode
-	}{{"fs-policy", cfg.FSPolicy, &pol.FS}, {"terminal-policy", cfg.TerminalPolicy, &pol.Terminal}} {
-		if p.val == "" {
+	pol, err := clientToolPolicy(policy.Policy{Executor: cfg.Executor}, "--fs-policy", cfg.FSPolicy, "--terminal-policy", cfg.TerminalPolicy)
+	if err != nil {
+		return hub.Config{}, err
+	}
+	policies := map[string]policy.Policy{}
+	for name, a := range cfg.Agents {
+		if a.FSPolicy == "" && a.TerminalPolicy == "" {
 			continue
 		}
-		m, err := policy.ParseMode(p.val)
-		if err != nil {
-			return hub.Config{}, fmt.Errorf("--%s: %w", p.name, err)
+		if policies[name], err = clientToolPolicy(pol, "[agents."+name+"] fs_policy", a.FSPolicy, "[agents."+name+"] terminal_policy", a.TerminalPolicy); err != nil {
+			return hub.Config{}, err
 		}
-		*p.dst = m
+	}
+	warnUnsafe(log, "", pol)
+	for name, p := range policies {
+		warnUnsafe(log, name, p)
 	}
 	return hub.Config{
 		Agents:            agents,
 		DefaultAgent:      def,
 		AgentOptions:      agent.Options{MaxFrame: cfg.MaxFrame},
 		Policy:            pol,
+		Policies:          policies,
 		PromptQueue:       cfg.PromptQueue,
 		ClientQueue:       cfg.ClientQueue,
 		IdleTTL:           cfg.IdleTTL.Duration,
@@ -247,6 +251,44 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 		PermissionTimeout: cfg.PermissionTimeout.Duration,
 		Logger:            log,
 	}, nil
+}
+
+// clientToolPolicy returns base with the fs and terminal modes named (an
+// empty name keeps base's); the settings' names go into errors.
+func clientToolPolicy(base policy.Policy, fsSetting, fsMode, terminalSetting, terminalMode string) (policy.Policy, error) {
+	for _, p := range []struct {
+		setting, val string
+		dst          *policy.Mode
+	}{{fsSetting, fsMode, &base.FS}, {terminalSetting, terminalMode, &base.Terminal}} {
+		if p.val == "" {
+			continue
+		}
+		m, err := policy.ParseMode(p.val)
+		if err != nil {
+			return base, fmt.Errorf("%s: %w", p.setting, err)
+		}
+		if m == policy.SelfHandle {
+			return base, fmt.Errorf("%s: self_handle is not in this build yet", p.setting)
+		}
+		*p.dst = m
+	}
+	return base, nil
+}
+
+// warnUnsafe says loudly, at start, that unsafe_debug lets every client
+// execute an agent's requests.
+func warnUnsafe(log *slog.Logger, agentName string, p policy.Policy) {
+	for _, ns := range []policy.Namespace{policy.FS, policy.Terminal} {
+		if p.Mode(ns) != policy.UnsafeDebug {
+			continue
+		}
+		args := []any{"namespace", ns}
+		if agentName != "" {
+			args = append(args, "agent", agentName)
+		}
+		log.Warn("UNSAFE: client-tool mode unsafe_debug sends every "+string(ns)+"/* request to every client; "+
+			"each client that executes it does so, so a write or a command can run several times. For debugging only.", args...)
+	}
 }
 
 // agentSpecs returns the agents sessions can run and the default's name:

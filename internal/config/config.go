@@ -32,6 +32,10 @@ type Agent struct {
 	Command string            `toml:"command"`
 	Args    []string          `toml:"args"`
 	Env     map[string]string `toml:"env"`
+	// FSPolicy and TerminalPolicy, when set, replace the daemon's
+	// fs_policy and terminal_policy for sessions running this agent.
+	FSPolicy       string `toml:"fs_policy"`
+	TerminalPolicy string `toml:"terminal_policy"`
 }
 
 // EnvList returns Env as sorted KEY=value entries.
@@ -68,6 +72,7 @@ type Config struct {
 	AllowInsecure     bool             `toml:"allow_insecure_remote"`
 	FSPolicy          string           `toml:"fs_policy"`
 	TerminalPolicy    string           `toml:"terminal_policy"`
+	Executor          string           `toml:"executor"`
 	ExitWhenIdle      Duration         `toml:"exit_when_idle"`
 	DebugListen       string           `toml:"debug_listen"`
 	Agents            map[string]Agent `toml:"agents"`

@@ -80,8 +80,8 @@ func TestSession_ClientToolsBlocked(t *testing.T) {
 		}
 	}
 	b.until(isMethod("_acphub/turn_complete"))
-	h.waitLog(`client-tool request blocked.*method=fs/read_text_file`)
-	h.waitLog(`client-tool request blocked.*method=terminal/create`)
+	h.waitLog(`client-tool request refused.*method=fs/read_text_file`)
+	h.waitLog(`client-tool request refused.*method=terminal/create`)
 }
 
 func TestTransport_AuthAndOrigin(t *testing.T) {

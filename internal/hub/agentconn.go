@@ -14,7 +14,6 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/jsonrpc"
-	"github.com/acphub/acphub/internal/policy"
 )
 
 // agentConn is the running agent of a session.
@@ -321,33 +320,13 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 	s.broadcast(m.Raw, nil)
 }
 
-// agentRequest sends an agent's request where the policy says.
-func (s *Session) agentRequest(m *jsonrpc.Message) {
-	d := s.cfg.Policy.Decide(m.Method)
-	switch d.Route {
-	case policy.Refuse:
-		s.refuseToolCall(m, d)
-	case policy.Race:
-		s.race(m)
-	}
-}
-
-// refuseToolCall answers a client-tool request the policy blocks.
-func (s *Session) refuseToolCall(m *jsonrpc.Message, d policy.Decision) {
-	e := jsonrpc.NewError(api.CodePolicyBlocked, api.ReasonPolicyBlocked,
-		"acphub policy blocks "+m.Method, map[string]any{"method": m.Method, "namespace": d.Namespace, "mode": d.Mode})
-	s.sendAgent(jsonrpc.NewErrorResponse(m.ID, e))
-	s.record("", &api.ClientToolCall{
-		Method: m.Method, Namespace: string(d.Namespace), Mode: string(d.Mode), Decision: "blocked", Params: m.Params,
-	})
-	s.log.Info("client-tool request blocked", "method", m.Method, "mode", d.Mode)
-}
-
 // agentGone handles the end of the agent process.
 func (s *Session) agentGone(exit agent.Exit) {
 	a := s.agent
 	s.agent = nil
 	s.agentSID = nil
+	clear(s.terminalOwners)
+	clear(s.terminalsGone)
 	s.record("", &api.AgentExited{
 		Code: int64(exit.Code), Signal: exit.Signal, Requested: exit.Requested, StderrTail: exit.StderrTail,
 	})

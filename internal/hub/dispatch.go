@@ -6,7 +6,6 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
-	"github.com/acphub/acphub/internal/policy"
 )
 
 // clientFrame handles one frame from a client.
@@ -73,12 +72,15 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 	var params struct {
 		ClientCapabilities json.RawMessage `json:"clientCapabilities"`
 		ClientInfo         json.RawMessage `json:"clientInfo"`
+		Meta               struct {
+			Executor bool `json:"acphub.dev/executor"`
+		} `json:"_meta"`
 	}
 	if err := json.Unmarshal(m.Params, &params); err != nil {
 		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+err.Error(), nil))
 		return
 	}
-	p.caps, p.info = params.ClientCapabilities, params.ClientInfo
+	p.caps, p.info, p.volunteer = params.ClientCapabilities, params.ClientInfo, params.Meta.Executor
 	switch {
 	case s.initResult != nil:
 		p.initialized = true
@@ -143,16 +145,8 @@ func (s *Session) setInitResult(result []byte) {
 // agentInitParams returns the initialize params for the agent: the client's
 // own, with fs and terminal capabilities set to what the policy serves.
 func (s *Session) agentInitParams(params []byte) []byte {
-	caps, ok := jsonrpc.Field(params, "clientCapabilities")
-	if !ok {
-		caps = []byte("{}")
-	}
-	for _, ns := range []policy.Namespace{policy.FS, policy.Terminal} {
-		if !s.cfg.Policy.Advertised(ns) {
-			caps, _ = jsonrpc.DeleteField(caps, string(ns))
-		}
-	}
-	out, _ := jsonrpc.SetField(params, "clientCapabilities", caps)
+	caps, _ := jsonrpc.Field(params, "clientCapabilities")
+	out, _ := jsonrpc.SetField(params, "clientCapabilities", s.policy.AgentCapabilities(caps))
 	return out
 }
 

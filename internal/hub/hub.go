@@ -34,6 +34,9 @@ type Config struct {
 
 	Store  eventlog.Store // the session log
 	Policy policy.Policy  // client-tool modes
+	// Policies are the client-tool modes of agents that differ from
+	// Policy, by agent name.
+	Policies map[string]policy.Policy
 
 	PromptQueue int           // prompts waiting behind the running turn; 0 means DefaultPromptQueue
 	ClientQueue int           // bytes queued toward one client before it is dropped; 0 means DefaultClientQueue
@@ -44,6 +47,14 @@ type Config struct {
 	PermissionTimeout time.Duration
 
 	Logger *slog.Logger // nil means slog.Default()
+}
+
+// policyFor returns the client-tool modes of sessions running agent name.
+func (c Config) policyFor(name string) policy.Policy {
+	if p, ok := c.Policies[name]; ok {
+		return p
+	}
+	return c.Policy
 }
 
 func (c Config) withDefaults() Config {

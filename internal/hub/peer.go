@@ -25,6 +25,7 @@ type peer struct {
 	attached    bool                    // receives the session's broadcasts
 	caps        json.RawMessage         // clientCapabilities from its initialize
 	info        json.RawMessage         // clientInfo from its initialize
+	volunteer   bool                    // offered to execute client tools (_meta acphub.dev/executor)
 	gone        bool                    // removed from the session
 	dropped     bool                    // overflowed; removed once the current message is handled
 	removed     context.Context         // done when gone is set
@@ -132,6 +133,7 @@ func (s *Session) detachPeer(p *peer, reason string) {
 		}
 	}
 	s.withdrawCopies(p)
+	s.executorLeft(p)
 	if p.attached {
 		p.attached = false
 		s.record(p.id, &api.PeerLeft{Peer: p.id, Reason: reason})

@@ -16,23 +16,21 @@ type agentRequest struct {
 	msg    jsonrpc.Message // the request as the agent sent it
 	copies map[*peer]int64 // outstanding copies
 	timer  *time.Timer     // the permission timeout, if any
+	exec   *peer           // the only peer that gets it (single_pass_through), or nil for all
+	tool   *toolCall       // a client-tool request's audit, or nil
 }
 
 // race sends an agent request to every attached peer. With no peer
 // attached it stays open and goes to the next one that attaches.
-func (s *Session) race(m *jsonrpc.Message) {
-	key := string(m.ID)
-	if s.openRequest(key) != nil {
-		s.sendAgent(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonDuplicateID,
-			"Invalid request: id already in use by an open request", nil)))
+func (s *Session) race(m *jsonrpc.Message, tool *toolCall) {
+	r := s.openAgentRequest(m, nil, tool)
+	if r == nil {
 		return
 	}
-	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64)}
-	s.agentReqs = append(s.agentReqs, r)
 	if m.Method == jsonrpc.MethodRequestPermission {
 		s.record("", &api.PermissionRequested{RequestID: m.ID, Params: m.Params})
 		if s.cfg.PermissionTimeout > 0 {
-			r.timer = time.AfterFunc(s.cfg.PermissionTimeout, func() { s.postAsync(permissionExpired{key: key}) })
+			r.timer = time.AfterFunc(s.cfg.PermissionTimeout, func() { s.postAsync(permissionExpired{key: r.key}) })
 		}
 	}
 	for _, p := range s.peers {
@@ -40,6 +38,20 @@ func (s *Session) race(m *jsonrpc.Message) {
 			s.giveCopy(r, p)
 		}
 	}
+}
+
+// openAgentRequest registers m as open, for exec alone when not nil. It
+// answers the agent and returns nil when m reuses the id of an open request.
+func (s *Session) openAgentRequest(m *jsonrpc.Message, exec *peer, tool *toolCall) *agentRequest {
+	key := string(m.ID)
+	if s.openRequest(key) != nil {
+		s.sendAgent(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonDuplicateID,
+			"Invalid request: id already in use by an open request", nil)))
+		return nil
+	}
+	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64), exec: exec, tool: tool}
+	s.agentReqs = append(s.agentReqs, r)
+	return r
 }
 
 // giveCopy sends p its copy of r under a fresh hub id.
@@ -54,7 +66,9 @@ func (s *Session) giveCopy(r *agentRequest, p *peer) {
 // resendOpenRequests gives a newly attached peer the requests still open.
 func (s *Session) resendOpenRequests(p *peer) {
 	for _, r := range s.openRequests() {
-		s.giveCopy(r, p)
+		if r.exec == nil {
+			s.giveCopy(r, p)
+		}
 	}
 }
 
@@ -109,6 +123,9 @@ func (s *Session) resolve(r *agentRequest, winner *peer, m *jsonrpc.Message) {
 		s.sendAgent(m.WithID(r.msg.ID))
 	}
 	s.withdraw(r)
+	if r.tool != nil {
+		s.toolAnswered(r, winner, m)
+	}
 	if r.msg.Method != jsonrpc.MethodRequestPermission {
 		return
 	}

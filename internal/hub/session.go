@@ -12,6 +12,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/policy"
 )
 
 // inboxLen is how many messages may wait for a session actor before senders
@@ -27,6 +28,7 @@ type Session struct {
 	key       string
 	agentName string
 	spec      agent.Spec
+	policy    policy.Policy // client-tool modes for this session's agent
 	log       *slog.Logger
 
 	inbox   chan any      // client messages, joins, leaves, timers
@@ -73,9 +75,22 @@ type Session struct {
 
 	prior     *prior          // what the log held when this hub opened the session
 	agentReqs []*agentRequest // open agent→client requests, oldest first
-	msg       *message        // text chunks collected for the log
-	tails     []*tail         // event subscribers
-	dropped   []*peer         // overflowed peers waiting to be removed
+
+	// single_pass_through: the peer executing each namespace, the peer
+	// that ran each terminal, and the terminals whose peer left (to it).
+	executors      map[policy.Namespace]string
+	terminalOwners map[string]string
+	terminalsGone  map[string]string
+
+	// self_handle: the executor (nil until first used), the context its
+	// calls run in (cancelled when it closes), and its terminals.
+	tools        *struct{}
+	toolCtx      context.Context
+	stopTools    context.CancelFunc
+	terminalInfo map[string]struct{}
+	msg          *message // text chunks collected for the log
+	tails        []*tail  // event subscribers
+	dropped      []*peer  // overflowed peers waiting to be removed
 
 	seq       int64
 	lastID    *string
@@ -97,6 +112,7 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		key:       key,
 		agentName: agentName,
 		spec:      spec,
+		policy:    h.cfg.policyFor(agentName),
 		log:       h.log.With("session", key),
 		inbox:     make(chan any, inboxLen),
 		agentIn:   make(chan any, inboxLen),
@@ -105,7 +121,13 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		pending:   make(map[int64]*call),
+
+		executors:      make(map[policy.Namespace]string),
+		terminalOwners: make(map[string]string),
+		terminalsGone:  make(map[string]string),
+		terminalInfo:   make(map[string]struct{}),
 	}
+	s.toolCtx, s.stopTools = context.WithCancel(context.Background())
 	s.active.Store(true) // its first client is on the way
 	return s
 }

@@ -11,6 +11,8 @@ const (
 	MethodSessionUpdate     = "session/update"
 	MethodRequestPermission = "session/request_permission"
 	MethodCancelRequest     = "$/cancel_request"
+	MethodTerminalCreate    = "terminal/create"
+	MethodTerminalRelease   = "terminal/release"
 )
 
 // HubPrefix starts every method acphub itself owns.

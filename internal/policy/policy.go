@@ -12,6 +12,8 @@ package policy
 import (
 	"fmt"
 	"strings"
+
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // Namespace is a family of client-tool methods.
@@ -31,21 +33,43 @@ const (
 	// Block strips the capability from what the agent is told and answers
 	// a request anyway with a structured error. The default.
 	Block Mode = "block"
+	// UnsafeDebug sends each request to every attached client, as a plain
+	// multiplexer would: the first answer wins, and every client that
+	// executes it does so. For debugging clients only.
+	UnsafeDebug Mode = "unsafe_debug"
+	// SinglePassThrough sends each request to exactly one capable client,
+	// the executor; a terminal's later requests follow it to the client
+	// that created it.
+	SinglePassThrough Mode = "single_pass_through"
+	// SelfHandle has acphub execute the request itself, inside the
+	// session's root directory.
+	SelfHandle Mode = "self_handle"
 )
+
+// Modes lists every mode, the default first.
+var Modes = []Mode{Block, UnsafeDebug, SinglePassThrough, SelfHandle}
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {
-	switch m := Mode(s); m {
-	case Block:
-		return m, nil
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
 	}
-	return "", fmt.Errorf("unknown client-tool mode %q (want %s)", s, Block)
+	names := make([]string, len(Modes))
+	for i, m := range Modes {
+		names[i] = string(m)
+	}
+	return "", fmt.Errorf("unknown client-tool mode %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
 // Policy holds one mode per namespace. The zero value blocks both.
 type Policy struct {
 	FS       Mode
 	Terminal Mode
+	// Executor names the peer that executes requests in
+	// SinglePassThrough, when it is attached and capable.
+	Executor string
 }
 
 // Mode returns the mode of ns, Block when unset.
@@ -73,6 +97,10 @@ const (
 	Race Route = iota + 1
 	// Refuse answers the agent with an error and sends nothing to clients.
 	Refuse
+	// Executor sends the request to one capable client only.
+	Executor
+	// Execute has acphub carry the request out itself.
+	Execute
 )
 
 // Decision is the outcome of Decide for one request.
@@ -105,12 +133,78 @@ func (p Policy) Decide(method string) Decision {
 	}
 	d := Decision{Namespace: ns, Mode: p.Mode(ns)}
 	switch d.Mode {
-	case Block:
+	case UnsafeDebug:
+		d.Route = Race
+	case SinglePassThrough:
+		d.Route = Executor
+	case SelfHandle:
+		d.Route = Execute
+	default:
 		d.Route = Refuse
 	}
 	return d
 }
 
-// Advertised reports whether the namespace's capability is offered to the
-// agent in initialize.
-func (p Policy) Advertised(ns Namespace) bool { return p.Mode(ns) != Block }
+// AgentCapabilities returns the clientCapabilities to send the agent in
+// initialize, from those of the client that initialized the session:
+// exactly what the modes serve. Block removes the namespace; UnsafeDebug
+// and SinglePassThrough pass the client's own, since clients execute;
+// SelfHandle offers everything acphub executes. Other members are kept as
+// they came.
+func (p Policy) AgentCapabilities(client []byte) []byte {
+	caps := client
+	if len(caps) == 0 || caps[0] != '{' {
+		caps = []byte("{}")
+	}
+	for _, ns := range []Namespace{FS, Terminal} {
+		switch p.Mode(ns) {
+		case Block:
+			caps, _ = jsonrpc.DeleteField(caps, string(ns))
+		case SelfHandle:
+			caps, _ = jsonrpc.SetField(caps, string(ns), selfHandled(caps, ns))
+		}
+	}
+	return caps
+}
+
+// selfHandled is the capability value acphub serves for ns, keeping the
+// unknown members of the client's fs object.
+func selfHandled(caps []byte, ns Namespace) []byte {
+	if ns == Terminal {
+		return []byte("true")
+	}
+	fs, ok := jsonrpc.Field(caps, string(FS))
+	if !ok || len(fs) == 0 || fs[0] != '{' {
+		fs = []byte("{}")
+	}
+	fs, _ = jsonrpc.SetField(fs, "readTextFile", []byte("true"))
+	fs, _ = jsonrpc.SetField(fs, "writeTextFile", []byte("true"))
+	return fs
+}
+
+// Capable reports whether a client whose initialize advertised caps (its
+// clientCapabilities) can execute method: fs.readTextFile for
+// fs/read_text_file, fs.writeTextFile for fs/write_text_file, terminal for
+// every terminal/* method. No client is capable of an fs/* method ACP does
+// not define.
+func Capable(caps []byte, method string) bool {
+	var path []string
+	switch {
+	case method == "fs/read_text_file":
+		path = []string{string(FS), "readTextFile"}
+	case method == "fs/write_text_file":
+		path = []string{string(FS), "writeTextFile"}
+	case NamespaceOf(method) == Terminal:
+		path = []string{string(Terminal)}
+	default:
+		return false
+	}
+	v := caps
+	for _, key := range path {
+		var ok bool
+		if v, ok = jsonrpc.Field(v, key); !ok {
+			return false
+		}
+	}
+	return string(v) == "true"
+}

@@ -8,38 +8,87 @@ import (
 
 func TestPolicy_Decide(t *testing.T) {
 	t.Parallel()
-	var p policy.Policy
 	tests := []struct {
+		policy policy.Policy
 		method string
 		route  policy.Route
 		ns     policy.Namespace
+		mode   policy.Mode
 	}{
-		{"fs/read_text_file", policy.Refuse, policy.FS},
-		{"fs/write_text_file", policy.Refuse, policy.FS},
-		{"fs/anything_new", policy.Refuse, policy.FS},
-		{"terminal/create", policy.Refuse, policy.Terminal},
-		{"terminal/output", policy.Refuse, policy.Terminal},
-		{"session/request_permission", policy.Race, ""},
-		{"elicitation/create", policy.Race, ""},
-		{"_vendor/fs", policy.Race, ""},
-		{"fsx/read", policy.Race, ""},
+		{policy.Policy{}, "fs/read_text_file", policy.Refuse, policy.FS, policy.Block},
+		{policy.Policy{}, "fs/write_text_file", policy.Refuse, policy.FS, policy.Block},
+		{policy.Policy{}, "fs/anything_new", policy.Refuse, policy.FS, policy.Block},
+		{policy.Policy{}, "terminal/create", policy.Refuse, policy.Terminal, policy.Block},
+		{policy.Policy{}, "terminal/output", policy.Refuse, policy.Terminal, policy.Block},
+		{policy.Policy{}, "session/request_permission", policy.Race, "", ""},
+		{policy.Policy{}, "elicitation/create", policy.Race, "", ""},
+		{policy.Policy{}, "_vendor/fs", policy.Race, "", ""},
+		{policy.Policy{}, "fsx/read", policy.Race, "", ""},
+		{policy.Policy{FS: policy.UnsafeDebug}, "fs/read_text_file", policy.Race, policy.FS, policy.UnsafeDebug},
+		{policy.Policy{FS: policy.UnsafeDebug}, "terminal/create", policy.Refuse, policy.Terminal, policy.Block},
+		{policy.Policy{Terminal: policy.SinglePassThrough}, "terminal/kill", policy.Executor, policy.Terminal, policy.SinglePassThrough},
+		{policy.Policy{FS: policy.SelfHandle}, "fs/write_text_file", policy.Execute, policy.FS, policy.SelfHandle},
+		{policy.Policy{FS: policy.SelfHandle, Terminal: policy.SelfHandle}, "session/request_permission", policy.Race, "", ""},
 	}
 	for _, tt := range tests {
-		t.Run(tt.method, func(t *testing.T) {
-			t.Parallel()
-			d := p.Decide(tt.method)
-			if d.Route != tt.route || d.Namespace != tt.ns {
-				t.Errorf("Decide(%q) = %+v, want route %v namespace %q", tt.method, d, tt.route, tt.ns)
-			}
-			if tt.ns != "" && d.Mode != policy.Block {
-				t.Errorf("default mode = %q, want block", d.Mode)
-			}
-		})
+		d := tt.policy.Decide(tt.method)
+		if d.Route != tt.route || d.Namespace != tt.ns || d.Mode != tt.mode {
+			t.Errorf("%+v.Decide(%q) = %+v, want route %v namespace %q mode %q", tt.policy, tt.method, d, tt.route, tt.ns, tt.mode)
+		}
 	}
-	if p.Advertised(policy.FS) || p.Advertised(policy.Terminal) {
-		t.Error("blocked namespaces advertised")
+}
+
+func TestParseMode(t *testing.T) {
+	t.Parallel()
+	for _, m := range policy.Modes {
+		if got, err := policy.ParseMode(string(m)); err != nil || got != m {
+			t.Errorf("ParseMode(%q) = %q, %v", m, got, err)
+		}
 	}
 	if _, err := policy.ParseMode("bogus"); err == nil {
 		t.Error("ParseMode accepted an unknown mode")
+	}
+}
+
+func TestPolicy_AgentCapabilities(t *testing.T) {
+	t.Parallel()
+	client := `{"fs":{"readTextFile":true,"writeTextFile":false,"_meta":{"x":1}},"terminal":true,"_meta":{"k":"v"}}`
+	tests := []struct {
+		policy policy.Policy
+		want   string
+	}{
+		{policy.Policy{}, `{"_meta":{"k":"v"}}`},
+		{policy.Policy{FS: policy.UnsafeDebug, Terminal: policy.SinglePassThrough}, client},
+		{policy.Policy{FS: policy.SelfHandle}, `{"fs":{"readTextFile":true,"writeTextFile":true,"_meta":{"x":1}},"_meta":{"k":"v"}}`},
+		{policy.Policy{Terminal: policy.SelfHandle}, `{"terminal":true,"_meta":{"k":"v"}}`},
+	}
+	for _, tt := range tests {
+		if got := string(tt.policy.AgentCapabilities([]byte(client))); got != tt.want {
+			t.Errorf("%+v: AgentCapabilities = %s, want %s", tt.policy, got, tt.want)
+		}
+	}
+	self := policy.Policy{FS: policy.SelfHandle, Terminal: policy.SelfHandle}
+	if got := string(self.AgentCapabilities(nil)); got != `{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}` {
+		t.Errorf("self_handle with no client capabilities: %s", got)
+	}
+}
+
+func TestCapable(t *testing.T) {
+	t.Parallel()
+	caps := []byte(`{"fs":{"readTextFile":true,"writeTextFile":false},"terminal":true}`)
+	for method, want := range map[string]bool{
+		"fs/read_text_file":  true,
+		"fs/write_text_file": false,
+		"fs/delete":          false,
+		"terminal/create":    true,
+		"terminal/release":   true,
+		"session/prompt":     false,
+	} {
+		if got := policy.Capable(caps, method); got != want {
+			t.Errorf("Capable(%s) = %v, want %v", method, got, want)
+		}
+	}
+	if policy.Capable([]byte(`{}`), "terminal/create") || policy.Capable(nil, "fs/read_text_file") {
+		t.Error("capable without the capability")
 	}
 }
