@@ -401,3 +401,57 @@ func policyNamespace(method string) string {
 	}
 	return ""
 }
+
+// With single_pass_through and --executor acpx, acpx (a real ACP client
+// that executes fs and terminal requests) is the one client that carries
+// out the agent's requests: the file is written and the command run once,
+// by acpx, and the web client, capable as well, gets none of them. Once
+// acpx has left, the next request goes to the web client.
+func TestACPX_ExecutesClientToolsAlone(t *testing.T) {
+	t.Parallel()
+	acpxPath(t)
+	h := startHub(t, "--fs-policy", "single_pass_through", "--terminal-policy", "single_pass_through", "--executor", "acpx")
+	dir := t.TempDir()
+	web := toolClient(h, "s", "web", toolCaps, false)
+	sid := sessionIDOf(t, web.mustCall("session/new", map[string]any{"cwd": dir, "mcpServers": []any{}}))
+
+	out := filepath.Join(dir, "out.txt")
+	_, _, turn := acpxTurn(t, mustRunACPX(t, h, "s", "acpx", dir, "/fs-write "+out+" hello from the agent"))
+	if got, _ := toolRequests(web, 0, clientAnswers("web")); len(got) != 0 {
+		t.Errorf("the web client got %v while acpx executes", got)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "hello from the agent" {
+		t.Fatalf("acpx's write: %q, %v; acpx saw %q", b, err, agentText(turn))
+	}
+
+	made := filepath.Join(dir, "made")
+	_, _, turn = acpxTurn(t, mustRunACPX(t, h, "s", "acpx", dir, "/terminal mkdir "+made))
+	if got, _ := toolRequests(web, 0, clientAnswers("web")); len(got) != 0 {
+		t.Errorf("the web client got %v while acpx executes", got)
+	}
+	text := agentText(turn)
+	if st, err := os.Stat(made); err != nil || !st.IsDir() {
+		t.Fatalf("acpx's terminal did not run mkdir: %v; agent saw %q", err, text)
+	}
+	if !strings.Contains(text, `"exitCode":0`) || strings.Contains(text, "error") {
+		t.Errorf("mkdir ran more than once, or failed: %q", text)
+	}
+	calls := toolCalls(h, "s")
+	if len(calls) != 5 { // write, create, wait_for_exit, output, release
+		t.Fatalf("%d client_tool.call events, want 5: %v", len(calls), calls)
+	}
+	for _, c := range calls {
+		if c["executor"] != "acpx" || c["outcome"] != "ok" || c["decision"] != "routed" {
+			t.Errorf("audit %v, want routed to acpx, ok", c)
+		}
+	}
+
+	web.until(func(m msg) bool {
+		return m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), `"peer":"acpx"`)
+	})
+	id := web.prompt(sid, "/fs-read "+out)
+	got, text := toolRequests(web, id, clientAnswers("web"))
+	if got["fs/read_text_file"] != 1 || !strings.Contains(text, "read by web") {
+		t.Errorf("after acpx left: the web client got %v, the agent %q", got, text)
+	}
+}
