@@ -372,6 +372,8 @@ const (
 	MethodTurnComplete       = "_acphub/turn_complete"
 	MethodPermissionResolved = "_acphub/permission_resolved"
 	MethodAgentExited        = "_acphub/agent_exited"
+	MethodTerminalOutput     = "_acphub/terminal_output"
+	MethodTerminalExited     = "_acphub/terminal_exited"
 )
 
 // Methods describes each method acphub defines.
@@ -384,6 +386,8 @@ var Methods = map[string]MethodInfo{
 	MethodTurnComplete:       {Kind: "notification", Direction: "hub→client", Stability: "stable"},
 	MethodPermissionResolved: {Kind: "notification", Direction: "hub→client", Stability: "stable"},
 	MethodAgentExited:        {Kind: "notification", Direction: "hub→client", Stability: "stable"},
+	MethodTerminalOutput:     {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
+	MethodTerminalExited:     {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
 }
 
 // Health is generated from the schema.
@@ -533,6 +537,20 @@ const (
 	CodeNoExecutor       = -32020
 	CodeExecutorLeft     = -32021
 	CodeUnknownTerminal  = -32022
+	CodePathInvalid      = -32023
+	CodePathOutsideRoot  = -32024
+	CodePathDenied       = -32025
+	CodeIsDirectory      = -32026
+	CodeNotDirectory     = -32027
+	CodeNotRegularFile   = -32028
+	CodeTooLarge         = -32029
+	CodeNotText          = -32030
+	CodePermissionDenied = -32031
+	CodeIoError          = -32032
+	CodeStartFailed      = -32033
+	CodeTerminalLimit    = -32034
+	CodeNoRoot           = -32035
+	CodeExecutorClosed   = -32036
 )
 
 // Values of data.reason in acphub's errors.
@@ -551,16 +569,31 @@ const (
 	ReasonCancelled        = "cancelled"
 	ReasonDuplicateID      = "duplicate_id"
 	ReasonDuplicateMember  = "duplicate_member"
+	ReasonExecutorClosed   = "executor_closed"
 	ReasonExecutorLeft     = "executor_left"
 	ReasonFrameTooLarge    = "frame_too_large"
+	ReasonIoError          = "io_error"
+	ReasonIsDirectory      = "is_directory"
 	ReasonNoExecutor       = "no_executor"
 	ReasonNoMethod         = "no_method"
+	ReasonNoRoot           = "no_root"
 	ReasonNoSession        = "no_session"
+	ReasonNotDirectory     = "not_directory"
+	ReasonNotFound         = "not_found"
 	ReasonNotInitialized   = "not_initialized"
 	ReasonNotObject        = "not_object"
+	ReasonNotRegularFile   = "not_regular_file"
+	ReasonNotText          = "not_text"
 	ReasonParseError       = "parse_error"
+	ReasonPathDenied       = "path_denied"
+	ReasonPathInvalid      = "path_invalid"
+	ReasonPathOutsideRoot  = "path_outside_root"
+	ReasonPermissionDenied = "permission_denied"
 	ReasonPolicyBlocked    = "policy_blocked"
 	ReasonQueueFull        = "queue_full"
+	ReasonStartFailed      = "start_failed"
+	ReasonTerminalLimit    = "terminal_limit"
+	ReasonTooLarge         = "too_large"
 	ReasonUnknownMethod    = "unknown_method"
 	ReasonUnknownSession   = "unknown_session"
 	ReasonUnknownTerminal  = "unknown_terminal"
@@ -596,4 +629,19 @@ var Errors = []ErrorInfo{
 	{Code: -32020, Reason: "no_executor", Message: "No client can execute this request", Description: "single_pass_through: no attached client advertised the capability the request needs. data: method, namespace, mode."},
 	{Code: -32021, Reason: "executor_left", Message: "The executing client left", Description: "single_pass_through: the client executing the request, or owning the terminal, left before answering. data: method, peer."},
 	{Code: -32022, Reason: "unknown_terminal", Message: "Unknown terminal", Description: "A terminal/* request for a terminalId acphub does not know (never created, released, or its owner left). data: terminalId."},
+	{Code: -32023, Reason: "path_invalid", Message: "Invalid path", Description: "self_handle: the path is relative, holds a NUL byte, is longer than 4096 bytes or has a name over 255 bytes, or passes through more than 40 symbolic links. data: path."},
+	{Code: -32024, Reason: "path_outside_root", Message: "Path outside the session root", Description: "self_handle: the path is outside the session root, or leads out of it through .. or a symbolic link. data: path."},
+	{Code: -32025, Reason: "path_denied", Message: "Path denied", Description: "self_handle: the path, as given or resolved, matches the denylist (.git internals, keys, .env files by default). data: path."},
+	{Code: -32002, Reason: "not_found", Message: "Resource not found", Description: "self_handle: the file, or a terminal's cwd, does not exist. data: path."},
+	{Code: -32026, Reason: "is_directory", Message: "Is a directory", Description: "self_handle: a file operation named a directory. data: path."},
+	{Code: -32027, Reason: "not_directory", Message: "Not a directory", Description: "self_handle: a terminal's cwd is not a directory. data: path."},
+	{Code: -32028, Reason: "not_regular_file", Message: "Not a regular file", Description: "self_handle: the path names a device, FIFO or socket. data: path."},
+	{Code: -32029, Reason: "too_large", Message: "File too large", Description: "self_handle: the file read, or the content written, is over the size limit. data: path, limit."},
+	{Code: -32030, Reason: "not_text", Message: "Not a text file", Description: "self_handle: the file is not valid UTF-8. data: path."},
+	{Code: -32031, Reason: "permission_denied", Message: "Permission denied", Description: "self_handle: the operating system refused acphub access. data: path."},
+	{Code: -32032, Reason: "io_error", Message: "File operation failed", Description: "self_handle: any other failure of the filesystem. data: path."},
+	{Code: -32033, Reason: "start_failed", Message: "Command could not be started", Description: "self_handle: terminal/create could not start the command (not found, not executable). data: command."},
+	{Code: -32034, Reason: "terminal_limit", Message: "Too many terminals", Description: "self_handle: the session's terminal limit is reached; release one first. data: limit."},
+	{Code: -32035, Reason: "no_root", Message: "No session root", Description: "self_handle: the session has no usable root: session/new gave no absolute cwd, or it is not a directory on the hub's machine. data: root."},
+	{Code: -32036, Reason: "executor_closed", Message: "Session tools closed", Description: "self_handle: the request was still running when its terminals were closed, because the agent ended or the hub is stopping."},
 }

@@ -641,6 +641,99 @@ func (v *ClientToolCall) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *ClientToolCall) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// TerminalOutput: A piece of the output of a terminal acphub runs for the agent (self_handle), forwarded live as it is read.
+type TerminalOutput struct {
+	SessionID  string `json:"sessionId"`
+	TerminalID string `json:"terminalId"`
+	// The next output, as text. A character split between two reads comes whole in the later piece; bytes that are not UTF-8 become U+FFFD.
+	Output string `json:"output"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *TerminalOutput) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "terminalId")
+	b = appendString(b, v.TerminalID)
+	b = member(b, &n, "output")
+	b = appendString(b, v.Output)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *TerminalOutput) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// TerminalExited: A terminal acphub ran for the agent (self_handle) ended: what ran, where, how it ended, and its final output.
+type TerminalExited struct {
+	SessionID  string   `json:"sessionId"`
+	TerminalID string   `json:"terminalId"`
+	Command    string   `json:"command"`
+	Args       []string `json:"args"`
+	// The directory it ran in: absolute, symbolic links resolved, inside the session root.
+	Cwd string `json:"cwd"`
+	// Its process id, which was also its process group's.
+	Pid int64 `json:"pid"`
+	// Its exit code; null when a signal ended it.
+	ExitCode *int64 `json:"exitCode"`
+	// The signal that ended it (SIGKILL after terminal/kill, release, or the end of the session), if one did.
+	Signal string `json:"signal,omitempty"`
+	// Its final output, as terminal/output returns it: at most the outputByteLimit last bytes.
+	Output string `json:"output"`
+	// Output was dropped from the start to keep within the limit.
+	Truncated bool `json:"truncated"`
+	// Microseconds from its start to the end of its output.
+	DurationUs int64 `json:"durationUs"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *TerminalExited) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "terminalId")
+	b = appendString(b, v.TerminalID)
+	b = member(b, &n, "command")
+	b = appendString(b, v.Command)
+	b = member(b, &n, "args")
+	b = append(b, '[')
+	for i := range v.Args {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v.Args[i])
+	}
+	b = append(b, ']')
+	b = member(b, &n, "cwd")
+	b = appendString(b, v.Cwd)
+	b = member(b, &n, "pid")
+	b = strconv.AppendInt(b, v.Pid, 10)
+	b = member(b, &n, "exitCode")
+	if v.ExitCode != nil {
+		b = strconv.AppendInt(b, *v.ExitCode, 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	if v.Signal != "" {
+		b = member(b, &n, "signal")
+		b = appendString(b, v.Signal)
+	}
+	b = member(b, &n, "output")
+	b = appendString(b, v.Output)
+	b = member(b, &n, "truncated")
+	b = strconv.AppendBool(b, v.Truncated)
+	b = member(b, &n, "durationUs")
+	b = strconv.AppendInt(b, v.DurationUs, 10)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *TerminalExited) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // HubError: Something went wrong that no client request was waiting for.
 type HubError struct {
 	// What went wrong: agent_bad_frame (a line from the agent that is not a valid JSON-RPC message, dropped), agent_frame_too_large (a line over the frame limit, dropped), agent_unknown_response (a response to no request the hub sent, dropped). New reasons may be added.
@@ -683,6 +776,8 @@ const (
 	EventPermissionRequested = "permission.requested"
 	EventPermissionResolved  = "permission.resolved"
 	EventClientToolCall      = "client_tool.call"
+	EventTerminalOutput      = "terminal.output"
+	EventTerminalExited      = "terminal.exited"
 	EventHubError            = "hub.error"
 )
 
@@ -741,6 +836,12 @@ func (*PermissionResolved) EventType() string { return EventPermissionResolved }
 func (*ClientToolCall) EventType() string { return EventClientToolCall }
 
 // EventType implements EventData.
+func (*TerminalOutput) EventType() string { return EventTerminalOutput }
+
+// EventType implements EventData.
+func (*TerminalExited) EventType() string { return EventTerminalExited }
+
+// EventType implements EventData.
 func (*HubError) EventType() string { return EventHubError }
 
 var eventTypes = map[string]eventInfo{
@@ -762,5 +863,7 @@ var eventTypes = map[string]eventInfo{
 	EventPermissionRequested: {ephemeral: false, stability: "stable", new: func() EventData { return new(PermissionRequested) }},
 	EventPermissionResolved:  {ephemeral: false, stability: "stable", new: func() EventData { return new(PermissionResolved) }},
 	EventClientToolCall:      {ephemeral: false, stability: "stable", new: func() EventData { return new(ClientToolCall) }},
+	EventTerminalOutput:      {ephemeral: true, stability: "experimental", new: func() EventData { return new(TerminalOutput) }},
+	EventTerminalExited:      {ephemeral: false, stability: "experimental", new: func() EventData { return new(TerminalExited) }},
 	EventHubError:            {ephemeral: false, stability: "stable", new: func() EventData { return new(HubError) }},
 }

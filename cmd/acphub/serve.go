@@ -23,6 +23,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/policy"
+	"github.com/acphub/acphub/internal/toolexec"
 	"github.com/acphub/acphub/internal/transport"
 )
 
@@ -46,6 +47,10 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.StringVar(&cfg.FSPolicy, "fs-policy", cfg.FSPolicy, "what happens to an agent's fs/* requests: block, unsafe_debug, single_pass_through or self_handle")
 	fs.StringVar(&cfg.TerminalPolicy, "terminal-policy", cfg.TerminalPolicy, "what happens to an agent's terminal/* requests: block, unsafe_debug, single_pass_through or self_handle")
 	fs.StringVar(&cfg.Executor, "executor", cfg.Executor, "single_pass_through: the peer id that executes client-tool requests while it is attached and capable")
+	fs.Var(listFlag{&cfg.DenyExtra}, "self-handle-deny", "self_handle: a glob of paths fs/* may not touch, added to the denylist (repeatable)")
+	fs.IntVar(&cfg.MaxTerminals, "max-terminals", cfg.MaxTerminals, "self_handle: terminals a session may hold at once (0: 16)")
+	fs.Int64Var(&cfg.MaxFileBytes, "max-file-bytes", cfg.MaxFileBytes, "self_handle: largest file read or written, in bytes (0: 16 MiB)")
+	fs.IntVar(&cfg.MaxTerminalOutput, "max-terminal-output", cfg.MaxTerminalOutput, "self_handle: output kept per terminal, in bytes, and the cap on outputByteLimit (0: 1 MiB)")
 	fs.DurationVar(&cfg.ExitWhenIdle.Duration, "exit-when-idle", cfg.ExitWhenIdle.Duration, "exit after no client has been connected for this long (0: never)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "loopback address serving Go's profiler at /debug/pprof/ (empty: off)")
 }
@@ -234,6 +239,10 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 			return hub.Config{}, err
 		}
 	}
+	tools, err := toolOptions(cfg)
+	if err != nil {
+		return hub.Config{}, err
+	}
 	warnUnsafe(log, "", pol)
 	for name, p := range policies {
 		warnUnsafe(log, name, p)
@@ -244,6 +253,7 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 		AgentOptions:      agent.Options{MaxFrame: cfg.MaxFrame},
 		Policy:            pol,
 		Policies:          policies,
+		Tools:             tools,
 		PromptQueue:       cfg.PromptQueue,
 		ClientQueue:       cfg.ClientQueue,
 		IdleTTL:           cfg.IdleTTL.Duration,
@@ -267,12 +277,30 @@ func clientToolPolicy(base policy.Policy, fsSetting, fsMode, terminalSetting, te
 		if err != nil {
 			return base, fmt.Errorf("%s: %w", p.setting, err)
 		}
-		if m == policy.SelfHandle {
-			return base, fmt.Errorf("%s: self_handle is not in this build yet", p.setting)
-		}
 		*p.dst = m
 	}
 	return base, nil
+}
+
+// toolOptions returns the denylist and limits of self_handle.
+func toolOptions(cfg *config.Config) (toolexec.Options, error) {
+	deny := cfg.SelfHandleDeny
+	if deny == nil {
+		deny = toolexec.DefaultDeny
+	}
+	opts := toolexec.Options{
+		Deny:           append(slices.Clip(deny), cfg.DenyExtra...),
+		MaxTerminals:   cfg.MaxTerminals,
+		MaxFileBytes:   cfg.MaxFileBytes,
+		MaxOutputBytes: cfg.MaxTerminalOutput,
+	}
+	if err := toolexec.CheckDeny(opts.Deny); err != nil {
+		return opts, fmt.Errorf("self_handle_deny: %w", err)
+	}
+	if opts.MaxTerminals < 0 || opts.MaxFileBytes < 0 || opts.MaxOutputBytes < 0 {
+		return opts, errors.New("--max-terminals, --max-file-bytes and --max-terminal-output must not be negative")
+	}
+	return opts, nil
 }
 
 // warnUnsafe says loudly, at start, that unsafe_debug lets every client

@@ -54,25 +54,33 @@ func (a Agent) EnvList() []string {
 
 // Config holds every setting of the daemon and its clients.
 type Config struct {
-	Listen            string           `toml:"listen"`
-	DataDir           string           `toml:"data_dir"`
-	LogFormat         string           `toml:"log_format"`
-	LogLevel          string           `toml:"log_level"`
-	Agent             string           `toml:"agent"`
-	AgentCmd          string           `toml:"agent_cmd"`
-	IdleTTL           Duration         `toml:"idle_ttl"`
-	PromptQueue       int              `toml:"prompt_queue"`
-	ClientQueue       int              `toml:"client_queue"`
-	MaxFrame          int              `toml:"max_frame"`
-	MaxSessions       int              `toml:"max_sessions"`
-	PermissionTimeout Duration         `toml:"permission_timeout"`
-	AllowedOrigins    []string         `toml:"allowed_origins"`
-	TLSCert           string           `toml:"tls_cert"`
-	TLSKey            string           `toml:"tls_key"`
-	AllowInsecure     bool             `toml:"allow_insecure_remote"`
-	FSPolicy          string           `toml:"fs_policy"`
-	TerminalPolicy    string           `toml:"terminal_policy"`
-	Executor          string           `toml:"executor"`
+	Listen            string   `toml:"listen"`
+	DataDir           string   `toml:"data_dir"`
+	LogFormat         string   `toml:"log_format"`
+	LogLevel          string   `toml:"log_level"`
+	Agent             string   `toml:"agent"`
+	AgentCmd          string   `toml:"agent_cmd"`
+	IdleTTL           Duration `toml:"idle_ttl"`
+	PromptQueue       int      `toml:"prompt_queue"`
+	ClientQueue       int      `toml:"client_queue"`
+	MaxFrame          int      `toml:"max_frame"`
+	MaxSessions       int      `toml:"max_sessions"`
+	PermissionTimeout Duration `toml:"permission_timeout"`
+	AllowedOrigins    []string `toml:"allowed_origins"`
+	TLSCert           string   `toml:"tls_cert"`
+	TLSKey            string   `toml:"tls_key"`
+	AllowInsecure     bool     `toml:"allow_insecure_remote"`
+	FSPolicy          string   `toml:"fs_policy"`
+	TerminalPolicy    string   `toml:"terminal_policy"`
+	Executor          string   `toml:"executor"`
+	// SelfHandleDeny replaces self_handle's default denylist when set (an
+	// empty list denies nothing); DenyExtra, from --self-handle-deny, is
+	// added to whichever list is in effect.
+	SelfHandleDeny    []string         `toml:"self_handle_deny"`
+	DenyExtra         []string         `toml:"-"`
+	MaxTerminals      int              `toml:"max_terminals"`
+	MaxFileBytes      int64            `toml:"max_file_bytes"`
+	MaxTerminalOutput int              `toml:"max_terminal_output"`
 	ExitWhenIdle      Duration         `toml:"exit_when_idle"`
 	DebugListen       string           `toml:"debug_listen"`
 	Agents            map[string]Agent `toml:"agents"`

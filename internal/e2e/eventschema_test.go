@@ -16,9 +16,11 @@ import (
 // chain.
 func TestLog_EveryEventTypeMatchesTheSchema(t *testing.T) {
 	t.Parallel()
-	h := startHub(t)
+	// fs/* is blocked (a refused client_tool.call), terminal/* executed by
+	// acphub (terminal.exited).
+	h := startHub(t, "--terminal-policy", "self_handle")
 	a, b, sid := h.pair()
-	for _, p := range []string{"/extras", "/fs-read /etc/hostname", "/echo plain", "/raw not json"} {
+	for _, p := range []string{"/extras", "/fs-read /etc/hostname", "/terminal true", "/echo plain", "/raw not json"} {
 		id := a.prompt(sid, p)
 		mustStop(t, p, lastOf(a.untilResponse(id)), "end_turn")
 	}

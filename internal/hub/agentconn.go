@@ -302,6 +302,10 @@ func (s *Session) agentResponse(m *jsonrpc.Message) {
 
 // agentNotification fans an agent notification out to every attached peer.
 func (s *Session) agentNotification(m *jsonrpc.Message) {
+	if m.Method == jsonrpc.MethodCancelRequest {
+		s.agentCancelRequest(m)
+		return
+	}
 	if s.agent.loading && m.Method == jsonrpc.MethodSessionUpdate {
 		return // history the hub already holds
 	}
@@ -327,6 +331,7 @@ func (s *Session) agentGone(exit agent.Exit) {
 	s.agentSID = nil
 	clear(s.terminalOwners)
 	clear(s.terminalsGone)
+	s.closeTools() // the terminals of self_handle end with the agent; their exits come later
 	s.record("", &api.AgentExited{
 		Code: int64(exit.Code), Signal: exit.Signal, Requested: exit.Requested, StderrTail: exit.StderrTail,
 	})

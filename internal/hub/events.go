@@ -11,9 +11,10 @@ import (
 // appendReplayFrames appends the frames a joining client receives for ev:
 // the agent's notifications as they were sent, each prompt as
 // user_message_chunk updates so a plain ACP client shows the whole
-// conversation, and the end of each turn as _acphub/turn_complete so a
-// client knows where one turn's reply stops. Other events are not part of
-// the replayed stream.
+// conversation, the end of each turn as _acphub/turn_complete so a client
+// knows where one turn's reply stops, and each terminal acphub ran as
+// _acphub/terminal_exited, with its final output. Other events are not part
+// of the replayed stream.
 func appendReplayFrames(frames [][]byte, ev eventlog.Event) [][]byte {
 	// Replay reads whole sessions: the hot cases take their raw members out
 	// of the data without decoding it.
@@ -24,6 +25,8 @@ func appendReplayFrames(frames [][]byte, ev eventlog.Event) [][]byte {
 		}
 	case api.EventTurnCompleted:
 		return append(frames, jsonrpc.NewNotification(api.MethodTurnComplete, json.RawMessage(ev.Data)))
+	case api.EventTerminalExited:
+		return append(frames, jsonrpc.NewNotification(api.MethodTerminalExited, json.RawMessage(ev.Data)))
 	case api.EventAgentNotification, api.EventTurnStarted:
 		data, err := api.DecodeEventData(ev.Type, ev.Data)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/policy"
+	"github.com/acphub/acphub/internal/toolexec"
 )
 
 // Defaults for Config fields left zero.
@@ -37,6 +38,9 @@ type Config struct {
 	// Policies are the client-tool modes of agents that differ from
 	// Policy, by agent name.
 	Policies map[string]policy.Policy
+	// Tools holds the denylist and limits of self_handle; each session
+	// sets Root (its cwd), Env (its agent's) and the callbacks.
+	Tools toolexec.Options
 
 	PromptQueue int           // prompts waiting behind the running turn; 0 means DefaultPromptQueue
 	ClientQueue int           // bytes queued toward one client before it is dropped; 0 means DefaultClientQueue

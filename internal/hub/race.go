@@ -44,14 +44,29 @@ func (s *Session) race(m *jsonrpc.Message, tool *toolCall) {
 // answers the agent and returns nil when m reuses the id of an open request.
 func (s *Session) openAgentRequest(m *jsonrpc.Message, exec *peer, tool *toolCall) *agentRequest {
 	key := string(m.ID)
-	if s.openRequest(key) != nil {
-		s.sendAgent(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonDuplicateID,
-			"Invalid request: id already in use by an open request", nil)))
+	if s.idInUse(key) {
+		s.refuseDuplicateID(m)
 		return nil
 	}
 	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64), exec: exec, tool: tool}
 	s.agentReqs = append(s.agentReqs, r)
 	return r
+}
+
+// idInUse reports whether key, an agent's raw request id, names a request
+// still open: at clients or in acphub's own executor.
+func (s *Session) idInUse(key string) bool {
+	if s.openRequest(key) != nil {
+		return true
+	}
+	_, running := s.tools.runningCall(key)
+	return running
+}
+
+// refuseDuplicateID answers an agent request that reuses an open id.
+func (s *Session) refuseDuplicateID(m *jsonrpc.Message) {
+	s.sendAgent(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonDuplicateID,
+		"Invalid request: id already in use by an open request", nil)))
 }
 
 // giveCopy sends p its copy of r under a fresh hub id.
@@ -179,9 +194,37 @@ func permissionResolution(sessionID, who string, r *agentRequest, m *jsonrpc.Mes
 func (s *Session) withdraw(r *agentRequest) {
 	for p, n := range r.copies {
 		delete(p.copies, n)
-		s.send(p, jsonrpc.NewNotification(jsonrpc.MethodCancelRequest, map[string]any{"requestId": n}))
+		s.cancelCopy(p, n)
 	}
 	clear(r.copies)
+}
+
+// agentCancelRequest handles the agent's $/cancel_request for one of its
+// own requests: each client holding a copy is told under its own id (it
+// still answers, and the answer goes to the agent as usual), and a
+// self_handle call is stopped (answered -32800 when it was waiting). It is
+// neither logged nor broadcast: the agent's id means nothing to clients.
+func (s *Session) agentCancelRequest(m *jsonrpc.Message) {
+	id, ok := jsonrpc.Field(m.Params, "requestId")
+	if !ok {
+		return
+	}
+	key := string(id)
+	if cancel, ok := s.tools.runningCall(key); ok {
+		cancel()
+		return
+	}
+	if r := s.openRequest(key); r != nil {
+		for p, n := range r.copies {
+			s.cancelCopy(p, n)
+		}
+	}
+}
+
+// cancelCopy tells p, with $/cancel_request, that its copy n of an agent
+// request is withdrawn.
+func (s *Session) cancelCopy(p *peer, n int64) {
+	s.send(p, jsonrpc.NewNotification(jsonrpc.MethodCancelRequest, map[string]any{"requestId": n}))
 }
 
 // withdrawCopies takes back the copies a departing peer held, telling it
@@ -192,7 +235,7 @@ func (s *Session) withdrawCopies(p *peer) {
 	for n, r := range p.copies {
 		delete(r.copies, p)
 		delete(p.copies, n)
-		s.send(p, jsonrpc.NewNotification(jsonrpc.MethodCancelRequest, map[string]any{"requestId": n}))
+		s.cancelCopy(p, n)
 	}
 }
 

@@ -31,11 +31,12 @@ type Session struct {
 	policy    policy.Policy // client-tool modes for this session's agent
 	log       *slog.Logger
 
-	inbox   chan any      // client messages, joins, leaves, timers
-	agentIn chan any      // agent frames, then the agent's exit
-	drained chan struct{} // a client writer made room while paused
-	quit    chan struct{} // closed by stop
-	done    chan struct{} // closed when the actor has finished
+	inbox      chan any      // client messages, joins, leaves, timers
+	agentIn    chan any      // agent frames, then the agent's exit
+	toolEvents chan any      // self_handle results, terminal output and exits
+	drained    chan struct{} // a client writer made room while paused
+	quit       chan struct{} // closed by stop
+	done       chan struct{} // closed when the actor has finished
 
 	// paused is set while every attached peer's queue is over the soft
 	// limit: the actor stops taking agent frames, so a flood waits in the
@@ -82,15 +83,15 @@ type Session struct {
 	terminalOwners map[string]string
 	terminalsGone  map[string]string
 
-	// self_handle: the executor (nil until first used), the context its
-	// calls run in (cancelled when it closes), and its terminals.
-	tools        *struct{}
-	toolCtx      context.Context
-	stopTools    context.CancelFunc
-	terminalInfo map[string]struct{}
-	msg          *message // text chunks collected for the log
-	tails        []*tail  // event subscribers
-	dropped      []*peer  // overflowed peers waiting to be removed
+	// self_handle: the running agent's executor (nil until first used),
+	// and the end of each terminal's output not yet forwarded because it
+	// stops inside a UTF-8 character.
+	tools       *toolHost
+	outputCarry map[string][]byte
+
+	msg     *message // text chunks collected for the log
+	tails   []*tail  // event subscribers
+	dropped []*peer  // overflowed peers waiting to be removed
 
 	seq       int64
 	lastID    *string
@@ -125,9 +126,9 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		executors:      make(map[policy.Namespace]string),
 		terminalOwners: make(map[string]string),
 		terminalsGone:  make(map[string]string),
-		terminalInfo:   make(map[string]struct{}),
+		toolEvents:     make(chan any, inboxLen),
+		outputCarry:    make(map[string][]byte),
 	}
-	s.toolCtx, s.stopTools = context.WithCancel(context.Background())
 	s.active.Store(true) // its first client is on the way
 	return s
 }
@@ -234,6 +235,8 @@ func (s *Session) run() {
 			s.handle(msg)
 		case msg := <-s.agentChan():
 			s.handle(msg)
+		case msg := <-s.toolEvents:
+			s.handle(msg)
 		case <-s.drained:
 			s.updatePause()
 			continue
@@ -268,6 +271,8 @@ func (s *Session) handleWaiting() bool {
 	case msg := <-s.inbox:
 		s.handle(msg)
 	case msg := <-s.agentChan():
+		s.handle(msg)
+	case msg := <-s.toolEvents:
 		s.handle(msg)
 	default:
 		return false
@@ -342,6 +347,12 @@ func (s *Session) handle(msg any) {
 		s.addTail(m)
 	case untailMsg:
 		s.removeTail(m.t, nil)
+	case toolDone:
+		s.toolDone(m)
+	case terminalOutput:
+		s.terminalOutput(m)
+	case terminalExited:
+		s.terminalExited(m)
 	}
 	s.reapDropped()
 	s.updateActive()
@@ -357,6 +368,9 @@ func (s *Session) shutdown() {
 			s.removeTail(t, ErrSessionGone)
 		}
 	}()
+	// The terminals end first, and their exits are logged, while the agent
+	// that ran them can still be told.
+	s.closeToolsAndWait()
 	if s.agent != nil {
 		s.agent.proc.Stop()
 		exit, err := s.agent.proc.Wait(context.Background())

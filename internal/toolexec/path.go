@@ -42,6 +42,14 @@ type denyPattern struct {
 
 type denylist []denyPattern
 
+// CheckDeny reports the first of patterns that is not a valid denylist
+// pattern, so that a bad setting is refused at start rather than when a
+// session first needs its executor.
+func CheckDeny(patterns []string) error {
+	_, err := compileDeny(patterns)
+	return err
+}
+
 func compileDeny(patterns []string) (denylist, error) {
 	d := make(denylist, 0, len(patterns))
 	for _, p := range patterns {

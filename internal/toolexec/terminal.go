@@ -41,11 +41,30 @@ func (s ExitStatus) MarshalJSON() ([]byte, error) {
 	}{s.ExitCode, signal})
 }
 
+// TerminalExit is what OnExit reports of a terminal whose process ended.
+type TerminalExit struct {
+	TerminalID string
+	Command    string
+	Args       []string
+	Dir        string // the directory it ran in: absolute, inside the root
+	Pid        int    // also its process group id
+	Status     ExitStatus
+	Output     string // the output kept, as terminal/output returns it
+	Truncated  bool
+	Duration   time.Duration // from the start of the process to the end of its output
+}
+
 // terminal is one command started by terminal/create.
 type terminal struct {
 	id   string
 	pgid int           // the process group: the command's pid
 	done chan struct{} // closed once the process ended, its output was read and OnExit returned
+
+	// What ran, where and since when, for OnExit.
+	command string
+	args    []string
+	dir     string
+	started time.Time
 
 	status ExitStatus // set before done is closed
 
@@ -253,10 +272,14 @@ func (e *Executor) start(command string, args, env []string, dir string, limit i
 		return nil, errorf(ReasonStartFailed, map[string]any{"command": command}, "start %s: %v", command, err)
 	}
 	t := &terminal{
-		id:   "term_" + rand.Text(),
-		pgid: cmd.Process.Pid,
-		done: make(chan struct{}),
-		out:  outputBuffer{limit: limit},
+		id:      "term_" + rand.Text(),
+		pgid:    cmd.Process.Pid,
+		command: command,
+		args:    args,
+		dir:     dir,
+		started: time.Now(),
+		done:    make(chan struct{}),
+		out:     outputBuffer{limit: limit},
 	}
 	e.calls.Add(1) // the caller's own count keeps Close waiting until this is counted
 	go e.watch(t, cmd, r)
@@ -285,7 +308,10 @@ func (e *Executor) watch(t *terminal, cmd *exec.Cmd, out *os.File) {
 	t.status = exitStatus(cmd.ProcessState)
 	if e.onExit != nil {
 		output, truncated, _ := t.output()
-		e.onExit(t.id, t.status, output, truncated)
+		e.onExit(TerminalExit{
+			TerminalID: t.id, Command: t.command, Args: t.args, Dir: t.dir, Pid: t.pgid,
+			Status: t.status, Output: output, Truncated: truncated, Duration: time.Since(t.started),
+		})
 	}
 	close(t.done)
 }

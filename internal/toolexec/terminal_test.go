@@ -139,7 +139,7 @@ func TestExecutor_Handle_terminalTruncation(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		streamed strings.Builder
-		exits    []string
+		exits    []toolexec.TerminalExit
 	)
 	e := newExecutor(t, toolexec.Options{
 		Root:           t.TempDir(),
@@ -149,10 +149,10 @@ func TestExecutor_Handle_terminalTruncation(t *testing.T) {
 			defer mu.Unlock()
 			streamed.Write(data)
 		},
-		OnExit: func(id string, st toolexec.ExitStatus, output string, truncated bool) {
+		OnExit: func(x toolexec.TerminalExit) {
 			mu.Lock()
 			defer mu.Unlock()
-			exits = append(exits, output)
+			exits = append(exits, x)
 		},
 	})
 	limit := func(n int) *int { return &n }
@@ -169,8 +169,10 @@ func TestExecutor_Handle_terminalTruncation(t *testing.T) {
 	if streamed.String() != strings.Repeat("€", 1000) {
 		t.Errorf("OnOutput got %d bytes, want all 3000", streamed.Len())
 	}
-	if len(exits) != 1 || exits[0] != out.Output { // OnExit came before wait_for_exit answered
-		t.Errorf("OnExit calls: %q", exits)
+	// OnExit came before wait_for_exit answered, and says what ran.
+	if len(exits) != 1 || exits[0].Output != out.Output || !exits[0].Truncated || exits[0].TerminalID != term ||
+		exits[0].Command != "sh" || exits[0].Args[0] != "-c" || exits[0].Pid <= 0 || exits[0].Status.ExitCode == nil {
+		t.Errorf("OnExit calls: %+v", exits)
 	}
 	mu.Unlock()
 

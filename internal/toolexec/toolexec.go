@@ -58,8 +58,9 @@ type Options struct {
 	// has been read, after its last OnOutput, with the final output kept.
 	// It runs before terminal/wait_for_exit or terminal/output can report
 	// the exit, so it must not wait on those for the same terminal, nor on
-	// its kill or release.
-	OnExit func(terminalID string, st ExitStatus, output string, truncated bool)
+	// its kill or release; it may run before Handle has returned the
+	// terminal's id.
+	OnExit func(TerminalExit)
 }
 
 // Audit describes one request: what it touched and how it ended. Handle
@@ -89,7 +90,7 @@ type Executor struct {
 	maxOutput int
 	env       []string // base environment of terminals, ACPHUB_* removed
 	onOutput  func(string, []byte)
-	onExit    func(string, ExitStatus, string, bool)
+	onExit    func(TerminalExit)
 
 	// calls counts the Handle calls in progress and the terminals' watch
 	// goroutines; Close waits for it once closed is set.

@@ -105,7 +105,7 @@ func readEventType(g *gen, name string, d *object) (eventType, error) {
 	}
 	// The data type takes the event's name: api.SessionCreated.
 	if desc, ok := d.get("description").(string); ok {
-		data.m["description"] = strings.TrimSuffix(desc, ".") + "."
+		data.set("description", strings.TrimSuffix(desc, ".")+".")
 	}
 	if err := g.structType(name, data); err != nil {
 		return eventType{}, err

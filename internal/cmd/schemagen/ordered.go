@@ -21,6 +21,14 @@ func (o *object) get(k string) any {
 	return o.m[k]
 }
 
+// set sets k to v, appending k to the keys when it is new.
+func (o *object) set(k string, v any) {
+	if _, ok := o.m[k]; !ok {
+		o.keys = append(o.keys, k)
+	}
+	o.m[k] = v
+}
+
 // parseOrdered decodes JSON; objects become *object, numbers json.Number.
 func parseOrdered(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
