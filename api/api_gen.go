@@ -617,7 +617,7 @@ var Errors = []ErrorInfo{
 	{Code: -32600, Reason: "duplicate_id", Message: "Invalid request", Description: "The agent reused the id of a request still open (sent to the agent)."},
 	{Code: -32601, Reason: "unknown_method", Message: "Method not found", Description: "An _acphub/ method acphub does not have. Other unknown methods go to the agent."},
 	{Code: -32602, Reason: "bad_params", Message: "Invalid params", Description: "The params of a method acphub parses do not decode."},
-	{Code: -32800, Reason: "cancelled", Message: "Request cancelled", Description: "A queued prompt withdrawn with $/cancel_request."},
+	{Code: -32800, Reason: "cancelled", Message: "Request cancelled", Description: "A queued prompt withdrawn with $/cancel_request; a self_handle terminal/wait_for_exit or terminal/kill the agent withdrew with $/cancel_request."},
 	{Code: -32010, Reason: "policy_blocked", Message: "Client-tool request blocked", Description: "An agent's fs/* or terminal/* request refused by the client-tool policy; sent to the agent. data: method, namespace, mode."},
 	{Code: -32011, Reason: "queue_full", Message: "Prompt queue is full", Description: "The session's prompt queue is full. data: limit."},
 	{Code: -32012, Reason: "agent_exited", Message: "The agent exited", Description: "The agent exited while the request was open. data: code, signal, stderrTail."},

@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/acphub/acphub/api"
@@ -41,6 +43,27 @@ func TestEventCatalogue(t *testing.T) {
 	for _, typ := range api.EventTypes() {
 		if s := api.EventStability(typ); s != "stable" && s != "experimental" {
 			t.Errorf("%s: stability %q", typ, s)
+		}
+	}
+}
+
+// TestErrorsAreDocumented keeps the README's error table and notification
+// table true: every error reason and every method acphub defines is named
+// there.
+func TestErrorsAreDocumented(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range api.Errors {
+		if !strings.Contains(string(readme), "`"+e.Reason+"`") {
+			t.Errorf("README.md does not name error reason %s (%d)", e.Reason, e.Code)
+		}
+	}
+	for m := range api.Methods {
+		if !strings.Contains(string(readme), "`"+m+"`") {
+			t.Errorf("README.md does not name method %s", m)
 		}
 	}
 }
