@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -446,11 +447,24 @@ func TestACPX_ExecutesClientToolsAlone(t *testing.T) {
 		}
 	}
 
-	web.until(func(m msg) bool {
-		return m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), `"peer":"acpx"`)
-	})
-	id := web.prompt(sid, "/fs-read "+out)
+	// acpx creates a terminal and leaves with it: the terminal is gone
+	// for the agent too, and its requests go to no other client.
+	_, _, turn = acpxTurn(t, mustRunACPX(t, h, "s", "acpx", dir, requestPrompt("terminal/create",
+		map[string]any{"sessionId": sid, "command": "sleep", "args": []string{"30"}})))
+	text = agentText(turn)
+	m := regexp.MustCompile(`"terminalId":"([^"]+)"`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("acpx's terminal/create: agent saw %q", text)
+	}
+	id := web.prompt(sid, requestPrompt("terminal/output", map[string]any{"sessionId": sid, "terminalId": m[1]}))
 	got, text := toolRequests(web, id, clientAnswers("web"))
+	if len(got) != 0 || !strings.Contains(text, "terminal/output: error -32021") || !strings.Contains(text, `"peer":"acpx"`) {
+		t.Errorf("the output of the terminal acpx took with it: web got %v, the agent %q; want -32021 executor_left", got, text)
+	}
+
+	h.waitLog(`client left.*peer=acpx`)
+	id = web.prompt(sid, "/fs-read "+out)
+	got, text = toolRequests(web, id, clientAnswers("web"))
 	if got["fs/read_text_file"] != 1 || !strings.Contains(text, "read by web") {
 		t.Errorf("after acpx left: the web client got %v, the agent %q", got, text)
 	}
