@@ -59,6 +59,7 @@ func Run(ctx context.Context, conn Conn, in io.Reader, out io.Writer, opts Optio
 		pending:    make(map[int64]string),
 		toolTitles: make(map[string]string),
 		announced:  make(map[string]int),
+		terminals:  make(map[string]*strings.Builder),
 	}
 	defer c.out.endLine()
 	return c.loop(frames, lines)
@@ -78,9 +79,10 @@ type client struct {
 	prompts   int    // our session/prompt requests not yet answered
 	inputDone bool
 
-	perms      []permission      // open permission requests, oldest first
-	toolTitles map[string]string // toolCallId → title
-	announced  map[string]int    // prompt texts shown by prompt_received → user_message_chunks to skip
+	perms      []permission                // open permission requests, oldest first
+	toolTitles map[string]string           // toolCallId → title
+	announced  map[string]int              // prompt texts shown by prompt_received → user_message_chunks to skip
+	terminals  map[string]*strings.Builder // terminalId → output streamed since its last full line
 }
 
 // frame is one message read from the connection, or the error that ended reading.

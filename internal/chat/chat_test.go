@@ -140,6 +140,18 @@ func TestRun_Renders(t *testing.T) {
 				"[bob left: slow client]\n",
 		},
 		{
+			name: "terminals acphub runs",
+			frames: []string{
+				`{"jsonrpc":"2.0","method":"_acphub/terminal_output","params":{"sessionId":"s1","terminalId":"t1","output":"build"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/terminal_output","params":{"sessionId":"s1","terminalId":"t1","output":"ing\nok\npart"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/terminal_exited","params":{"sessionId":"s1","terminalId":"t1","command":"make","args":["all"],"exitCode":0,"output":"building\nok\npartial","truncated":false}}`,
+				// From the history: only the exit, with the final output.
+				`{"jsonrpc":"2.0","method":"_acphub/terminal_exited","params":{"sessionId":"s1","terminalId":"t2","command":"sleep","args":["9"],"exitCode":null,"signal":"SIGKILL","output":"tail\n","truncated":true}}`,
+			},
+			want: "  | building\n  | ok\n  | part\n[terminal] make all: exit 0\n" +
+				"  | …\n  | tail\n[terminal] sleep 9: SIGKILL\n",
+		},
+		{
 			name: "unknown messages are ignored",
 			frames: []string{
 				update(`{"sessionUpdate":"compaction_update","whatever":[1,2]}`),

@@ -127,7 +127,79 @@ func (c *client) handleNotification(m message) {
 		c.peerChanged(m.Params, "left")
 	case "_acphub/agent_exited":
 		c.agentExited(m.Params)
+	case "_acphub/terminal_output":
+		c.terminalOutput(m.Params)
+	case "_acphub/terminal_exited":
+		c.terminalExited(m.Params)
 	}
+}
+
+// terminalOutput shows the complete lines of a terminal's output as they
+// come, indented; a partial line waits for the rest.
+func (c *client) terminalOutput(params json.RawMessage) {
+	p, ok := decode[struct {
+		TerminalID string `json:"terminalId"`
+		Output     string `json:"output"`
+	}](params)
+	if !ok {
+		return
+	}
+	buf := c.terminals[p.TerminalID]
+	if buf == nil {
+		buf = new(strings.Builder)
+		c.terminals[p.TerminalID] = buf
+	}
+	buf.WriteString(p.Output)
+	text := buf.String()
+	i := strings.LastIndexByte(text, '\n')
+	if i < 0 {
+		return
+	}
+	c.showTerminalLines(text[:i])
+	buf.Reset()
+	buf.WriteString(text[i+1:])
+}
+
+func (c *client) showTerminalLines(text string) {
+	for _, l := range strings.Split(text, "\n") {
+		c.out.line(styleTool, "  | "+l)
+	}
+}
+
+// terminalExited shows how a terminal ended: the rest of its streamed
+// output, or, for a terminal this client did not follow (its history),
+// its final output.
+func (c *client) terminalExited(params json.RawMessage) {
+	p, ok := decode[struct {
+		TerminalID string   `json:"terminalId"`
+		Command    string   `json:"command"`
+		Args       []string `json:"args"`
+		ExitCode   *int     `json:"exitCode"`
+		Signal     string   `json:"signal"`
+		Output     string   `json:"output"`
+		Truncated  bool     `json:"truncated"`
+	}](params)
+	if !ok {
+		return
+	}
+	rest := p.Output
+	if buf, followed := c.terminals[p.TerminalID]; followed {
+		rest = buf.String()
+		delete(c.terminals, p.TerminalID)
+	} else if p.Truncated {
+		c.out.line(styleTool, "  | …")
+	}
+	if rest = strings.TrimSuffix(rest, "\n"); rest != "" {
+		c.showTerminalLines(rest)
+	}
+	status := "exited"
+	switch {
+	case p.ExitCode != nil:
+		status = fmt.Sprintf("exit %d", *p.ExitCode)
+	case p.Signal != "":
+		status = p.Signal
+	}
+	c.out.line(styleTool, "[terminal] "+strings.Join(append([]string{p.Command}, p.Args...), " ")+": "+status)
 }
 
 // permission is an open session/request_permission that this client may answer.
