@@ -120,6 +120,9 @@
 //
 // The package is for Unix systems (process groups, signals). A process that
 // leaves its group (setsid, a double fork into another group) escapes the
-// kill; if the hub itself dies without Close, running terminals survive it.
+// kill; if it keeps the output pipe open, the terminal's output ends 500 ms
+// after the last data that came once the group was killed, or after 1 MiB
+// more of it. If the hub itself dies without Close, running terminals
+// survive it.
 // A crash in the middle of a write can leave a .acphub-*.tmp file behind.
 package toolexec

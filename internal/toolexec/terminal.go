@@ -16,10 +16,15 @@ import (
 	"unicode/utf8"
 )
 
-// drainGrace is how long a terminal's output may still be read after its
-// process was reaped and its group killed, in case a process that left the
-// group holds the pipe open.
-const drainGrace = 500 * time.Millisecond
+// Once a terminal's process was reaped and its group killed, what is left
+// in the output pipe is finite — unless a process that left the group holds
+// the pipe open. Reading goes on while data comes, however slow OnOutput
+// is, but each wait for more is bounded by drainGrace, and drainMax bytes
+// at most are read (a pipe holds 1 MiB at most, unless raised).
+const (
+	drainGrace = 500 * time.Millisecond
+	drainMax   = 1 << 20
+)
 
 // ExitStatus is how a terminal's process ended: ExitCode when it exited,
 // Signal ("SIGKILL", "SIGSEGV", ...) when a signal ended it.
@@ -108,13 +113,31 @@ func (t *terminal) output() (string, bool, *ExitStatus) {
 	return t.out.String(), t.out.truncated, st
 }
 
-// copyOutput reads the terminal's output until the pipe ends or is timed
-// out, then closes it.
-func (t *terminal) copyOutput(r *os.File, onOutput func(string, []byte)) {
+// copyOutput reads the terminal's output until the pipe ends, then closes
+// it. Once exited is closed, each read waits at most drainGrace for data,
+// and at most drainMax more bytes are read.
+func (t *terminal) copyOutput(r *os.File, exited <-chan struct{}, onOutput func(string, []byte)) {
 	defer r.Close()
 	buf := make([]byte, 32<<10)
+	draining, drained := false, 0
 	for {
+		if !draining {
+			select {
+			case <-exited:
+				draining = true
+			default:
+			}
+		}
+		if draining {
+			if drained >= drainMax {
+				return
+			}
+			_ = r.SetReadDeadline(time.Now().Add(drainGrace))
+		}
 		n, err := r.Read(buf)
+		if draining {
+			drained += n
+		}
 		if n > 0 {
 			t.mu.Lock()
 			t.out.add(buf[:n])
@@ -290,10 +313,10 @@ func (e *Executor) start(command string, args, env []string, dir string, limit i
 // process left in its group, and publishes how it ended.
 func (e *Executor) watch(t *terminal, cmd *exec.Cmd, out *os.File) {
 	defer e.calls.Done()
-	read := make(chan struct{})
+	read, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(read)
-		t.copyOutput(out, e.onOutput)
+		t.copyOutput(out, exited, e.onOutput)
 	}()
 	_ = cmd.Wait() // the status is in cmd.ProcessState
 	t.mu.Lock()
@@ -302,9 +325,11 @@ func (e *Executor) watch(t *terminal, cmd *exec.Cmd, out *os.File) {
 	_ = syscall.Kill(-t.pgid, syscall.SIGKILL)
 	t.exited = true
 	t.mu.Unlock()
-	stop := time.AfterFunc(drainGrace, func() { _ = out.SetReadDeadline(time.Now()) })
+	// A read already waiting when the group died wakes after drainGrace if
+	// nothing more comes; copyOutput bounds the reads after it.
+	_ = out.SetReadDeadline(time.Now().Add(drainGrace))
+	close(exited)
 	<-read
-	stop.Stop()
 	t.status = exitStatus(cmd.ProcessState)
 	if e.onExit != nil {
 		output, truncated, _ := t.output()

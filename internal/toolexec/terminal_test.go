@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -283,6 +284,30 @@ func TestExecutor_Handle_terminalEscapedProcess(t *testing.T) {
 		t.Error("the process that left the group was killed")
 	}
 	_ = syscall.Kill(escaped, syscall.SIGKILL)
+}
+
+// TestExecutor_Handle_terminalSlowReaderKeepsTheTail: output still in the
+// pipe when the process exits is read however long OnOutput takes; only a
+// wait for more is bounded.
+func TestExecutor_Handle_terminalSlowReaderKeepsTheTail(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	e := newExecutor(t, toolexec.Options{
+		Root: t.TempDir(),
+		OnOutput: func(string, []byte) {
+			if calls.Add(1) == 1 {
+				time.Sleep(3 * time.Second / 2) // longer than the grace after the exit
+			}
+		},
+	})
+	// 48 KiB: what the first read does not take fits in the pipe, so the
+	// process exits while OnOutput is still busy with the first piece.
+	term := create(t, e, sh(`head -c 49152 /dev/zero | tr '\0' x; printf END`))
+	waitJSON(t, e, term)
+	out := mustCall[outputResult](t, e, "terminal/output", id(term))
+	if len(out.Output) != 49155 || !strings.HasSuffix(out.Output, "xEND") {
+		t.Errorf("output of %d bytes ending %q, want all 49155 ending xEND", len(out.Output), out.Output[max(0, len(out.Output)-8):])
+	}
 }
 
 func TestExecutor_Handle_terminalLimit(t *testing.T) {
