@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -299,6 +300,12 @@ func toolOptions(cfg *config.Config) (toolexec.Options, error) {
 	}
 	if opts.MaxTerminals < 0 || opts.MaxFileBytes < 0 || opts.MaxOutputBytes < 0 {
 		return opts, errors.New("--max-terminals, --max-file-bytes and --max-terminal-output must not be negative")
+	}
+	// A terminal's final output goes to every client in one frame, which
+	// must fit in a client's queue with room to spare.
+	queue, output := cmp.Or(cfg.ClientQueue, hub.DefaultClientQueue), cmp.Or(opts.MaxOutputBytes, toolexec.DefaultMaxOutputBytes)
+	if output > queue/4 {
+		return opts, fmt.Errorf("--max-terminal-output %d is over a quarter of --client-queue %d: a terminal's final output could not reach the clients", output, queue)
 	}
 	return opts, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -616,5 +617,58 @@ func TestSelfHandle_LimitsAndARootThatIsNotThere(t *testing.T) {
 	text, _ = turnText(c, sid2, "/fs-read "+gone+"/x")
 	if !strings.Contains(text, "fs/read_text_file: error -32035: ") || !strings.Contains(text, `"reason":"no_root"`) {
 		t.Errorf("no root: %q, want -32035 no_root", text)
+	}
+}
+
+// A terminal that floods its output is held back while every client is
+// behind, as the agent is: a client that stops reading for a while, long
+// enough for far more than its queue and its socket's buffers, is not
+// dropped, and then gets all of it.
+func TestSelfHandle_TerminalFloodWaitsForClients(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	h := selfHandleHub(t, "--client-queue", "1048576", "--max-terminal-output", "65536")
+	a := toolClient(h, "s", "a", nil, false)
+	sid := newSessionIn(a, root)
+	const size = 32 << 20
+	text, ms := turnText(a, sid, requestPrompt("terminal/create", map[string]any{
+		"sessionId": sid, "command": "sh", "args": []string{"-c", fmt.Sprintf(`head -c %d /dev/zero | tr '\0' y; printf END`, size)},
+	}))
+	if terminalIDRE.FindString(text) == "" {
+		t.Fatalf("create: %q", text)
+	}
+	a.stopReading()
+	time.Sleep(time.Second)
+	a.resumeReading()
+	out, exits := terminalNotes(t, append(ms, a.until(isMethod("_acphub/terminal_exited"))...))
+	if len(out) != size+3 || !strings.HasSuffix(out, "yEND") {
+		t.Errorf("got %d bytes of output, want all %d", len(out), size+3)
+	}
+	if len(exits) != 1 || !exits[0].Truncated || len(exits[0].Output) != 65536 || !strings.HasSuffix(exits[0].Output, "yEND") {
+		t.Fatalf("exits %d; want one, truncated, with the last 64 KiB", len(exits))
+	}
+}
+
+func TestServe_RefusesBadSelfHandleSettings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "acphub.toml")
+	writeFile(t, conf, "self_handle_deny = [\"[unclosed\"]\n")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fs-policy", "self-handle"}, `unknown client-tool mode "self-handle"`},
+		{[]string{"--self-handle-deny", "a[b"}, `deny pattern "a[b"`},
+		{[]string{"--config", conf}, `self_handle_deny: toolexec: deny pattern "[unclosed"`},
+		{[]string{"--max-terminals", "-1"}, "must not be negative"},
+		{[]string{"--client-queue", "1000000", "--max-terminal-output", "300000"}, "over a quarter of --client-queue"},
+	} {
+		cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}, tt.args...)...)
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("serve %v: %v\n%s\nwant an error saying %q", tt.args, err, out, tt.want)
+		}
 	}
 }

@@ -39,8 +39,9 @@ type Session struct {
 	done       chan struct{} // closed when the actor has finished
 
 	// paused is set while every attached peer's queue is over the soft
-	// limit: the actor stops taking agent frames, so a flood waits in the
-	// agent's pipe instead of in the hub. Writers read it to know when to
+	// limit: the actor stops taking agent frames and self_handle messages,
+	// so a flood waits in the agent's pipe, or a terminal's, instead of in
+	// the hub. Writers read it to know when to
 	// signal drained.
 	paused    atomic.Bool
 	softLimit int
@@ -235,7 +236,7 @@ func (s *Session) run() {
 			s.handle(msg)
 		case msg := <-s.agentChan():
 			s.handle(msg)
-		case msg := <-s.toolEvents:
+		case msg := <-s.toolChan():
 			s.handle(msg)
 		case <-s.drained:
 			s.updatePause()
@@ -264,6 +265,16 @@ func (s *Session) agentChan() chan any {
 	return s.agentIn
 }
 
+// toolChan returns the channel of self_handle messages, or nil while
+// paused: a terminal's flood of output waits in its pipe, as the agent's
+// frames do.
+func (s *Session) toolChan() chan any {
+	if s.paused.Load() {
+		return nil
+	}
+	return s.toolEvents
+}
+
 // handleWaiting handles one message if one is waiting, and reports whether
 // there was one.
 func (s *Session) handleWaiting() bool {
@@ -272,7 +283,7 @@ func (s *Session) handleWaiting() bool {
 		s.handle(msg)
 	case msg := <-s.agentChan():
 		s.handle(msg)
-	case msg := <-s.toolEvents:
+	case msg := <-s.toolChan():
 		s.handle(msg)
 	default:
 		return false
