@@ -302,10 +302,14 @@ func toolOptions(cfg *config.Config) (toolexec.Options, error) {
 		return opts, errors.New("--max-terminals, --max-file-bytes and --max-terminal-output must not be negative")
 	}
 	// A terminal's final output goes to every client in one frame, which
-	// must fit in a client's queue with room to spare.
-	queue, output := cmp.Or(cfg.ClientQueue, hub.DefaultClientQueue), cmp.Or(opts.MaxOutputBytes, toolexec.DefaultMaxOutputBytes)
-	if output > queue/4 {
-		return opts, fmt.Errorf("--max-terminal-output %d is over a quarter of --client-queue %d: a terminal's final output could not reach the clients", output, queue)
+	// must fit in a client's queue with room to spare: the default shrinks
+	// with a small queue, a setting over it is refused.
+	queue := cmp.Or(cfg.ClientQueue, hub.DefaultClientQueue)
+	switch {
+	case opts.MaxOutputBytes == 0:
+		opts.MaxOutputBytes = min(toolexec.DefaultMaxOutputBytes, queue/4)
+	case opts.MaxOutputBytes > queue/4:
+		return opts, fmt.Errorf("--max-terminal-output %d is over a quarter of --client-queue %d: a terminal's final output could not reach the clients", opts.MaxOutputBytes, queue)
 	}
 	return opts, nil
 }
