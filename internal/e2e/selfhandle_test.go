@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acphub/acphub/api"
 )
 
 // self_handle: acphub executes the agent's fs/* and terminal/* requests
@@ -63,7 +65,7 @@ func clientToolRequests(ms []msg) []string {
 
 // terminalNotes returns the output streamed in _acphub/terminal_output and
 // the _acphub/terminal_exited params among ms.
-func terminalNotes(t *testing.T, ms []msg) (output string, exits []terminalExit) {
+func terminalNotes(t *testing.T, ms []msg) (output string, exits []api.TerminalExited) {
 	t.Helper()
 	var b strings.Builder
 	for _, m := range ms {
@@ -78,7 +80,7 @@ func terminalNotes(t *testing.T, ms []msg) (output string, exits []terminalExit)
 			}
 			b.WriteString(p.Output)
 		case "_acphub/terminal_exited":
-			var x terminalExit
+			var x api.TerminalExited
 			if err := json.Unmarshal(m.Params, &x); err != nil {
 				t.Fatalf("terminal_exited %s: %v", m.Params, err)
 			}
@@ -88,30 +90,15 @@ func terminalNotes(t *testing.T, ms []msg) (output string, exits []terminalExit)
 	return b.String(), exits
 }
 
-// terminalExit is the data of terminal.exited and the params of
-// _acphub/terminal_exited.
-type terminalExit struct {
-	SessionID  string   `json:"sessionId"`
-	TerminalID string   `json:"terminalId"`
-	Command    string   `json:"command"`
-	Args       []string `json:"args"`
-	Cwd        string   `json:"cwd"`
-	Pid        int      `json:"pid"`
-	ExitCode   *int     `json:"exitCode"`
-	Signal     string   `json:"signal"`
-	Output     string   `json:"output"`
-	Truncated  bool     `json:"truncated"`
-}
-
 // terminalExits returns the terminal.exited events of a log.
-func terminalExits(t *testing.T, events []logEvent) []terminalExit {
+func terminalExits(t *testing.T, events []logEvent) []api.TerminalExited {
 	t.Helper()
-	var out []terminalExit
+	var out []api.TerminalExited
 	for _, e := range events {
 		if e.Type != "terminal.exited" {
 			continue
 		}
-		var x terminalExit
+		var x api.TerminalExited
 		if err := json.Unmarshal(e.Data, &x); err != nil {
 			t.Fatal(err)
 		}
@@ -487,7 +474,7 @@ func TestSelfHandle_TerminalProcessGroupEnds(t *testing.T) {
 				}
 			}
 			exits := terminalExits(t, events)
-			if len(exits) != 1 || exits[0].Pid != pgid || exits[0].Signal != "SIGKILL" || exits[0].ExitCode != nil || exits[0].TerminalID != id {
+			if len(exits) != 1 || exits[0].Pid != int64(pgid) || exits[0].Signal != "SIGKILL" || exits[0].ExitCode != nil || exits[0].TerminalID != id {
 				t.Errorf("terminal.exited %+v, want terminal %s, pid %d killed", exits, id, pgid)
 			}
 		})
