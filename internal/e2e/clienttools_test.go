@@ -261,3 +261,35 @@ func TestClientTools_UnsafeDebugRacesAndWarns(t *testing.T) {
 		t.Errorf("audit %v, want one raced call won by a", calls)
 	}
 }
+
+// A client can volunteer as the executor in its session/new or
+// session/attach, not only in its initialize.
+func TestClientTools_SinglePassThroughVolunteerOnJoining(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--fs-policy", "single_pass_through")
+	volunteer := map[string]any{"acphub.dev/executor": true}
+	a := toolClient(h, "s", "a", toolCaps, false)
+	sid := sessionIDOf(t, a.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}}))
+	b := toolClient(h, "s", "b", toolCaps, false)
+	b.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}, "_meta": volunteer})
+	c := toolClient(h, "s", "c", toolCaps, false)
+	c.mustCall("session/attach", map[string]any{"sessionId": sid, "historyPolicy": "none", "_meta": volunteer})
+
+	id := a.prompt(sid, "/fs-read /tmp/v")
+	done := make(chan map[string]int, 1)
+	go func() { g, _ := toolRequests(c, 0, clientAnswers("c")); done <- g }()
+	gotB, _ := toolRequests(b, 0, clientAnswers("b"))
+	_, text := toolRequests(a, id, clientAnswers("a"))
+	if gotC := <-done; gotB["fs/read_text_file"] != 1 || len(gotC) != 0 || !strings.Contains(text, "read by b") {
+		t.Errorf("b (volunteered in session/new) got %v, c %v; agent read %q, want b's", gotB, gotC, text)
+	}
+	// Once b is gone, c, which volunteered in session/attach, goes before a.
+	b.close()
+	h.waitLog(`client left.*peer=b`)
+	id = a.prompt(sid, "/fs-read /tmp/v")
+	go func() { g, _ := toolRequests(c, 0, clientAnswers("c")); done <- g }()
+	gotA, text := toolRequests(a, id, clientAnswers("a"))
+	if gotC := <-done; gotC["fs/read_text_file"] != 1 || len(gotA) != 0 || !strings.Contains(text, "read by c") {
+		t.Errorf("after b left: c got %v, a %v; agent read %q, want c's", gotC, gotA, text)
+	}
+}

@@ -141,6 +141,7 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	if req.ClientInfo != nil {
 		p.info = req.ClientInfo
 	}
+	p.volunteer = p.volunteer || volunteers(m.Params)
 	if p.attached {
 		s.detachPeer(p, "re-attaching")
 		s.adopt(p)

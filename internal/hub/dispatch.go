@@ -72,15 +72,12 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 	var params struct {
 		ClientCapabilities json.RawMessage `json:"clientCapabilities"`
 		ClientInfo         json.RawMessage `json:"clientInfo"`
-		Meta               struct {
-			Executor bool `json:"acphub.dev/executor"`
-		} `json:"_meta"`
 	}
 	if err := json.Unmarshal(m.Params, &params); err != nil {
 		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+err.Error(), nil))
 		return
 	}
-	p.caps, p.info, p.volunteer = params.ClientCapabilities, params.ClientInfo, params.Meta.Executor
+	p.caps, p.info, p.volunteer = params.ClientCapabilities, params.ClientInfo, volunteers(m.Params)
 	switch {
 	case s.initResult != nil:
 		p.initialized = true
@@ -150,9 +147,21 @@ func (s *Session) agentInitParams(params []byte) []byte {
 	return out
 }
 
+// volunteers reports whether params carry "_meta": {"acphub.dev/executor":
+// true}: the client offers to execute client tools in single_pass_through.
+func volunteers(params []byte) bool {
+	var p struct {
+		Meta struct {
+			Executor bool `json:"acphub.dev/executor"`
+		} `json:"_meta"`
+	}
+	return json.Unmarshal(params, &p) == nil && p.Meta.Executor
+}
+
 // newSession answers session/new: the first creates the ACP session, the
 // others join it and get the cached result.
 func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
+	p.volunteer = p.volunteer || volunteers(m.Params)
 	switch {
 	case s.newResult != nil:
 		s.reply(p, m.ID, s.newResult)
