@@ -168,8 +168,8 @@ func (s *Session) routeToExecutor(m *jsonrpc.Message, tool *toolCall) {
 // executorFor picks the peer that executes method in single_pass_through:
 // the peer named in the policy, else the one already executing the
 // namespace, else the first to volunteer (_meta acphub.dev/executor in its
-// initialize, session/new or session/attach), else the first to attach; always an attached peer whose
-// initialize advertised what method needs.
+// initialize, session/new or session/attach), else the first to attach;
+// always an attached peer whose initialize advertised what method needs.
 func (s *Session) executorFor(method string) *peer {
 	ns := policy.NamespaceOf(method)
 	capable := func(p *peer) bool { return p != nil && p.attached && policy.Capable(p.caps, method) }
