@@ -134,6 +134,10 @@ type AgentStarted struct {
 	Pid     int64    `json:"pid"`
 	Command string   `json:"command"`
 	Args    []string `json:"args"`
+	// The client-tool mode of fs/* requests for this agent: block, unsafe_debug, single_pass_through or self_handle.
+	FsPolicy string `json:"fsPolicy,omitempty"`
+	// The client-tool mode of terminal/* requests for this agent.
+	TerminalPolicy string `json:"terminalPolicy,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -154,6 +158,14 @@ func (v *AgentStarted) AppendJSON(b []byte) []byte {
 		b = appendString(b, v.Args[i])
 	}
 	b = append(b, ']')
+	if v.FsPolicy != "" {
+		b = member(b, &n, "fsPolicy")
+		b = appendString(b, v.FsPolicy)
+	}
+	if v.TerminalPolicy != "" {
+		b = member(b, &n, "terminalPolicy")
+		b = appendString(b, v.TerminalPolicy)
+	}
 	return append(b, '}')
 }
 

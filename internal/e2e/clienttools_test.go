@@ -260,6 +260,18 @@ func TestClientTools_UnsafeDebugRacesAndWarns(t *testing.T) {
 	if len(calls) != 1 || calls[0]["decision"] != "raced" || calls[0]["executor"] != "a" || calls[0]["outcome"] != "ok" {
 		t.Errorf("audit %v, want one raced call won by a", calls)
 	}
+	// The session's log says which modes its agent ran under, and the
+	// hub's log warns again when such an agent starts.
+	h.waitLog(`UNSAFE: this session's agent runs with client-tool mode unsafe_debug: every client executes its fs/\* requests`)
+	for _, e := range h.readLog("s") {
+		if e.Type == "agent.started" {
+			var d struct{ FSPolicy, TerminalPolicy string }
+			_ = json.Unmarshal(e.Data, &d)
+			if d.FSPolicy != "unsafe_debug" || d.TerminalPolicy != "block" {
+				t.Errorf("agent.started %s, want fsPolicy unsafe_debug, terminalPolicy block", e.Data)
+			}
+		}
+	}
 }
 
 // A client can volunteer as the executor in its session/new or

@@ -14,6 +14,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/policy"
 )
 
 // agentConn is the running agent of a session.
@@ -49,7 +50,15 @@ func (s *Session) startAgent() error {
 	}
 	s.agentGen++
 	s.agent = &agentConn{proc: proc, gen: s.agentGen}
-	s.record("", &api.AgentStarted{Pid: int64(proc.Pid()), Command: spec.Command, Args: nonNil(spec.Args)})
+	s.record("", &api.AgentStarted{
+		Pid: int64(proc.Pid()), Command: spec.Command, Args: nonNil(spec.Args),
+		FsPolicy: string(s.policy.Mode(policy.FS)), TerminalPolicy: string(s.policy.Mode(policy.Terminal)),
+	})
+	for _, ns := range []policy.Namespace{policy.FS, policy.Terminal} {
+		if s.policy.Mode(ns) == policy.UnsafeDebug {
+			s.log.Warn("UNSAFE: this session's agent runs with client-tool mode unsafe_debug: every client executes its "+string(ns)+"/* requests", "pid", proc.Pid())
+		}
+	}
 	go s.readAgent(proc, s.agentGen)
 	return nil
 }
