@@ -40,7 +40,7 @@ type Options struct {
 }
 
 // initializeResult is the fixed answer to initialize.
-const initializeResult = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{}},"agentInfo":{"name":"acphub-demo","version":"1"},"authMethods":[]}`
+const initializeResult = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{},"sessionCapabilities":{"close":{}}},"agentInfo":{"name":"acphub-demo","version":"1"},"authMethods":[]}`
 
 // JSON-RPC error codes the agent answers with.
 const (
@@ -254,7 +254,7 @@ func (a *agent) handleRequest(m *message) {
 		result, rerr = a.newSession(m.Params)
 	case "session/load":
 		result, rerr = a.loadSession(m.Params)
-	case "session/set_mode":
+	case "session/set_mode", "session/close":
 		result = struct{}{}
 	case "session/prompt":
 		if rerr = a.startPrompt(m.ID, m.Params); rerr == nil {

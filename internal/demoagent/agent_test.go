@@ -305,7 +305,7 @@ func TestRun_Handshake(t *testing.T) {
 	c := start(t, demoagent.Options{Delay: -1})
 
 	_, resp := c.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
-	const wantInit = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{}},"agentInfo":{"name":"acphub-demo","version":"1"},"authMethods":[]}`
+	const wantInit = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{},"sessionCapabilities":{"close":{}}},"agentInfo":{"name":"acphub-demo","version":"1"},"authMethods":[]}`
 	if got := string(resp.Result); got != wantInit {
 		t.Errorf("initialize result = %s, want %s", got, wantInit)
 	}
@@ -325,6 +325,9 @@ func TestRun_Handshake(t *testing.T) {
 
 	if _, resp = c.call("session/set_mode", map[string]any{"sessionId": "demo-loaded", "modeId": "x"}); string(resp.Result) != "{}" {
 		t.Errorf("session/set_mode result = %s, want {}", resp.Result)
+	}
+	if _, resp = c.call("session/close", map[string]any{"sessionId": "demo-loaded"}); string(resp.Result) != "{}" {
+		t.Errorf("session/close result = %s, want {}", resp.Result)
 	}
 
 	for _, method := range []string{"initialize", "session/new", "session/load", "session/prompt", "session/set_mode"} {

@@ -422,7 +422,7 @@ func groupGone(pgid int, within time.Duration) bool {
 
 func TestSelfHandle_TerminalProcessGroupEnds(t *testing.T) {
 	t.Parallel()
-	for _, end := range []string{"release", "kill", "agent exit", "idle stop", "hub shutdown"} {
+	for _, end := range []string{"release", "kill", "session close", "agent exit", "idle stop", "hub shutdown"} {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
 			root := t.TempDir()
@@ -445,6 +445,8 @@ func TestSelfHandle_TerminalProcessGroupEnds(t *testing.T) {
 				if text, _ := turnText(a, sid, requestPrompt("terminal/wait_for_exit", ref)); text != `terminal/wait_for_exit: {"exitCode":null,"signal":"SIGKILL"}`+"\n" {
 					t.Errorf("wait_for_exit after kill: %q", text)
 				}
+			case "session close":
+				a.mustCall("session/close", map[string]any{"sessionId": sid})
 			case "agent exit":
 				if resp := lastOf(a.untilResponse(a.prompt(sid, "/crash"))); resp.reason() != "agent_exited" {
 					t.Fatalf("crash: %s", resp.raw)

@@ -47,6 +47,13 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.detachSession(p, m)
 	case m.Method == jsonrpc.MethodSessionPrompt:
 		s.prompt(p, m)
+	case m.Method == jsonrpc.MethodSessionClose:
+		s.forward(p, m, func(resp *jsonrpc.Message) {
+			if resp.Error == nil {
+				// The ACP session is over: so are the terminals acphub ran in it.
+				s.closeTools()
+			}
+		})
 	default:
 		s.forward(p, m, nil)
 	}

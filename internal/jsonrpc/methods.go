@@ -7,6 +7,7 @@ const (
 	MethodSessionLoad       = "session/load"
 	MethodSessionList       = "session/list"
 	MethodSessionPrompt     = "session/prompt"
+	MethodSessionClose      = "session/close"
 	MethodSessionCancel     = "session/cancel"
 	MethodSessionUpdate     = "session/update"
 	MethodRequestPermission = "session/request_permission"
