@@ -538,6 +538,23 @@ func TestClientTools_AgentCancelReachesEachClientUnderItsOwnID(t *testing.T) {
 	}
 	// The agent gets the answer once both copies are answered.
 	h.waitLog(`demo-agent: response to unknown request 9002`)
+
+	// A request no attached client holds is answered by acphub.
+	for _, c := range []*client{a, b} {
+		c.mustCall("session/detach", map[string]any{"sessionId": sid})
+	}
+	turnText(a, sid, fmt.Sprintf(`/raw {"jsonrpc":"2.0","id":9003,"method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"y","title":"t"},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}}`, sid))
+	turnText(a, sid, `/raw {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":9003}}`)
+	h.waitLog(`demo-agent: response to unknown request 9003`)
+	var resolved []string
+	for _, e := range h.readLog("s") {
+		if e.Type == "permission.resolved" {
+			resolved = append(resolved, e.Peer+" "+string(e.Data))
+		}
+	}
+	if len(resolved) != 2 || !strings.HasPrefix(resolved[1], "acphub ") || !strings.Contains(resolved[1], `"code":-32800`) {
+		t.Errorf("permission.resolved events %q, want the second by acphub with -32800", resolved)
+	}
 }
 
 // seenOrNext returns the first frame of method among seen, frames c already

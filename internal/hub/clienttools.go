@@ -95,6 +95,9 @@ func (s *Session) toolAnswered(r *agentRequest, winner *peer, m *jsonrpc.Message
 	}
 	if m.Error != nil {
 		tool.ev.Outcome = "client_error"
+		if winner == nil { // the agent withdrew it before any client answered
+			tool.ev.Outcome = api.ReasonCancelled
+		}
 		tool.ev.Error = rpcError(m.Error)
 		s.recordTool(tool)
 		return

@@ -201,9 +201,10 @@ func (s *Session) withdraw(r *agentRequest) {
 
 // agentCancelRequest handles the agent's $/cancel_request for one of its
 // own requests: each client holding a copy is told under its own id (it
-// still answers, and the answer goes to the agent as usual), and a
-// self_handle call is stopped (answered -32800 when it was waiting). It is
-// neither logged nor broadcast: the agent's id means nothing to clients.
+// still answers, and the answer goes to the agent as usual); a request no
+// client holds is answered -32800 at once; a self_handle call is stopped
+// (answered -32800 when it was waiting). It is neither logged nor
+// broadcast: the agent's id means nothing to clients.
 func (s *Session) agentCancelRequest(m *jsonrpc.Message) {
 	id, ok := jsonrpc.Field(m.Params, "requestId")
 	if !ok {
@@ -214,7 +215,15 @@ func (s *Session) agentCancelRequest(m *jsonrpc.Message) {
 		cancel()
 		return
 	}
-	if r := s.openRequest(key); r != nil {
+	r := s.openRequest(key)
+	switch {
+	case r == nil:
+	case len(r.copies) == 0:
+		// No client holds it (none is attached): acphub answers for them,
+		// as ACP asks of the receiver of a cancel.
+		cancelled := errorMessage(r.msg.ID, jsonrpc.NewError(jsonrpc.CodeCancelled, api.ReasonCancelled, "Request cancelled", nil))
+		s.resolve(r, nil, &cancelled)
+	default:
 		for p, n := range r.copies {
 			s.cancelCopy(p, n)
 		}
