@@ -512,51 +512,6 @@ func TestSelfHandle_AgentCancelsAWait(t *testing.T) {
 	}
 }
 
-func TestClientTools_AgentCancelReachesEachClientUnderItsOwnID(t *testing.T) {
-	t.Parallel()
-	h := startHub(t)
-	a, b, sid := h.pair()
-	_, turn := turnText(a, sid, fmt.Sprintf(`/raw {"jsonrpc":"2.0","id":9002,"method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"x","title":"t"},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}}`, sid))
-	copies := map[*client]string{
-		a: string(seenOrNext(a, turn, "session/request_permission").ID),
-		b: string(seenOrNext(b, nil, "session/request_permission").ID),
-	}
-	_, turn = turnText(a, sid, `/raw {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":9002}}`)
-	for _, c := range []*client{a, b} {
-		if c == b {
-			turn = nil
-		}
-		m := seenOrNext(c, turn, "$/cancel_request")
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		if string(p.RequestID) != copies[c] {
-			t.Errorf("%s: $/cancel_request for %s, want its own copy's id %s", c.name, p.RequestID, copies[c])
-		}
-		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32800,"message":"Request cancelled"}}`, copies[c]))
-	}
-	// The agent gets the answer once both copies are answered.
-	h.waitLog(`demo-agent: response to unknown request 9002`)
-
-	// A request no attached client holds is answered by acphub.
-	for _, c := range []*client{a, b} {
-		c.mustCall("session/detach", map[string]any{"sessionId": sid})
-	}
-	turnText(a, sid, fmt.Sprintf(`/raw {"jsonrpc":"2.0","id":9003,"method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"y","title":"t"},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}}`, sid))
-	turnText(a, sid, `/raw {"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":9003}}`)
-	h.waitLog(`demo-agent: response to unknown request 9003`)
-	var resolved []string
-	for _, e := range h.readLog("s") {
-		if e.Type == "permission.resolved" {
-			resolved = append(resolved, e.Peer+" "+string(e.Data))
-		}
-	}
-	if len(resolved) != 2 || !strings.HasPrefix(resolved[1], "acphub ") || !strings.Contains(resolved[1], `"code":-32800`) {
-		t.Errorf("permission.resolved events %q, want the second by acphub with -32800", resolved)
-	}
-}
-
 // seenOrNext returns the first frame of method among seen, frames c already
 // read, or else the next one c reads.
 func seenOrNext(c *client, seen []msg, method string) msg {
