@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 func TestServe_RefusesRemoteListenWithoutTLS(t *testing.T) {
@@ -70,7 +71,7 @@ func TestServe_ShutdownStopsAgents(t *testing.T) {
 	c.prompt(sid, "/slow 1000")
 	c.until(func(m msg) bool { return m.update() == "agent_message_chunk" })
 	h.stop()
-	if !processGone(pid, 5*time.Second) {
+	if !allGone(5*time.Second, -1, pid) {
 		t.Errorf("agent %d still running after the hub stopped", pid)
 	}
 	if _, err := os.Stat(filepath.Join(h.dataDir, "hub.pid")); !os.IsNotExist(err) {
@@ -78,17 +79,13 @@ func TestServe_ShutdownStopsAgents(t *testing.T) {
 	}
 }
 
-// processGone waits for pid to disappear (or become a zombie nobody reaps).
-func processGone(pid int, within time.Duration) bool {
+// allGone waits until no process of group pgid (-1: none) and none of pids
+// is alive; a zombie nobody reaps counts as gone.
+func allGone(within time.Duration, pgid int, pids ...int) bool {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		if syscall.Kill(pid, 0) != nil {
+		if len(testutil.LiveProcesses(pgid, pids...)) == 0 {
 			return true
-		}
-		if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-			if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
-				return true
-			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -248,7 +248,7 @@ func (h *hubProc) kill() {
 	<-h.exited
 	for _, m := range regexp.MustCompile(agentStartedRE).FindAllStringSubmatch(h.log.String(), -1) {
 		pid, _ := strconv.Atoi(m[1])
-		if pid > 0 && !processGone(pid, 2*time.Second) {
+		if pid > 0 && !allGone(2*time.Second, -1, pid) {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 	}

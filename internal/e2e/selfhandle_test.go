@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // self_handle: acphub executes the agent's fs/* and terminal/* requests
@@ -369,55 +371,10 @@ func startSleeper(t *testing.T, c *client, sid, root string) (id string, pgid, c
 		return 0
 	}
 	pgid, child = readPid("pgid"), readPid("child")
-	if len(groupMembers(pgid)) < 2 || !slicesContains(groupMembers(pgid), child) {
-		t.Fatalf("process group %d holds %v, want the shell and its child %d", pgid, groupMembers(pgid), child)
+	if members := testutil.LiveProcesses(pgid); len(members) < 2 || !slices.Contains(members, child) {
+		t.Fatalf("process group %d holds %v, want the shell and its child %d", pgid, testutil.LiveProcesses(pgid), child)
 	}
 	return m[1], pgid, child
-}
-
-func slicesContains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// groupMembers returns the live (not zombie) processes of process group
-// pgid, from /proc.
-func groupMembers(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold anything.
-		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
-		f := strings.Fields(rest)
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// groupGone waits until process group pgid has no live process.
-func groupGone(pgid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if len(groupMembers(pgid)) == 0 {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
 }
 
 func TestSelfHandle_TerminalProcessGroupEnds(t *testing.T) {
@@ -457,10 +414,10 @@ func TestSelfHandle_TerminalProcessGroupEnds(t *testing.T) {
 			case "hub shutdown":
 				h.stop()
 			}
-			if !groupGone(pgid, testTimeout) {
-				t.Fatalf("after %s, process group %d still holds %v", end, pgid, groupMembers(pgid))
+			if !allGone(testTimeout, pgid) {
+				t.Fatalf("after %s, process group %d still holds %v", end, pgid, testutil.LiveProcesses(pgid))
 			}
-			if !processGone(child, time.Second) {
+			if !allGone(time.Second, -1, child) {
 				t.Errorf("the terminal's child %d outlived it", child)
 			}
 			var events []logEvent
@@ -507,7 +464,7 @@ func TestSelfHandle_AgentCancelsAWait(t *testing.T) {
 		t.Errorf("wait audit %v, want cancelled with -32800", calls[1])
 	}
 	// Cancelling the wait leaves the terminal running.
-	if len(groupMembers(pgid)) == 0 {
+	if len(testutil.LiveProcesses(pgid)) == 0 {
 		t.Errorf("the terminal ended with the cancelled wait")
 	}
 }

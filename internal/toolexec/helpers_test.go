@@ -7,12 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/acphub/acphub/internal/testutil"
 	"github.com/acphub/acphub/internal/toolexec"
 )
 
@@ -208,34 +207,8 @@ func eventually(tb testing.TB, what string, cond func() bool) {
 	}
 }
 
-// liveProcesses returns the pids of the processes in group pgid or with
-// one of pids that are not zombies. A zombie has ended; it waits for a
-// reaper the test does not control (here pid 1, which may not reap).
+// liveProcesses returns the live pids in group pgid or among pids.
 func liveProcesses(tb testing.TB, pgid int, pids ...int) []int {
 	tb.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var live []int
-	for _, d := range entries {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 3 || fields[0] == "Z" {
-			continue
-		}
-		pgrp, _ := strconv.Atoi(fields[2])
-		if pgrp == pgid || slices.Contains(pids, pid) {
-			live = append(live, pid)
-		}
-	}
-	return live
+	return testutil.LiveProcesses(pgid, pids...)
 }
