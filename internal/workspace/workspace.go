@@ -1,0 +1,239 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Dir holds the caches (Dir/git-cache/HASH.git, one bare repository
+	// per URL, whose objects every workspace of that URL shares) and the
+	// workspaces (Dir/workspaces/NAME).
+	Dir   string
+	Rules Rules
+	// Git is the git program; "" means "git" from PATH.
+	Git string
+	// Env is the environment git runs with; nil means acphub's own. Every
+	// ACPHUB_* variable is removed either way, and prompts are disabled.
+	Env []string
+	// AuthorName and AuthorEmail sign acphub's commits; "" means "acphub"
+	// and "acphub@localhost".
+	AuthorName, AuthorEmail string
+}
+
+// Manager creates and removes workspaces. It is safe for concurrent use.
+type Manager struct {
+	opts Options
+
+	mu     sync.Mutex             // guards caches
+	caches map[string]*sync.Mutex // one lock per cache directory
+}
+
+// New returns a Manager.
+func New(opts Options) *Manager {
+	if opts.Git == "" {
+		opts.Git = "git"
+	}
+	if opts.Env == nil {
+		opts.Env = os.Environ()
+	}
+	opts.Env = slices.DeleteFunc(slices.Clone(opts.Env), func(kv string) bool { return strings.HasPrefix(kv, "ACPHUB_") })
+	opts.Env = append(opts.Env, "GIT_TERMINAL_PROMPT=0", "GCM_INTERACTIVE=never", "GIT_PROTOCOL_FROM_USER=0")
+	if !slices.ContainsFunc(opts.Env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_SSH_COMMAND=") }) {
+		opts.Env = append(opts.Env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
+	}
+	if opts.AuthorName == "" {
+		opts.AuthorName = "acphub"
+	}
+	if opts.AuthorEmail == "" {
+		opts.AuthorEmail = "acphub@localhost"
+	}
+	return &Manager{opts: opts, caches: make(map[string]*sync.Mutex)}
+}
+
+// Workspace is a checkout of a remote's revision on a result branch.
+type Workspace struct {
+	m      *Manager
+	Dir    string // the checkout: the session root
+	cache  string
+	Remote Ref    // what the session started from
+	Branch string // the result branch
+}
+
+// GitError is a git command that failed.
+type GitError struct {
+	Args   []string
+	Err    error
+	Stderr string // its last lines
+}
+
+func (e *GitError) Error() string {
+	return fmt.Sprintf("git %s: %v: %s", strings.Join(e.Args, " "), e.Err, e.Stderr)
+}
+
+// git runs git in dir with acphub's settings: no hooks, only the allowed
+// transports, no prompts.
+func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, error) {
+	full := []string{"-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never"}
+	schemes := m.opts.Rules.Schemes
+	if schemes == nil {
+		schemes = DefaultSchemes
+	}
+	for _, s := range schemes {
+		full = append(full, "-c", "protocol."+s+".allow=always")
+	}
+	full = append(full, args...)
+	cmd := exec.CommandContext(ctx, m.opts.Git, full...)
+	cmd.Dir, cmd.Env = dir, m.opts.Env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		tail := strings.TrimSpace(stderr.String())
+		if len(tail) > 2048 {
+			tail = tail[len(tail)-2048:]
+		}
+		return stdout.String(), &GitError{Args: args, Err: err, Stderr: tail}
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// lockCache serialises the commands that change one cache.
+func (m *Manager) lockCache(dir string) func() {
+	m.mu.Lock()
+	l := m.caches[dir]
+	if l == nil {
+		l = new(sync.Mutex)
+		m.caches[dir] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// cacheDir is the bare repository that holds the objects of url.
+func (m *Manager) cacheDir(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return filepath.Join(m.opts.Dir, "git-cache", hex.EncodeToString(sum[:12])+".git")
+}
+
+// Open fetches ref into its URL's cache and checks ref.Revision out in
+// Dir/workspaces/name on the new branch branch. On failure nothing of the
+// workspace is left behind. A revision the remote does not have is an
+// *Error for "revision".
+func (m *Manager) Open(ctx context.Context, name string, ref Ref, branch string) (*Workspace, error) {
+	ref, err := m.opts.Rules.Validate(ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckBranch(branch); err != nil {
+		return nil, &Error{Field: "branch", Message: "result branch: " + err.Error()}
+	}
+	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+		return nil, fmt.Errorf("workspace: bad name %q", name)
+	}
+	cache := m.cacheDir(ref.URL)
+	unlock := m.lockCache(cache)
+	defer unlock()
+	if _, err := os.Stat(cache); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(cache), 0o700); err != nil {
+			return nil, err
+		}
+		if _, err := m.git(ctx, "", "init", "--quiet", "--bare", "--", cache); err != nil {
+			return nil, err
+		}
+		// Fetched objects no ref holds must stay: workspaces start from them.
+		if _, err := m.git(ctx, cache, "config", "gc.auto", "0"); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := m.git(ctx, cache, "fetch", "--quiet", "--no-tags", "--", ref.URL, "refs/heads/"+ref.Branch); err != nil {
+		return nil, err
+	}
+	if !m.hasCommit(ctx, cache, ref.Revision) {
+		// Not on the branch: perhaps the remote serves it by id.
+		_, _ = m.git(ctx, cache, "fetch", "--quiet", "--no-tags", "--", ref.URL, ref.Revision)
+		if !m.hasCommit(ctx, cache, ref.Revision) {
+			return nil, refuse("revision", "%s is not in %s", ref.Revision, ref.URL)
+		}
+	}
+	dir := filepath.Join(m.opts.Dir, "workspaces", name)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, err
+	}
+	if _, err := m.git(ctx, cache, "worktree", "add", "--quiet", "-b", branch, "--", dir, ref.Revision); err != nil {
+		_ = os.RemoveAll(dir)
+		_, _ = m.git(ctx, cache, "worktree", "prune")
+		return nil, err
+	}
+	return &Workspace{m: m, Dir: dir, cache: cache, Remote: ref, Branch: branch}, nil
+}
+
+func (m *Manager) hasCommit(ctx context.Context, repo, rev string) bool {
+	_, err := m.git(ctx, repo, "cat-file", "-e", rev+"^{commit}")
+	return err == nil
+}
+
+// Head returns the commit the result branch points to.
+func (w *Workspace) Head(ctx context.Context) (string, error) {
+	return w.m.git(ctx, w.Dir, "rev-parse", "--verify", "HEAD^{commit}")
+}
+
+// Commit records every change in the checkout (new, changed and deleted
+// files) as one commit with message, and returns the head afterwards and
+// whether there was anything to commit.
+func (w *Workspace) Commit(ctx context.Context, message string) (head string, changed bool, err error) {
+	if _, err := w.m.git(ctx, w.Dir, "add", "--all"); err != nil {
+		return "", false, err
+	}
+	if _, err := w.m.git(ctx, w.Dir, "diff", "--cached", "--quiet"); err == nil {
+		head, err := w.Head(ctx)
+		return head, false, err
+	}
+	if strings.TrimSpace(message) == "" {
+		message = "acphub: changes of the session"
+	}
+	if _, err := w.m.git(ctx, w.Dir, "-c", "user.name="+w.m.opts.AuthorName, "-c", "user.email="+w.m.opts.AuthorEmail,
+		"commit", "--quiet", "--no-verify", "--allow-empty-message", "-m", message); err != nil {
+		return "", false, err
+	}
+	head, err = w.Head(ctx)
+	return head, true, err
+}
+
+// Push sends the result branch to the remote, never forced: a branch that
+// moved there meanwhile refuses it, and the commits stay for a later push.
+func (w *Workspace) Push(ctx context.Context) error {
+	ref := "refs/heads/" + w.Branch
+	_, err := w.m.git(ctx, w.Dir, "push", "--quiet", "--porcelain", "--", w.Remote.URL, ref+":"+ref)
+	return err
+}
+
+// Remove deletes the checkout and its branch from the cache; the cache
+// keeps the objects for the next session on the same URL.
+func (w *Workspace) Remove(ctx context.Context) error {
+	unlock := w.m.lockCache(w.cache)
+	defer unlock()
+	_, err := w.m.git(ctx, w.cache, "worktree", "remove", "--force", "--", w.Dir)
+	if err != nil {
+		err = errors.Join(err, os.RemoveAll(w.Dir))
+		_, _ = w.m.git(ctx, w.cache, "worktree", "prune")
+	}
+	if _, berr := w.m.git(ctx, w.cache, "branch", "--quiet", "-D", "--", w.Branch); berr != nil && err == nil {
+		err = berr
+	}
+	return err
+}
+
+// Dir returns the directory the manager keeps caches and workspaces in.
+func (m *Manager) Dir() string { return m.opts.Dir }
