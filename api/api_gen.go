@@ -258,6 +258,8 @@ type TurnCompleteParams struct {
 	Peer       string    `json:"peer"`
 	StopReason string    `json:"stopReason,omitempty"`
 	Error      *RPCError `json:"error,omitempty"`
+	// A remote session's result branch as the remote has it after the turn.
+	Target json.RawMessage `json:"target,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -276,6 +278,10 @@ func (v *TurnCompleteParams) AppendJSON(b []byte) []byte {
 	if v.Error != nil {
 		b = member(b, &n, "error")
 		b = v.Error.AppendJSON(b)
+	}
+	if len(v.Target) != 0 {
+		b = member(b, &n, "target")
+		b = appendRaw(b, v.Target)
 	}
 	return append(b, '}')
 }
@@ -551,6 +557,7 @@ const (
 	CodeTerminalLimit    = -32034
 	CodeNoRoot           = -32035
 	CodeExecutorClosed   = -32036
+	CodeCloneFailed      = -32037
 )
 
 // Values of data.reason in acphub's errors.
@@ -567,6 +574,7 @@ const (
 	ReasonBatch            = "batch"
 	ReasonBinaryFrame      = "binary_frame"
 	ReasonCancelled        = "cancelled"
+	ReasonCloneFailed      = "clone_failed"
 	ReasonDuplicateID      = "duplicate_id"
 	ReasonDuplicateMember  = "duplicate_member"
 	ReasonExecutorClosed   = "executor_closed"
@@ -644,4 +652,5 @@ var Errors = []ErrorInfo{
 	{Code: -32034, Reason: "terminal_limit", Message: "Too many terminals", Description: "self_handle: the session's terminal limit is reached; release one first. data: limit."},
 	{Code: -32035, Reason: "no_root", Message: "No session root", Description: "self_handle: the session has no usable root: session/new gave no absolute cwd, or it is not a directory on the hub's machine. data: root."},
 	{Code: -32036, Reason: "executor_closed", Message: "Session tools closed", Description: "self_handle: the request was still running when its terminals were closed, because the agent ended or the hub is stopping."},
+	{Code: -32037, Reason: "clone_failed", Message: "Remote could not be checked out", Description: "session/new with remote: git could not fetch the repository or branch (unreachable host, no access, no such branch). data: url, stderrTail."},
 }

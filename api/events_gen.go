@@ -371,6 +371,8 @@ type TurnCompleted struct {
 	Peer       string    `json:"peer"`
 	StopReason string    `json:"stopReason,omitempty"`
 	Error      *RPCError `json:"error,omitempty"`
+	// A remote session's result branch as the remote has it after the turn.
+	Target json.RawMessage `json:"target,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -389,6 +391,10 @@ func (v *TurnCompleted) AppendJSON(b []byte) []byte {
 	if v.Error != nil {
 		b = member(b, &n, "error")
 		b = v.Error.AppendJSON(b)
+	}
+	if len(v.Target) != 0 {
+		b = member(b, &n, "target")
+		b = appendRaw(b, v.Target)
 	}
 	return append(b, '}')
 }
@@ -746,6 +752,137 @@ func (v *TerminalExited) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *TerminalExited) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// WorkspaceCloned: A remote session's repository was checked out: the agent works in dir, on the result branch.
+type WorkspaceCloned struct {
+	URL string `json:"url"`
+	// The branch the client named.
+	Branch string `json:"branch"`
+	// The commit checked out.
+	Revision string `json:"revision"`
+	// The branch acphub commits to and pushes.
+	ResultBranch string `json:"resultBranch"`
+	// The workspace: the agent's cwd.
+	Dir string `json:"dir"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *WorkspaceCloned) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "url")
+	b = appendString(b, v.URL)
+	b = member(b, &n, "branch")
+	b = appendString(b, v.Branch)
+	b = member(b, &n, "revision")
+	b = appendString(b, v.Revision)
+	b = member(b, &n, "resultBranch")
+	b = appendString(b, v.ResultBranch)
+	b = member(b, &n, "dir")
+	b = appendString(b, v.Dir)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *WorkspaceCloned) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// WorkspaceCommitted: A turn changed the workspace: its changes were committed on the result branch.
+type WorkspaceCommitted struct {
+	Revision string `json:"revision"`
+	Parent   string `json:"parent"`
+	Message  string `json:"message"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *WorkspaceCommitted) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "revision")
+	b = appendString(b, v.Revision)
+	b = member(b, &n, "parent")
+	b = appendString(b, v.Parent)
+	b = member(b, &n, "message")
+	b = appendString(b, v.Message)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *WorkspaceCommitted) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// WorkspacePushed: The result branch was pushed: the remote has it at revision.
+type WorkspacePushed struct {
+	URL      string `json:"url"`
+	Branch   string `json:"branch"`
+	Revision string `json:"revision"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *WorkspacePushed) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "url")
+	b = appendString(b, v.URL)
+	b = member(b, &n, "branch")
+	b = appendString(b, v.Branch)
+	b = member(b, &n, "revision")
+	b = appendString(b, v.Revision)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *WorkspacePushed) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// WorkspacePushFailed: Pushing the result branch failed; the commits stay and the next turn tries again.
+type WorkspacePushFailed struct {
+	URL      string `json:"url"`
+	Branch   string `json:"branch"`
+	Revision string `json:"revision"`
+	Error    string `json:"error"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *WorkspacePushFailed) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "url")
+	b = appendString(b, v.URL)
+	b = member(b, &n, "branch")
+	b = appendString(b, v.Branch)
+	b = member(b, &n, "revision")
+	b = appendString(b, v.Revision)
+	b = member(b, &n, "error")
+	b = appendString(b, v.Error)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *WorkspacePushFailed) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// WorkspaceRemoved: The workspace was deleted (its branch's commits are on the remote up to the last push).
+type WorkspaceRemoved struct {
+	Dir string `json:"dir"`
+	// session_closed, retention, or reopened.
+	Reason string `json:"reason"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *WorkspaceRemoved) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "dir")
+	b = appendString(b, v.Dir)
+	b = member(b, &n, "reason")
+	b = appendString(b, v.Reason)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *WorkspaceRemoved) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // HubError: Something went wrong that no client request was waiting for.
 type HubError struct {
 	// What went wrong: agent_bad_frame (a line from the agent that is not a valid JSON-RPC message, dropped), agent_frame_too_large (a line over the frame limit, dropped), agent_unknown_response (a response to no request the hub sent, dropped). New reasons may be added.
@@ -790,6 +927,11 @@ const (
 	EventClientToolCall      = "client_tool.call"
 	EventTerminalOutput      = "terminal.output"
 	EventTerminalExited      = "terminal.exited"
+	EventWorkspaceCloned     = "workspace.cloned"
+	EventWorkspaceCommitted  = "workspace.committed"
+	EventWorkspacePushed     = "workspace.pushed"
+	EventWorkspacePushFailed = "workspace.push_failed"
+	EventWorkspaceRemoved    = "workspace.removed"
 	EventHubError            = "hub.error"
 )
 
@@ -854,6 +996,21 @@ func (*TerminalOutput) EventType() string { return EventTerminalOutput }
 func (*TerminalExited) EventType() string { return EventTerminalExited }
 
 // EventType implements EventData.
+func (*WorkspaceCloned) EventType() string { return EventWorkspaceCloned }
+
+// EventType implements EventData.
+func (*WorkspaceCommitted) EventType() string { return EventWorkspaceCommitted }
+
+// EventType implements EventData.
+func (*WorkspacePushed) EventType() string { return EventWorkspacePushed }
+
+// EventType implements EventData.
+func (*WorkspacePushFailed) EventType() string { return EventWorkspacePushFailed }
+
+// EventType implements EventData.
+func (*WorkspaceRemoved) EventType() string { return EventWorkspaceRemoved }
+
+// EventType implements EventData.
 func (*HubError) EventType() string { return EventHubError }
 
 var eventTypes = map[string]eventInfo{
@@ -877,5 +1034,10 @@ var eventTypes = map[string]eventInfo{
 	EventClientToolCall:      {ephemeral: false, stability: "stable", new: func() EventData { return new(ClientToolCall) }},
 	EventTerminalOutput:      {ephemeral: true, stability: "experimental", new: func() EventData { return new(TerminalOutput) }},
 	EventTerminalExited:      {ephemeral: false, stability: "experimental", new: func() EventData { return new(TerminalExited) }},
+	EventWorkspaceCloned:     {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspaceCloned) }},
+	EventWorkspaceCommitted:  {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspaceCommitted) }},
+	EventWorkspacePushed:     {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspacePushed) }},
+	EventWorkspacePushFailed: {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspacePushFailed) }},
+	EventWorkspaceRemoved:    {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspaceRemoved) }},
 	EventHubError:            {ephemeral: false, stability: "stable", new: func() EventData { return new(HubError) }},
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/toolexec"
 	"github.com/acphub/acphub/internal/transport"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // bindServe binds the daemon's flags.
@@ -52,6 +53,12 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.IntVar(&cfg.MaxTerminals, "max-terminals", cfg.MaxTerminals, "self_handle: terminals a session may hold at once (0: 16)")
 	fs.Int64Var(&cfg.MaxFileBytes, "max-file-bytes", cfg.MaxFileBytes, "self_handle: largest file read or written, in bytes (0: 16 MiB)")
 	fs.IntVar(&cfg.MaxTerminalOutput, "max-terminal-output", cfg.MaxTerminalOutput, "self_handle: output kept per terminal, in bytes, and the cap on outputByteLimit (0: 1 MiB)")
+	fs.Var(listFlag{&cfg.RemoteSchemes}, "remote-scheme", "remote sessions: a URL scheme remotes may use: https, http, ssh or file (repeatable; default https and ssh)")
+	fs.Var(listFlag{&cfg.RemoteHosts}, "remote-host", "remote sessions: a host remotes may be on (repeatable; default any)")
+	fs.StringVar(&cfg.BranchPrefix, "branch-prefix", cfg.BranchPrefix, "remote sessions: the start of the default result branch (default acphub/)")
+	fs.StringVar(&cfg.GitAuthorName, "git-author-name", cfg.GitAuthorName, "remote sessions: the author of the commits acphub makes (default acphub)")
+	fs.StringVar(&cfg.GitAuthorEmail, "git-author-email", cfg.GitAuthorEmail, "remote sessions: the author's email (default acphub@localhost)")
+	fs.BoolVar(&cfg.NoPush, "no-push", cfg.NoPush, "remote sessions: commit after each turn but do not push")
 	fs.DurationVar(&cfg.ExitWhenIdle.Duration, "exit-when-idle", cfg.ExitWhenIdle.Duration, "exit after no client has been connected for this long (0: never)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "loopback address serving Go's profiler at /debug/pprof/ (empty: off)")
 }
@@ -244,6 +251,10 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 	if err != nil {
 		return hub.Config{}, err
 	}
+	workspaces, err := workspaceManager(cfg)
+	if err != nil {
+		return hub.Config{}, err
+	}
 	warnUnsafe(log, "", pol)
 	for name, p := range policies {
 		warnUnsafe(log, name, p)
@@ -255,6 +266,9 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 		Policy:            pol,
 		Policies:          policies,
 		Tools:             tools,
+		Workspaces:        workspaces,
+		BranchPrefix:      cfg.BranchPrefix,
+		NoPush:            cfg.NoPush,
 		PromptQueue:       cfg.PromptQueue,
 		ClientQueue:       cfg.ClientQueue,
 		IdleTTL:           cfg.IdleTTL.Duration,
@@ -312,6 +326,26 @@ func toolOptions(cfg *config.Config) (toolexec.Options, error) {
 		return opts, fmt.Errorf("--max-terminal-output %d is over a quarter of --client-queue %d: a terminal's final output could not reach the clients", opts.MaxOutputBytes, queue)
 	}
 	return opts, nil
+}
+
+// workspaceManager returns what checks out remote sessions, in the data
+// dir, with the remote rules of cfg.
+func workspaceManager(cfg *config.Config) (*workspace.Manager, error) {
+	for _, sc := range cfg.RemoteSchemes {
+		if !slices.Contains([]string{"https", "http", "ssh", "file"}, sc) {
+			return nil, fmt.Errorf("--remote-scheme %q: want https, http, ssh or file", sc)
+		}
+	}
+	if err := workspace.CheckBranch(cmp.Or(cfg.BranchPrefix, hub.DefaultBranchPrefix) + "x"); err != nil {
+		return nil, fmt.Errorf("--branch-prefix %q makes bad branch names: %w", cfg.BranchPrefix, err)
+	}
+	return workspace.New(workspace.Options{
+		Dir:         cfg.DataDir,
+		Rules:       workspace.Rules{Schemes: cfg.RemoteSchemes, Hosts: cfg.RemoteHosts},
+		Env:         agent.Environ(),
+		AuthorName:  cfg.GitAuthorName,
+		AuthorEmail: cfg.GitAuthorEmail,
+	}), nil
 }
 
 // warnUnsafe says loudly, at start, that unsafe_debug lets every client

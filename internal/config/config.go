@@ -76,14 +76,23 @@ type Config struct {
 	// SelfHandleDeny replaces self_handle's default denylist when set (an
 	// empty list denies nothing); DenyExtra, from --self-handle-deny, is
 	// added to whichever list is in effect.
-	SelfHandleDeny    []string         `toml:"self_handle_deny"`
-	DenyExtra         []string         `toml:"-"`
-	MaxTerminals      int              `toml:"max_terminals"`
-	MaxFileBytes      int64            `toml:"max_file_bytes"`
-	MaxTerminalOutput int              `toml:"max_terminal_output"`
-	ExitWhenIdle      Duration         `toml:"exit_when_idle"`
-	DebugListen       string           `toml:"debug_listen"`
-	Agents            map[string]Agent `toml:"agents"`
+	SelfHandleDeny    []string `toml:"self_handle_deny"`
+	DenyExtra         []string `toml:"-"`
+	MaxTerminals      int      `toml:"max_terminals"`
+	MaxFileBytes      int64    `toml:"max_file_bytes"`
+	MaxTerminalOutput int      `toml:"max_terminal_output"`
+	// Remote sessions: the schemes and hosts a remote may use (nil: the
+	// default schemes, any host), the result branch prefix, the commits'
+	// author, and whether results are pushed.
+	RemoteSchemes  []string         `toml:"remote_schemes"`
+	RemoteHosts    []string         `toml:"remote_hosts"`
+	BranchPrefix   string           `toml:"branch_prefix"`
+	GitAuthorName  string           `toml:"git_author_name"`
+	GitAuthorEmail string           `toml:"git_author_email"`
+	NoPush         bool             `toml:"no_push"`
+	ExitWhenIdle   Duration         `toml:"exit_when_idle"`
+	DebugListen    string           `toml:"debug_listen"`
+	Agents         map[string]Agent `toml:"agents"`
 }
 
 // Duration is a time.Duration written as "90s", "10m" in the file.

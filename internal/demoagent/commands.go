@@ -3,6 +3,7 @@ package demoagent
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -177,7 +178,7 @@ func (t *turn) fsRead(args string) error {
 		Path      string `json:"path"`
 		Line      *int   `json:"line,omitempty"`
 		Limit     *int   `json:"limit,omitempty"`
-	}{SessionID: t.sessionID, Path: fields[0]}
+	}{SessionID: t.sessionID, Path: t.inCwd(fields[0])}
 	if len(nums) > 0 {
 		params.Line = &nums[0]
 	}
@@ -212,8 +213,17 @@ func (t *turn) fsWrite(args string) error {
 		SessionID string `json:"sessionId"`
 		Path      string `json:"path"`
 		Content   string `json:"content"`
-	}{t.sessionID, path, content})
+	}{t.sessionID, t.inCwd(path), content})
 	return t.report(method, res, err)
+}
+
+// inCwd makes a relative path absolute in the session's cwd, as ACP wants
+// paths; an absolute one is kept.
+func (t *turn) inCwd(p string) string {
+	if filepath.IsAbs(p) || t.cwd == "" {
+		return p
+	}
+	return filepath.Join(t.cwd, p)
 }
 
 // terminal runs a command in a client terminal: create, wait_for_exit, output

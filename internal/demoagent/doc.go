@@ -52,6 +52,7 @@
 //	/extras                       the frames of ExtrasFrames, byte for byte
 //	/fs-read PATH [LINE [LIMIT]]  fs/read_text_file; a chunk with the content
 //	/fs-write PATH CONTENT...     fs/write_text_file; a chunk with the result
+//	                              (a relative PATH is taken in the session's cwd)
 //	/terminal CMD ARGS...         terminal/create, wait_for_exit, output and release
 //	/request METHOD [JSON]        any request with the given params; a chunk with the result
 //	/flood N SIZE [RATE]          N chunks of SIZE bytes, as fast as possible or RATE per second

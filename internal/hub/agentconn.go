@@ -33,6 +33,7 @@ type call struct {
 	id     []byte // the client's id
 	method string
 	then   func(resp *jsonrpc.Message) // runs after the response was routed
+	held   bool                        // then answers the client, not the routing
 }
 
 // startAgent starts the agent process and its reader.
@@ -229,6 +230,19 @@ func (s *Session) forward(p *peer, m *jsonrpc.Message, then func(*jsonrpc.Messag
 	})
 }
 
+// forwardHeld is forward for a request whose answer then sends to the
+// client itself, when it is ready.
+func (s *Session) forwardHeld(p *peer, m *jsonrpc.Message, then func(*jsonrpc.Message)) {
+	s.withAgent(func() {
+		id := s.nextID()
+		s.pending[id] = &call{peer: p, id: m.ID, method: m.Method, then: then, held: true}
+		s.sendAgent(s.toAgent(m).WithID(jsonrpc.IntID(id)))
+	}, func(e *jsonrpc.Error) {
+		resp := errorMessage(m.ID, e)
+		then(&resp)
+	})
+}
+
 // forwardNotification sends a client's notification to the agent.
 func (s *Session) forwardNotification(m *jsonrpc.Message) {
 	s.withAgent(func() { s.sendAgent(s.toAgent(m).Raw) }, func(*jsonrpc.Error) {})
@@ -301,7 +315,7 @@ func (s *Session) agentResponse(m *jsonrpc.Message) {
 		return
 	}
 	delete(s.pending, id)
-	if c.peer != nil {
+	if c.peer != nil && !c.held {
 		s.send(c.peer, m.WithID(c.id))
 	}
 	if c.then != nil {
@@ -362,7 +376,7 @@ func (s *Session) agentGone(exit agent.Exit) {
 		c := s.pending[id]
 		delete(s.pending, id)
 		resp := errorMessage(c.id, e)
-		if c.peer != nil {
+		if c.peer != nil && !c.held {
 			s.send(c.peer, resp.Raw)
 		}
 		if c.then != nil {

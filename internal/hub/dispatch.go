@@ -179,6 +179,22 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	s.newParams = m.Params
+	ref, e := remoteOf(m.Params)
+	switch {
+	case e != nil:
+		s.newParams = nil
+		s.replyError(p, m.ID, e)
+	case ref != nil:
+		s.openRemote(p, m, *ref)
+	default:
+		s.createSession(p, m)
+	}
+}
+
+// createSession sends the session/new that creates the ACP session to the
+// agent, and answers the clients waiting for it.
+func (s *Session) createSession(p *peer, m *jsonrpc.Message) {
+	s.newParams = m.Params
 	s.forward(p, m, func(resp *jsonrpc.Message) {
 		waiters := s.newWaiters
 		s.newWaiters = nil

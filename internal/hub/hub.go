@@ -14,6 +14,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/toolexec"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // Defaults for Config fields left zero.
@@ -22,6 +23,8 @@ const (
 	DefaultClientQueue = 16 << 20
 	DefaultIdleTTL     = 10 * time.Minute
 	DefaultMaxSessions = 256
+	// DefaultBranchPrefix starts the result branch of a remote session.
+	DefaultBranchPrefix = "acphub/"
 )
 
 // Config configures a Hub. The zero value of every field but Agents and
@@ -41,6 +44,13 @@ type Config struct {
 	// Tools holds the denylist and limits of self_handle; each session
 	// sets Root (its cwd), Env (its agent's) and the callbacks.
 	Tools toolexec.Options
+
+	// Workspaces checks out remote sessions; nil refuses session/new with
+	// a remote. BranchPrefix starts the default result branch ("" means
+	// DefaultBranchPrefix); NoPush keeps the commits in the workspace.
+	Workspaces   *workspace.Manager
+	BranchPrefix string
+	NoPush       bool
 
 	PromptQueue int           // prompts waiting behind the running turn; 0 means DefaultPromptQueue
 	ClientQueue int           // bytes queued toward one client before it is dropped; 0 means DefaultClientQueue
@@ -73,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.BranchPrefix == "" {
+		c.BranchPrefix = DefaultBranchPrefix
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -65,16 +65,30 @@ func (s *Session) startTurn(t *turn) {
 	for _, f := range appendUserChunks(nil, sid, t.prompt) {
 		s.broadcast(f, t.peer)
 	}
-	s.forward(t.peer, &t.msg, func(resp *jsonrpc.Message) { s.endTurn(t, resp) })
+	if s.remote == nil {
+		s.forward(t.peer, &t.msg, func(resp *jsonrpc.Message) { s.endTurn(t, resp, nil) })
+		return
+	}
+	// A remote session answers once the turn's changes are committed and
+	// pushed, with target.
+	s.forwardHeld(t.peer, &t.msg, func(resp *jsonrpc.Message) {
+		if resp.Error != nil {
+			s.send(t.peer, resp.WithID(t.id))
+			s.endTurn(t, resp, nil)
+			return
+		}
+		s.saveTurn(t, resp)
+	})
 }
 
-// endTurn reports the end of a turn to the other peers and starts the next.
-func (s *Session) endTurn(t *turn, resp *jsonrpc.Message) {
+// endTurn reports the end of a turn to the other peers, with a remote
+// session's target, and starts the next.
+func (s *Session) endTurn(t *turn, resp *jsonrpc.Message, target json.RawMessage) {
 	if s.turn != t {
 		return
 	}
 	s.turn = nil
-	done := api.TurnCompleteParams{SessionID: s.sessionIDString(), Peer: t.peer.id}
+	done := api.TurnCompleteParams{SessionID: s.sessionIDString(), Peer: t.peer.id, Target: target}
 	if resp.Error != nil {
 		done.Error = rpcError(resp.Error)
 	} else {

@@ -33,7 +33,7 @@ type Session struct {
 
 	inbox      chan any      // client messages, joins, leaves, timers
 	agentIn    chan any      // agent frames, then the agent's exit
-	toolEvents chan any      // self_handle results, terminal output and exits
+	toolEvents chan any      // self_handle results, terminal output and exits, git results
 	drained    chan struct{} // a client writer made room while paused
 	quit       chan struct{} // closed by stop
 	done       chan struct{} // closed when the actor has finished
@@ -89,6 +89,8 @@ type Session struct {
 	// stops inside a UTF-8 character.
 	tools       *toolHost
 	outputCarry map[string][]byte
+
+	remote *remoteState // a remote session's workspace, or nil
 
 	msg     *message // text chunks collected for the log
 	tails   []*tail  // event subscribers
@@ -364,6 +366,10 @@ func (s *Session) handle(msg any) {
 		s.terminalOutput(m)
 	case terminalExited:
 		s.terminalExited(m)
+	case workspaceOpened:
+		s.workspaceOpened(m)
+	case turnSaved:
+		s.turnSaved(m)
 	}
 	s.reapDropped()
 	s.updateActive()

@@ -235,5 +235,8 @@ func (w *Workspace) Remove(ctx context.Context) error {
 	return err
 }
 
+// Rules returns the rules remotes are checked against.
+func (m *Manager) Rules() Rules { return m.opts.Rules }
+
 // Dir returns the directory the manager keeps caches and workspaces in.
 func (m *Manager) Dir() string { return m.opts.Dir }

@@ -1,0 +1,226 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/acphub/acphub/internal/testutil"
+)
+
+// Remote sessions: session/new with remote; acphub checks the revision out,
+// the agent works there, and every turn ends with target, the pushed
+// result branch.
+
+type remoteRef struct {
+	Type     string `json:"type"`
+	URL      string `json:"url"`
+	Branch   string `json:"branch"`
+	Revision string `json:"revision"`
+}
+
+func remoteParams(ref remoteRef) map[string]any {
+	return map[string]any{"cwd": "/nowhere/on/the/hub", "mcpServers": []any{}, "remote": ref}
+}
+
+// promptTarget prompts and returns the prompt response's target and the
+// agent's text.
+func promptTarget(t *testing.T, c *client, sid, prompt string) (*remoteRef, string, msg) {
+	t.Helper()
+	text, ms := turnText(c, sid, prompt)
+	resp := lastOf(ms)
+	if resp.Error != nil {
+		t.Fatalf("%s: %s", prompt, resp.raw)
+	}
+	var r struct {
+		StopReason string     `json:"stopReason"`
+		Target     *remoteRef `json:"target"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.StopReason != "end_turn" {
+		t.Fatalf("%s: %s", prompt, resp.raw)
+	}
+	return r.Target, text, resp
+}
+
+func TestRemote_TurnsArePushedToTheResultBranch(t *testing.T) {
+	t.Parallel()
+	git := testutil.NewGitServer(t)
+	h := selfHandleHub(t, "--remote-scheme", "http", "--git-author-name", "Hub Bot", "--git-author-email", "bot@hub.test")
+	a := toolClient(h, "s", "a", nil, false)
+	ref := remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main}
+	sid := sessionIDOf(t, a.mustCall("session/new", remoteParams(ref)))
+	b := toolClient(h, "s", "b", nil, false)
+	b.mustCall("session/new", remoteParams(ref))
+
+	// The agent writes a file through fs/write_text_file and makes another
+	// with a terminal command, both in its cwd: the workspace.
+	if text, _ := turnText(a, sid, "/fs-write notes/hello.txt hello from the agent"); !strings.Contains(text, "fs/write_text_file: {}") {
+		t.Fatalf("write: %q", text)
+	}
+	target, text, _ := promptTarget(t, a, sid, "/terminal touch made-by-terminal")
+	if !strings.Contains(text, `"exitCode":0`) {
+		t.Fatalf("terminal: %q", text)
+	}
+	if target == nil || target.Type != "git" || target.URL != git.URL || !strings.HasPrefix(target.Branch, "acphub/s-") {
+		t.Fatalf("target %+v", target)
+	}
+	// The turn of the write was pushed too; this one added the terminal's file.
+	if got := git.Branch(target.Branch); got != target.Revision {
+		t.Fatalf("the server has %s at %q, want %s", target.Branch, got, target.Revision)
+	}
+	first := testutil.Git(t, git.Bare(), "rev-parse", target.Revision+"^")
+	if got := testutil.Git(t, git.Bare(), "diff", "--name-status", git.Main, target.Revision); got != "A\tmade-by-terminal\nA\tnotes/hello.txt" {
+		t.Errorf("changes on the result branch: %q", got)
+	}
+	if got := testutil.Git(t, git.Bare(), "show", first+":notes/hello.txt"); got != "hello from the agent" {
+		t.Errorf("hello.txt: %q", got)
+	}
+	if got := testutil.Git(t, git.Bare(), "log", "-1", "--format=%an <%ae>|%s", target.Revision); got != "Hub Bot <bot@hub.test>|/terminal touch made-by-terminal" {
+		t.Errorf("commit: %q", got)
+	}
+	// The other client's turn_complete carries the target too.
+	done := lastOf(b.until(func(m msg) bool { return m.Method == "_acphub/turn_complete" && strings.Contains(string(m.Params), target.Revision) }))
+	if !strings.Contains(string(done.Params), `"target":{"type":"git"`) {
+		t.Errorf("turn_complete %s", done.Params)
+	}
+
+	// A turn without changes answers the same target; the next change is
+	// a commit on top.
+	if again, _, _ := promptTarget(t, a, sid, "/echo nothing to change"); again == nil || *again != *target {
+		t.Errorf("unchanged turn: target %+v, want %+v", again, target)
+	}
+	second, _, _ := promptTarget(t, a, sid, "/fs-write notes/hello.txt second")
+	if second == nil || second.Branch != target.Branch || git.Branch(second.Branch) != second.Revision ||
+		testutil.Git(t, git.Bare(), "rev-parse", second.Revision+"^") != target.Revision {
+		t.Errorf("second commit: %+v", second)
+	}
+	// The main branch of the remote is untouched.
+	if git.Branch("main") != git.Main {
+		t.Error("main moved")
+	}
+	var types []string
+	for _, e := range h.readLog("s") {
+		if strings.HasPrefix(e.Type, "workspace.") {
+			types = append(types, e.Type)
+		}
+	}
+	if got := strings.Join(types, " "); got != "workspace.cloned workspace.committed workspace.pushed workspace.committed workspace.pushed workspace.committed workspace.pushed" {
+		t.Errorf("workspace events: %s", got)
+	}
+}
+
+func TestRemote_BadRemotesAreRefusedAndLeaveNothing(t *testing.T) {
+	t.Parallel()
+	git := testutil.NewGitServer(t)
+	h := startHub(t, "--remote-scheme", "http")
+	dead := testutil.NewGitServer(t)
+	dead.Stop()
+	ok := remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main}
+	tests := []struct {
+		name   string
+		ref    func(r *remoteRef)
+		code   int
+		field  string
+		reason string
+	}{
+		{"revision not hex", func(r *remoteRef) { r.Revision = "main" }, -32602, "remote.revision", "bad_params"},
+		{"short revision", func(r *remoteRef) { r.Revision = git.Main[:12] }, -32602, "remote.revision", "bad_params"},
+		{"revision not in the repository", func(r *remoteRef) { r.Revision = strings.Repeat("ab", 20) }, -32602, "remote.revision", "bad_params"},
+		{"branch -x", func(r *remoteRef) { r.Branch = "-x" }, -32602, "remote.branch", "bad_params"},
+		{"branch a..b", func(r *remoteRef) { r.Branch = "a..b" }, -32602, "remote.branch", "bad_params"},
+		{"upload-pack", func(r *remoteRef) { r.URL = "--upload-pack=touch " + filepath.Join(git.Dir, "pwned") }, -32602, "remote.url", "bad_params"},
+		{"ext transport", func(r *remoteRef) { r.URL = "ext::sh -c touch% " + filepath.Join(git.Dir, "pwned") }, -32602, "remote.url", "bad_params"},
+		{"scheme not allowed", func(r *remoteRef) { r.URL = "file://" + git.Bare() }, -32602, "remote.url", "bad_params"},
+		{"type", func(r *remoteRef) { r.Type = "hg" }, -32602, "remote.type", "bad_params"},
+		{"unreachable host", func(r *remoteRef) { r.URL = dead.URL }, -32037, "", "clone_failed"},
+		{"no such branch", func(r *remoteRef) { r.Branch = "nope" }, -32037, "", "clone_failed"},
+	}
+	for i, tt := range tests {
+		ref := ok
+		tt.ref(&ref)
+		c := toolClient(h, "bad"+string(rune('a'+i)), "c", nil, false)
+		resp, _ := c.call("session/new", remoteParams(ref))
+		var data struct {
+			Reason string `json:"reason"`
+			Field  string `json:"field"`
+		}
+		if resp.Error != nil {
+			_ = json.Unmarshal(resp.Error.Data, &data)
+		}
+		if resp.Error == nil || resp.Error.Code != tt.code || data.Reason != tt.reason || data.Field != tt.field {
+			t.Errorf("%s: %s, want %d %s %s", tt.name, resp.raw, tt.code, tt.reason, tt.field)
+		}
+		// The session has none: a later session/new may try again.
+		if resp, _ := c.call("session/new", remoteParams(ok)); resp.Error != nil {
+			t.Errorf("%s: a good remote after the bad one: %s", tt.name, resp.raw)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(git.Dir, "pwned")); err == nil {
+		t.Error("a hostile URL ran a command")
+	}
+	// Only the good sessions have workspaces.
+	entries, _ := os.ReadDir(filepath.Join(h.dataDir, "workspaces"))
+	if len(entries) != len(tests) {
+		t.Errorf("%d workspaces for %d good sessions", len(entries), len(tests))
+	}
+}
+
+func TestRemote_FailedPushKeepsTheCommitAndRetries(t *testing.T) {
+	t.Parallel()
+	git := testutil.NewGitServer(t)
+	h := selfHandleHub(t, "--remote-scheme", "http")
+	a := toolClient(h, "s", "a", nil, false)
+	sid := sessionIDOf(t, a.mustCall("session/new", remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main})))
+	first, _, _ := promptTarget(t, a, sid, "/fs-write one.txt 1")
+	if first == nil {
+		t.Fatal("no target")
+	}
+
+	// The server is down: the commit is made, the push fails, the target
+	// stays where the remote is, and _meta says why.
+	git.Stop()
+	still, _, resp := promptTarget(t, a, sid, "/fs-write two.txt 2")
+	if still == nil || *still != *first {
+		t.Errorf("target while the server is down: %+v, want %+v", still, first)
+	}
+	var meta struct {
+		Meta struct {
+			Workspace struct {
+				Revision  string `json:"revision"`
+				Pushed    bool   `json:"pushed"`
+				PushError string `json:"pushError"`
+			} `json:"acphub.dev/workspace"`
+		} `json:"_meta"`
+	}
+	_ = json.Unmarshal(resp.Result, &meta)
+	ws := meta.Meta.Workspace
+	if ws.Pushed || ws.PushError == "" || ws.Revision == first.Revision {
+		t.Errorf("_meta while the server is down: %+v", ws)
+	}
+	// Someone else moved the branch meanwhile, too: not a fast-forward.
+	git.Start()
+	other := testutil.Git(t, git.Bare(), "commit-tree", "-m", "elsewhere", git.Main+"^{tree}")
+	testutil.Git(t, git.Bare(), "update-ref", "refs/heads/"+first.Branch, other)
+	rejected, _, _ := promptTarget(t, a, sid, "/echo no change")
+	if rejected == nil || *rejected != *first || git.Branch(first.Branch) != other {
+		t.Errorf("after a rejected push: target %+v, server at %s", rejected, git.Branch(first.Branch))
+	}
+	// Once the branch is back where acphub left it, the next turn pushes
+	// the kept commit.
+	testutil.Git(t, git.Bare(), "update-ref", "refs/heads/"+first.Branch, first.Revision)
+	later, _, _ := promptTarget(t, a, sid, "/echo again")
+	if later == nil || later.Revision != ws.Revision || git.Branch(first.Branch) != ws.Revision {
+		t.Errorf("later turn: target %+v, server at %s, want the kept commit %s", later, git.Branch(first.Branch), ws.Revision)
+	}
+	var failed int
+	for _, e := range h.readLog("s") {
+		if e.Type == "workspace.push_failed" {
+			failed++
+		}
+	}
+	if failed != 2 {
+		t.Errorf("%d workspace.push_failed events, want 2", failed)
+	}
+}

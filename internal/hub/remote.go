@@ -1,0 +1,291 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/workspace"
+)
+
+// Remote sessions: session/new with remote {type:"git", url, branch,
+// revision}. acphub checks the revision out in a workspace of its own,
+// starts the agent there, and after every turn commits what changed on the
+// result branch, pushes it, and answers the prompt with target, the result
+// branch as the remote has it. Git runs in goroutines; the actor never
+// waits on it.
+
+// gitTimeout bounds a clone, or a turn's commit and push.
+const gitTimeout = 10 * time.Minute
+
+// remoteState is a remote session's workspace. Owned by the actor.
+type remoteState struct {
+	ws     *workspace.Workspace
+	pushed string // the revision the remote's result branch is at, "" before the first push
+}
+
+// Messages from git goroutines to the actor.
+type (
+	workspaceOpened struct {
+		peer *peer
+		msg  *jsonrpc.Message
+		ws   *workspace.Workspace
+		err  error
+	}
+	turnSaved struct {
+		t         *turn
+		resp      *jsonrpc.Message
+		parent    string
+		head      string
+		changed   bool
+		commitErr error
+		pushErr   error
+		pushed    bool
+	}
+)
+
+// remoteOf returns the remote of session/new params, or nil.
+func remoteOf(params []byte) (*workspace.Ref, *jsonrpc.Error) {
+	raw, ok := jsonrpc.Field(params, "remote")
+	if !ok || string(raw) == "null" {
+		return nil, nil
+	}
+	var ref workspace.Ref
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		return nil, errBadRemote("remote", "not a RemoteRef: "+err.Error())
+	}
+	return &ref, nil
+}
+
+func errBadRemote(field, msg string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+field+": "+msg, map[string]any{"field": field})
+}
+
+// resultBranchRE is what a session key keeps in a default branch name.
+var resultBranchRE = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// resultBranch is the branch a remote session pushes: the client's choice
+// in _meta, or the prefix, the session key and a random suffix, so that a
+// key used again never meets an old session's branch.
+func (s *Session) resultBranch(params []byte) (string, *jsonrpc.Error) {
+	var p struct {
+		Meta struct {
+			Branch *string `json:"acphub.dev/resultBranch"`
+		} `json:"_meta"`
+	}
+	_ = json.Unmarshal(params, &p)
+	if p.Meta.Branch != nil {
+		if err := workspace.CheckBranch(*p.Meta.Branch); err != nil {
+			return "", errBadRemote("_meta.acphub.dev/resultBranch", err.Error())
+		}
+		return *p.Meta.Branch, nil
+	}
+	key := strings.Trim(resultBranchRE.ReplaceAllString(s.key, "-"), ".-")
+	if len(key) > 40 {
+		key = key[:40]
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return s.cfg.BranchPrefix + key + "-" + hex.EncodeToString(b[:]), nil
+}
+
+// openRemote validates the remote of the session/new that creates the
+// session and checks it out in a goroutine; the session/new goes on to the
+// agent once it is there (workspaceOpened).
+func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
+	fail := func(e *jsonrpc.Error) {
+		s.newParams = nil
+		s.replyError(p, m.ID, e)
+		waiters := s.newWaiters
+		s.newWaiters = nil
+		for _, w := range waiters {
+			s.replyError(w.peer, w.id, e)
+		}
+	}
+	if s.cfg.Workspaces == nil {
+		fail(errBadRemote("remote", "this hub does not run remote sessions"))
+		return
+	}
+	if _, err := s.cfg.Workspaces.Rules().Validate(ref); err != nil {
+		fail(remoteError(err))
+		return
+	}
+	branch, e := s.resultBranch(m.Params)
+	if e != nil {
+		fail(e)
+		return
+	}
+	name := s.key + "-" + branch[strings.LastIndexByte(branch, '/')+1:]
+	name = resultBranchRE.ReplaceAllString(name, "-")
+	s.log.Info("checking out a remote", "url", ref.URL, "branch", ref.Branch, "revision", ref.Revision, "result_branch", branch)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+		defer cancel()
+		ws, err := s.cfg.Workspaces.Open(ctx, name, ref, branch)
+		s.postTool(workspaceOpened{peer: p, msg: m, ws: ws, err: err})
+	}()
+}
+
+// remoteError turns a workspace error into the error of session/new.
+func remoteError(err error) *jsonrpc.Error {
+	var we *workspace.Error
+	if errors.As(err, &we) {
+		field := "remote." + we.Field
+		if we.Field == "branch" && strings.HasPrefix(we.Message, "result branch") {
+			field = "_meta.acphub.dev/resultBranch"
+		}
+		return errBadRemote(field, we.Message)
+	}
+	data := map[string]any{}
+	var ge *workspace.GitError
+	if errors.As(err, &ge) {
+		data["stderrTail"] = ge.Stderr
+	}
+	return jsonrpc.NewError(api.CodeCloneFailed, api.ReasonCloneFailed, "The remote could not be checked out: "+err.Error(), data)
+}
+
+// workspaceOpened sends the session/new on to the agent with the
+// workspace as its cwd and without remote, which acphub handles for it.
+func (s *Session) workspaceOpened(o workspaceOpened) {
+	if o.err != nil {
+		s.log.Warn("remote checkout failed", "err", o.err)
+		e := remoteError(o.err)
+		s.newParams = nil
+		s.send(o.peer, jsonrpc.NewErrorResponse(o.msg.ID, e))
+		waiters := s.newWaiters
+		s.newWaiters = nil
+		for _, w := range waiters {
+			s.replyError(w.peer, w.id, e)
+		}
+		return
+	}
+	ws := o.ws
+	s.remote = &remoteState{ws: ws}
+	s.record(o.peer.id, &api.WorkspaceCloned{URL: ws.Remote.URL, Branch: ws.Remote.Branch, Revision: ws.Remote.Revision, ResultBranch: ws.Branch, Dir: ws.Dir})
+	params, _ := jsonrpc.SetField(o.msg.Params, "cwd", mustJSON(ws.Dir))
+	params, _ = jsonrpc.DeleteField(params, "remote")
+	m, err := jsonrpc.Parse(o.msg.WithParams(params))
+	if err != nil {
+		panic("hub: rewrote session/new into an invalid frame: " + err.Error())
+	}
+	s.createSession(o.peer, &m)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// saveTurn commits and pushes what a turn of a remote session changed, in
+// a goroutine; the turn ends, with target in its answer, once that is done
+// (turnSaved).
+func (s *Session) saveTurn(t *turn, resp *jsonrpc.Message) {
+	r := s.remote
+	message := commitMessage(t.prompt, s.key)
+	pushed := r.pushed
+	push := !s.cfg.NoPush
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+		defer cancel()
+		d := turnSaved{t: t, resp: resp}
+		d.parent, _ = r.ws.Head(ctx)
+		d.head, d.changed, d.commitErr = r.ws.Commit(ctx, message)
+		if d.commitErr == nil && push && d.head != pushed {
+			d.pushErr = r.ws.Push(ctx)
+			d.pushed = d.pushErr == nil
+		}
+		s.postTool(d)
+	}()
+}
+
+// turnSaved logs the commit and the push, and ends the turn with target:
+// the result branch as the remote has it.
+func (s *Session) turnSaved(d turnSaved) {
+	r := s.remote
+	ws := r.ws
+	meta := map[string]any{"branch": ws.Branch}
+	switch {
+	case d.commitErr != nil:
+		s.log.Error("remote session: commit failed", "err", d.commitErr)
+		meta["error"] = d.commitErr.Error()
+		s.record("", &api.HubError{Reason: "workspace_commit_failed", Message: d.commitErr.Error()})
+	default:
+		meta["revision"] = d.head
+		if d.changed {
+			s.record("", &api.WorkspaceCommitted{Revision: d.head, Parent: d.parent, Message: commitMessage(d.t.prompt, s.key)})
+		}
+		switch {
+		case d.pushed:
+			r.pushed = d.head
+			s.record("", &api.WorkspacePushed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: d.head})
+		case d.pushErr != nil:
+			s.log.Warn("remote session: push failed; the next turn tries again", "err", d.pushErr)
+			meta["pushError"] = d.pushErr.Error()
+			s.record("", &api.WorkspacePushFailed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: d.head, Error: d.pushErr.Error()})
+		}
+	}
+	meta["pushed"] = r.pushed != "" && r.pushed == meta["revision"]
+	var target json.RawMessage
+	if r.pushed != "" {
+		target = mustJSON(workspace.Ref{Type: "git", URL: ws.Remote.URL, Branch: ws.Branch, Revision: r.pushed})
+	}
+	resp := d.resp
+	result := resp.Result
+	if target != nil {
+		result, _ = jsonrpc.SetField(result, "target", target)
+	}
+	metaObj, ok := jsonrpc.Field(result, "_meta")
+	if !ok || len(metaObj) == 0 || metaObj[0] != '{' {
+		metaObj = []byte("{}")
+	}
+	metaObj, _ = jsonrpc.SetField(metaObj, "acphub.dev/workspace", mustJSON(meta))
+	result, _ = jsonrpc.SetField(result, "_meta", metaObj)
+	answered, err := jsonrpc.Parse(jsonrpc.NewResponse(resp.ID, result))
+	if err != nil {
+		panic("hub: built an invalid prompt response: " + err.Error())
+	}
+	s.send(d.t.peer, answered.WithID(d.t.id))
+	s.endTurn(d.t, &answered, target)
+}
+
+// commitMessage is the commit message of a turn: the prompt's text, its
+// first line as the subject.
+func commitMessage(prompt []json.RawMessage, key string) string {
+	var b strings.Builder
+	for _, block := range prompt {
+		var c struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(block, &c) == nil && c.Type == "text" {
+			b.WriteString(c.Text)
+			b.WriteString("\n")
+		}
+	}
+	text := strings.TrimSpace(b.String())
+	if len(text) > 8<<10 {
+		text = text[:8<<10]
+	}
+	subject, body, _ := strings.Cut(text, "\n")
+	if subject == "" {
+		subject = "acphub: a turn of session " + key
+	}
+	if len(subject) > 72 {
+		subject, body = subject[:69]+"...", text
+	}
+	msg := subject
+	if body = strings.TrimSpace(body); body != "" {
+		msg += "\n\n" + body
+	}
+	return msg + "\n\nacphub-session: " + key + "\n"
+}
