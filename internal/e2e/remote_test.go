@@ -81,7 +81,9 @@ func TestRemote_TurnsArePushedToTheResultBranch(t *testing.T) {
 		t.Errorf("commit: %q", got)
 	}
 	// The other client's turn_complete carries the target too.
-	done := lastOf(b.until(func(m msg) bool { return m.Method == "_acphub/turn_complete" && strings.Contains(string(m.Params), target.Revision) }))
+	done := lastOf(b.until(func(m msg) bool {
+		return m.Method == "_acphub/turn_complete" && strings.Contains(string(m.Params), target.Revision)
+	}))
 	if !strings.Contains(string(done.Params), `"target":{"type":"git"`) {
 		t.Errorf("turn_complete %s", done.Params)
 	}
