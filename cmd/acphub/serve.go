@@ -59,6 +59,7 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.StringVar(&cfg.GitAuthorName, "git-author-name", cfg.GitAuthorName, "remote sessions: the author of the commits acphub makes (default acphub)")
 	fs.StringVar(&cfg.GitAuthorEmail, "git-author-email", cfg.GitAuthorEmail, "remote sessions: the author's email (default acphub@localhost)")
 	fs.BoolVar(&cfg.NoPush, "no-push", cfg.NoPush, "remote sessions: commit after each turn but do not push")
+	fs.DurationVar(&cfg.WorkspaceRetention.Duration, "workspace-retention", cfg.WorkspaceRetention.Duration, "remote sessions: keep a workspace this long after its session is closed (0: remove it at once)")
 	fs.DurationVar(&cfg.ExitWhenIdle.Duration, "exit-when-idle", cfg.ExitWhenIdle.Duration, "exit after no client has been connected for this long (0: never)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "loopback address serving Go's profiler at /debug/pprof/ (empty: off)")
 }
@@ -260,21 +261,22 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 		warnUnsafe(log, name, p)
 	}
 	return hub.Config{
-		Agents:            agents,
-		DefaultAgent:      def,
-		AgentOptions:      agent.Options{MaxFrame: cfg.MaxFrame},
-		Policy:            pol,
-		Policies:          policies,
-		Tools:             tools,
-		Workspaces:        workspaces,
-		BranchPrefix:      cfg.BranchPrefix,
-		NoPush:            cfg.NoPush,
-		PromptQueue:       cfg.PromptQueue,
-		ClientQueue:       cfg.ClientQueue,
-		IdleTTL:           cfg.IdleTTL.Duration,
-		MaxSessions:       cfg.MaxSessions,
-		PermissionTimeout: cfg.PermissionTimeout.Duration,
-		Logger:            log,
+		Agents:             agents,
+		DefaultAgent:       def,
+		AgentOptions:       agent.Options{MaxFrame: cfg.MaxFrame},
+		Policy:             pol,
+		Policies:           policies,
+		Tools:              tools,
+		Workspaces:         workspaces,
+		BranchPrefix:       cfg.BranchPrefix,
+		NoPush:             cfg.NoPush,
+		WorkspaceRetention: cfg.WorkspaceRetention.Duration,
+		PromptQueue:        cfg.PromptQueue,
+		ClientQueue:        cfg.ClientQueue,
+		IdleTTL:            cfg.IdleTTL.Duration,
+		MaxSessions:        cfg.MaxSessions,
+		PermissionTimeout:  cfg.PermissionTimeout.Duration,
+		Logger:             log,
 	}, nil
 }
 

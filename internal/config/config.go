@@ -84,15 +84,16 @@ type Config struct {
 	// Remote sessions: the schemes and hosts a remote may use (nil: the
 	// default schemes, any host), the result branch prefix, the commits'
 	// author, and whether results are pushed.
-	RemoteSchemes  []string         `toml:"remote_schemes"`
-	RemoteHosts    []string         `toml:"remote_hosts"`
-	BranchPrefix   string           `toml:"branch_prefix"`
-	GitAuthorName  string           `toml:"git_author_name"`
-	GitAuthorEmail string           `toml:"git_author_email"`
-	NoPush         bool             `toml:"no_push"`
-	ExitWhenIdle   Duration         `toml:"exit_when_idle"`
-	DebugListen    string           `toml:"debug_listen"`
-	Agents         map[string]Agent `toml:"agents"`
+	RemoteSchemes      []string         `toml:"remote_schemes"`
+	RemoteHosts        []string         `toml:"remote_hosts"`
+	BranchPrefix       string           `toml:"branch_prefix"`
+	GitAuthorName      string           `toml:"git_author_name"`
+	GitAuthorEmail     string           `toml:"git_author_email"`
+	NoPush             bool             `toml:"no_push"`
+	WorkspaceRetention Duration         `toml:"workspace_retention"`
+	ExitWhenIdle       Duration         `toml:"exit_when_idle"`
+	DebugListen        string           `toml:"debug_listen"`
+	Agents             map[string]Agent `toml:"agents"`
 }
 
 // Duration is a time.Duration written as "90s", "10m" in the file.

@@ -4,9 +4,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // TestLog_EveryEventTypeMatchesTheSchema makes a hub write every durable
@@ -18,8 +20,24 @@ func TestLog_EveryEventTypeMatchesTheSchema(t *testing.T) {
 	t.Parallel()
 	// fs/* is blocked (a refused client_tool.call), terminal/* executed by
 	// acphub (terminal.exited).
-	h := startHub(t, "--terminal-policy", "self_handle")
+	h := startHub(t, "--terminal-policy", "self_handle", "--remote-scheme", "http")
 	a, b, sid := h.pair()
+	// A remote session: checked out, committed and pushed, a push that
+	// fails, then closed (pushed and removed).
+	git := testutil.NewGitServer(t)
+	r := toolClient(h, "r", "r", nil, false)
+	rsid := sessionIDOf(t, r.mustCall("session/new", remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main})))
+	promptTarget(t, r, rsid, "/terminal touch one")
+	git.Stop()
+	promptTarget(t, r, rsid, "/terminal touch two")
+	git.Start()
+	r.mustCall("session/close", map[string]any{"sessionId": rsid})
+	for deadline := time.Now().Add(testTimeout); !slices.ContainsFunc(h.readLog("r"), func(e logEvent) bool { return e.Type == "workspace.removed" }); {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed remote session's workspace was never removed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for _, p := range []string{"/extras", "/fs-read /etc/hostname", "/terminal true", "/echo plain", "/raw not json"} {
 		id := a.prompt(sid, p)
 		mustStop(t, p, lastOf(a.untilResponse(id)), "end_turn")
@@ -42,7 +60,7 @@ func TestLog_EveryEventTypeMatchesTheSchema(t *testing.T) {
 	}
 	events := readStore(t, h.dataDir, "s")
 	var types []string
-	for _, ev := range events {
+	for _, ev := range append(readStore(t, h.dataDir, "r"), events...) {
 		if !slices.Contains(types, ev.Type) {
 			types = append(types, ev.Type)
 		}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acphub/acphub/internal/testutil"
 )
@@ -224,5 +225,61 @@ func TestRemote_FailedPushKeepsTheCommitAndRetries(t *testing.T) {
 	}
 	if failed != 2 {
 		t.Errorf("%d workspace.push_failed events, want 2", failed)
+	}
+
+	// The session ends with a commit the remote does not have: closing it
+	// pushes that, then removes the workspace.
+	git.Stop()
+	_, _, resp = promptTarget(t, a, sid, "/fs-write three.txt 3")
+	_ = json.Unmarshal(resp.Result, &meta)
+	last := meta.Meta.Workspace.Revision
+	git.Start()
+	dirs, _ := filepath.Glob(filepath.Join(h.dataDir, "workspaces", "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("workspaces %v", dirs)
+	}
+	a.mustCall("session/close", map[string]any{"sessionId": sid})
+	deadline := time.Now().Add(testTimeout)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(dirs[0]); err != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Stat(dirs[0]); err == nil {
+		t.Fatalf("the workspace is still there after session/close")
+	}
+	if git.Branch(first.Branch) != last {
+		t.Errorf("after close the server has %s, want the last commit %s", git.Branch(first.Branch), last)
+	}
+	var tail []string
+	for _, e := range h.readLog("s") {
+		if strings.HasPrefix(e.Type, "workspace.") {
+			tail = append(tail, e.Type)
+		}
+	}
+	if n := len(tail); n < 2 || tail[n-2] != "workspace.pushed" || tail[n-1] != "workspace.removed" {
+		t.Errorf("workspace events end with %v, want pushed then removed", tail)
+	}
+}
+
+// A hub that restarts picks a remote session up again: the next turn
+// commits on top of the pushed branch.
+func TestRemote_SurvivesARestart(t *testing.T) {
+	t.Parallel()
+	git := testutil.NewGitServer(t)
+	h := selfHandleHub(t, "--remote-scheme", "http")
+	a := toolClient(h, "s", "a", nil, false)
+	sid := sessionIDOf(t, a.mustCall("session/new", remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main})))
+	before, _, _ := promptTarget(t, a, sid, "/fs-write one.txt 1")
+	h.restart()
+	b := toolClient(h, "s", "b", nil, false)
+	b.mustCall("session/load", map[string]any{"sessionId": sid, "cwd": "/nowhere", "mcpServers": []any{}})
+	after, _, _ := promptTarget(t, b, sid, "/fs-write two.txt 2")
+	if after == nil || after.Branch != before.Branch || testutil.Git(t, git.Bare(), "rev-parse", after.Revision+"^") != before.Revision {
+		t.Errorf("after the restart: target %+v, want a commit on top of %+v", after, before)
+	}
+	if again, _, _ := promptTarget(t, b, sid, "/echo unchanged"); again == nil || *again != *after {
+		t.Errorf("an unchanged turn after the restart: %+v, want %+v", again, after)
 	}
 }

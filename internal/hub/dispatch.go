@@ -50,8 +50,10 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 	case m.Method == jsonrpc.MethodSessionClose:
 		s.forward(p, m, func(resp *jsonrpc.Message) {
 			if resp.Error == nil {
-				// The ACP session is over: so are the terminals acphub ran in it.
+				// The ACP session is over: so are the terminals acphub ran
+				// in it, and its workspace.
 				s.closeTools()
+				s.endRemote("session_closed")
 			}
 		})
 	default:

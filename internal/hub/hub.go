@@ -48,9 +48,12 @@ type Config struct {
 	// Workspaces checks out remote sessions; nil refuses session/new with
 	// a remote. BranchPrefix starts the default result branch ("" means
 	// DefaultBranchPrefix); NoPush keeps the commits in the workspace.
-	Workspaces   *workspace.Manager
-	BranchPrefix string
-	NoPush       bool
+	// WorkspaceRetention keeps a workspace this long after its session
+	// ended (session/close); a hub that stops meanwhile keeps it.
+	Workspaces         *workspace.Manager
+	BranchPrefix       string
+	NoPush             bool
+	WorkspaceRetention time.Duration
 
 	PromptQueue int           // prompts waiting behind the running turn; 0 means DefaultPromptQueue
 	ClientQueue int           // bytes queued toward one client before it is dropped; 0 means DefaultClientQueue

@@ -289,3 +289,64 @@ func commitMessage(prompt []json.RawMessage, key string) string {
 	}
 	return msg + "\n\nacphub-session: " + key + "\n"
 }
+
+// workspaceEnded reports what became of a remote session's workspace when
+// the session ended.
+type workspaceEnded struct {
+	r         *remoteState
+	reason    string
+	head      string
+	pushed    bool  // the final push sent commits the remote did not have
+	pushErr   error // the final push failed: the workspace is kept
+	removeErr error
+}
+
+// endRemote removes a remote session's workspace once the session ended
+// (after WorkspaceRetention), pushing first what the remote does not have
+// yet; a workspace whose commits cannot be pushed is kept.
+func (s *Session) endRemote(reason string) {
+	r := s.remote
+	if r == nil {
+		return
+	}
+	s.remote = nil
+	push := !s.cfg.NoPush
+	remove := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+		defer cancel()
+		e := workspaceEnded{r: r, reason: reason}
+		e.head, _ = r.ws.Head(ctx)
+		if push && e.head != "" && e.head != r.pushed {
+			if e.pushErr = r.ws.Push(ctx); e.pushErr != nil {
+				s.postTool(e)
+				return
+			}
+			e.pushed = true
+		}
+		e.removeErr = r.ws.Remove(ctx)
+		s.postTool(e)
+	}
+	if s.cfg.WorkspaceRetention > 0 {
+		time.AfterFunc(s.cfg.WorkspaceRetention, remove)
+		return
+	}
+	go remove()
+}
+
+// workspaceEnded logs the end of a remote session's workspace.
+func (s *Session) workspaceEnded(e workspaceEnded) {
+	ws := e.r.ws
+	if e.pushed {
+		s.record("", &api.WorkspacePushed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: e.head})
+	}
+	switch {
+	case e.pushErr != nil:
+		s.log.Warn("remote session ended with commits the remote does not have; keeping its workspace", "dir", ws.Dir, "err", e.pushErr)
+		s.record("", &api.WorkspacePushFailed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: e.head, Error: e.pushErr.Error()})
+	case e.removeErr != nil:
+		s.log.Warn("remove a workspace", "dir", ws.Dir, "err", e.removeErr)
+		s.record("", &api.HubError{Reason: "workspace_remove_failed", Message: e.removeErr.Error()})
+	default:
+		s.record("", &api.WorkspaceRemoved{Dir: ws.Dir, Reason: e.reason})
+	}
+}

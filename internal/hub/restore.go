@@ -7,6 +7,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // prior is what a session's log says about it when the hub (re)opens it:
@@ -21,6 +22,8 @@ type prior struct {
 	newParams  []byte
 	newResult  []byte
 	sessionID  []byte
+	workspace  *api.WorkspaceCloned // a remote session's workspace, unless removed
+	pushed     string               // the result branch's revision on the remote
 }
 
 // loadPrior reads the log of key; it returns nil for a session with no log.
@@ -52,7 +55,38 @@ func loadPrior(ctx context.Context, store eventlog.Store, key string) (*prior, e
 		sid, _ := json.Marshal(d.SessionID)
 		p.newParams, p.newResult, p.sessionID = d.Params, d.Result, sid
 	}
+	if err := p.loadWorkspace(ctx, store, key); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// loadWorkspace reads a remote session's workspace from the log: the last
+// checkout, unless removed since, and the last push after it.
+func (p *prior) loadWorkspace(ctx context.Context, store eventlog.Store, key string) error {
+	cloned, ok, err := store.Last(ctx, key, api.EventWorkspaceCloned)
+	if err != nil || !ok {
+		return err
+	}
+	if removed, ok, err := store.Last(ctx, key, api.EventWorkspaceRemoved); err != nil {
+		return err
+	} else if ok && removed.Seq > cloned.Seq {
+		return nil
+	}
+	p.workspace = new(api.WorkspaceCloned)
+	if err := json.Unmarshal(cloned.Data, p.workspace); err != nil {
+		return fmt.Errorf("session %q: %s event %d: %w", key, cloned.Type, cloned.Seq, err)
+	}
+	if pushed, ok, err := store.Last(ctx, key, api.EventWorkspacePushed); err != nil {
+		return err
+	} else if ok && pushed.Seq > cloned.Seq {
+		var d api.WorkspacePushed
+		if err := json.Unmarshal(pushed.Data, &d); err != nil {
+			return fmt.Errorf("session %q: %s event %d: %w", key, pushed.Type, pushed.Seq, err)
+		}
+		p.pushed = d.Revision
+	}
+	return nil
 }
 
 // restore sets the session up from its log.
@@ -68,5 +102,14 @@ func (s *Session) restore(p *prior) {
 	s.newParams, s.newResult = p.newParams, p.newResult
 	if p.sessionID != nil {
 		s.setSessionID(p.sessionID)
+	}
+	if w := p.workspace; w != nil && s.cfg.Workspaces != nil {
+		ref := workspace.Ref{Type: "git", URL: w.URL, Branch: w.Branch, Revision: w.Revision}
+		ws, err := s.cfg.Workspaces.Existing(w.Dir, ref, w.ResultBranch)
+		if err != nil {
+			s.log.Warn("remote session: its workspace is gone; turns are no longer committed", "dir", w.Dir, "err", err)
+			return
+		}
+		s.remote = &remoteState{ws: ws, pushed: p.pushed}
 	}
 }

@@ -370,6 +370,8 @@ func (s *Session) handle(msg any) {
 		s.workspaceOpened(m)
 	case turnSaved:
 		s.turnSaved(m)
+	case workspaceEnded:
+		s.workspaceEnded(m)
 	}
 	s.reapDropped()
 	s.updateActive()

@@ -235,6 +235,16 @@ func (w *Workspace) Remove(ctx context.Context) error {
 	return err
 }
 
+// Existing returns the workspace Open made in dir for ref on branch, when
+// dir is still there: a hub that restarts picks its sessions' workspaces
+// up again.
+func (m *Manager) Existing(dir string, ref Ref, branch string) (*Workspace, error) {
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		return nil, err
+	}
+	return &Workspace{m: m, Dir: dir, cache: m.cacheDir(ref.URL), Remote: ref, Branch: branch}, nil
+}
+
 // Rules returns the rules remotes are checked against.
 func (m *Manager) Rules() Rules { return m.opts.Rules }
 
