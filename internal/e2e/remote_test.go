@@ -283,3 +283,62 @@ func TestRemote_SurvivesARestart(t *testing.T) {
 		t.Errorf("an unchanged turn after the restart: %+v, want %+v", again, after)
 	}
 }
+
+// Two sessions on the same URL, created at the same moment, share its
+// cache without breaking it; each pushes its own branch.
+func TestRemote_TwoSessionsOnOneURLAtOnce(t *testing.T) {
+	t.Parallel()
+	git := testutil.NewGitServer(t)
+	h := selfHandleHub(t, "--remote-scheme", "http")
+	ref := remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main}
+	// Both session/new requests are in flight together: both clones run
+	// against the one cache at once.
+	clients := map[string]*client{}
+	for _, key := range []string{"one", "two"} {
+		c := toolClient(h, key, "c", nil, false)
+		clients[key] = c
+		c.request("session/new", remoteParams(ref))
+	}
+	seen := map[string]bool{}
+	for key, c := range clients {
+		resp := lastOf(c.until(func(m msg) bool { return m.Method == "" && m.ID != nil }))
+		if resp.Error != nil {
+			t.Fatalf("%s: %s", key, resp.raw)
+		}
+		target, _, _ := promptTarget(t, c, sessionIDOf(t, resp), "/fs-write "+key+".txt "+key)
+		if target == nil || git.Branch(target.Branch) != target.Revision || seen[target.Branch] {
+			t.Fatalf("%s: target %+v", key, target)
+		}
+		seen[target.Branch] = true
+	}
+	caches, _ := filepath.Glob(filepath.Join(h.dataDir, "git-cache", "*.git"))
+	if len(caches) != 1 {
+		t.Fatalf("caches %v, want one for the URL", caches)
+	}
+	testutil.Git(t, caches[0], "fsck", "--no-progress")
+}
+
+// With --no-push the turns are committed in the workspace and nothing
+// leaves the hub: no target.
+func TestRemote_NoPush(t *testing.T) {
+	t.Parallel()
+	git := testutil.NewGitServer(t)
+	h := selfHandleHub(t, "--remote-scheme", "http", "--no-push", "--branch-prefix", "bot/")
+	a := toolClient(h, "s", "a", nil, false)
+	sid := sessionIDOf(t, a.mustCall("session/new", remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main})))
+	target, _, resp := promptTarget(t, a, sid, "/fs-write kept.txt local")
+	var meta struct {
+		Meta struct {
+			Workspace struct {
+				Branch   string `json:"branch"`
+				Revision string `json:"revision"`
+				Pushed   bool   `json:"pushed"`
+			} `json:"acphub.dev/workspace"`
+		} `json:"_meta"`
+	}
+	_ = json.Unmarshal(resp.Result, &meta)
+	ws := meta.Meta.Workspace
+	if target != nil || ws.Pushed || !strings.HasPrefix(ws.Branch, "bot/s-") || ws.Revision == git.Main || git.Branch(ws.Branch) != "" {
+		t.Errorf("--no-push: target %+v, workspace %+v, server has %q", target, ws, git.Branch(ws.Branch))
+	}
+}
