@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -40,6 +41,7 @@ type (
 		err  error
 	}
 	turnSaved struct {
+		r         *remoteState // the workspace the turn was saved in
 		t         *turn
 		resp      *jsonrpc.Message
 		parent    string
@@ -197,7 +199,7 @@ func (s *Session) saveTurn(t *turn, resp *jsonrpc.Message) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 		defer cancel()
-		d := turnSaved{t: t, resp: resp}
+		d := turnSaved{r: r, t: t, resp: resp}
 		d.parent, _ = r.ws.Head(ctx)
 		d.head, d.changed, d.commitErr = r.ws.Commit(ctx, message)
 		if d.commitErr == nil && push && d.head != pushed {
@@ -211,7 +213,7 @@ func (s *Session) saveTurn(t *turn, resp *jsonrpc.Message) {
 // turnSaved logs the commit and the push, and ends the turn with target:
 // the result branch as the remote has it.
 func (s *Session) turnSaved(d turnSaved) {
-	r := s.remote
+	r := d.r // s.remote, unless the session was closed meanwhile
 	ws := r.ws
 	meta := map[string]any{"branch": ws.Branch}
 	switch {
@@ -281,7 +283,11 @@ func commitMessage(prompt []json.RawMessage, key string) string {
 		subject = "acphub: a turn of session " + key
 	}
 	if len(subject) > 72 {
-		subject, body = subject[:69]+"...", text
+		cut := 69
+		for cut > 0 && !utf8.RuneStart(subject[cut]) {
+			cut--
+		}
+		subject, body = subject[:cut]+"...", text
 	}
 	msg := subject
 	if body = strings.TrimSpace(body); body != "" {

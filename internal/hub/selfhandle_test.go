@@ -2,7 +2,9 @@ package hub
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/toolexec"
@@ -64,5 +66,28 @@ func TestToolError(t *testing.T) {
 	}
 	if e := toolError(&toolexec.Error{Reason: toolexec.ReasonPathOutside}); e.Code != api.CodePathOutsideRoot {
 		t.Errorf("path_outside_root: code %d", e.Code)
+	}
+}
+
+func TestCommitMessage(t *testing.T) {
+	t.Parallel()
+	block := func(text string) json.RawMessage {
+		b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
+		return b
+	}
+	long := strings.Repeat("é", 40) // 80 bytes
+	tests := []struct {
+		prompt []json.RawMessage
+		want   string
+	}{
+		{[]json.RawMessage{block("fix the login")}, "fix the login\n\nacphub-session: k\n"},
+		{[]json.RawMessage{block("subject\nbody one"), json.RawMessage(`{"type":"image","data":""}`), block("more")}, "subject\n\nbody one\nmore\n\nacphub-session: k\n"},
+		{nil, "acphub: a turn of session k\n\nacphub-session: k\n"},
+		{[]json.RawMessage{block(long)}, strings.Repeat("é", 34) + "...\n\n" + long + "\n\nacphub-session: k\n"},
+	}
+	for _, tt := range tests {
+		if got := commitMessage(tt.prompt, "k"); got != tt.want || !utf8.ValidString(got) {
+			t.Errorf("commitMessage = %q, want %q", got, tt.want)
+		}
 	}
 }
