@@ -26,6 +26,18 @@ func remoteParams(ref remoteRef) map[string]any {
 	return map[string]any{"cwd": "/nowhere/on/the/hub", "mcpServers": []any{}, "remote": ref}
 }
 
+// remoteSession starts a git server and a self_handle hub that allows
+// http remotes (with args), and joins client a to session "s" on the
+// server's main.
+func remoteSession(t *testing.T, args ...string) (*testutil.GitServer, *hubProc, *client, string) {
+	t.Helper()
+	git := testutil.NewGitServer(t)
+	h := selfHandleHub(t, append([]string{"--remote-scheme", "http"}, args...)...)
+	a := toolClient(h, "s", "a", nil, false)
+	sid := sessionIDOf(t, a.mustCall("session/new", remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main})))
+	return git, h, a, sid
+}
+
 // promptTarget prompts and returns the prompt response's target and the
 // agent's text.
 func promptTarget(t *testing.T, c *client, sid, prompt string) (*remoteRef, string, msg) {
@@ -172,10 +184,7 @@ func TestRemote_BadRemotesAreRefusedAndLeaveNothing(t *testing.T) {
 
 func TestRemote_FailedPushKeepsTheCommitAndRetries(t *testing.T) {
 	t.Parallel()
-	git := testutil.NewGitServer(t)
-	h := selfHandleHub(t, "--remote-scheme", "http")
-	a := toolClient(h, "s", "a", nil, false)
-	sid := sessionIDOf(t, a.mustCall("session/new", remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main})))
+	git, h, a, sid := remoteSession(t)
 	first, _, _ := promptTarget(t, a, sid, "/fs-write one.txt 1")
 	if first == nil {
 		t.Fatal("no target")
@@ -267,10 +276,7 @@ func TestRemote_FailedPushKeepsTheCommitAndRetries(t *testing.T) {
 // commits on top of the pushed branch.
 func TestRemote_SurvivesARestart(t *testing.T) {
 	t.Parallel()
-	git := testutil.NewGitServer(t)
-	h := selfHandleHub(t, "--remote-scheme", "http")
-	a := toolClient(h, "s", "a", nil, false)
-	sid := sessionIDOf(t, a.mustCall("session/new", remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main})))
+	git, h, a, sid := remoteSession(t)
 	before, _, _ := promptTarget(t, a, sid, "/fs-write one.txt 1")
 	h.restart()
 	b := toolClient(h, "s", "b", nil, false)
@@ -322,10 +328,7 @@ func TestRemote_TwoSessionsOnOneURLAtOnce(t *testing.T) {
 // leaves the hub: no target.
 func TestRemote_NoPush(t *testing.T) {
 	t.Parallel()
-	git := testutil.NewGitServer(t)
-	h := selfHandleHub(t, "--remote-scheme", "http", "--no-push", "--branch-prefix", "bot/")
-	a := toolClient(h, "s", "a", nil, false)
-	sid := sessionIDOf(t, a.mustCall("session/new", remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main})))
+	git, _, a, sid := remoteSession(t, "--no-push", "--branch-prefix", "bot/")
 	target, _, resp := promptTarget(t, a, sid, "/fs-write kept.txt local")
 	var meta struct {
 		Meta struct {
