@@ -175,10 +175,24 @@ func TestRemote_BadRemotesAreRefusedAndLeaveNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(git.Dir, "pwned")); err == nil {
 		t.Error("a hostile URL ran a command")
 	}
+	// The client may name the result branch, if git would accept it.
+	named := func(branch string) map[string]any {
+		p := remoteParams(ok)
+		p["_meta"] = map[string]any{"acphub.dev/resultBranch": branch}
+		return p
+	}
+	c := toolClient(h, "named", "c", nil, false)
+	if resp, _ := c.call("session/new", named("-x")); resp.Error == nil || !strings.Contains(string(resp.Error.Data), `"field":"_meta.acphub.dev/resultBranch"`) {
+		t.Errorf("result branch -x: %s", resp.raw)
+	}
+	resp, _ := c.call("session/new", named("agent/fix-login"))
+	if target, _, _ := promptTarget(t, c, sessionIDOf(t, resp), "/echo nothing"); target == nil || target.Branch != "agent/fix-login" || git.Branch("agent/fix-login") != git.Main {
+		t.Errorf("named result branch: target %+v", target)
+	}
 	// Only the good sessions have workspaces.
 	entries, _ := os.ReadDir(filepath.Join(h.dataDir, "workspaces"))
-	if len(entries) != len(tests) {
-		t.Errorf("%d workspaces for %d good sessions", len(entries), len(tests))
+	if len(entries) != len(tests)+1 {
+		t.Errorf("%d workspaces for %d good sessions", len(entries), len(tests)+1)
 	}
 }
 

@@ -102,15 +102,7 @@ func (s *Session) resultBranch(params []byte) (string, *jsonrpc.Error) {
 // session and checks it out in a goroutine; the session/new goes on to the
 // agent once it is there (workspaceOpened).
 func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
-	fail := func(e *jsonrpc.Error) {
-		s.newParams = nil
-		s.replyError(p, m.ID, e)
-		waiters := s.newWaiters
-		s.newWaiters = nil
-		for _, w := range waiters {
-			s.replyError(w.peer, w.id, e)
-		}
-	}
+	fail := func(e *jsonrpc.Error) { s.failNewSession(p, m.ID, e) }
 	if s.cfg.Workspaces == nil {
 		fail(errBadRemote("remote", "this hub does not run remote sessions"))
 		return
@@ -135,12 +127,24 @@ func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
 	}()
 }
 
+// failNewSession answers the session/new that was to create the session,
+// and every client waiting for it, with e; a later session/new tries again.
+func (s *Session) failNewSession(p *peer, id []byte, e *jsonrpc.Error) {
+	s.newParams = nil
+	s.replyError(p, id, e)
+	waiters := s.newWaiters
+	s.newWaiters = nil
+	for _, w := range waiters {
+		s.replyError(w.peer, w.id, e)
+	}
+}
+
 // remoteError turns a workspace error into the error of session/new.
 func remoteError(err error) *jsonrpc.Error {
 	var we *workspace.Error
 	if errors.As(err, &we) {
 		field := "remote." + we.Field
-		if we.Field == "branch" && strings.HasPrefix(we.Message, "result branch") {
+		if we.Field == workspace.FieldResultBranch {
 			field = "_meta.acphub.dev/resultBranch"
 		}
 		return errBadRemote(field, we.Message)
@@ -158,14 +162,7 @@ func remoteError(err error) *jsonrpc.Error {
 func (s *Session) workspaceOpened(o workspaceOpened) {
 	if o.err != nil {
 		s.log.Warn("remote checkout failed", "err", o.err)
-		e := remoteError(o.err)
-		s.newParams = nil
-		s.send(o.peer, jsonrpc.NewErrorResponse(o.msg.ID, e))
-		waiters := s.newWaiters
-		s.newWaiters = nil
-		for _, w := range waiters {
-			s.replyError(w.peer, w.id, e)
-		}
+		s.failNewSession(o.peer, o.msg.ID, remoteError(o.err))
 		return
 	}
 	ws := o.ws

@@ -29,8 +29,12 @@ type Rules struct {
 	Hosts []string
 }
 
+// FieldResultBranch is the Field of an Error about the result branch.
+const FieldResultBranch = "resultBranch"
+
 // Error is a remote that is refused: Field names the member of the
-// RemoteRef at fault ("type", "url", "branch", "revision").
+// RemoteRef at fault ("type", "url", "branch", "revision"), or is
+// FieldResultBranch for the branch Open was to create.
 type Error struct {
 	Field   string
 	Message string

@@ -137,7 +137,7 @@ func (m *Manager) Open(ctx context.Context, name string, ref Ref, branch string)
 		return nil, err
 	}
 	if err := CheckBranch(branch); err != nil {
-		return nil, &Error{Field: "branch", Message: "result branch: " + err.Error()}
+		return nil, &Error{Field: FieldResultBranch, Message: err.Error()}
 	}
 	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return nil, fmt.Errorf("workspace: bad name %q", name)

@@ -127,7 +127,7 @@ func TestWorkspace_OpenFailsCleanly(t *testing.T) {
 		{"revision not hex", workspace.Ref{Type: "git", URL: s.URL, Branch: "main", Revision: "main"}, "r", "revision"},
 		{"no such branch", workspace.Ref{Type: "git", URL: s.URL, Branch: "nope", Revision: s.Main}, "r", ""},
 		{"unreachable host", workspace.Ref{Type: "git", URL: deadURL, Branch: "main", Revision: s.Main}, "r", ""},
-		{"bad result branch", workspace.Ref{Type: "git", URL: s.URL, Branch: "main", Revision: s.Main}, "-r", "branch"},
+		{"bad result branch", workspace.Ref{Type: "git", URL: s.URL, Branch: "main", Revision: s.Main}, "-r", workspace.FieldResultBranch},
 		{"ext transport", workspace.Ref{Type: "git", URL: "ext::sh -c touch% pwned", Branch: "main", Revision: s.Main}, "r", "url"},
 	}
 	for _, tt := range tests {
