@@ -567,7 +567,7 @@ func TestSelfHandle_TerminalFloodWaitsForClients(t *testing.T) {
 	}
 }
 
-func TestServe_RefusesBadSelfHandleSettings(t *testing.T) {
+func TestServe_RefusesBadClientToolAndRemoteSettings(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "acphub.toml")
@@ -581,6 +581,8 @@ func TestServe_RefusesBadSelfHandleSettings(t *testing.T) {
 		{[]string{"--config", conf}, `self_handle_deny: toolexec: deny pattern "[unclosed"`},
 		{[]string{"--max-terminals", "-1"}, "must not be negative"},
 		{[]string{"--client-queue", "1000000", "--max-terminal-output", "300000"}, "over a quarter of --client-queue"},
+		{[]string{"--remote-scheme", "ext"}, `--remote-scheme "ext": want https, http, ssh or file`},
+		{[]string{"--branch-prefix", "-bad/"}, `--branch-prefix "-bad/" makes bad branch names`},
 	} {
 		cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}, tt.args...)...)
 		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir)
