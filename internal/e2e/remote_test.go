@@ -359,3 +359,56 @@ func TestRemote_NoPush(t *testing.T) {
 		t.Errorf("--no-push: target %+v, workspace %+v, server has %q", target, ws, git.Branch(ws.Branch))
 	}
 }
+
+// A remote session whose workspace was deleted while the hub was down gets
+// it back when its agent starts: from the cache, with the commit that was
+// not pushed, and, once the cache is gone too, from the pushed branch.
+func TestRemote_DeletedWorkspaceIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	git, h, a, sid := remoteSession(t)
+	first, _, _ := promptTarget(t, a, sid, "/fs-write one.txt 1")
+	git.Stop()
+	_, _, resp := promptTarget(t, a, sid, "/fs-write two.txt 2")
+	var meta struct {
+		Meta struct {
+			Workspace struct {
+				Revision string `json:"revision"`
+			} `json:"acphub.dev/workspace"`
+		} `json:"_meta"`
+	}
+	_ = json.Unmarshal(resp.Result, &meta)
+	unpushed := meta.Meta.Workspace.Revision
+	git.Start()
+
+	rejoin := func(peer string) *client {
+		c := toolClient(h, "s", peer, nil, false)
+		c.mustCall("session/load", map[string]any{"sessionId": sid, "cwd": "/nowhere", "mcpServers": []any{}})
+		return c
+	}
+	h.stop()
+	if err := os.RemoveAll(filepath.Join(h.dataDir, "workspaces")); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	b := rejoin("b")
+	three, _, _ := promptTarget(t, b, sid, "/fs-write three.txt 3")
+	if three == nil || testutil.Git(t, git.Bare(), "rev-parse", three.Revision+"^") != unpushed {
+		t.Fatalf("after the workspace was deleted: target %+v, want a commit on top of the unpushed %s", three, unpushed)
+	}
+
+	h.stop()
+	for _, dir := range []string{"workspaces", "git-cache"} {
+		if err := os.RemoveAll(filepath.Join(h.dataDir, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.start()
+	c := rejoin("c")
+	four, _, _ := promptTarget(t, c, sid, "/fs-write four.txt 4")
+	if four == nil || four.Branch != first.Branch || testutil.Git(t, git.Bare(), "rev-parse", four.Revision+"^") != three.Revision {
+		t.Fatalf("after the cache was deleted too: target %+v, want a commit on top of %s", four, three.Revision)
+	}
+	if got := testutil.Git(t, git.Bare(), "ls-tree", "--name-only", four.Revision); got != "README\nfour.txt\none.txt\nthree.txt\ntwo.txt" {
+		t.Errorf("files on the branch: %q", got)
+	}
+}

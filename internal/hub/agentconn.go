@@ -112,6 +112,12 @@ func (s *Session) withAgent(do func(), fail func(*jsonrpc.Error)) {
 			fail(errNotInitialized())
 			return
 		}
+		if s.lost != nil {
+			// A remote session whose workspace is gone: the agent starts
+			// in it once it is made again.
+			s.reopenWorkspace(do, fail)
+			return
+		}
 		if err := s.startAgent(); err != nil {
 			fail(errAgentStart(err.Error(), ""))
 			return

@@ -32,6 +32,15 @@ type remoteState struct {
 	pushed string // the revision the remote's result branch is at, "" before the first push
 }
 
+// lostWorkspace is a remote session's workspace that was not on disk when
+// the hub opened the session: it is made again before the agent starts.
+type lostWorkspace struct {
+	cloned  *api.WorkspaceCloned
+	pushed  string
+	waiting []func(*jsonrpc.Error) // what waits for it: nil when it is back
+	busy    bool                   // a reopen runs
+}
+
 // Messages from git goroutines to the actor.
 type (
 	workspaceOpened struct {
@@ -39,6 +48,10 @@ type (
 		msg  *jsonrpc.Message
 		ws   *workspace.Workspace
 		err  error
+	}
+	workspaceReopened struct {
+		ws  *workspace.Workspace
+		err error
 	}
 	turnSaved struct {
 		r         *remoteState // the workspace the turn was saved in
@@ -125,6 +138,52 @@ func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
 		ws, err := s.cfg.Workspaces.Open(ctx, name, ref, branch)
 		s.postTool(workspaceOpened{peer: p, msg: m, ws: ws, err: err})
 	}()
+}
+
+// reopenWorkspace makes a lost workspace again in a goroutine, then goes
+// on with withAgent(do, fail); fail runs if it cannot be made.
+func (s *Session) reopenWorkspace(do func(), fail func(*jsonrpc.Error)) {
+	l := s.lost
+	l.waiting = append(l.waiting, func(e *jsonrpc.Error) {
+		if e != nil {
+			fail(e)
+			return
+		}
+		s.withAgent(do, fail)
+	})
+	if l.busy {
+		return
+	}
+	l.busy = true
+	c := l.cloned
+	ref := workspace.Ref{Type: "git", URL: c.URL, Branch: c.Branch, Revision: c.Revision}
+	s.log.Info("remote session: making its workspace again", "dir", c.Dir)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+		defer cancel()
+		ws, err := s.cfg.Workspaces.Reopen(ctx, c.Dir, ref, c.ResultBranch, l.pushed)
+		s.postTool(workspaceReopened{ws: ws, err: err})
+	}()
+}
+
+// workspaceReopened lets what waited for a lost workspace go on, or fail.
+func (s *Session) workspaceReopened(r workspaceReopened) {
+	l := s.lost
+	waiting := l.waiting
+	l.waiting, l.busy = nil, false
+	var e *jsonrpc.Error
+	if r.err != nil {
+		s.log.Warn("remote session: its workspace could not be made again", "err", r.err)
+		e = remoteError(r.err)
+	} else {
+		s.lost = nil
+		s.remote = &remoteState{ws: r.ws, pushed: l.pushed}
+		c := l.cloned
+		s.record("", &api.WorkspaceCloned{URL: c.URL, Branch: c.Branch, Revision: c.Revision, ResultBranch: c.ResultBranch, Dir: r.ws.Dir})
+	}
+	for _, w := range waiting {
+		w(e)
+	}
 }
 
 // failNewSession answers the session/new that was to create the session,

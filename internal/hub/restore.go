@@ -107,7 +107,8 @@ func (s *Session) restore(p *prior) {
 		ref := workspace.Ref{Type: "git", URL: w.URL, Branch: w.Branch, Revision: w.Revision}
 		ws, err := s.cfg.Workspaces.Existing(w.Dir, ref, w.ResultBranch)
 		if err != nil {
-			s.log.Warn("remote session: its workspace is gone; turns are no longer committed", "dir", w.Dir, "err", err)
+			s.log.Info("remote session: its workspace is gone; it is made again when the agent starts", "dir", w.Dir)
+			s.lost = &lostWorkspace{cloned: w, pushed: p.pushed}
 			return
 		}
 		s.remote = &remoteState{ws: ws, pushed: p.pushed}

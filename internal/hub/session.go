@@ -90,7 +90,8 @@ type Session struct {
 	tools       *toolHost
 	outputCarry map[string][]byte
 
-	remote *remoteState // a remote session's workspace, or nil
+	remote *remoteState   // a remote session's workspace, or nil
+	lost   *lostWorkspace // a remote session's workspace to make again, or nil
 
 	msg     *message // text chunks collected for the log
 	tails   []*tail  // event subscribers
@@ -372,6 +373,8 @@ func (s *Session) handle(msg any) {
 		s.turnSaved(m)
 	case workspaceEnded:
 		s.workspaceEnded(m)
+	case workspaceReopened:
+		s.workspaceReopened(m)
 	}
 	s.reapDropped()
 	s.updateActive()

@@ -179,6 +179,45 @@ func (m *Manager) Open(ctx context.Context, name string, ref Ref, branch string)
 	return &Workspace{m: m, Dir: dir, cache: cache, Remote: ref, Branch: branch}, nil
 }
 
+// Reopen makes dir, a workspace Open made for ref on branch and that is
+// gone, again: on the branch as the cache still has it (commits not pushed
+// included), or, when the cache lost it too, from the remote: its result
+// branch at pushed, or ref itself when nothing was pushed.
+func (m *Manager) Reopen(ctx context.Context, dir string, ref Ref, branch, pushed string) (*Workspace, error) {
+	if ws, ok, err := m.reattach(ctx, dir, ref, branch); ok {
+		return ws, err
+	}
+	from := ref
+	if pushed != "" {
+		from.Branch, from.Revision = branch, pushed
+	}
+	ws, err := m.Open(ctx, filepath.Base(dir), from, branch)
+	if ws != nil {
+		ws.Remote = ref
+	}
+	return ws, err
+}
+
+// reattach checks branch out in dir again when the cache still has it; ok
+// says whether it tried.
+func (m *Manager) reattach(ctx context.Context, dir string, ref Ref, branch string) (ws *Workspace, ok bool, err error) {
+	cache := m.cacheDir(ref.URL)
+	unlock := m.lockCache(cache)
+	defer unlock()
+	if _, err := os.Stat(cache); err != nil {
+		return nil, false, nil
+	}
+	_, _ = m.git(ctx, cache, "worktree", "prune")
+	if _, err := m.git(ctx, cache, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
+		return nil, false, nil
+	}
+	if _, err := m.git(ctx, cache, "worktree", "add", "--quiet", "--", dir, branch); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, true, err
+	}
+	return &Workspace{m: m, Dir: dir, cache: cache, Remote: ref, Branch: branch}, true, nil
+}
+
 func (m *Manager) hasCommit(ctx context.Context, repo, rev string) bool {
 	_, err := m.git(ctx, repo, "cat-file", "-e", rev+"^{commit}")
 	return err == nil

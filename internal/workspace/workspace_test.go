@@ -189,3 +189,61 @@ func TestWorkspace_ConcurrentSessionsShareTheCache(t *testing.T) {
 	}
 	testutil.Git(t, caches[0], "fsck", "--no-progress")
 }
+
+// A workspace that is gone is made again: from the cache's branch, with
+// the commits not pushed yet, or from the remote when the cache is gone too.
+func TestWorkspace_Reopen(t *testing.T) {
+	t.Parallel()
+	s := testutil.NewGitServer(t)
+	m := newManager(t)
+	ctx := context.Background()
+	ref := workspace.Ref{Type: "git", URL: s.URL, Branch: "main", Revision: s.Main}
+	w, err := m.Open(ctx, "s1", ref, "acphub/s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(w *workspace.Workspace, name string) string {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(w.Dir, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		head, _, err := w.Commit(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return head
+	}
+	pushed := write(w, "pushed.txt")
+	if err := w.Push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	local := write(w, "local.txt")
+
+	// The checkout is deleted: the cache still has the local commit.
+	if err := os.RemoveAll(w.Dir); err != nil {
+		t.Fatal(err)
+	}
+	w2, err := m.Reopen(ctx, w.Dir, ref, "acphub/s1", pushed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head, _ := w2.Head(ctx); head != local || w2.Dir != w.Dir {
+		t.Fatalf("reopened at %s in %s, want the local commit %s in %s", head, w2.Dir, local, w.Dir)
+	}
+
+	// The cache is gone too: the remote's result branch is the start.
+	if err := os.RemoveAll(m.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	w3, err := m.Reopen(ctx, w.Dir, ref, "acphub/s1", pushed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head, _ := w3.Head(ctx); head != pushed || w3.Remote != ref {
+		t.Fatalf("reopened from the remote at %s (remote %+v), want %s", head, w3.Remote, pushed)
+	}
+	next := write(w3, "next.txt")
+	if err := w3.Push(ctx); err != nil || s.Branch("acphub/s1") != next {
+		t.Fatalf("push after reopening: %v, server at %s", err, s.Branch("acphub/s1"))
+	}
+}
