@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,24 +263,23 @@ func TestRemote_FailedPushKeepsTheCommitAndRetries(t *testing.T) {
 		t.Fatalf("workspaces %v", dirs)
 	}
 	a.mustCall("session/close", map[string]any{"sessionId": sid})
-	deadline := time.Now().Add(testTimeout)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(dirs[0]); err != nil {
-			break
+	var tail []string
+	for deadline := time.Now().Add(testTimeout); !slices.Contains(tail, "workspace.removed"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no workspace.removed after session/close; workspace events %v", tail)
 		}
-		time.Sleep(10 * time.Millisecond)
+		tail = tail[:0]
+		for _, e := range h.readLog("s") {
+			if strings.HasPrefix(e.Type, "workspace.") {
+				tail = append(tail, e.Type)
+			}
+		}
 	}
 	if _, err := os.Stat(dirs[0]); err == nil {
-		t.Fatalf("the workspace is still there after session/close")
+		t.Errorf("the workspace is still there after session/close")
 	}
 	if git.Branch(first.Branch) != last {
 		t.Errorf("after close the server has %s, want the last commit %s", git.Branch(first.Branch), last)
-	}
-	var tail []string
-	for _, e := range h.readLog("s") {
-		if strings.HasPrefix(e.Type, "workspace.") {
-			tail = append(tail, e.Type)
-		}
 	}
 	if n := len(tail); n < 2 || tail[n-2] != "workspace.pushed" || tail[n-1] != "workspace.removed" {
 		t.Errorf("workspace events end with %v, want pushed then removed", tail)
