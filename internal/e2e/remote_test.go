@@ -39,6 +39,27 @@ func remoteSession(t *testing.T, args ...string) (*testutil.GitServer, *hubProc,
 	return git, h, a, sid
 }
 
+// workspaceMeta is _meta["acphub.dev/workspace"] of a prompt response.
+type workspaceMeta struct {
+	Branch    string `json:"branch"`
+	Revision  string `json:"revision"`
+	Pushed    bool   `json:"pushed"`
+	PushError string `json:"pushError"`
+}
+
+func workspaceOf(t *testing.T, resp msg) workspaceMeta {
+	t.Helper()
+	var r struct {
+		Meta struct {
+			Workspace *workspaceMeta `json:"acphub.dev/workspace"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.Meta.Workspace == nil {
+		t.Fatalf("no _meta acphub.dev/workspace in %s", resp.raw)
+	}
+	return *r.Meta.Workspace
+}
+
 // promptTarget prompts and returns the prompt response's target and the
 // agent's text.
 func promptTarget(t *testing.T, c *client, sid, prompt string) (*remoteRef, string, msg) {
@@ -212,17 +233,7 @@ func TestRemote_FailedPushKeepsTheCommitAndRetries(t *testing.T) {
 	if still == nil || *still != *first {
 		t.Errorf("target while the server is down: %+v, want %+v", still, first)
 	}
-	var meta struct {
-		Meta struct {
-			Workspace struct {
-				Revision  string `json:"revision"`
-				Pushed    bool   `json:"pushed"`
-				PushError string `json:"pushError"`
-			} `json:"acphub.dev/workspace"`
-		} `json:"_meta"`
-	}
-	_ = json.Unmarshal(resp.Result, &meta)
-	ws := meta.Meta.Workspace
+	ws := workspaceOf(t, resp)
 	if ws.Pushed || ws.PushError == "" || ws.Revision == first.Revision {
 		t.Errorf("_meta while the server is down: %+v", ws)
 	}
@@ -255,8 +266,7 @@ func TestRemote_FailedPushKeepsTheCommitAndRetries(t *testing.T) {
 	// pushes that, then removes the workspace.
 	git.Stop()
 	_, _, resp = promptTarget(t, a, sid, "/fs-write three.txt 3")
-	_ = json.Unmarshal(resp.Result, &meta)
-	last := meta.Meta.Workspace.Revision
+	last := workspaceOf(t, resp).Revision
 	git.Start()
 	dirs, _ := filepath.Glob(filepath.Join(h.dataDir, "workspaces", "*"))
 	if len(dirs) != 1 {
@@ -344,17 +354,7 @@ func TestRemote_NoPush(t *testing.T) {
 	t.Parallel()
 	git, _, a, sid := remoteSession(t, "--no-push", "--branch-prefix", "bot/")
 	target, _, resp := promptTarget(t, a, sid, "/fs-write kept.txt local")
-	var meta struct {
-		Meta struct {
-			Workspace struct {
-				Branch   string `json:"branch"`
-				Revision string `json:"revision"`
-				Pushed   bool   `json:"pushed"`
-			} `json:"acphub.dev/workspace"`
-		} `json:"_meta"`
-	}
-	_ = json.Unmarshal(resp.Result, &meta)
-	ws := meta.Meta.Workspace
+	ws := workspaceOf(t, resp)
 	if target != nil || ws.Pushed || !strings.HasPrefix(ws.Branch, "bot/s-") || ws.Revision == git.Main || git.Branch(ws.Branch) != "" {
 		t.Errorf("--no-push: target %+v, workspace %+v, server has %q", target, ws, git.Branch(ws.Branch))
 	}
@@ -369,15 +369,7 @@ func TestRemote_DeletedWorkspaceIsMadeAgain(t *testing.T) {
 	first, _, _ := promptTarget(t, a, sid, "/fs-write one.txt 1")
 	git.Stop()
 	_, _, resp := promptTarget(t, a, sid, "/fs-write two.txt 2")
-	var meta struct {
-		Meta struct {
-			Workspace struct {
-				Revision string `json:"revision"`
-			} `json:"acphub.dev/workspace"`
-		} `json:"_meta"`
-	}
-	_ = json.Unmarshal(resp.Result, &meta)
-	unpushed := meta.Meta.Workspace.Revision
+	unpushed := workspaceOf(t, resp).Revision
 	git.Start()
 
 	rejoin := func(peer string) *client {
