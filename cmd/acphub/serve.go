@@ -344,7 +344,6 @@ func workspaceManager(cfg *config.Config) (*workspace.Manager, error) {
 	return workspace.New(workspace.Options{
 		Dir:         cfg.DataDir,
 		Rules:       workspace.Rules{Schemes: cfg.RemoteSchemes, Hosts: cfg.RemoteHosts},
-		Env:         agent.Environ(),
 		AuthorName:  cfg.GitAuthorName,
 		AuthorEmail: cfg.GitAuthorEmail,
 	}), nil

@@ -57,6 +57,7 @@ type (
 		r         *remoteState // the workspace the turn was saved in
 		t         *turn
 		resp      *jsonrpc.Message
+		message   string
 		parent    string
 		head      string
 		changed   bool
@@ -87,9 +88,10 @@ func errBadRemote(field, msg string) *jsonrpc.Error {
 var resultBranchRE = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // resultBranch is the branch a remote session pushes: the client's choice
-// in _meta, or the prefix, the session key and a random suffix, so that a
-// key used again never meets an old session's branch.
-func (s *Session) resultBranch(params []byte) (string, *jsonrpc.Error) {
+// in _meta (workspace.Open checks it), or the prefix, the session key and a
+// random suffix, so that a key used again never meets an old session's
+// branch.
+func (s *Session) resultBranch(params []byte) string {
 	var p struct {
 		Meta struct {
 			Branch *string `json:"acphub.dev/resultBranch"`
@@ -97,10 +99,7 @@ func (s *Session) resultBranch(params []byte) (string, *jsonrpc.Error) {
 	}
 	_ = json.Unmarshal(params, &p)
 	if p.Meta.Branch != nil {
-		if err := workspace.CheckBranch(*p.Meta.Branch); err != nil {
-			return "", errBadRemote("_meta.acphub.dev/resultBranch", err.Error())
-		}
-		return *p.Meta.Branch, nil
+		return *p.Meta.Branch
 	}
 	key := strings.Trim(resultBranchRE.ReplaceAllString(s.key, "-"), ".-")
 	if len(key) > 40 {
@@ -108,27 +107,19 @@ func (s *Session) resultBranch(params []byte) (string, *jsonrpc.Error) {
 	}
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	return s.cfg.BranchPrefix + key + "-" + hex.EncodeToString(b[:]), nil
+	return s.cfg.BranchPrefix + key + "-" + hex.EncodeToString(b[:])
 }
 
-// openRemote validates the remote of the session/new that creates the
-// session and checks it out in a goroutine; the session/new goes on to the
-// agent once it is there (workspaceOpened).
+// openRemote checks the remote of the session/new that creates the
+// session out in a goroutine (workspace.Open validates it before git
+// runs); the session/new goes on to the agent once it is there
+// (workspaceOpened).
 func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
-	fail := func(e *jsonrpc.Error) { s.failNewSession(p, m.ID, e) }
 	if s.cfg.Workspaces == nil {
-		fail(errBadRemote("remote", "this hub does not run remote sessions"))
+		s.failNewSession(p, m.ID, errBadRemote("remote", "this hub does not run remote sessions"))
 		return
 	}
-	if _, err := s.cfg.Workspaces.Rules().Validate(ref); err != nil {
-		fail(remoteError(err))
-		return
-	}
-	branch, e := s.resultBranch(m.Params)
-	if e != nil {
-		fail(e)
-		return
-	}
+	branch := s.resultBranch(m.Params)
 	name := s.key + "-" + branch[strings.LastIndexByte(branch, '/')+1:]
 	name = resultBranchRE.ReplaceAllString(name, "-")
 	s.log.Info("checking out a remote", "url", ref.URL, "branch", ref.Branch, "revision", ref.Revision, "result_branch", branch)
@@ -255,7 +246,7 @@ func (s *Session) saveTurn(t *turn, resp *jsonrpc.Message) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 		defer cancel()
-		d := turnSaved{r: r, t: t, resp: resp}
+		d := turnSaved{r: r, t: t, resp: resp, message: message}
 		d.parent, _ = r.ws.Head(ctx)
 		d.head, d.changed, d.commitErr = r.ws.Commit(ctx, message)
 		if d.commitErr == nil && push && d.head != pushed {
@@ -271,16 +262,16 @@ func (s *Session) saveTurn(t *turn, resp *jsonrpc.Message) {
 func (s *Session) turnSaved(d turnSaved) {
 	r := d.r // s.remote, unless the session was closed meanwhile
 	ws := r.ws
-	meta := map[string]any{"branch": ws.Branch}
+	meta := workspaceMeta{Branch: ws.Branch}
 	switch {
 	case d.commitErr != nil:
 		s.log.Error("remote session: commit failed", "err", d.commitErr)
-		meta["error"] = d.commitErr.Error()
+		meta.Error = d.commitErr.Error()
 		s.record("", &api.HubError{Reason: "workspace_commit_failed", Message: d.commitErr.Error()})
 	default:
-		meta["revision"] = d.head
+		meta.Revision = d.head
 		if d.changed {
-			s.record("", &api.WorkspaceCommitted{Revision: d.head, Parent: d.parent, Message: commitMessage(d.t.prompt, s.key)})
+			s.record("", &api.WorkspaceCommitted{Revision: d.head, Parent: d.parent, Message: d.message})
 		}
 		switch {
 		case d.pushed:
@@ -288,11 +279,11 @@ func (s *Session) turnSaved(d turnSaved) {
 			s.record("", &api.WorkspacePushed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: d.head})
 		case d.pushErr != nil:
 			s.log.Warn("remote session: push failed; the next turn tries again", "err", d.pushErr)
-			meta["pushError"] = d.pushErr.Error()
+			meta.PushError = d.pushErr.Error()
 			s.record("", &api.WorkspacePushFailed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: d.head, Error: d.pushErr.Error()})
 		}
 	}
-	meta["pushed"] = r.pushed != "" && r.pushed == meta["revision"]
+	meta.Pushed = r.pushed != "" && r.pushed == meta.Revision
 	var target json.RawMessage
 	if r.pushed != "" {
 		target = mustJSON(workspace.Ref{Type: "git", URL: ws.Remote.URL, Branch: ws.Branch, Revision: r.pushed})
@@ -316,6 +307,16 @@ func (s *Session) turnSaved(d turnSaved) {
 	s.endTurn(d.t, &answered, target)
 }
 
+// workspaceMeta is _meta["acphub.dev/workspace"] of a remote session's
+// prompt response.
+type workspaceMeta struct {
+	Branch    string `json:"branch"`
+	Revision  string `json:"revision,omitempty"`  // the local head
+	Pushed    bool   `json:"pushed"`              // the remote has the head
+	PushError string `json:"pushError,omitempty"` // why this turn's push failed
+	Error     string `json:"error,omitempty"`     // why the commit failed
+}
+
 // commitMessage is the commit message of a turn: the prompt's text, its
 // first line as the subject.
 func commitMessage(prompt []json.RawMessage, key string) string {
@@ -330,26 +331,30 @@ func commitMessage(prompt []json.RawMessage, key string) string {
 			b.WriteString("\n")
 		}
 	}
-	text := strings.TrimSpace(b.String())
-	if len(text) > 8<<10 {
-		text = text[:8<<10]
-	}
+	text := cutUTF8(strings.TrimSpace(b.String()), 8<<10)
 	subject, body, _ := strings.Cut(text, "\n")
 	if subject == "" {
 		subject = "acphub: a turn of session " + key
 	}
 	if len(subject) > 72 {
-		cut := 69
-		for cut > 0 && !utf8.RuneStart(subject[cut]) {
-			cut--
-		}
-		subject, body = subject[:cut]+"...", text
+		subject, body = cutUTF8(subject, 69)+"...", text
 	}
 	msg := subject
 	if body = strings.TrimSpace(body); body != "" {
 		msg += "\n\n" + body
 	}
 	return msg + "\n\nacphub-session: " + key + "\n"
+}
+
+// cutUTF8 returns s cut to at most n bytes, on a character boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // workspaceEnded reports what became of a remote session's workspace when

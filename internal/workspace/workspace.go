@@ -22,11 +22,6 @@ type Options struct {
 	// workspaces (Dir/workspaces/NAME).
 	Dir   string
 	Rules Rules
-	// Git is the git program; "" means "git" from PATH.
-	Git string
-	// Env is the environment git runs with; nil means acphub's own. Every
-	// ACPHUB_* variable is removed either way, and prompts are disabled.
-	Env []string
 	// AuthorName and AuthorEmail sign acphub's commits; "" means "acphub"
 	// and "acphub@localhost".
 	AuthorName, AuthorEmail string
@@ -35,6 +30,7 @@ type Options struct {
 // Manager creates and removes workspaces. It is safe for concurrent use.
 type Manager struct {
 	opts Options
+	env  []string // git's: acphub's own without ACPHUB_*, prompts disabled
 
 	mu     sync.Mutex             // guards caches
 	caches map[string]*sync.Mutex // one lock per cache directory
@@ -42,16 +38,10 @@ type Manager struct {
 
 // New returns a Manager.
 func New(opts Options) *Manager {
-	if opts.Git == "" {
-		opts.Git = "git"
-	}
-	if opts.Env == nil {
-		opts.Env = os.Environ()
-	}
-	opts.Env = slices.DeleteFunc(slices.Clone(opts.Env), func(kv string) bool { return strings.HasPrefix(kv, "ACPHUB_") })
-	opts.Env = append(opts.Env, "GIT_TERMINAL_PROMPT=0", "GCM_INTERACTIVE=never", "GIT_PROTOCOL_FROM_USER=0")
-	if !slices.ContainsFunc(opts.Env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_SSH_COMMAND=") }) {
-		opts.Env = append(opts.Env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "ACPHUB_") })
+	env = append(env, "GIT_TERMINAL_PROMPT=0", "GCM_INTERACTIVE=never", "GIT_PROTOCOL_FROM_USER=0")
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_SSH_COMMAND=") }) {
+		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
 	}
 	if opts.AuthorName == "" {
 		opts.AuthorName = "acphub"
@@ -59,7 +49,7 @@ func New(opts Options) *Manager {
 	if opts.AuthorEmail == "" {
 		opts.AuthorEmail = "acphub@localhost"
 	}
-	return &Manager{opts: opts, caches: make(map[string]*sync.Mutex)}
+	return &Manager{opts: opts, env: env, caches: make(map[string]*sync.Mutex)}
 }
 
 // Workspace is a checkout of a remote's revision on a result branch.
@@ -94,8 +84,8 @@ func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, 
 		full = append(full, "-c", "protocol."+s+".allow=always")
 	}
 	full = append(full, args...)
-	cmd := exec.CommandContext(ctx, m.opts.Git, full...)
-	cmd.Dir, cmd.Env = dir, m.opts.Env
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Dir, cmd.Env = dir, m.env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -283,9 +273,6 @@ func (m *Manager) Existing(dir string, ref Ref, branch string) (*Workspace, erro
 	}
 	return &Workspace{m: m, Dir: dir, cache: m.cacheDir(ref.URL), Remote: ref, Branch: branch}, nil
 }
-
-// Rules returns the rules remotes are checked against.
-func (m *Manager) Rules() Rules { return m.opts.Rules }
 
 // Dir returns the directory the manager keeps caches and workspaces in.
 func (m *Manager) Dir() string { return m.opts.Dir }
