@@ -885,7 +885,7 @@ func (v *WorkspaceRemoved) MarshalJSON() ([]byte, error) { return v.AppendJSON(n
 
 // HubError: Something went wrong that no client request was waiting for.
 type HubError struct {
-	// What went wrong: agent_bad_frame (a line from the agent that is not a valid JSON-RPC message, dropped), agent_frame_too_large (a line over the frame limit, dropped), agent_unknown_response (a response to no request the hub sent, dropped). New reasons may be added.
+	// What went wrong: agent_bad_frame (a line from the agent that is not a valid JSON-RPC message, dropped), agent_frame_too_large (a line over the frame limit, dropped), agent_unknown_response (a response to no request the hub sent, dropped). workspace_commit_failed (a remote session's turn could not be committed), workspace_remove_failed (a closed remote session's workspace could not be removed). New reasons may be added.
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }

@@ -45,6 +45,7 @@ type workspaceMeta struct {
 	Revision  string `json:"revision"`
 	Pushed    bool   `json:"pushed"`
 	PushError string `json:"pushError"`
+	Error     string `json:"error"`
 }
 
 func workspaceOf(t *testing.T, resp msg) workspaceMeta {
@@ -348,6 +349,33 @@ func TestRemote_TwoSessionsOnOneURLAtOnce(t *testing.T) {
 	testutil.Git(t, caches[0], "fsck", "--no-progress")
 }
 
+// A commit that fails is reported in the answer's _meta and the log; the
+// turn still ends, and the target stays where the remote is.
+func TestRemote_FailedCommitIsReported(t *testing.T) {
+	t.Parallel()
+	_, h, a, sid := remoteSession(t)
+	first, _, _ := promptTarget(t, a, sid, "/fs-write one.txt 1")
+	dirs, _ := filepath.Glob(filepath.Join(h.dataDir, "workspaces", "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("workspaces %v", dirs)
+	}
+	// The checkout loses its link to the repository.
+	if err := os.Remove(filepath.Join(dirs[0], ".git")); err != nil {
+		t.Fatal(err)
+	}
+	target, _, resp := promptTarget(t, a, sid, "/fs-write two.txt 2")
+	if ws := workspaceOf(t, resp); ws.Error == "" || ws.Pushed || target == nil || *target != *first {
+		t.Errorf("after a failed commit: _meta %+v, target %+v (want %+v)", ws, target, first)
+	}
+	var failed bool
+	for _, e := range h.readLog("s") {
+		failed = failed || e.Type == "hub.error" && strings.Contains(string(e.Data), `"workspace_commit_failed"`)
+	}
+	if !failed {
+		t.Error("no hub.error workspace_commit_failed in the log")
+	}
+}
+
 // With --no-push the turns are committed in the workspace and nothing
 // leaves the hub: no target.
 func TestRemote_NoPush(t *testing.T) {
@@ -396,6 +424,14 @@ func TestRemote_DeletedWorkspaceIsMadeAgain(t *testing.T) {
 	}
 	h.start()
 	c := rejoin("c")
+	// With the cache gone and the server down, the workspace cannot be
+	// made: the prompt fails with clone_failed, and the next one retries.
+	git.Stop()
+	_, ms := turnText(c, sid, "/echo no workspace")
+	if resp := lastOf(ms); resp.Error == nil || resp.Error.Code != -32037 || resp.reason() != "clone_failed" {
+		t.Fatalf("a prompt while the workspace cannot be made: %s, want -32037 clone_failed", resp.raw)
+	}
+	git.Start()
 	four, _, _ := promptTarget(t, c, sid, "/fs-write four.txt 4")
 	if four == nil || four.Branch != first.Branch || testutil.Git(t, git.Bare(), "rev-parse", four.Revision+"^") != three.Revision {
 		t.Fatalf("after the cache was deleted too: target %+v, want a commit on top of %s", four, three.Revision)
