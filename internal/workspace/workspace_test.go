@@ -19,15 +19,23 @@ func newManager(t *testing.T) *workspace.Manager {
 	return workspace.New(workspace.Options{Dir: t.TempDir(), Rules: workspace.Rules{Schemes: []string{"http"}}, AuthorName: "acphub test", AuthorEmail: "hub@test"})
 }
 
-func TestWorkspace_OpenCommitPush(t *testing.T) {
-	t.Parallel()
+// openMain starts a server and opens its main in workspace s1 on the
+// branch acphub/s1.
+func openMain(t *testing.T) (*testutil.GitServer, *workspace.Manager, *workspace.Workspace) {
+	t.Helper()
 	s := testutil.NewGitServer(t)
 	m := newManager(t)
-	ctx := context.Background()
-	w, err := m.Open(ctx, "s1", workspace.Ref{Type: "git", URL: s.URL, Branch: "main", Revision: s.Main}, "acphub/s1")
+	w, err := m.Open(context.Background(), "s1", workspace.Ref{Type: "git", URL: s.URL, Branch: "main", Revision: s.Main}, "acphub/s1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, m, w
+}
+
+func TestWorkspace_OpenCommitPush(t *testing.T) {
+	t.Parallel()
+	s, _, w := openMain(t)
+	ctx := context.Background()
 	if b, err := os.ReadFile(filepath.Join(w.Dir, "README")); err != nil || string(b) != "hello\n" {
 		t.Fatalf("checkout: %q %v", b, err)
 	}
@@ -78,13 +86,8 @@ func TestWorkspace_OpenCommitPush(t *testing.T) {
 
 func TestWorkspace_RefusedPushKeepsTheCommit(t *testing.T) {
 	t.Parallel()
-	s := testutil.NewGitServer(t)
-	m := newManager(t)
+	s, _, w := openMain(t)
 	ctx := context.Background()
-	w, err := m.Open(ctx, "s1", workspace.Ref{Type: "git", URL: s.URL, Branch: "main", Revision: s.Main}, "acphub/s1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Someone else put the result branch elsewhere: not a fast-forward.
 	bare := s.Bare()
 	other := testutil.Git(t, bare, "commit-tree", "-m", "other", s.Main+"^{tree}")
