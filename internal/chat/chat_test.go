@@ -147,9 +147,13 @@ func TestRun_Renders(t *testing.T) {
 				`{"jsonrpc":"2.0","method":"_acphub/terminal_exited","params":{"sessionId":"s1","terminalId":"t1","command":"make","args":["all"],"exitCode":0,"output":"building\nok\npartial","truncated":false}}`,
 				// From the history: only the exit, with the final output.
 				`{"jsonrpc":"2.0","method":"_acphub/terminal_exited","params":{"sessionId":"s1","terminalId":"t2","command":"sleep","args":["9"],"exitCode":null,"signal":"SIGKILL","output":"tail\n","truncated":true}}`,
+				// A line longer than the chat holds back is shown in pieces.
+				`{"jsonrpc":"2.0","method":"_acphub/terminal_output","params":{"sessionId":"s1","terminalId":"t3","output":"` + strings.Repeat("y", 3000) + `"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/terminal_output","params":{"sessionId":"s1","terminalId":"t3","output":"` + strings.Repeat("y", 3000) + `"}}`,
 			},
 			want: "  | building\n  | ok\n  | part\n[terminal] make all: exit 0\n" +
-				"  | …\n  | tail\n[terminal] sleep 9: SIGKILL\n",
+				"  | …\n  | tail\n[terminal] sleep 9: SIGKILL\n" +
+				"  | " + strings.Repeat("y", 6000) + "\n",
 		},
 		{
 			name: "unknown messages are ignored",

@@ -134,6 +134,9 @@ func (c *client) handleNotification(m message) {
 	}
 }
 
+// maxTerminalLine is the most of a terminal's line the chat holds back.
+const maxTerminalLine = 4 << 10
+
 // terminalOutput shows the complete lines of a terminal's output as they
 // come, indented; a partial line waits for the rest.
 func (c *client) terminalOutput(params json.RawMessage) {
@@ -153,6 +156,10 @@ func (c *client) terminalOutput(params json.RawMessage) {
 	text := buf.String()
 	i := strings.LastIndexByte(text, '\n')
 	if i < 0 {
+		if len(text) >= maxTerminalLine { // output without line ends: show it in pieces
+			c.showTerminalLines(text)
+			buf.Reset()
+		}
 		return
 	}
 	c.showTerminalLines(text[:i])

@@ -394,7 +394,7 @@ func (s *Session) endRemote(reason string) {
 		s.postTool(e)
 	}
 	if s.cfg.WorkspaceRetention > 0 {
-		time.AfterFunc(s.cfg.WorkspaceRetention, remove)
+		s.retention = time.AfterFunc(s.cfg.WorkspaceRetention, remove)
 		return
 	}
 	go remove()

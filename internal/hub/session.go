@@ -92,6 +92,9 @@ type Session struct {
 
 	remote *remoteState   // a remote session's workspace, or nil
 	lost   *lostWorkspace // a remote session's workspace to make again, or nil
+	// retention removes a closed remote session's workspace later; a hub
+	// that stops first stops it and keeps the workspace.
+	retention *time.Timer
 
 	msg     *message // text chunks collected for the log
 	tails   []*tail  // event subscribers
@@ -390,6 +393,9 @@ func (s *Session) shutdown() {
 			s.removeTail(t, ErrSessionGone)
 		}
 	}()
+	if s.retention != nil {
+		s.retention.Stop()
+	}
 	// The terminals end first, and their exits are logged, while the agent
 	// that ran them can still be told.
 	s.closeToolsAndWait()
