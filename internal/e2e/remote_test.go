@@ -440,3 +440,28 @@ func TestRemote_DeletedWorkspaceIsMadeAgain(t *testing.T) {
 		t.Errorf("files on the branch: %q", got)
 	}
 }
+
+// --workspace-retention keeps a closed session's workspace for a while.
+func TestRemote_WorkspaceRetention(t *testing.T) {
+	t.Parallel()
+	_, h, a, sid := remoteSession(t, "--workspace-retention", "700ms")
+	promptTarget(t, a, sid, "/fs-write one.txt 1")
+	dirs, _ := filepath.Glob(filepath.Join(h.dataDir, "workspaces", "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("workspaces %v", dirs)
+	}
+	closed := time.Now()
+	a.mustCall("session/close", map[string]any{"sessionId": sid})
+	for deadline := time.Now().Add(testTimeout); ; time.Sleep(10 * time.Millisecond) {
+		_, err := os.Stat(dirs[0])
+		if err != nil {
+			if held := time.Since(closed); held < 700*time.Millisecond {
+				t.Errorf("the workspace went after %v, before the retention", held)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the workspace was never removed")
+		}
+	}
+}
