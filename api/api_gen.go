@@ -197,7 +197,10 @@ func (v *PeerJoinedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(n
 type PeerLeftParams struct {
 	SessionID string `json:"sessionId"`
 	Peer      string `json:"peer"`
-	Reason    string `json:"reason"`
+	// Why, in a few words for people: left, detached, re-attaching, reloading, moved to session KEY, or why the hub ended the connection.
+	Reason string `json:"reason"`
+	// When the hub ended the connection: the error condition, for programs (backpressure, temporarily_unavailable).
+	Condition string `json:"condition,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -211,6 +214,10 @@ func (v *PeerLeftParams) AppendJSON(b []byte) []byte {
 	b = appendString(b, v.Peer)
 	b = member(b, &n, "reason")
 	b = appendString(b, v.Reason)
+	if v.Condition != "" {
+		b = member(b, &n, "condition")
+		b = appendString(b, v.Condition)
+	}
 	return append(b, '}')
 }
 
@@ -260,6 +267,8 @@ type TurnCompleteParams struct {
 	Error      *RPCError `json:"error,omitempty"`
 	// A remote session's result branch as the remote has it after the turn.
 	Target json.RawMessage `json:"target,omitempty"`
+	// The hub stopped (killed or crashed) while the turn ran; acphub ended the turn with stopReason cancelled when it started again.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -282,6 +291,10 @@ func (v *TurnCompleteParams) AppendJSON(b []byte) []byte {
 	if len(v.Target) != 0 {
 		b = member(b, &n, "target")
 		b = appendRaw(b, v.Target)
+	}
+	if v.Interrupted {
+		b = member(b, &n, "interrupted")
+		b = strconv.AppendBool(b, v.Interrupted)
 	}
 	return append(b, '}')
 }

@@ -206,8 +206,11 @@ func summary(ev api.Event) string {
 	case *api.PeerLeft:
 		return d.Reason
 	case *api.AgentExited:
-		if d.Signal != "" {
-			return "signal " + d.Signal
+		switch {
+		case d.Error != "":
+			return "could not start: " + d.Error
+		case d.Signal != "":
+			return "killed by " + d.Signal
 		}
 		return fmt.Sprintf("exit code %d", d.Code)
 	case *api.ClientToolCall:

@@ -12,13 +12,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/acphub/acphub/internal/signame"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := Run(ctx, os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
@@ -28,6 +30,26 @@ func main() {
 			os.Exit(int(ee))
 		}
 		os.Exit(1)
+	}
+}
+
+// signalContext returns a context that ends when one of sigs arrives, with
+// the signal as its cause (see stopReason), as signal.NotifyContext does
+// with a cause that names the signal the way people know it.
+func signalContext(sigs ...os.Signal) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		select {
+		case sig := <-ch:
+			cancel(fmt.Errorf("received %s", signame.Name(sig.(syscall.Signal))))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(nil)
 	}
 }
 

@@ -143,6 +143,11 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 // end the sessions (clients, agents), flush the log. ready, when not nil, is
 // called once the hub serves.
 func (d *daemon) run(ctx context.Context, ready func()) error {
+	if n, err := d.hub.Recover(ctx); err != nil {
+		d.log.Warn("ending the turns a hub stop interrupted", "err", err)
+	} else if n > 0 {
+		d.log.Info("ended the turns a hub stop interrupted", "turns", n)
+	}
 	srv := &http.Server{Handler: d.server, ReadHeaderTimeout: 10 * time.Second, TLSConfig: d.tls}
 	errc := make(chan error, 1)
 	go func() {
@@ -172,12 +177,16 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	}
 	idle := d.watchIdle(ctx)
 	var err error
+	var reason string
 	select {
 	case <-ctx.Done():
+		reason = stopReason(ctx)
 	case <-idle:
-		d.log.Info("no clients for a while; exiting", "after", d.cfg.ExitWhenIdle.Duration)
+		reason = "no clients for " + d.cfg.ExitWhenIdle.Duration.String()
 	case err = <-errc:
+		reason = "serving failed"
 	}
+	d.log.Info("acphub stopping", "reason", reason)
 	// The hub goes first: ending its sessions disconnects WebSocket clients
 	// and ends the streaming HTTP responses, which the server's Shutdown
 	// would otherwise wait for. Requests arriving meanwhile are refused
@@ -196,8 +205,21 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
-	d.log.Info("acphub stopped")
+	if err != nil {
+		d.log.Error("acphub stopped", "reason", reason, "err", err)
+	} else {
+		d.log.Info("acphub stopped", "reason", reason)
+	}
 	return err
+}
+
+// stopReason says why ctx ended, for the log: the signal that stopped the
+// hub, or the cause its owner gave.
+func stopReason(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause.Error()
+	}
+	return "stopped by its caller"
 }
 
 // watchIdle closes the returned channel once no client has been connected

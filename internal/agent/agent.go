@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/signame"
 )
 
 // Defaults for Options fields left zero.
@@ -53,15 +55,17 @@ type Options struct {
 // Exit describes how a process ended.
 type Exit struct {
 	Code       int    // exit status, -1 when killed by a signal
-	Signal     string // the signal's name, when killed by one
+	Signal     string // the signal's name (SIGKILL), when killed by one
 	StderrTail string // the last lines the agent wrote to stderr
 	Requested  bool   // Stop was called before it ended
 	Err        error  // an I/O error that ended supervision, if any
 }
 
+// String says how the process ended, for people: "killed by SIGKILL",
+// "exit code 1".
 func (e Exit) String() string {
 	if e.Signal != "" {
-		return "signal: " + e.Signal
+		return "killed by " + e.Signal
 	}
 	return fmt.Sprintf("exit code %d", e.Code)
 }
@@ -139,7 +143,7 @@ func Start(spec Spec, opts Options) (*Process, error) {
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		return nil, fmt.Errorf("start agent %q: %w", spec.Command, err)
+		return nil, fmt.Errorf("start agent %q: %w", spec.Command, startCause(err))
 	}
 	p := &Process{
 		spec:   spec,
@@ -163,6 +167,21 @@ func Start(spec Spec, opts Options) (*Process, error) {
 	go p.writeLoop()
 	go p.wait(stderrDone)
 	return p, nil
+}
+
+// startCause returns why a command could not start without the exec
+// package's wrapping ("fork/exec /x:", "exec: \"x\":"), which names the
+// command again: "no such file or directory", "permission denied".
+func startCause(err error) error {
+	var ee *exec.Error
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &ee):
+		return ee.Err
+	case errors.As(err, &pe):
+		return pe.Err
+	}
+	return err
 }
 
 // Environ is the environment agents inherit: the hub's own, minus acphub's
@@ -248,10 +267,7 @@ func (p *Process) wait(stderrDone <-chan struct{}) {
 	case <-time.After(drainGrace):
 	}
 	time.AfterFunc(drainGrace, func() { p.stdout.Close() })
-	ex := Exit{Code: p.cmd.ProcessState.ExitCode(), StderrTail: p.stderr.String()}
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		ex.Signal = ws.Signal().String()
-	}
+	ex := Exit{Code: p.cmd.ProcessState.ExitCode(), Signal: signame.Of(p.cmd.ProcessState), StderrTail: p.stderr.String()}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
 		ex.Err = err

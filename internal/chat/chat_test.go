@@ -127,6 +127,8 @@ func TestRun_Renders(t *testing.T) {
 				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"hub","outcome":{"outcome":"cancelled"}}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/agent_exited","params":{"sessionId":"s1","code":1,"signal":null,"stderrTail":"starting\npanic: boom\n\n"}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/agent_exited","params":{"sessionId":"s1","code":null,"signal":"SIGKILL","stderrTail":""}}`,
+				// As the hub sends it: code -1 beside the signal.
+				`{"jsonrpc":"2.0","method":"_acphub/agent_exited","params":{"sessionId":"s1","code":-1,"signal":"SIGTERM","stderrTail":""}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/peer_left","params":{"sessionId":"s1","peer":"bob","reason":"slow client"}}`,
 			},
 			want: "[bob joined]\n" +
@@ -136,7 +138,8 @@ func TestRun_Renders(t *testing.T) {
 				"[permission] eve chose reject\n" +
 				"[permission] hub cancelled\n" +
 				"[agent exited: code 1]\n  panic: boom\n" +
-				"[agent exited: signal SIGKILL]\n" +
+				"[agent killed by SIGKILL]\n" +
+				"[agent killed by SIGTERM]\n" +
 				"[bob left: slow client]\n",
 		},
 		{
@@ -152,7 +155,7 @@ func TestRun_Renders(t *testing.T) {
 				`{"jsonrpc":"2.0","method":"_acphub/terminal_output","params":{"sessionId":"s1","terminalId":"t3","output":"` + strings.Repeat("y", 3000) + `"}}`,
 			},
 			want: "  | building\n  | ok\n  | part\n[terminal] make all: exit 0\n" +
-				"  | …\n  | tail\n[terminal] sleep 9: SIGKILL\n" +
+				"  | …\n  | tail\n[terminal] sleep 9: killed by SIGKILL\n" +
 				"  | " + strings.Repeat("y", 6000) + "\n",
 		},
 		{

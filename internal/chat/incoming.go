@@ -204,7 +204,7 @@ func (c *client) terminalExited(params json.RawMessage) {
 	case p.ExitCode != nil:
 		status = fmt.Sprintf("exit %d", *p.ExitCode)
 	case p.Signal != "":
-		status = p.Signal
+		status = "killed by " + p.Signal
 	}
 	c.out.line(styleTool, "[terminal] "+strings.Join(append([]string{p.Command}, p.Args...), " ")+": "+status)
 }
@@ -354,10 +354,10 @@ func (c *client) agentExited(params json.RawMessage) {
 	}
 	c.perms = nil
 	switch {
+	case p.Signal != "": // the code is -1 then
+		c.out.line(styleError, "[agent killed by "+p.Signal+"]")
 	case p.Code != nil:
 		c.out.line(styleError, fmt.Sprintf("[agent exited: code %d]", *p.Code))
-	case p.Signal != "":
-		c.out.line(styleError, "[agent exited: signal "+p.Signal+"]")
 	default:
 		c.out.line(styleError, "[agent exited]")
 	}

@@ -98,7 +98,7 @@ var agentKits = []agentKit{
 		crashPrompt:             "you will not finish",
 		crashChunk:              "I'll help you with that. Let me start by reading some files to understand the current situation.",
 		crash:                   killAgent,
-		exited:                  []string{`"signal":"killed"`},
+		exited:                  []string{`"signal":"SIGKILL"`},
 		// The agent cannot load sessions: the hub creates a new one and
 		// maps its id, which the scenario checks in the frames.
 	},

@@ -144,7 +144,7 @@ func TestSession_SlowClientIsDropped(t *testing.T) {
 	}
 	var left bool
 	for _, m := range got {
-		left = left || (m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), "too slow"))
+		left = left || (m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), `"condition":"backpressure"`))
 	}
 	if !left {
 		t.Error("the others were not told the slow client was dropped")

@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
@@ -113,20 +116,32 @@ waiting:
 			turnStarted, turnCompleted, plan)
 	}
 
-	// A new hub on the same data dir lists the session as the log left it.
+	// A new hub on the same data dir ends the turn the kill cut short
+	// before any client comes: cancelled, marked interrupted, in a's name.
 	h.restart()
+	h.waitLog(`ended the turns a hub stop interrupted.* turns=1`)
+	recovered := h.readLog("s")
+	if len(recovered) != len(survived)+2 {
+		t.Fatalf("after the restart the log has %d events, want the %d that survived, session.resumed and turn.completed", len(recovered), len(survived))
+	}
+	ended := recovered[len(survived)+1]
+	wantEnd := fmt.Sprintf(`{"sessionId":%q,"peer":"a","stopReason":"cancelled","interrupted":true}`, sid)
+	if ended.Type != api.EventTurnCompleted || ended.Peer != "a" || string(ended.Data) != wantEnd {
+		t.Errorf("the interrupted turn ended with %s, want turn.completed by a with %s", ended.raw, wantEnd)
+	}
 	sum := findSession(t, h, "s")
-	if sum.SessionID != sid || sum.LastSeq != int64(len(survived)) {
-		t.Errorf("GET /api/sessions lists s with session %q and last seq %d, want %q and %d", sum.SessionID, sum.LastSeq, sid, len(survived))
+	if sum.SessionID != sid || sum.LastSeq != ended.Seq {
+		t.Errorf("GET /api/sessions lists s with session %q and last seq %d, want %q and %d", sum.SessionID, sum.LastSeq, sid, ended.Seq)
 	}
 
-	// A client that joins gets the history of the log, then the session
-	// goes on: its prompt restarts the agent, which loads the session.
+	// A client that joins gets the history of the log, the end of the
+	// interrupted turn last, then the session goes on: its prompt restarts
+	// the agent, which loads the session.
 	b := h.dial("s", "peer=b")
 	if got := b.handshake(); got != sid {
 		t.Fatalf("joined session %q after the restart, want %q", got, sid)
 	}
-	want := replayView(t, survived)
+	want := append(replayView(t, survived), "_acphub/turn_complete "+wantEnd)
 	var history []msg
 	for range want {
 		history = append(history, b.next())
@@ -155,6 +170,33 @@ waiting:
 	if r := log[len(survived)]; r.Type != api.EventSessionResumed || !strings.Contains(string(r.Data), fmt.Sprintf(`"fromSeq":%d`, len(survived))) {
 		t.Errorf("first event after the kill %s, want session.resumed from seq %d", r.raw, len(survived))
 	}
+
+	// A client that attaches later gets the interrupted turn's end in its
+	// history too, and a restart that finds nothing open writes nothing.
+	c := h.dial("s", "peer=c&replay=skip")
+	c.handshake()
+	res, hist := decodeAttach(t, c.mustCall("session/attach", attachParams(sid, nil)))
+	if res.SessionID != sid || !slices.ContainsFunc(hist, func(m msg) bool {
+		return m.Method == "_acphub/turn_complete" && string(m.Params) == wantEnd
+	}) {
+		t.Errorf("session/attach history of %s lacks the interrupted turn's end %s", res.SessionID, wantEnd)
+	}
+	c.close()
+	b.close()
+	// A clean stop ends its turns itself: the next start finds none open.
+	h.restart()
+	if strings.Contains(h.log.String(), "interrupted") {
+		t.Errorf("a hub started after a clean stop ended interrupted turns:\n%s", h.log)
+	}
+	ends := 0
+	for _, ev := range h.readLog("s") {
+		if ev.Type == api.EventTurnCompleted && strings.Contains(string(ev.Data), `"interrupted":true`) {
+			ends++
+		}
+	}
+	if ends != 1 {
+		t.Errorf("the log holds %d interrupted turn ends, want 1", ends)
+	}
 }
 
 // TestRestart_SIGTERMKeepsSessions stops the hub cleanly and starts it again
@@ -174,6 +216,16 @@ func TestRestart_SIGTERMKeepsSessions(t *testing.T) {
 		before := h.readLog("s")
 
 		h.restart()
+		// The stop said why, in the hub's log and to the client it closed.
+		if stopped := h.earlier[len(h.earlier)-1].String(); !strings.Contains(stopped, `msg="acphub stopped" reason="received SIGTERM"`) {
+			t.Errorf("the stopped hub's log does not say it stopped on SIGTERM:\n%s", stopped)
+		}
+		for range a.frames {
+		}
+		if err := <-a.closed; websocket.CloseStatus(err) != websocket.StatusGoingAway ||
+			!strings.Contains(err.Error(), `reason = "temporarily_unavailable: the hub is stopping"`) {
+			t.Errorf("a's connection ended with %v, want going away, temporarily_unavailable: the hub is stopping", err)
+		}
 		// A late joiner gets the cached session/new result and the history.
 		b := h.dial("s", "peer=b")
 		if got := b.handshake(); got != sid {
@@ -206,6 +258,9 @@ func TestRestart_SIGTERMKeepsSessions(t *testing.T) {
 		}
 		if got, want := strings.Join(types, " "), "peer.left agent.exited session.stopped session.resumed peer.joined"; got != want {
 			t.Fatalf("events across the restart: %s, want %s", got, want)
+		}
+		if left := after[len(before)]; string(left.Data) != `{"peer":"a","reason":"the hub is stopping","condition":"temporarily_unavailable"}` {
+			t.Errorf("peer.left at the stop %s, want the reason and its condition", left.raw)
 		}
 		stopped, resumed := after[len(before)+2], after[len(before)+3]
 		if string(stopped.Data) != `{"reason":"hub_shutdown"}` {

@@ -393,7 +393,7 @@ func (s *Session) agentGone(exit agent.Exit) {
 }
 
 func errAgentExited(exit agent.Exit) *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeAgentExited, api.ReasonAgentExited, "The agent exited ("+exit.String()+")",
+	return jsonrpc.NewError(api.CodeAgentExited, api.ReasonAgentExited, "The agent ended ("+exit.String()+")",
 		map[string]any{"code": exit.Code, "signal": exit.Signal, "stderrTail": exit.StderrTail})
 }
 

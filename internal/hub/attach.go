@@ -50,7 +50,7 @@ func (s *Session) load(p *peer, m *jsonrpc.Message) {
 	case s.sessionID != nil && params.SessionID == s.sessionIDString():
 		// History first, then the response, as ACP orders a load.
 		if p.attached {
-			s.detachPeer(p, "reloading")
+			s.detachPeer(p, "reloading", "")
 			s.adopt(p)
 		}
 		s.attachWith(p, 0, true)
@@ -143,7 +143,7 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	}
 	p.volunteer = p.volunteer || volunteers(m.Params)
 	if p.attached {
-		s.detachPeer(p, "re-attaching")
+		s.detachPeer(p, "re-attaching", "")
 		s.adopt(p)
 	}
 	// The history ends here: the message being streamed is part of it.
@@ -202,7 +202,7 @@ func (s *Session) detachSession(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, errNotFound(req.SessionID))
 		return
 	}
-	s.detachPeer(p, "detached")
+	s.detachPeer(p, "detached", "")
 	s.adopt(p)
 	// The seq the client has seen up to, for a later session/attach with
 	// afterSeq.

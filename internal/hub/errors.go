@@ -18,11 +18,25 @@ var (
 	ErrBadPeerID     = errors.New("hub: invalid peer id")
 )
 
+// Disconnect is why the hub ended a client's connection: a few words for
+// people and, for programs, the error condition of the ACP Remote drafts'
+// registry. Both go into _acphub/peer_left and the log's peer.left;
+// transports put them in their close frames (see CloseReason).
+type Disconnect struct {
+	Text      string // "fell too far behind the session's output"
+	Condition string // "backpressure"
+}
+
+func (d *Disconnect) Error() string { return d.Text }
+
+// CloseReason is d as one line for a close frame: "condition: text".
+func (d *Disconnect) CloseReason() string { return d.Condition + ": " + d.Text }
+
 // Reasons a peer is disconnected by the hub; transports read them with
-// errors.Is on the error Client.Next returns.
+// errors.Is on the error Client.Next returns, or errors.As for the text.
 var (
-	ErrSlowClient  = errors.New("hub: client too slow; its outbound queue overflowed")
-	ErrSessionGone = errors.New("hub: session closed")
+	ErrSlowClient  = &Disconnect{Text: "fell too far behind the session's output", Condition: "backpressure"}
+	ErrSessionGone = &Disconnect{Text: "the hub is stopping", Condition: "temporarily_unavailable"}
 )
 
 func errNotInitialized() *jsonrpc.Error {

@@ -86,7 +86,7 @@ func (s *Session) release(m releaseMsg) {
 		m.reply <- false
 		return
 	}
-	s.detachPeer(m.peer, "moved to session "+m.to)
+	s.detachPeer(m.peer, "moved to session "+m.to, "")
 	s.log.Info("client moved", "peer", m.peer.id, "to", m.to)
 	m.reply <- true
 }

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 
 	"github.com/acphub/acphub/api"
@@ -111,11 +112,11 @@ func (s *Session) removePeer(p *peer, cause error) {
 	if p.gone {
 		return
 	}
-	reason := "left"
-	if cause != nil {
-		reason = cause.Error()
+	reason, condition := "left", ""
+	if d, ok := errors.AsType[*Disconnect](cause); ok {
+		reason, condition = d.Text, d.Condition
 	}
-	s.detachPeer(p, reason)
+	s.detachPeer(p, reason, condition)
 	p.gone = true
 	p.markRemoved()
 	s.hub.clients.Add(-1)
@@ -124,8 +125,9 @@ func (s *Session) removePeer(p *peer, cause error) {
 }
 
 // detachPeer takes p out of the session's peers; its connection is left to
-// the caller, who ends it or moves it to another session.
-func (s *Session) detachPeer(p *peer, reason string) {
+// the caller, who ends it or moves it to another session. reason and
+// condition are what peer.left says (see Disconnect).
+func (s *Session) detachPeer(p *peer, reason, condition string) {
 	for i, q := range s.peers {
 		if q == p {
 			s.peers = append(s.peers[:i], s.peers[i+1:]...)
@@ -136,8 +138,8 @@ func (s *Session) detachPeer(p *peer, reason string) {
 	s.executorLeft(p)
 	if p.attached {
 		p.attached = false
-		s.record(p.id, &api.PeerLeft{Peer: p.id, Reason: reason})
-		s.notify(api.MethodPeerLeft, &api.PeerLeftParams{SessionID: s.sessionIDString(), Peer: p.id, Reason: reason}, nil)
+		s.record(p.id, &api.PeerLeft{Peer: p.id, Reason: reason, Condition: condition})
+		s.notify(api.MethodPeerLeft, &api.PeerLeftParams{SessionID: s.sessionIDString(), Peer: p.id, Reason: reason, Condition: condition}, nil)
 	}
 	s.updatePause()
 	if len(s.peers) == 0 {

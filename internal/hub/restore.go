@@ -24,6 +24,9 @@ type prior struct {
 	sessionID  []byte
 	workspace  *api.WorkspaceCloned // a remote session's workspace, unless removed
 	pushed     string               // the result branch's revision on the remote
+	// interrupted is the turn the log shows started and never completed:
+	// the hub stopped without ending it (it was killed, or crashed).
+	interrupted *api.TurnCompleted
 }
 
 // loadPrior reads the log of key; it returns nil for a session with no log.
@@ -58,7 +61,28 @@ func loadPrior(ctx context.Context, store eventlog.Store, key string) (*prior, e
 	if err := p.loadWorkspace(ctx, store, key); err != nil {
 		return nil, err
 	}
+	if p.interrupted, err = interruptedTurn(ctx, store, key); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// interruptedTurn returns the end of the turn the log of key shows as
+// open — started, never completed — or nil when every turn ended. A hub
+// that stops cleanly ends its turns; one that was killed cannot.
+func interruptedTurn(ctx context.Context, store eventlog.Store, key string) (*api.TurnCompleted, error) {
+	started, ok, err := store.Last(ctx, key, api.EventTurnStarted)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if completed, ok, err := store.Last(ctx, key, api.EventTurnCompleted); err != nil || (ok && completed.Seq > started.Seq) {
+		return nil, err
+	}
+	var d api.TurnStarted
+	if err := json.Unmarshal(started.Data, &d); err != nil {
+		return nil, fmt.Errorf("session %q: %s event %d: %w", key, started.Type, started.Seq, err)
+	}
+	return &api.TurnCompleted{SessionID: d.SessionID, Peer: started.Peer, StopReason: "cancelled", Interrupted: true}, nil
 }
 
 // loadWorkspace reads a remote session's workspace from the log: the last
@@ -87,6 +111,55 @@ func (p *prior) loadWorkspace(ctx context.Context, store eventlog.Store, key str
 		p.pushed = d.Revision
 	}
 	return nil
+}
+
+// Recover ends the turns a stop of the hub interrupted, in every session
+// of the log: a session whose last turn started and never completed is
+// opened, which writes the turn's end (see endInterrupted). It returns how
+// many it ended. Run it once at start, before clients connect.
+func (h *Hub) Recover(ctx context.Context) (int, error) {
+	if h.cfg.Store == nil {
+		return 0, nil
+	}
+	infos, err := h.cfg.Store.Sessions(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list the logged sessions: %w", err)
+	}
+	n := 0
+	for _, info := range infos {
+		open, err := interruptedTurn(ctx, h.cfg.Store, info.Session)
+		if err != nil {
+			return n, err
+		}
+		if open == nil {
+			continue
+		}
+		s, err := h.existing(info.Session)
+		if err != nil {
+			return n, fmt.Errorf("open session %q: %w", info.Session, err)
+		}
+		// The actor writes the end as it starts; wait for it, so the end is
+		// in the log when Recover returns.
+		if err := s.sync(ctx); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// endInterrupted ends the turn a stop of the hub interrupted, in the log
+// and for every client that loads or attaches: cancelled, marked
+// interrupted. The session goes on; its next prompt starts a new turn (and
+// the agent, which did not survive the hub).
+func (s *Session) endInterrupted() {
+	if s.prior == nil || s.prior.interrupted == nil {
+		return
+	}
+	ev := s.prior.interrupted
+	s.prior.interrupted = nil
+	s.record(ev.Peer, ev)
+	s.log.Info("ended a turn the hub's stop interrupted", "peer", ev.Peer)
 }
 
 // restore sets the session up from its log.

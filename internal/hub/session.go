@@ -169,12 +169,30 @@ type (
 	}
 	idleExpired       struct{ gen int }
 	permissionExpired struct{ key string }
+	// syncMsg is handled once the actor handled what was posted before it.
+	syncMsg struct{ done chan struct{} }
 )
 
 // post hands msg to the actor, waiting while its inbox is full.
 func (s *Session) post(ctx context.Context, msg any) error {
 	select {
 	case s.inbox <- msg:
+		return nil
+	case <-s.done:
+		return ErrSessionGone
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sync waits until the actor has handled every message posted before.
+func (s *Session) sync(ctx context.Context) error {
+	done := make(chan struct{})
+	if err := s.post(ctx, syncMsg{done}); err != nil {
+		return err
+	}
+	select {
+	case <-done:
 		return nil
 	case <-s.done:
 		return ErrSessionGone
@@ -234,6 +252,7 @@ func (s *Session) run() {
 	defer close(s.done)
 	if s.prior != nil {
 		s.record("", &api.SessionResumed{FromSeq: s.prior.lastSeq})
+		s.endInterrupted()
 		s.flush()
 	}
 	for {
@@ -356,6 +375,8 @@ func (s *Session) handle(msg any) {
 		s.idleExpired(m.gen)
 	case permissionExpired:
 		s.permissionExpired(m.key)
+	case syncMsg:
+		close(m.done)
 	case releaseMsg:
 		s.release(m)
 	case adoptMsg:

@@ -8,12 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/acphub/acphub/internal/signame"
 )
 
 // Once a terminal's process was reaped and its group killed, what is left
@@ -345,28 +346,11 @@ func exitStatus(ps *os.ProcessState) ExitStatus {
 	if ps == nil {
 		return ExitStatus{}
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return ExitStatus{Signal: signalName(ws.Signal())}
+	if sig := signame.Of(ps); sig != "" {
+		return ExitStatus{Signal: sig}
 	}
 	code := ps.ExitCode()
 	return ExitStatus{ExitCode: &code}
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGABRT: "SIGABRT", syscall.SIGALRM: "SIGALRM", syscall.SIGBUS: "SIGBUS",
-	syscall.SIGFPE: "SIGFPE", syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL",
-	syscall.SIGINT: "SIGINT", syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE",
-	syscall.SIGQUIT: "SIGQUIT", syscall.SIGSEGV: "SIGSEGV", syscall.SIGSYS: "SIGSYS",
-	syscall.SIGTERM: "SIGTERM", syscall.SIGTRAP: "SIGTRAP", syscall.SIGUSR1: "SIGUSR1",
-	syscall.SIGUSR2: "SIGUSR2", syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ",
-}
-
-// signalName names a signal as POSIX does, or by number when unusual.
-func signalName(s syscall.Signal) string {
-	if name, ok := signalNames[s]; ok {
-		return name
-	}
-	return strconv.Itoa(int(s))
 }
 
 // lookup finds the terminal params name.

@@ -172,13 +172,13 @@ func (s *Server) writeLoop(ctx context.Context, conn *ws.Conn, client *hub.Clien
 		frames, err := client.Next(ctx)
 		switch {
 		case errors.Is(err, hub.ErrSlowClient):
-			return ws.StatusPolicyViolation, "client too slow: outbound queue overflowed"
+			return ws.StatusPolicyViolation, hub.ErrSlowClient.CloseReason()
 		case errors.Is(err, hub.ErrSessionGone):
-			return ws.StatusGoingAway, "hub shutting down"
+			return ws.StatusGoingAway, hub.ErrSessionGone.CloseReason()
 		case errors.Is(err, frameq.ErrClosed):
 			return ws.StatusNormal, ""
 		case err != nil:
-			return ws.StatusInternalError, "internal error"
+			return ws.StatusInternalError, "internal_error: the hub failed to serve this connection"
 		}
 		if err := conn.WriteBatch(frames); err != nil {
 			return ws.StatusNormal, ""
