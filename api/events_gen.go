@@ -572,7 +572,7 @@ type ClientToolCall struct {
 	Method    string `json:"method"`
 	Namespace string `json:"namespace"`
 	Mode      string `json:"mode"`
-	// blocked (policy block: refused), raced (unsafe_debug: sent to every client), routed (single_pass_through: sent to the executor), executed (self_handle: acphub ran it), refused (no capable executor, or the executor left).
+	// blocked (policy block: refused), raced (unsafe_debug: sent to every client), routed (single_pass_through: sent to the executor), executed (self_handle: acphub ran it), refused (no capable executor, the executor left, or the request named a session other than the agent's own).
 	Decision string          `json:"decision"`
 	Params   json.RawMessage `json:"params,omitempty"`
 	// Who executed it: a peer id, or "acphub" in self_handle.
@@ -898,7 +898,7 @@ func (v *WorkspaceRemoved) MarshalJSON() ([]byte, error) { return v.AppendJSON(n
 
 // HubError: Something went wrong that no client request was waiting for.
 type HubError struct {
-	// What went wrong: agent_bad_frame (a line from the agent that is not a valid JSON-RPC message, dropped), agent_frame_too_large (a line over the frame limit, dropped), agent_unknown_response (a response to no request the hub sent, dropped). workspace_commit_failed (a remote session's turn could not be committed), workspace_remove_failed (a closed remote session's workspace could not be removed). New reasons may be added.
+	// What went wrong: agent_bad_frame (a line from the agent that is not a valid JSON-RPC message, dropped), agent_frame_too_large (a line over the frame limit, dropped), agent_unknown_response (a response to no request the hub sent, dropped), agent_foreign_session (a request naming a session other than the agent's own, refused with -32018). workspace_commit_failed (a remote session's turn could not be committed), workspace_remove_failed (a closed remote session's workspace could not be removed). New reasons may be added.
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }

@@ -46,6 +46,10 @@ func (s *Session) load(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, errBadParams("sessionId is required"))
 		return
 	}
+	if e := checkCwd(m.Params); e != nil {
+		s.replyError(p, m.ID, e)
+		return
+	}
 	switch {
 	case s.sessionID != nil && params.SessionID == s.sessionIDString():
 		// History first, then the response, as ACP orders a load.

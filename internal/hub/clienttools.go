@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/acphub/acphub/api"
@@ -28,6 +29,16 @@ func (s *Session) agentRequest(m *jsonrpc.Message) {
 	if d.Namespace != "" {
 		tool = newToolCall(m, d)
 	}
+	if sid, foreign := s.foreignSession(m); foreign {
+		e := errSessionMismatch(sid)
+		if tool != nil {
+			s.refuseTool(m, tool, "refused", e)
+			return
+		}
+		s.sendAgent(jsonrpc.NewErrorResponse(m.ID, e))
+		s.agentFault("agent_foreign_session", fmt.Sprintf("the agent's %s named session %q, not its own; refused", m.Method, sid))
+		return
+	}
 	switch d.Route {
 	case policy.Refuse:
 		s.refuseTool(m, tool, "blocked", jsonrpc.NewError(api.CodePolicyBlocked, api.ReasonPolicyBlocked,
@@ -42,6 +53,21 @@ func (s *Session) agentRequest(m *jsonrpc.Message) {
 	case policy.Execute:
 		s.execute(m, tool)
 	}
+}
+
+// foreignSession refuses an agent request that names a session other than
+// the one this agent serves (after the id mapping of a restarted agent): an
+// agent has one session per process here, and nothing it asks may reach
+// another session's files, terminals or clients.
+func (s *Session) foreignSession(m *jsonrpc.Message) (sid string, foreign bool) {
+	raw, ok := jsonrpc.Field(m.Params, "sessionId")
+	if !ok || s.sessionID == nil {
+		return "", false
+	}
+	if json.Unmarshal(raw, &sid) != nil {
+		return string(raw), true // not a string: named as it came
+	}
+	return sid, sid != s.sessionIDString()
 }
 
 // newToolCall starts the audit of m with what its params say.

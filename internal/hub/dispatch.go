@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/acphub/acphub/api"
@@ -170,6 +171,10 @@ func volunteers(params []byte) bool {
 // newSession answers session/new: the first creates the ACP session, the
 // others join it and get the cached result.
 func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
+	if e := checkCwd(m.Params); e != nil {
+		s.replyError(p, m.ID, e)
+		return
+	}
 	p.volunteer = p.volunteer || volunteers(m.Params)
 	switch {
 	case s.newResult != nil:
@@ -217,4 +222,30 @@ func (s *Session) createSession(p *peer, m *jsonrpc.Message) {
 			s.attach(w.peer)
 		}
 	})
+}
+
+// checkCwd refuses a session/new or session/load whose cwd is missing, not
+// a string or not absolute: ACP requires an absolute path, the agent works
+// in it and self_handle is confined to it. A client cannot know the
+// platform the agent runs on, so both the POSIX form (/work) and the
+// Windows forms (C:\work, C:/work, \\server\share) count as absolute.
+func checkCwd(params []byte) *jsonrpc.Error {
+	raw, ok := jsonrpc.Field(params, "cwd")
+	if !ok {
+		return errBadField("cwd", "required: the absolute path of the session's working directory")
+	}
+	var cwd string
+	if json.Unmarshal(raw, &cwd) != nil {
+		return errBadField("cwd", "expected a string")
+	}
+	if !absolutePath(cwd) {
+		return errBadField("cwd", strconv.Quote(cwd)+" is not an absolute path")
+	}
+	return nil
+}
+
+func absolutePath(p string) bool {
+	drive := len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') &&
+		('a' <= p[0]|0x20 && p[0]|0x20 <= 'z')
+	return strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\\`) || drive
 }

@@ -47,6 +47,12 @@ func errNoSession() *jsonrpc.Error {
 	return jsonrpc.NewError(api.CodeNoSession, api.ReasonNoSession, "No ACP session yet: send session/new first", nil)
 }
 
+// errBadField refuses params whose member field is wrong; data.field names
+// it as a path from params ("cwd", "_meta.acphub.dev/resultBranch").
+func errBadField(field, msg string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+field+": "+msg, map[string]any{"field": field})
+}
+
 func errSessionMismatch(got string) *jsonrpc.Error {
 	return jsonrpc.NewError(api.CodeUnknownSession, api.ReasonUnknownSession,
 		"This hub session does not hold that sessionId", map[string]any{"sessionId": got})

@@ -75,13 +75,9 @@ func remoteOf(params []byte) (*workspace.Ref, *jsonrpc.Error) {
 	}
 	var ref workspace.Ref
 	if err := json.Unmarshal(raw, &ref); err != nil {
-		return nil, errBadRemote("remote", "not a RemoteRef: "+err.Error())
+		return nil, errBadField("remote", "not a RemoteRef: "+err.Error())
 	}
 	return &ref, nil
-}
-
-func errBadRemote(field, msg string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+field+": "+msg, map[string]any{"field": field})
 }
 
 // resultBranchRE is what a session key keeps in a default branch name.
@@ -116,7 +112,7 @@ func (s *Session) resultBranch(params []byte) string {
 // (workspaceOpened).
 func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
 	if s.cfg.Workspaces == nil {
-		s.failNewSession(p, m.ID, errBadRemote("remote", "this hub does not run remote sessions"))
+		s.failNewSession(p, m.ID, errBadField("remote", "this hub does not run remote sessions"))
 		return
 	}
 	branch := s.resultBranch(m.Params)
@@ -197,7 +193,7 @@ func remoteError(err error) *jsonrpc.Error {
 		if we.Field == workspace.FieldResultBranch {
 			field = "_meta.acphub.dev/resultBranch"
 		}
-		return errBadRemote(field, we.Message)
+		return errBadField(field, we.Message)
 	}
 	data := map[string]any{}
 	var ge *workspace.GitError
