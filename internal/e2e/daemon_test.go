@@ -79,6 +79,25 @@ func TestServe_ShutdownStopsAgents(t *testing.T) {
 	}
 }
 
+// A hub started with --exit-when-idle stops by itself once no client has
+// been connected for that long, cleanly, and its log says why.
+func TestServe_ExitsWhenIdleAndSaysWhy(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--exit-when-idle", "400ms")
+	c := h.dial("s", "peer=a")
+	c.handshake()
+	c.close()
+	select {
+	case <-h.exited:
+	case <-time.After(testTimeout):
+		t.Fatal("the idle hub did not exit")
+	}
+	if st := h.cmd.ProcessState; !st.Success() {
+		t.Errorf("the idle hub exited with %v", st)
+	}
+	h.waitLog(`msg="acphub stopped" reason="no clients for 400ms"`)
+}
+
 // allGone waits until no process of group pgid (-1: none) and none of pids
 // is alive; a zombie nobody reaps counts as gone.
 func allGone(within time.Duration, pgid int, pids ...int) bool {
