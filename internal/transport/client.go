@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/coder/websocket"
 
@@ -61,10 +62,44 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	return &Conn{ws: ws}, nil
 }
 
-// Read returns the next message.
+// Read returns the next message. When the hub closes the connection, the
+// error is a *ClosedError.
 func (c *Conn) Read(ctx context.Context) ([]byte, error) {
 	_, b, err := c.ws.Read(ctx)
-	return b, err
+	return b, hubClosed(err)
+}
+
+// ClosedError is the hub closing a client's connection, with the reason it
+// gave: an error condition and a few words ("backpressure: fell too far
+// behind the session's output").
+type ClosedError struct {
+	Status    int    // the WebSocket close status
+	Condition string // "backpressure"; empty when the hub gave none
+	Text      string // "fell too far behind the session's output"
+}
+
+func (e *ClosedError) Error() string {
+	switch {
+	case e.Text == "":
+		return fmt.Sprintf("closed by the hub (status %d)", e.Status)
+	case e.Condition == "":
+		return "closed by the hub: " + e.Text
+	}
+	return fmt.Sprintf("closed by the hub: %s (%s)", e.Text, e.Condition)
+}
+
+// hubClosed turns a close frame from the hub into a *ClosedError; other
+// errors are returned as they are.
+func hubClosed(err error) error {
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	e := &ClosedError{Status: int(ce.Code), Text: ce.Reason}
+	if cond, text, ok := strings.Cut(ce.Reason, ": "); ok && !strings.Contains(cond, " ") {
+		e.Condition, e.Text = cond, text
+	}
+	return e
 }
 
 // Write sends one message.
@@ -134,7 +169,7 @@ func Bridge(ctx context.Context, c *Conn, in io.Reader, out io.Writer, maxFrame 
 			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
 				return nil
 			}
-			return fmt.Errorf("hub connection: %w", err)
+			return fmt.Errorf("hub connection: %w", hubClosed(err))
 		}
 	}
 }
