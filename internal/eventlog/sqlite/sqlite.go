@@ -4,18 +4,20 @@
 // # Group commit and durability
 //
 // Append does not wait for the disk. It validates the events, queues them
-// and returns; one writer goroutine commits everything queued in one
-// transaction, then whatever arrived meanwhile in the next, so under load
-// batches grow by themselves. Read sees queued events at once, merged with
-// what is committed. The database runs in WAL mode with synchronous=FULL:
-// a committed transaction survives a crash of the process and of the
-// machine.
+// and returns; one writer goroutine commits what is queued in one
+// transaction. When events arrive the writer waits CommitDelay
+// (DefaultCommitDelay, 10 ms) for more to join them, so a trickle of events
+// — a paced stream, one chunk at a time — shares commits and their fsync
+// instead of paying one each, and under load batches grow by themselves up
+// to 4096 events, which the writer commits at once. Read sees queued events
+// at once, merged with what is committed. The database runs in WAL mode
+// with synchronous=FULL: a committed transaction survives a crash of the
+// process and of the machine.
 //
 // The durability window is the time between Append returning and the
-// commit that holds its events: the commit in progress plus the next one.
-// It is normally a few milliseconds; the writer also commits at least every
-// CommitInterval (DefaultCommitInterval, 50 ms), writes at most 4096 events
-// per transaction, and logs a warning for a commit slower than a second.
+// commit that holds its events: CommitDelay plus the commit in progress and
+// the next one, normally 10 to 20 ms. The writer logs a warning for a
+// commit slower than a second.
 // Under a sustained load above what the disk takes (about 200,000 events a
 // second on a small machine) the queue fills, Append waits, and the window
 // grows with the queue, up to its bounds: MaxPending events and
@@ -57,7 +59,7 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultCommitInterval  = 50 * time.Millisecond
+	DefaultCommitDelay     = 10 * time.Millisecond
 	DefaultMaxPending      = 100_000
 	DefaultMaxPendingBytes = 16 << 20
 )
@@ -71,9 +73,9 @@ const FileName = "acphub.db"
 
 // Options tunes a Store. The zero value is the default.
 type Options struct {
-	// CommitInterval is the longest the writer waits before committing
-	// what is queued; it commits sooner whenever it is idle.
-	CommitInterval time.Duration
+	// CommitDelay is how long the writer waits, once events are queued,
+	// for more to share their commit; a full batch is committed at once.
+	CommitDelay time.Duration
 	// MaxPending bounds the events queued but not committed, and
 	// MaxPendingBytes their size: the length of their data plus
 	// EventOverhead each. Append waits while its events would take the
@@ -118,8 +120,8 @@ var _ eventlog.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database at path.
 func Open(path string, opts Options) (*Store, error) {
-	if opts.CommitInterval <= 0 {
-		opts.CommitInterval = DefaultCommitInterval
+	if opts.CommitDelay <= 0 {
+		opts.CommitDelay = DefaultCommitDelay
 	}
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
@@ -341,13 +343,11 @@ func (s *Store) loadLastSeqs(ctx context.Context, events []eventlog.Event) error
 // writer commits pending events until Close.
 func (s *Store) writer() {
 	defer close(s.done)
-	tick := time.NewTicker(s.opts.CommitInterval)
-	defer tick.Stop()
 	backoff := time.Duration(0)
 	for {
 		select {
 		case <-s.wake:
-		case <-tick.C:
+			s.gather()
 		case <-s.quit:
 			s.drain()
 			return
@@ -365,6 +365,22 @@ func (s *Store) writer() {
 		if backoff > 0 {
 			s.log.Info("session log commits again")
 			backoff = 0
+		}
+	}
+}
+
+// gather waits CommitDelay for events to join those queued, returning
+// early once a whole batch is queued or the store is closing.
+func (s *Store) gather() {
+	t := time.NewTimer(s.opts.CommitDelay)
+	defer t.Stop()
+	for s.pendingLen() < maxBatch {
+		select {
+		case <-t.C:
+			return
+		case <-s.wake:
+		case <-s.quit:
+			return
 		}
 	}
 }
