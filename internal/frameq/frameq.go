@@ -41,14 +41,21 @@ func New(limit int) *Queue {
 // Push appends frame and returns the bytes now queued. It returns ErrFull
 // when the frame would exceed the bound and ErrClosed after Close, leaving
 // the queue as it was. The caller must not modify frame afterwards.
-func (q *Queue) Push(frame []byte) (int, error) {
+func (q *Queue) Push(frame []byte) (int, error) { return q.push(frame, true) }
+
+// PushOver is Push without the bound, for a caller that bounds the queue
+// itself: it stops pushing once Len is over a limit of its own, so the
+// queue holds at most that limit plus what it pushes between two looks.
+func (q *Queue) PushOver(frame []byte) (int, error) { return q.push(frame, false) }
+
+func (q *Queue) push(frame []byte, bounded bool) (int, error) {
 	n := len(frame) + FrameOverhead
 	q.mu.Lock()
 	switch {
 	case q.closed:
 		q.mu.Unlock()
 		return 0, ErrClosed
-	case q.bytes+n > q.limit:
+	case bounded && q.bytes+n > q.limit:
 		q.mu.Unlock()
 		return 0, ErrFull
 	}

@@ -127,3 +127,22 @@ func TestQueue_IdleHoldsNoFrame(t *testing.T) {
 	runtime.KeepAlive(q)
 	t.Fatal("the idle queue still holds the last batch's frame")
 }
+
+func TestQueue_PushOverIgnoresTheBound(t *testing.T) {
+	t.Parallel()
+	q := frameq.New(10 + frameq.FrameOverhead)
+	if _, err := q.Push(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := q.PushOver(make([]byte, 100))
+	if err != nil || n != 110+2*frameq.FrameOverhead {
+		t.Fatalf("PushOver past the bound = %d, %v", n, err)
+	}
+	if _, err := q.Push([]byte("x")); !errors.Is(err, frameq.ErrFull) {
+		t.Fatalf("Push while over the bound = %v, want ErrFull", err)
+	}
+	q.Close(nil)
+	if _, err := q.PushOver([]byte("x")); !errors.Is(err, frameq.ErrClosed) {
+		t.Fatalf("PushOver after Close = %v, want ErrClosed", err)
+	}
+}

@@ -192,7 +192,7 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	if req.HistoryPolicy != historyNone {
 		s.resendOpenRequests(p)
 	}
-	s.updatePause()
+	s.updateTerminalsPaused()
 	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id}, p)
 }
 
@@ -206,11 +206,16 @@ func (s *Session) detachSession(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, errNotFound(req.SessionID))
 		return
 	}
+	// The seq the client has been given up to, for a later session/attach
+	// with afterSeq: a client reading the log was given it up to lagSeq.
+	lagging, lagSeq := p.st.lagging.Load(), p.st.lagSeq
 	s.detachPeer(p, "detached", "")
 	s.adopt(p)
-	// The seq the client has seen up to, for a later session/attach with
-	// afterSeq.
-	s.reply(p, m.ID, fmt.Appendf(nil, `{"_meta":{"acphub.dev/lastSeq":%d}}`, s.seq))
+	seen := s.seq
+	if lagging {
+		seen = lagSeq
+	}
+	s.reply(p, m.ID, fmt.Appendf(nil, `{"_meta":{"acphub.dev/lastSeq":%d}}`, seen))
 }
 
 // connectedClients lists the attached peers and p.
@@ -230,7 +235,7 @@ func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
 func (s *Session) historyFrames(after int64) ([][]byte, error) {
 	var frames [][]byte
 	for after < s.seq {
-		events, err := s.cfg.Store.Read(context.Background(), s.key, after, replayPageSize)
+		events, err := s.cfg.Store.Read(context.Background(), s.key, after, maxPage)
 		if err != nil {
 			return nil, err
 		}
@@ -254,7 +259,7 @@ func (s *Session) messageSeq(id string) (int64, bool, error) {
 	want, _ := json.Marshal(id)
 	var found int64
 	for after := int64(0); after < s.seq; {
-		events, err := s.cfg.Store.Read(context.Background(), s.key, after, replayPageSize)
+		events, err := s.cfg.Store.Read(context.Background(), s.key, after, maxPage)
 		if err != nil || len(events) == 0 {
 			return found, found > 0, err
 		}

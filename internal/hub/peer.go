@@ -29,6 +29,7 @@ type peer struct {
 	volunteer   bool                    // offered to execute client tools (_meta acphub.dev/executor)
 	gone        bool                    // removed from the session
 	dropped     bool                    // overflowed; removed once the current message is handled
+	overNoted   bool                    // in the session's over list (see lagBehind)
 	removed     context.Context         // done when gone is set
 	markRemoved context.CancelFunc
 }
@@ -59,7 +60,7 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 		copies: make(map[int64]*agentRequest),
 	}
 	p.removed, p.markRemoved = context.WithCancel(context.Background())
-	p.st = newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, func() { p.sess.Load().writerDrained() })
+	p.st = newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, func() { p.sess.Load().kickLag() })
 	p.out = p.st.out
 	s.adopt(p)
 	s.hub.clients.Add(1)
@@ -98,10 +99,10 @@ func (s *Session) attachWith(p *peer, after int64, replay bool) {
 	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
 	if replay {
 		s.flush()
-		p.st.mark(s.key, after, s.seq)
+		p.st.mark(s.key, after, s.seq, nil)
 	}
 	s.resendOpenRequests(p)
-	s.updatePause()
+	s.updateTerminalsPaused()
 	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id}, p)
 }
 
@@ -138,10 +139,11 @@ func (s *Session) detachPeer(p *peer, reason, condition string) {
 	s.executorLeft(p)
 	if p.attached {
 		p.attached = false
+		p.st.lagging.Store(false) // what it did not read of the log is not owed to it any more
 		s.record(p.id, &api.PeerLeft{Peer: p.id, Reason: reason, Condition: condition})
 		s.notify(api.MethodPeerLeft, &api.PeerLeftParams{SessionID: s.sessionIDString(), Peer: p.id, Reason: reason, Condition: condition}, nil)
 	}
-	s.updatePause()
+	s.updateTerminalsPaused()
 	if len(s.peers) == 0 {
 		s.startIdleTimer()
 	}

@@ -34,7 +34,8 @@ func (s *Session) race(m *jsonrpc.Message, tool *toolCall) {
 		}
 	}
 	for _, p := range s.peers {
-		if p.attached {
+		// A lagging peer gets its copy when it is live again.
+		if p.attached && !p.st.lagging.Load() {
 			s.giveCopy(r, p)
 		}
 	}
@@ -81,7 +82,7 @@ func (s *Session) giveCopy(r *agentRequest, p *peer) {
 // resendOpenRequests gives a newly attached peer the requests still open.
 func (s *Session) resendOpenRequests(p *peer) {
 	for _, r := range s.openRequests() {
-		if r.exec == nil {
+		if _, held := r.copies[p]; r.exec == nil && !held {
 			s.giveCopy(r, p)
 		}
 	}

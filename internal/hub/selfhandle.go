@@ -53,9 +53,15 @@ type (
 )
 
 // postTool hands the actor a message from a self_handle goroutine.
-func (s *Session) postTool(msg any) {
+func (s *Session) postTool(msg any) { s.postOn(s.toolEvents, msg) }
+
+// postTerminal hands the actor a terminal's output or exit, in order: it
+// waits while terminals are paused (see updateTerminalsPaused).
+func (s *Session) postTerminal(msg any) { s.postOn(s.terminals, msg) }
+
+func (s *Session) postOn(ch chan any, msg any) {
 	select {
-	case s.toolEvents <- msg:
+	case ch <- msg:
 	case <-s.done:
 	}
 }
@@ -97,8 +103,8 @@ func (s *Session) toolHost() (*toolHost, *jsonrpc.Error) {
 	opts := s.cfg.Tools
 	opts.Root = root
 	opts.Env = append(agent.Environ(), s.spec.Env...) // what the agent itself runs with
-	opts.OnOutput = func(id string, data []byte) { s.postTool(terminalOutput{id: id, data: data}) }
-	opts.OnExit = func(x toolexec.TerminalExit) { s.postTool(terminalExited{exit: x}) }
+	opts.OnOutput = func(id string, data []byte) { s.postTerminal(terminalOutput{id: id, data: data}) }
+	opts.OnExit = func(x toolexec.TerminalExit) { s.postTerminal(terminalExited{exit: x}) }
 	ex, err := toolexec.New(opts)
 	if err != nil {
 		s.log.Warn("self_handle: the session root is unusable", "root", root, "err", err)
@@ -292,10 +298,14 @@ func (s *Session) closeToolsAndWait() {
 		select {
 		case msg := <-s.toolEvents:
 			s.handle(msg)
+		case msg := <-s.terminals:
+			s.handle(msg)
 		case <-done:
 			for {
 				select {
 				case msg := <-s.toolEvents:
+					s.handle(msg)
+				case msg := <-s.terminals:
 					s.handle(msg)
 				default:
 					return

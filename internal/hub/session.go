@@ -33,18 +33,22 @@ type Session struct {
 
 	inbox      chan any      // client messages, joins, leaves, timers
 	agentIn    chan any      // agent frames, then the agent's exit
-	toolEvents chan any      // self_handle results, terminal output and exits, git results
-	drained    chan struct{} // a client writer made room while paused
+	toolEvents chan any      // self_handle results, git results
+	terminals  chan any      // self_handle terminals' output and exits
+	lagKick    chan struct{} // a lagging consumer asked for more of the log
 	quit       chan struct{} // closed by stop
 	done       chan struct{} // closed when the actor has finished
 
-	// paused is set while every attached peer's queue is over the soft
-	// limit: the actor stops taking agent frames and self_handle messages,
-	// so a flood waits in the agent's pipe, or a terminal's, instead of in
-	// the hub. Writers read it to know when to
-	// signal drained.
-	paused    atomic.Bool
-	softLimit int
+	// lagLimit is the queue length past which a consumer reads from the
+	// log instead of being given live frames (see stream).
+	lagLimit int
+	// over lists the consumers whose queue passed lagLimit since the actor
+	// last looked (see lagBehind).
+	over []*peer
+	// terminalsPaused is set while every attached peer is lagging: the
+	// output of self_handle terminals, which is not in the log, then waits
+	// in their pipes, so that a client that keeps reading gets all of it.
+	terminalsPaused bool
 
 	// active is set while the session has clients, subscribers or a
 	// running agent; the hub's session limit counts it. clients and
@@ -124,8 +128,8 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		log:       h.log.With("session", key),
 		inbox:     make(chan any, inboxLen),
 		agentIn:   make(chan any, inboxLen),
-		drained:   make(chan struct{}, 1),
-		softLimit: min(h.cfg.ClientQueue/4, 1<<20),
+		lagKick:   make(chan struct{}, 1),
+		lagLimit:  min(h.cfg.ClientQueue/4, maxLagLimit),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		pending:   make(map[int64]*call),
@@ -134,6 +138,7 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		terminalOwners: make(map[string]string),
 		terminalsGone:  make(map[string]string),
 		toolEvents:     make(chan any, inboxLen),
+		terminals:      make(chan any, inboxLen),
 		outputCarry:    make(map[string][]byte),
 	}
 	s.active.Store(true) // its first client is on the way
@@ -232,13 +237,9 @@ func (s *Session) join(ctx context.Context, opts JoinOptions) (*Client, error) {
 }
 
 // postAgent hands the actor a message from the agent reader. It waits while
-// the actor is paused or busy: that is how a flood is held in the pipe.
-func (s *Session) postAgent(msg any) {
-	select {
-	case s.agentIn <- msg:
-	case <-s.done:
-	}
-}
+// the actor is busy (the log, when its queue is full, holds the actor): that
+// is how a flood is held in the pipe.
+func (s *Session) postAgent(msg any) { s.postOn(s.agentIn, msg) }
 
 func (s *Session) stop() {
 	select {
@@ -259,13 +260,14 @@ func (s *Session) run() {
 		select {
 		case msg := <-s.inbox:
 			s.handle(msg)
-		case msg := <-s.agentChan():
+		case msg := <-s.agentIn:
 			s.handle(msg)
-		case msg := <-s.toolChan():
+		case msg := <-s.toolEvents:
 			s.handle(msg)
-		case <-s.drained:
-			s.updatePause()
-			continue
+		case msg := <-s.terminalChan():
+			s.handle(msg)
+		case <-s.lagKick:
+			s.serveLagging()
 		case <-s.quit:
 			s.shutdown()
 			return
@@ -282,22 +284,13 @@ func (s *Session) run() {
 	}
 }
 
-// agentChan returns the channel of agent frames, or nil while paused.
-func (s *Session) agentChan() chan any {
-	if s.paused.Load() {
+// terminalChan returns the channel of terminal output, or nil while
+// terminalsPaused.
+func (s *Session) terminalChan() chan any {
+	if s.terminalsPaused {
 		return nil
 	}
-	return s.agentIn
-}
-
-// toolChan returns the channel of self_handle messages, or nil while
-// paused: a terminal's flood of output waits in its pipe, as the agent's
-// frames do.
-func (s *Session) toolChan() chan any {
-	if s.paused.Load() {
-		return nil
-	}
-	return s.toolEvents
+	return s.terminals
 }
 
 // handleWaiting handles one message if one is waiting, and reports whether
@@ -306,43 +299,16 @@ func (s *Session) handleWaiting() bool {
 	select {
 	case msg := <-s.inbox:
 		s.handle(msg)
-	case msg := <-s.agentChan():
+	case msg := <-s.agentIn:
 		s.handle(msg)
-	case msg := <-s.toolChan():
+	case msg := <-s.toolEvents:
+		s.handle(msg)
+	case msg := <-s.terminalChan():
 		s.handle(msg)
 	default:
 		return false
 	}
 	return true
-}
-
-// writerDrained is called by a consumer's writer after it took frames from
-// its queue: while the agent is paused, that may be the room it waits for.
-func (s *Session) writerDrained() {
-	if s.paused.Load() {
-		select {
-		case s.drained <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// updatePause recomputes paused from the attached peers' queues: the agent
-// waits while every one of them is behind, or while one that is still
-// being replayed its history is (a joining client catches up first; its
-// history is finite).
-func (s *Session) updatePause() {
-	attached, over, catchingUp := 0, 0, false
-	for _, p := range s.peers {
-		if p.attached {
-			attached++
-			if p.out.Len() > s.softLimit {
-				over++
-				catchingUp = catchingUp || p.st.replaying()
-			}
-		}
-	}
-	s.paused.Store(attached > 0 && (over == attached || catchingUp))
 }
 
 func (s *Session) handle(msg any) {
@@ -357,6 +323,7 @@ func (s *Session) handle(msg any) {
 				break // the agent ended with one of these frames
 			}
 			s.agentFrame(f)
+			s.lagBehind()
 		}
 	case agentExited:
 		if s.agent != nil && m.gen == s.agent.gen {
@@ -400,6 +367,7 @@ func (s *Session) handle(msg any) {
 	case workspaceReopened:
 		s.workspaceReopened(m)
 	}
+	s.lagBehind()
 	s.reapDropped()
 	s.updateActive()
 }
@@ -468,23 +436,39 @@ func (s *Session) flush() {
 	s.unflushed = s.unflushed[:0]
 }
 
-// send queues frame for p, dropping p when it cannot keep up. It reports
-// whether p's queue is now over the soft limit.
-func (s *Session) send(p *peer, frame []byte) (over bool) {
+// send queues a frame for p alone: a response, its copy of an agent
+// request. A lagging p is first given the log up to now, so the frame
+// comes after everything that happened before it.
+func (s *Session) send(p *peer, frame []byte) {
 	if p.gone || p.dropped {
-		return false
+		return
+	}
+	if p.st.lagging.Load() {
+		s.flushMessage()
+		s.catchUp(p, false)
 	}
 	n, err := p.out.Push(frame)
 	if err != nil {
-		// Removing the peer here would change s.peers under a caller that
-		// is ranging over it: mark it, and reap it when the message is done.
+		// Only a client that sends requests and does not read their
+		// answers gets here. Removing the peer here would change s.peers
+		// under a caller that is ranging over it: mark it, and reap it
+		// when the message is done.
 		s.log.Warn("dropping slow client", "peer", p.id, "queued", p.out.Len())
 		p.out.Abort(ErrSlowClient)
 		p.dropped = true
 		s.dropped = append(s.dropped, p)
-		return false
+		return
 	}
-	return n > s.softLimit
+	s.checkLag(p, n)
+}
+
+// checkLag notes p for lagBehind when its queue holds n bytes, past the
+// lag limit.
+func (s *Session) checkLag(p *peer, n int) {
+	if n > s.lagLimit && p.attached && !p.overNoted {
+		p.overNoted = true
+		s.over = append(s.over, p)
+	}
 }
 
 // updateActive recomputes active.
@@ -504,28 +488,18 @@ func (s *Session) reapDropped() {
 	s.dropped = nil
 }
 
-// broadcast sends frame to every attached peer but except, and pauses the
-// agent when every attached peer is behind.
+// broadcast gives frame to every live attached peer but except; lagging
+// peers read what the log keeps of it later.
 func (s *Session) broadcast(frame []byte, except *peer) {
-	attached, over, catchingUp := 0, 0, false
 	for _, p := range s.peers {
-		if !p.attached {
+		if !p.attached || p == except || p.gone || p.dropped || p.st.lagging.Load() {
 			continue
 		}
-		attached++
-		behind := false
-		if p == except {
-			behind = p.out.Len() > s.softLimit
-		} else {
-			behind = s.send(p, frame)
+		// Unbounded: lagBehind bounds the queue after each frame.
+		n, err := p.out.PushOver(frame)
+		if err == nil {
+			s.checkLag(p, n)
 		}
-		if behind {
-			over++
-			catchingUp = catchingUp || p.st.replaying()
-		}
-	}
-	if attached > 0 && (over == attached || catchingUp) {
-		s.paused.Store(true)
 	}
 }
 

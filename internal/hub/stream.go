@@ -15,28 +15,46 @@ import (
 // a bounded queue of live frames the actor pushes, with history from the
 // log cut in at the exact points the actor marked. The actor owns pushing
 // and marking; one goroutine of the consumer calls next.
+//
+// The log is the buffer. A consumer whose queue grows past the session's
+// lag limit is not given live frames any more: it is lagging, and reads
+// the log from the last event it was given, in pages, at its own pace.
+// Each time it has delivered everything it was given it calls caughtUp,
+// and the actor marks the log up to its end for it, or, once it is close
+// enough, marks the rest and makes it live again. No consumer is dropped
+// for being slow, and a slow one costs the hub its queue and one page.
 type stream struct {
-	out    *frameq.Queue
-	store  eventlog.Store
-	render func(frames [][]byte, ev eventlog.Event) [][]byte // log event → frames
-	wake   func()                                            // called after each Pop (flow control)
+	out      *frameq.Queue
+	store    eventlog.Store
+	render   func(frames [][]byte, ev eventlog.Event) [][]byte // log event → frames
+	caughtUp func()                                            // a lagging consumer wants more (see lagging)
 
 	marksMu sync.Mutex // guards marks
 	marks   []replayMark
 	marked  atomic.Int32 // len(marks), readable without the lock
 
+	// lagging is set by the actor while the consumer reads from the log
+	// instead of being given live frames; lagSeq, owned by the actor, is
+	// the last seq it was given, live or marked.
+	lagging atomic.Bool
+	lagSeq  int64
+	asked   atomic.Bool // the consumer called caughtUp since the actor looked
+
 	// Used only by the consumer goroutine.
-	popped  uint64   // frames taken from the queue so far
-	pending [][]byte // frames taken from the queue, not yet returned
-	cursor  int64    // last seq replayed for the current mark
+	popped    uint64   // frames taken from the queue so far
+	pending   [][]byte // frames taken from the queue, not yet returned
+	cursor    int64    // last seq replayed for the current mark
+	pageLimit int      // events the next log read asks for
 }
 
 // replayMark asks for the log of session, after seq after up to seq upto,
-// once the first at frames pushed to the queue have been delivered.
+// once the first at frames pushed to the queue have been delivered. skip,
+// when set, leaves out the events it matches.
 type replayMark struct {
 	at          uint64
 	session     string
 	after, upto int64
+	skip        func(eventlog.Event) bool
 }
 
 // closeQueue ends a consumer's queue: what is queued is still delivered,
@@ -50,25 +68,44 @@ func closeQueue(q *frameq.Queue, cause error) {
 	q.Close(cause)
 }
 
-func newStream(limit int, store eventlog.Store, render func([][]byte, eventlog.Event) [][]byte, wake func()) *stream {
-	return &stream{out: frameq.New(limit), store: store, render: render, wake: wake}
+func newStream(limit int, store eventlog.Store, render func([][]byte, eventlog.Event) [][]byte, caughtUp func()) *stream {
+	return &stream{out: frameq.New(limit), store: store, render: render, caughtUp: caughtUp, pageLimit: minPage}
 }
 
 // mark schedules history at the current end of the queue. The actor must
 // have flushed the log up to upto.
-func (st *stream) mark(session string, after, upto int64) {
+func (st *stream) mark(session string, after, upto int64, skip func(eventlog.Event) bool) {
 	if upto <= after {
 		return
 	}
 	st.marksMu.Lock()
-	st.marks = append(st.marks, replayMark{at: st.out.Pushed(), session: session, after: after, upto: upto})
+	st.marks = append(st.marks, replayMark{at: st.out.Pushed(), session: session, after: after, upto: upto, skip: skip})
 	st.marked.Store(int32(len(st.marks)))
 	st.marksMu.Unlock()
 	st.out.Wake()
 }
 
-// replaying reports whether history is still to be delivered.
-func (st *stream) replaying() bool { return st.marked.Load() > 0 }
+// lag stops giving the consumer live frames: it has been given the log up
+// to seq, and reads the rest from the log (see stream).
+func (st *stream) lag(seq int64) {
+	st.lagSeq = seq
+	st.lagging.Store(true)
+}
+
+// catchUp marks the log after the last seq the consumer was given up to
+// upto, which the actor has flushed, and makes it live again when live is
+// set: from then on it is given live frames after upto.
+func (st *stream) catchUp(session string, upto int64, skip func(eventlog.Event) bool, live bool) {
+	st.mark(session, st.lagSeq, upto, skip)
+	st.lagSeq = upto
+	if live {
+		st.lagging.Store(false)
+	}
+}
+
+// idle reports, to the actor, whether the consumer asked for more of the
+// log since the last call.
+func (st *stream) idle() bool { return st.asked.Swap(false) }
 
 // next returns the next frames, waiting until there are some. It returns
 // the queue's error once the consumer was removed.
@@ -83,12 +120,14 @@ func (st *stream) next(ctx context.Context) ([][]byte, error) {
 			continue
 		}
 		if len(st.pending) == 0 {
+			if !marked && st.lagging.Load() && st.out.Len() == 0 {
+				// Everything given is delivered: ask for more of the log.
+				st.asked.Store(true)
+				st.caughtUp()
+			}
 			batch, err := st.out.Pop(ctx.Done())
 			if err != nil {
 				return nil, err
-			}
-			if st.wake != nil {
-				st.wake()
 			}
 			// A mark may have been set while Pop waited: look again.
 			st.pending = batch
@@ -114,33 +153,48 @@ func (st *stream) nextMark() (replayMark, bool) {
 	return st.marks[0], true
 }
 
-// replayPageSize is how many log events one replay read fetches.
-const replayPageSize = 512
+// Log reads are paged: a page asks for pageLimit events, between minPage
+// and maxPage, sized after the last page so that one holds about
+// replayPageBytes. A consumer reading history holds at most one page.
+const (
+	minPage         = 16
+	maxPage         = 512
+	replayPageBytes = 256 << 10
+)
 
 // replayPage returns the next frames of mark's history. When the history is
 // exhausted it removes the mark and returns no frames.
 func (st *stream) replayPage(ctx context.Context, mark replayMark) ([][]byte, error) {
-	st.cursor = max(st.cursor, mark.after)
-	var events []eventlog.Event
-	if st.cursor < mark.upto {
-		limit := int(min(mark.upto-st.cursor, replayPageSize))
-		var err error
-		if events, err = st.store.Read(ctx, mark.session, st.cursor, limit); err != nil {
-			return nil, fmt.Errorf("replay session log: %w", err)
+	for {
+		st.cursor = max(st.cursor, mark.after)
+		var events []eventlog.Event
+		if st.cursor < mark.upto {
+			limit := int(min(mark.upto-st.cursor, int64(st.pageLimit)))
+			var err error
+			if events, err = st.store.Read(ctx, mark.session, st.cursor, limit); err != nil {
+				return nil, fmt.Errorf("replay session log: %w", err)
+			}
+		}
+		if len(events) == 0 {
+			st.marksMu.Lock()
+			st.marks = st.marks[1:]
+			st.marked.Store(int32(len(st.marks)))
+			st.marksMu.Unlock()
+			st.cursor = 0
+			return nil, nil
+		}
+		st.cursor = events[len(events)-1].Seq
+		size := 0
+		var frames [][]byte
+		for _, ev := range events {
+			size += len(ev.Data)
+			if mark.skip == nil || !mark.skip(ev) {
+				frames = st.render(frames, ev)
+			}
+		}
+		st.pageLimit = max(minPage, min(maxPage, replayPageBytes*len(events)/max(size, 1)))
+		if len(frames) > 0 {
+			return frames, nil
 		}
 	}
-	if len(events) == 0 {
-		st.marksMu.Lock()
-		st.marks = st.marks[1:]
-		st.marked.Store(int32(len(st.marks)))
-		st.marksMu.Unlock()
-		st.cursor = 0
-		return nil, nil
-	}
-	st.cursor = events[len(events)-1].Seq
-	var frames [][]byte
-	for _, ev := range events {
-		frames = st.render(frames, ev)
-	}
-	return frames, nil
 }

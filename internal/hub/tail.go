@@ -7,6 +7,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/frameq"
 )
 
 // ErrUnknownSession is returned for a session key with no log and no
@@ -37,9 +38,9 @@ type untailMsg struct{ t *tail }
 
 // addTail subscribes a tail from the actor: history after `after` first.
 func (s *Session) addTail(m tailMsg) {
-	t := &tail{st: newStream(s.cfg.ClientQueue, s.cfg.Store, renderEvent, nil), ephemeral: m.ephemeral}
+	t := &tail{st: newStream(s.cfg.ClientQueue, s.cfg.Store, renderEvent, s.kickLag), ephemeral: m.ephemeral}
 	s.flush()
-	t.st.mark(s.key, m.after, s.seq)
+	t.st.mark(s.key, m.after, s.seq, nil)
 	s.tails = append(s.tails, t)
 	s.updateActive()
 	m.reply <- t
@@ -59,25 +60,31 @@ func (s *Session) removeTail(t *tail, cause error) {
 	}
 }
 
-// publish sends an event to the tails; one that cannot keep up is dropped
-// (it can resume from its last seq).
+// publish sends an event to the live tails. A tail whose queue passes the
+// lag limit reads the log from then on (see stream): from the event after
+// this one, or from this one when even it did not fit.
 func (s *Session) publish(ev api.Event) {
 	if len(s.tails) == 0 {
 		return
 	}
 	b := ev.AppendJSON(nil)
-	var slow []*tail
 	for _, t := range s.tails {
-		if ev.Ephemeral && !t.ephemeral {
+		if (ev.Ephemeral && !t.ephemeral) || t.st.lagging.Load() {
 			continue
 		}
-		if _, err := t.st.out.Push(b); err != nil {
-			slow = append(slow, t)
+		// An ephemeral event is not in the log: a tail that lags from one
+		// goes on after the last stored event, s.seq.
+		n, err := t.st.out.Push(b)
+		switch {
+		case err == nil && n > s.lagLimit:
+			t.st.lag(s.seq)
+		case errors.Is(err, frameq.ErrFull):
+			from := s.seq - 1 // this event is the first it was not given
+			if ev.Ephemeral {
+				from = s.seq
+			}
+			t.st.lag(from)
 		}
-	}
-	for _, t := range slow {
-		s.log.Warn("dropping slow event subscriber")
-		s.removeTail(t, ErrSlowClient)
 	}
 }
 
