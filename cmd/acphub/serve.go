@@ -38,7 +38,8 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn or error")
 	fs.DurationVar(&cfg.IdleTTL.Duration, "idle-ttl", cfg.IdleTTL.Duration, "stop a session's agent this long after its last client left (0: 10m)")
 	fs.IntVar(&cfg.PromptQueue, "prompt-queue", cfg.PromptQueue, "prompts that may wait behind a running turn (0: 16)")
-	fs.IntVar(&cfg.ClientQueue, "client-queue", cfg.ClientQueue, "bytes queued toward one client before it is disconnected (0: 16 MiB)")
+	fs.IntVar(&cfg.ClientQueue, "client-queue", cfg.ClientQueue, "bytes queued toward one client; past a quarter of it (at most 256 KiB) the client reads from the log (0: 16 MiB)")
+	fs.DurationVar(&cfg.ClientStall.Duration, "client-stall-timeout", cfg.ClientStall.Duration, "disconnect a client whose connection takes none of its output for this long (0: 1m)")
 	fs.IntVar(&cfg.MaxFrame, "max-frame", cfg.MaxFrame, "largest JSON-RPC frame in bytes, either way (0: 16 MiB)")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", cfg.MaxSessions, "sessions held at once (0: 256)")
 	fs.DurationVar(&cfg.PermissionTimeout.Duration, "permission-timeout", cfg.PermissionTimeout.Duration, "answer unanswered permission requests as cancelled after this long (0: never)")
@@ -134,7 +135,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	h := hub.New(hcfg)
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Token: token, AllowedOrigins: cfg.AllowedOrigins, MaxFrame: cfg.MaxFrame,
-		Version: version, Logger: log,
+		StallTimeout: cfg.ClientStall.Duration, Version: version, Logger: log,
 	})
 	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, tls: tlsCfg, debug: debug}, nil
 }

@@ -63,6 +63,7 @@ type Config struct {
 	IdleTTL           Duration `toml:"idle_ttl"`
 	PromptQueue       int      `toml:"prompt_queue"`
 	ClientQueue       int      `toml:"client_queue"`
+	ClientStall       Duration `toml:"client_stall_timeout"`
 	MaxFrame          int      `toml:"max_frame"`
 	MaxSessions       int      `toml:"max_sessions"`
 	PermissionTimeout Duration `toml:"permission_timeout"`

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/acphub/acphub/internal/demoagent"
 )
 
@@ -172,6 +174,48 @@ func TestSession_SlowClientReadsTheLogAndMissesNothing(t *testing.T) {
 				t.Error("the slow client was dropped")
 			}
 		})
+	}
+}
+
+// A client that stops reading is disconnected once its connection has
+// taken nothing for --client-stall-timeout, with the documented close
+// reason; the others are told why. It attaches again after the last seq
+// it knew and gets everything it had not read.
+func TestSession_StalledClientIsDisconnectedAndResumes(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--client-stall-timeout", "1s")
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	b := h.dial("s", "peer=b")
+	b.mustCall("initialize", clientInit("b"))
+	joined, _ := decodeAttach(t, b.mustCall("session/attach", attachParams(sid, nil)))
+	a.until(isMethod("_acphub/peer_joined"))
+	b.stopReading()
+	id := a.prompt(sid, "/flood-text 3000 4096")
+	got := a.untilResponse(id)
+	want := agentText(got)
+	if len(want) != 3000*4096 {
+		t.Fatalf("the prompting client got %d bytes of agent text, want 3000 chunks of 4096", len(want))
+	}
+	left := a.until(isMethod("_acphub/peer_left"))
+	if p := string(lastOf(left).Params); p != fmt.Sprintf(`{"sessionId":%q,"peer":"b","reason":"took none of the session's output for 1s","condition":"backpressure"}`, sid) {
+		t.Errorf("a was told %s, want b stalled", p)
+	}
+	h.waitLog(`client left.*peer=b reason="took none of the session's output for 1s"`)
+	b.resumeReading()
+	for range b.frames {
+	}
+	if err := <-b.closed; websocket.CloseStatus(err) != websocket.StatusPolicyViolation && websocket.CloseStatus(err) != -1 {
+		t.Errorf("b's connection ended with %v, want a policy violation or a torn-down connection", err)
+	}
+
+	// b comes back: the history after the last seq it knew holds the
+	// whole turn.
+	b = h.dial("s", "peer=b")
+	b.mustCall("initialize", clientInit("b"))
+	_, hist := decodeAttach(t, b.mustCall("session/attach", attachParams(sid, map[string]any{"afterSeq": joined.Meta.LastSeq})))
+	if text := agentText(hist); text != want {
+		t.Errorf("b resumed with %d bytes of agent text, want the %d the prompting client got", len(text), len(want))
 	}
 }
 

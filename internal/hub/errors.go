@@ -3,6 +3,7 @@ package hub
 import (
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -31,6 +32,12 @@ func (d *Disconnect) Error() string { return d.Text }
 
 // CloseReason is d as one line for a close frame: "condition: text".
 func (d *Disconnect) CloseReason() string { return d.Condition + ": " + d.Text }
+
+// ErrStalled is why a transport ends the connection of a client that took
+// none of its output for d (see the transport's stall timeout).
+func ErrStalled(d time.Duration) *Disconnect {
+	return &Disconnect{Text: "took none of the session's output for " + d.String(), Condition: "backpressure"}
+}
 
 // Reasons a peer is disconnected by the hub; transports read them with
 // errors.Is on the error Client.Next returns, or errors.As for the text.

@@ -179,8 +179,12 @@ func (c *Client) AfterRemoved(f func()) (stop func() bool) {
 }
 
 // Leave detaches the client. It is safe to call more than once.
-func (c *Client) Leave() {
-	_ = c.p.sess.Load().post(context.Background(), leaveMsg{peer: c.p})
+func (c *Client) Leave() { c.LeaveBecause(nil) }
+
+// LeaveBecause detaches the client for cause, a *Disconnect the others are
+// told in _acphub/peer_left (ErrStalled), or nil for a client that left.
+func (c *Client) LeaveBecause(cause error) {
+	_ = c.p.sess.Load().post(context.Background(), leaveMsg{peer: c.p, cause: cause})
 }
 
 // Next returns the next frames for the client, waiting until there are some.

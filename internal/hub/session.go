@@ -159,7 +159,10 @@ type (
 		peer  *peer
 		frame []byte
 	}
-	leaveMsg    struct{ peer *peer }
+	leaveMsg struct {
+		peer  *peer
+		cause error // why the transport ended the connection, or nil
+	}
 	agentFrames struct {
 		gen    int
 		frames [][]byte
@@ -337,7 +340,7 @@ func (s *Session) handle(msg any) {
 		c, err := s.addPeer(m.opts)
 		m.reply <- joinReply{c, err}
 	case leaveMsg:
-		s.removePeer(m.peer, nil)
+		s.removePeer(m.peer, m.cause)
 	case idleExpired:
 		s.idleExpired(m.gen)
 	case permissionExpired:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/acphub/acphub/api"
@@ -22,9 +23,17 @@ type Options struct {
 	Token          string   // required on every endpoint but /healthz
 	AllowedOrigins []string // browser origins allowed besides the hub's own
 	MaxFrame       int      // largest client frame; 0 means jsonrpc.DefaultMaxFrame
+	// StallTimeout disconnects a client whose connection takes none of
+	// its output for that long (see ws.Conn.SetStallTimeout); 0 means
+	// DefaultStallTimeout.
+	StallTimeout time.Duration
 	Version        string   // reported by /healthz
 	Logger         *slog.Logger
 }
+
+// DefaultStallTimeout is how long a client may take none of its output
+// before it is disconnected.
+const DefaultStallTimeout = time.Minute
 
 // Server serves the hub over HTTP and WebSocket.
 type Server struct {
@@ -37,6 +46,9 @@ type Server struct {
 func NewServer(opts Options) *Server {
 	if opts.MaxFrame <= 0 {
 		opts.MaxFrame = jsonrpc.DefaultMaxFrame
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -134,6 +146,7 @@ func (s *Server) serveConn(ctx context.Context, conn *ws.Conn, client *hub.Clien
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	log := s.log.With("session", client.Session(), "peer", client.Peer())
+	conn.SetStallTimeout(s.opts.StallTimeout)
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -181,7 +194,14 @@ func (s *Server) writeLoop(ctx context.Context, conn *ws.Conn, client *hub.Clien
 			return ws.StatusInternalError, "internal_error: the hub failed to serve this connection"
 		}
 		if err := conn.WriteBatch(frames); err != nil {
-			return ws.StatusNormal, ""
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				return ws.StatusNormal, ""
+			}
+			// The client took nothing for the stall timeout: the close
+			// frame reaches it only if it reads again within closeGrace.
+			stalled := hub.ErrStalled(s.opts.StallTimeout)
+			client.LeaveBecause(stalled)
+			return ws.StatusPolicyViolation, stalled.CloseReason()
 		}
 	}
 }

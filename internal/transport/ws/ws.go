@@ -88,6 +88,40 @@ type Conn struct {
 	peerClosed chan struct{} // closed when the peer's close frame arrived
 	closeWait  time.Duration // how long Close waits for the peer's close frame
 	closeOnce  sync.Once
+
+	stall       time.Duration // see SetStallTimeout
+	timeout     time.Duration // for each socket write of the call in progress; guarded by wmu
+	hasDeadline bool          // a write deadline is set on nc; guarded by wmu
+}
+
+// SetStallTimeout makes a write fail with os.ErrDeadlineExceeded when the
+// peer takes none of its next bytes for d: every write to the socket is at
+// most writeBufSize bytes and gets d for itself, so a peer that reads slowly
+// but reads is never cut off. Zero, the default, waits for ever. Call it
+// before the first write.
+func (c *Conn) SetStallTimeout(d time.Duration) { c.stall = d }
+
+// write writes b to the socket in pieces of at most writeBufSize bytes,
+// each within c.timeout when it is set.
+func (c *Conn) write(b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), writeBufSize)
+		if c.timeout > 0 || c.hasDeadline {
+			var deadline time.Time
+			if c.timeout > 0 {
+				deadline = time.Now().Add(c.timeout)
+			}
+			if err := c.nc.SetWriteDeadline(deadline); err != nil {
+				return err
+			}
+			c.hasDeadline = c.timeout > 0
+		}
+		if _, err := c.nc.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 // Accept upgrades an HTTP request to a WebSocket connection. On failure it
@@ -166,6 +200,7 @@ func (c *Conn) WriteBatch(msgs [][]byte) error {
 	if c.closed {
 		return net.ErrClosed
 	}
+	c.timeout = c.stall
 	return c.writeLocked(OpText, msgs...)
 }
 
@@ -191,13 +226,10 @@ func (c *Conn) flushLocked() error {
 	if len(c.wbuf) == 0 {
 		return nil
 	}
-	_, err := c.nc.Write(c.wbuf)
+	err := c.write(c.wbuf)
 	c.wbuf = c.wbuf[:0]
 	return err
 }
-
-// SetWriteDeadline bounds the writes in progress and to come.
-func (c *Conn) SetWriteDeadline(t time.Time) error { return c.nc.SetWriteDeadline(t) }
 
 func (c *Conn) writeFrameLocked(op byte, payload []byte) error {
 	h := c.hdr[:2]
@@ -217,11 +249,14 @@ func (c *Conn) writeFrameLocked(op byte, payload []byte) error {
 			return err
 		}
 		if len(h)+len(payload) > cap(c.wbuf) {
-			// Too big to gather: header and payload in one writev,
-			// without a copy.
-			bufs := net.Buffers{h, payload}
-			_, err := bufs.WriteTo(c.nc)
-			return err
+			// Too big to gather: the header with as much of the payload
+			// as fits, then the rest without a copy.
+			room := cap(c.wbuf) - len(h)
+			c.wbuf = append(append(c.wbuf, h...), payload[:room]...)
+			if err := c.flushLocked(); err != nil {
+				return err
+			}
+			return c.write(payload[room:])
 		}
 	}
 	c.wbuf = append(c.wbuf, h...)
@@ -239,8 +274,7 @@ func (c *Conn) writeControl(op byte, payload []byte) error {
 	if op == opClose {
 		c.closed = true
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
-	defer c.nc.SetWriteDeadline(time.Time{})
+	c.timeout = closeTimeout
 	return c.writeLocked(op, payload)
 }
 

@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,4 +277,90 @@ func TestConn_WriteBatchLargerThanTheGatherBuffer(t *testing.T) {
 			t.Fatalf("message %d: %d bytes, want %d", i, len(got), len(want))
 		}
 	}
+}
+
+// A peer that stops reading fails the writer's next write after the stall
+// timeout; one that reads slowly, a piece at a time, never does, however
+// long the whole batch takes. Both ends have small socket buffers, so that
+// what the kernels hold does not hide the reader's pace from the writer.
+func TestConn_StallTimeout(t *testing.T) {
+	t.Parallel()
+	const stall = 300 * time.Millisecond
+	results := make(chan error, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := ws.Accept(w, r)
+		if err != nil {
+			return
+		}
+		c.SetStallTimeout(stall)
+		// 8 MiB: far more than the socket buffers hold.
+		msgs := make([][]byte, 128)
+		for i := range msgs {
+			msgs[i] = make([]byte, 64<<10)
+		}
+		results <- c.WriteBatch(msgs)
+	}))
+	srv.Listener = smallBuffers{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		cerr := rc.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, smallBuffer) })
+		return errors.Join(cerr, err)
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func() *websocket.Conn {
+		c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadLimit(1 << 20)
+		return c
+	}
+
+	t.Run("slow reader", func(t *testing.T) {
+		c := dial()
+		defer c.CloseNow()
+		start := time.Now()
+		for range 128 {
+			// Each message waits a twentieth of the stall timeout.
+			time.Sleep(stall / 20)
+			if _, _, err := c.Read(ctx); err != nil {
+				t.Fatalf("read after %v: %v (writer: %v)", time.Since(start), err, <-results)
+			}
+		}
+		if err := <-results; err != nil {
+			t.Fatalf("writing to a slow reader failed after %v: %v", time.Since(start), err)
+		}
+		if took := time.Since(start); took < 2*stall {
+			t.Fatalf("the batch took %v, no longer than the stall timeout: the test proves nothing", took)
+		}
+	})
+	t.Run("stopped reader", func(t *testing.T) {
+		c := dial()
+		defer c.CloseNow()
+		select {
+		case err := <-results:
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("writing to a peer that reads nothing: %v, want a deadline error", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the write to a peer that reads nothing never failed")
+		}
+	})
+}
+
+const smallBuffer = 64 << 10
+
+// smallBuffers gives every accepted connection a small send buffer.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		err = errors.Join(err, tc.SetWriteBuffer(smallBuffer))
+	}
+	return c, err
 }
