@@ -27,8 +27,8 @@ type Options struct {
 	// its output for that long (see ws.Conn.SetStallTimeout); 0 means
 	// DefaultStallTimeout.
 	StallTimeout time.Duration
-	Version        string   // reported by /healthz
-	Logger         *slog.Logger
+	Version      string // reported by /healthz
+	Logger       *slog.Logger
 }
 
 // DefaultStallTimeout is how long a client may take none of its output

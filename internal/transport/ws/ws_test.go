@@ -306,7 +306,9 @@ func TestConn_StallTimeout(t *testing.T) {
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		var err error
-		cerr := rc.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, smallBuffer) })
+		cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, smallBuffer)
+		})
 		return errors.Join(cerr, err)
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
