@@ -119,8 +119,9 @@ type attachResult struct {
 		ClientInfo json.RawMessage `json:"clientInfo"`
 	} `json:"connectedClients"`
 	Meta struct {
-		HistoryPolicy string `json:"acphub.dev/historyPolicy"`
-		LastSeq       int64  `json:"acphub.dev/lastSeq"`
+		HistoryPolicy   string `json:"acphub.dev/historyPolicy"`
+		LastSeq         int64  `json:"acphub.dev/lastSeq"`
+		HistoryStreamed int64  `json:"acphub.dev/historyStreamed"`
 	} `json:"_meta"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -405,4 +406,47 @@ func TestHistory_DetachWithdrawsHeldRequests(t *testing.T) {
 	}
 	a.respond(pa.ID, allowAnswer)
 	mustStop(t, "permission turn", lastOf(a.untilResponse(id)), "end_turn")
+}
+
+// session/attach with the full history after a turn of more than 64 MiB:
+// the response does not hold the history; it follows the response, read
+// from the log in bounded pages by the client's writer, and is exactly
+// what the prompting client got.
+func TestHistory_AttachFullAfterAHugeTurn(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	// 17,000 chunks of 4 KiB, each its own event (the flood's _meta keeps
+	// them apart): 68 MiB.
+	got := a.untilResponse(a.prompt(sid, "/flood 17000 4096"))
+	want := chunkTexts(got)
+	if len(want) != 17000 {
+		t.Fatalf("the prompting client got %d chunks, want 17000", len(want))
+	}
+	b := h.dial("s", "peer=b")
+	b.mustCall("initialize", clientInit("b"))
+	res, hist := decodeAttach(t, b.mustCall("session/attach", attachParams(sid, nil)))
+	if len(hist) != 0 || res.Meta.HistoryStreamed != res.Meta.LastSeq {
+		t.Fatalf("attach after a 68 MiB turn: %d frames in the response, historyStreamed %d of lastSeq %d",
+			len(hist), res.Meta.HistoryStreamed, res.Meta.LastSeq)
+	}
+	hist = b.until(isMethod("_acphub/turn_complete"))
+	if hist[0].update() != "user_message_chunk" || hist[0].text() != "/flood 17000 4096" {
+		t.Errorf("the history starts with %.200s, want the prompt", hist[0].raw)
+	}
+	if got := chunkTexts(hist); !slices.Equal(got, want) {
+		t.Errorf("the history holds %d chunks, not the %d the prompting client got, in its order", len(got), len(want))
+	}
+}
+
+// chunkTexts returns the text of each agent_message_chunk among ms.
+func chunkTexts(ms []msg) []string {
+	var out []string
+	for _, m := range ms {
+		if m.update() == "agent_message_chunk" {
+			out = append(out, m.text())
+		}
+	}
+	return out
 }

@@ -160,33 +160,86 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	case applied == historyFull:
 		after = 0
 	case applied == historyAfterMessage:
-		seq, found, err := s.messageSeq(req.AfterMessageID)
-		if err != nil {
-			s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil))
-			return
-		}
-		if !found {
-			applied = historyFull
-		}
-		after = seq
+		// The log is searched off the actor; the attach goes on when the
+		// answer comes back (messageFound).
+		store, key, upto := s.cfg.Store, s.key, s.seq
+		go func() {
+			seq, found, err := messageSeq(store, key, upto, req.AfterMessageID)
+			s.postAsync(messageFound{p: p, id: m.ID, req: req, seq: seq, found: found, err: err})
+		}()
+		return
 	}
+	s.finishAttach(p, m.ID, req, applied, after)
+}
+
+// messageFound is the search of session/attach's afterMessageId, done.
+type messageFound struct {
+	p     *peer
+	id    []byte
+	req   attachRequest
+	seq   int64
+	found bool
+	err   error
+}
+
+func (s *Session) messageFound(m messageFound) {
+	if m.p.gone || m.p.sess.Load() != s {
+		return
+	}
+	if m.err != nil {
+		s.replyError(m.p, m.id, errLogRead())
+		return
+	}
+	applied := historyAfterMessage
+	if !m.found {
+		applied = historyFull
+	}
+	s.flushMessage()
+	s.flush()
+	s.finishAttach(m.p, m.id, m.req, applied, m.seq)
+}
+
+func errLogRead() *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil)
+}
+
+// attachInline is how many log events of history session/attach puts in
+// its response; a longer history follows the response as frames, read from
+// the log by the client's own writer in bounded pages.
+const attachInline = 256
+
+// finishAttach answers session/attach with the history after seq after (none
+// when after < 0) and attaches p. The log is flushed up to s.seq.
+func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied string, after int64) {
 	history := []json.RawMessage{}
-	if after >= 0 {
+	var streamed int64
+	switch {
+	case after < 0:
+	case s.seq-after > attachInline:
+		streamed = s.seq - after
+	default:
 		frames, err := s.historyFrames(after)
 		if err != nil {
-			s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil))
+			s.replyError(p, id, errLogRead())
 			return
 		}
 		for _, f := range frames {
 			history = append(history, f)
 		}
 	}
-	meta := fmt.Appendf(nil, `{"acphub.dev/historyPolicy":%q,"acphub.dev/lastSeq":%d}`, applied, s.seq)
+	meta := fmt.Appendf(nil, `{"acphub.dev/historyPolicy":%q,"acphub.dev/lastSeq":%d`, applied, s.seq)
+	if streamed > 0 {
+		meta = fmt.Appendf(meta, `,"acphub.dev/historyStreamed":%d`, streamed)
+	}
+	meta = append(meta, '}')
 	res := api.AttachResult{
 		SessionID: s.sessionIDString(), History: history, ClientID: p.id,
 		ConnectedClients: s.connectedClients(p), Meta: meta,
 	}
-	s.reply(p, m.ID, res.AppendJSON(nil))
+	s.reply(p, id, res.AppendJSON(nil))
+	if streamed > 0 {
+		p.st.mark(s.key, after, s.seq, nil)
+	}
 	p.attached = true
 	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
 	if req.HistoryPolicy != historyNone {
@@ -230,8 +283,8 @@ func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
 }
 
 // historyFrames renders the log after seq as the frames a joining client
-// gets. It reads the store from the actor: session/attach asks for its
-// history in one response.
+// gets. It reads the store from the actor: for the short histories
+// session/attach puts in its response (attachInline).
 func (s *Session) historyFrames(after int64) ([][]byte, error) {
 	var frames [][]byte
 	for after < s.seq {
@@ -250,16 +303,16 @@ func (s *Session) historyFrames(after int64) ([][]byte, error) {
 	return frames, nil
 }
 
-// messageSeq finds the log seq of the last event of the message with the
-// given messageId.
-func (s *Session) messageSeq(id string) (int64, bool, error) {
+// messageSeq finds the seq, up to upto, of the last event of the message
+// with the given messageId in session key's log.
+func messageSeq(store eventlog.Store, key string, upto int64, id string) (int64, bool, error) {
 	if id == "" {
 		return 0, false, nil
 	}
 	want, _ := json.Marshal(id)
 	var found int64
-	for after := int64(0); after < s.seq; {
-		events, err := s.cfg.Store.Read(context.Background(), s.key, after, maxPage)
+	for after := int64(0); after < upto; {
+		events, err := store.Read(context.Background(), key, after, int(min(upto-after, maxPage)))
 		if err != nil || len(events) == 0 {
 			return found, found > 0, err
 		}

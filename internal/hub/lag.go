@@ -3,6 +3,7 @@ package hub
 import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // Lagging consumers: the log is the buffer (see stream).
@@ -74,7 +75,7 @@ func (s *Session) catchUp(p *peer, live bool) {
 		s.flushMessage()
 	}
 	s.flush()
-	p.st.catchUp(s.key, s.seq, ownTurnEvents(p.id), live)
+	p.st.catchUp(s.key, s.seq, catchUpFrames(s.sessionIDString(), p.id), live)
 	if live {
 		s.log.Debug("client is live again", "peer", p.id, "seq", s.seq)
 		// The agent requests that opened while it read the log.
@@ -82,13 +83,57 @@ func (s *Session) catchUp(p *peer, live bool) {
 	}
 }
 
-// ownTurnEvents matches the events of id's own turns that a live peer is
-// not given as log frames: its prompt (it sent it) and the end of its turn
-// (it gets the prompt's response instead).
-func ownTurnEvents(id string) func(eventlog.Event) bool {
-	return func(ev eventlog.Event) bool {
-		return ev.Peer == id && (ev.Type == api.EventTurnStarted || ev.Type == api.EventTurnCompleted)
+// catchUpFrames renders the log for lagging peer self as it would have
+// been given the session live: the replayed stream (see
+// appendReplayFrames) without its own prompt (it sent it) and its own
+// turn's end (it gets the prompt's response instead), and with the hub's
+// notifications about the others that the log keeps — who joined or left,
+// their prompts, permission answers, an agent that exited on its own.
+// Ephemeral notifications (terminal output) are not kept, and not given.
+func catchUpFrames(sessionID, self string) func([][]byte, eventlog.Event) [][]byte {
+	return func(frames [][]byte, ev eventlog.Event) [][]byte {
+		mine := ev.Peer == self
+		switch ev.Type {
+		case api.EventTurnStarted, api.EventTurnCompleted:
+			if mine {
+				return frames
+			}
+		case api.EventPeerJoined, api.EventPeerLeft, api.EventPromptReceived, api.EventPermissionResolved, api.EventAgentExited:
+			if mine {
+				return frames
+			}
+			if method, params := missedNotification(sessionID, ev); method != "" {
+				return append(frames, jsonrpc.NewNotification(method, params))
+			}
+			return frames
+		}
+		return appendReplayFrames(frames, ev)
 	}
+}
+
+// missedNotification returns the hub notification a live peer got for ev,
+// or "" when there was none.
+func missedNotification(sessionID string, ev eventlog.Event) (string, any) {
+	data, err := api.DecodeEventData(ev.Type, ev.Data)
+	if err != nil {
+		return "", nil
+	}
+	switch d := data.(type) {
+	case *api.PeerJoined:
+		return api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: sessionID, Peer: d.Peer}
+	case *api.PeerLeft:
+		return api.MethodPeerLeft, &api.PeerLeftParams{SessionID: sessionID, Peer: d.Peer, Reason: d.Reason, Condition: d.Condition}
+	case *api.PromptReceived:
+		return api.MethodPromptReceived, &api.PromptReceivedParams{SessionID: d.SessionID, Peer: ev.Peer, Prompt: d.Prompt, Queued: d.Queued}
+	case *api.PermissionResolved:
+		p := api.PermissionResolvedParams(*d)
+		return api.MethodPermissionResolved, &p
+	case *api.AgentExited:
+		if !d.Requested {
+			return api.MethodAgentExited, &api.AgentExitedParams{SessionID: sessionID, Code: d.Code, Signal: d.Signal, StderrTail: d.StderrTail}
+		}
+	}
+	return "", nil
 }
 
 // updateTerminalsPaused pauses the output of self_handle terminals while

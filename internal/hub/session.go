@@ -347,6 +347,8 @@ func (s *Session) handle(msg any) {
 		s.permissionExpired(m.key)
 	case syncMsg:
 		close(m.done)
+	case messageFound:
+		s.messageFound(m)
 	case releaseMsg:
 		s.release(m)
 	case adoptMsg:

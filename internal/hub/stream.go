@@ -48,13 +48,13 @@ type stream struct {
 }
 
 // replayMark asks for the log of session, after seq after up to seq upto,
-// once the first at frames pushed to the queue have been delivered. skip,
-// when set, leaves out the events it matches.
+// once the first at frames pushed to the queue have been delivered,
+// rendered by render, or by the stream's own when it is nil.
 type replayMark struct {
 	at          uint64
 	session     string
 	after, upto int64
-	skip        func(eventlog.Event) bool
+	render      func([][]byte, eventlog.Event) [][]byte
 }
 
 // closeQueue ends a consumer's queue: what is queued is still delivered,
@@ -74,12 +74,12 @@ func newStream(limit int, store eventlog.Store, render func([][]byte, eventlog.E
 
 // mark schedules history at the current end of the queue. The actor must
 // have flushed the log up to upto.
-func (st *stream) mark(session string, after, upto int64, skip func(eventlog.Event) bool) {
+func (st *stream) mark(session string, after, upto int64, render func([][]byte, eventlog.Event) [][]byte) {
 	if upto <= after {
 		return
 	}
 	st.marksMu.Lock()
-	st.marks = append(st.marks, replayMark{at: st.out.Pushed(), session: session, after: after, upto: upto, skip: skip})
+	st.marks = append(st.marks, replayMark{at: st.out.Pushed(), session: session, after: after, upto: upto, render: render})
 	st.marked.Store(int32(len(st.marks)))
 	st.marksMu.Unlock()
 	st.out.Wake()
@@ -95,8 +95,8 @@ func (st *stream) lag(seq int64) {
 // catchUp marks the log after the last seq the consumer was given up to
 // upto, which the actor has flushed, and makes it live again when live is
 // set: from then on it is given live frames after upto.
-func (st *stream) catchUp(session string, upto int64, skip func(eventlog.Event) bool, live bool) {
-	st.mark(session, st.lagSeq, upto, skip)
+func (st *stream) catchUp(session string, upto int64, render func([][]byte, eventlog.Event) [][]byte, live bool) {
+	st.mark(session, st.lagSeq, upto, render)
 	st.lagSeq = upto
 	if live {
 		st.lagging.Store(false)
@@ -184,13 +184,15 @@ func (st *stream) replayPage(ctx context.Context, mark replayMark) ([][]byte, er
 			return nil, nil
 		}
 		st.cursor = events[len(events)-1].Seq
+		render := mark.render
+		if render == nil {
+			render = st.render
+		}
 		size := 0
 		var frames [][]byte
 		for _, ev := range events {
 			size += len(ev.Data)
-			if mark.skip == nil || !mark.skip(ev) {
-				frames = st.render(frames, ev)
-			}
+			frames = render(frames, ev)
 		}
 		st.pageLimit = max(minPage, min(maxPage, replayPageBytes*len(events)/max(size, 1)))
 		if len(frames) > 0 {
