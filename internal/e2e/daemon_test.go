@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/testutil"
 )
 
@@ -137,13 +138,29 @@ func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	demo := runProc(t, "demo", "--listen", addr, "--data-dir", dir, "--config", cfg)
-	demo.expect("join from another terminal: acphub chat --session demo")
+	// The demo's chat joins as the user, as acphub chat does.
+	demoCmd := exec.Command(bin, "demo", "--listen", addr, "--data-dir", dir, "--config", cfg)
+	demoCmd.Env = append(os.Environ(), "USER=ada")
+	demo := startProc(t, demoCmd)
+	printed := demo.expect("join from another terminal: ")
+	join := strings.TrimPrefix(printed[len(printed)-1], "join from another terminal: ")
+	demo.expect("acphub: joined session demo as ada")
 	demo.expect("connected: session demo-")
-	other := runProc(t, "chat", "--session", "demo", "--addr", addr, "--data-dir", dir, "--config", cfg, "--peer", "friend")
+
+	// The printed line runs as it is: the binary under test is not on
+	// PATH, so it is named by its path, with the hub's address, data dir
+	// and config. A second person of the same name joins as ada-2.
+	words, err := config.SplitArgs(join)
+	if err != nil || len(words) == 0 || words[0] != bin {
+		t.Fatalf("join line %q: want it to start with %s (%v)", join, bin, err)
+	}
+	otherCmd := exec.Command(words[0], words[1:]...)
+	otherCmd.Env = append(os.Environ(), "USER=ada")
+	other := startProc(t, otherCmd)
+	other.expect("acphub: joined session demo as ada-2")
 	other.expect("connected: session demo-")
 	demo.write("/echo hi from the demo")
-	other.expect("[you] /echo hi from the demo")
+	other.expect("[ada] /echo hi from the demo")
 	other.expect("hi from the demo")
 	demo.expect("[done: end_turn]")
 	demo.write("/quit")
