@@ -85,6 +85,19 @@ func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 	fs := flag.NewFlagSet("acphub demo-agent", flag.ContinueOnError)
 	fs.SetOutput(stdio.Err)
 	delay := fs.Duration("delay", demoagent.DefaultDelay, "pause between streamed steps")
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: acphub demo-agent [flags]")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "The built-in demo ACP agent, on stdio. A prompt runs the demo script: a streamed reply,")
+		fmt.Fprintln(w, "a plan, a tool call and a permission request. A prompt that starts with one of these")
+		fmt.Fprintln(w, "commands runs the command instead:")
+		fmt.Fprintln(w)
+		fmt.Fprint(w, demoagent.Help())
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "flags:")
+		fs.PrintDefaults()
+	}
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}

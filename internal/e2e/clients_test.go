@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/testutil"
 )
 
@@ -304,6 +306,37 @@ func TestChat_TalksToASessionWithOthers(t *testing.T) {
 	chat.write("/quit")
 	if err := chat.wait(); err != nil {
 		t.Errorf("chat exited with %v", err)
+	}
+}
+
+// TestAttach_PrintsAJoinLineThatRuns runs the line attach prints for
+// others, as a person pastes it: it reaches the same hub and session.
+func TestAttach_PrintsAJoinLineThatRuns(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "editor")...)
+	const prefix = "others can join with: "
+	var line string
+	for deadline := time.Now().Add(testTimeout); line == ""; time.Sleep(10 * time.Millisecond) {
+		if _, after, ok := strings.Cut(ed.err.String(), prefix); ok && strings.Contains(after, "\n") {
+			line, _, _ = strings.Cut(after, "\n")
+		} else if time.Now().After(deadline) {
+			t.Fatalf("attach never printed %q; stderr:\n%s", prefix, ed.err.String())
+		}
+	}
+	// The binary is not on PATH: the line names it by its path, with the
+	// hub's address, data dir and config.
+	words, err := config.SplitArgs(line)
+	if err != nil || len(words) == 0 || words[0] != bin || !slices.Contains(words, h.addr) || !slices.Contains(words, h.dataDir) {
+		t.Fatalf("join line %q: want %s with --addr %s and --data-dir %s (%v)", line, bin, h.addr, h.dataDir, err)
+	}
+	cmd := exec.Command(words[0], words[1:]...)
+	cmd.Env = append(os.Environ(), "USER=ada")
+	chat := startProc(t, cmd)
+	chat.expect("acphub: joined session s as ada")
+	chat.expect("connected: session ")
+	if s := findSession(t, h, "s"); s.Clients != 2 {
+		t.Errorf("session s has %d clients, want the editor and the chat", s.Clients)
 	}
 }
 
