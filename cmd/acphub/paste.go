@@ -59,11 +59,21 @@ func selfCommand(exe, cwd, version string, lookPath func(string) (string, error)
 	return []string{exe}
 }
 
-// isGoRunBuild says whether exe is a binary "go run" built and runs from
-// its temporary build directory, as $TMPDIR/go-build123/b001/exe/acphub.
+// isGoRunBuild says whether exe is a binary "go run" built: one in its
+// temporary build directory, as $TMPDIR/go-build123/b001/exe/acphub, or
+// one it keeps in the build cache, as $GOCACHE/6f/6f59…b1-d/acphub.
 func isGoRunBuild(exe string) bool {
 	dir := filepath.Dir(exe)
-	return filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build")
+	if filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build") {
+		return true
+	}
+	hash, ok := strings.CutSuffix(filepath.Base(dir), "-d")
+	prefix := filepath.Base(filepath.Dir(dir))
+	return ok && len(prefix) == 2 && isHex(prefix) && strings.HasPrefix(hash, prefix) && len(hash) >= 32 && isHex(hash)
+}
+
+func isHex(s string) bool {
+	return strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // moduleRoot returns dir or the nearest directory above it whose go.mod is

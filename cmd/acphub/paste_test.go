@@ -65,12 +65,14 @@ func TestSelfCommand(t *testing.T) {
 	notOnPath := func(string) (string, error) { return "", errors.New("not found") }
 
 	goRun := "/tmp/go-build1293512871/b001/exe/acphub"
+	goRunCached := "/root/.cache/go-build/6f/6f594672b169fef80d84f10ccbe8dcf7aca7af8bdbfa3b4618bbac29bc15f9b1-d/acphub"
 	for _, tc := range []struct {
 		name, exe, cwd, version string
 		lookPath                func(string) (string, error)
 		want                    []string
 	}{
 		{"go run at the module root", goRun, root, "(devel)", notOnPath, []string{"go", "run", "./cmd/acphub"}},
+		{"go run from the build cache", goRunCached, root, "(devel)", notOnPath, []string{"go", "run", "./cmd/acphub"}},
 		{"go run below the module root", goRun, sub, "(devel)", notOnPath, []string{"go", "run", "-C", root, "./cmd/acphub"}},
 		{"go run of a version elsewhere", goRun, outside, "v1.2.0", notOnPath, []string{"go", "run", "github.com/acphub/acphub/cmd/acphub@v1.2.0"}},
 		{"go run in another module", goRun, other, "v1.2.0", notOnPath, []string{"go", "run", "github.com/acphub/acphub/cmd/acphub@v1.2.0"}},
@@ -79,6 +81,7 @@ func TestSelfCommand(t *testing.T) {
 		{"another acphub on PATH", bin, outside, "", onPath(elsewhere), []string{bin}},
 		{"not on PATH", bin, outside, "", notOnPath, []string{bin}},
 		{"a test binary is no go run", "/tmp/go-build1/b001/acphub.test", root, "", notOnPath, []string{"/tmp/go-build1/b001/acphub.test"}},
+		{"a directory like the cache's is not enough", "/opt/6f/cafe-d/acphub", root, "", notOnPath, []string{"/opt/6f/cafe-d/acphub"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := selfCommand(tc.exe, tc.cwd, tc.version, tc.lookPath); !slices.Equal(got, tc.want) {

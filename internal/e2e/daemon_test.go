@@ -171,6 +171,43 @@ func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
 	other.expect("[disconnected")
 }
 
+// TestDemo_UnderGoRunPrintsAGoRunJoinLine runs the README's first command,
+// go run ./cmd/acphub demo, from the repository root: acphub is not on PATH
+// there, so the join line it prints is a go run line, and it runs as it is
+// in a shell.
+func TestDemo_UnderGoRunPrintsAGoRunJoinLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "none.toml")
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	goRun := func(args ...string) *proc {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = repoRoot
+		cmd.Env = append(os.Environ(), "USER=ada")
+		return startProc(t, cmd)
+	}
+	demo := goRun("run", "./cmd/acphub", "demo", "--listen", freeAddr(t), "--data-dir", dir, "--config", cfg)
+	printed := demo.expect("join from another terminal: ")
+	join := strings.TrimPrefix(printed[len(printed)-1], "join from another terminal: ")
+	if !strings.HasPrefix(join, "go run ./cmd/acphub chat --session demo ") {
+		t.Fatalf("join line under go run: %q", join)
+	}
+	demo.expect("connected: session demo-")
+	words, err := config.SplitArgs(join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := goRun(words[1:]...)
+	other.expect("acphub: joined session demo as ada-2")
+	other.expect("connected: session demo-")
+	demo.write("/quit")
+	if err := demo.wait(); err != nil {
+		t.Errorf("demo exited with %v", err)
+	}
+}
+
 func TestCLI_UsageAndVersion(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command(bin, "version").Output()
