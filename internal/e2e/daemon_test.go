@@ -130,13 +130,21 @@ func TestSession_ReplaySkip(t *testing.T) {
 	}
 }
 
-func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
+// emptyConfig writes an empty config file in dir and returns its path, so
+// that no user config reaches the command given it.
+func emptyConfig(t *testing.T, dir string) string {
+	t.Helper()
 	cfg := filepath.Join(dir, "none.toml")
 	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := emptyConfig(t, dir)
 	addr := freeAddr(t)
 	// The demo's chat joins as the user, as acphub chat does.
 	demoCmd := exec.Command(bin, "demo", "--listen", addr, "--data-dir", dir, "--config", cfg)
@@ -178,10 +186,7 @@ func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
 func TestDemo_UnderGoRunPrintsAGoRunJoinLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "none.toml")
-	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := emptyConfig(t, dir)
 	goRun := func(args ...string) *proc {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = repoRoot
