@@ -30,16 +30,18 @@ const (
 
 func runChat(ctx context.Context, args []string, stdio Stdio) error {
 	var addr, session, peer, replay string
-	cfg, _, err := parseFlags("chat", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, _, err := parseFlags("chat", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.StringVar(&session, "session", DefaultChatSession, "hub session to join (created on first use)")
-		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: assigned)")
+		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: your user name, or NAME-2, NAME-3 … when the session has it)")
 		fs.StringVar(&replay, "replay", "full", "history to show on joining: full or skip")
 	})
 	if err != nil {
 		return err
 	}
-	conn, err := dialHub(ctx, cfg, addr, transport.DialOptions{Session: session, Peer: peer, Replay: replay})
+	conn, err := joinAsPeer(ctx, stdio.Out, session, peer, func(ctx context.Context, peer string) (*transport.Conn, error) {
+		return dialHub(ctx, cfg, addr, transport.DialOptions{Session: session, Peer: peer, Replay: replay})
+	})
 	if err != nil {
 		return err
 	}
@@ -50,7 +52,7 @@ func runChat(ctx context.Context, args []string, stdio Stdio) error {
 func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	var addr, session, peer, agentName, agentCmd string
 	var noStart bool
-	cfg, _, err := parseFlags("attach", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, fs, err := parseFlags("attach", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.StringVar(&session, "session", "", "hub session to join or create (default: a new one)")
 		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: assigned)")
@@ -74,7 +76,8 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: acphub chat --session %s\n", session, addr, session)
+	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, addr)...)
+	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: %s\n", session, addr, pasteCommand(join...))
 	return transport.Bridge(ctx, conn, stdio.In, stdio.Out, cfg.MaxFrame)
 }
 
@@ -82,7 +85,20 @@ func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 	fs := flag.NewFlagSet("acphub demo-agent", flag.ContinueOnError)
 	fs.SetOutput(stdio.Err)
 	delay := fs.Duration("delay", demoagent.DefaultDelay, "pause between streamed steps")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: acphub demo-agent [flags]")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "The built-in demo ACP agent, on stdio. A prompt runs the demo script: a streamed reply,")
+		fmt.Fprintln(w, "a plan, a tool call and a permission request. A prompt that starts with one of these")
+		fmt.Fprintln(w, "commands runs the command instead:")
+		fmt.Fprintln(w)
+		fmt.Fprint(w, demoagent.Help())
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "flags:")
+		fs.PrintDefaults()
+	}
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	return demoagent.Run(ctx, stdio.In, stdio.Out, demoagent.Options{Delay: *delay, Stderr: stdio.Err})

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // acpx is the npm package acpx@0.19.1, a headless ACP client written by
@@ -43,23 +45,16 @@ import (
 const acpxTimeout = testTimeout
 
 // acpxPath returns the acpx command of node_modules. Without it, or
-// without node, it skips the test, except under CI=true, where a missing
-// peer is a failure rather than a silent skip.
+// without node, it skips the test (testutil.SkipPeer), except under
+// CI=true, where a missing peer is a failure.
 func acpxPath(t *testing.T) string {
 	t.Helper()
-	missing := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format+" (CI=true: run npm ci at the repository root)", args...)
-		}
-		t.Skipf(format+" (run npm ci at the repository root)", args...)
-	}
 	path := filepath.Join(repoRoot, "node_modules", ".bin", "acpx")
 	if _, err := os.Stat(path); err != nil {
-		missing("acpx not installed: %v", err)
+		testutil.SkipPeer(t, fmt.Sprintf("acpx not installed: %v", err))
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		missing("node not found: %v", err)
+		testutil.SkipPeer(t, fmt.Sprintf("node not found: %v", err))
 	}
 	return path
 }

@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/testutil"
 )
 
@@ -32,7 +34,13 @@ type proc struct {
 // runProc starts the acphub binary with args, its stdio on pipes.
 func runProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(bin, args...), lines: make(chan string, 1<<14), err: &testutil.SyncBuffer{}, done: make(chan struct{})}
+	return startProc(t, exec.Command(bin, args...))
+}
+
+// startProc starts cmd, an acphub command line, with its stdio on pipes.
+func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 1<<14), err: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.err
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
@@ -63,7 +71,7 @@ func runProc(t *testing.T, args ...string) *proc {
 			_ = p.cmd.Process.Kill()
 		}
 		if t.Failed() {
-			t.Logf("%s stderr:\n%s", args[0], p.err.String())
+			t.Logf("%s stderr:\n%s", cmd.Args[1], p.err.String())
 		}
 	})
 	return p
@@ -298,6 +306,65 @@ func TestChat_TalksToASessionWithOthers(t *testing.T) {
 	chat.write("/quit")
 	if err := chat.wait(); err != nil {
 		t.Errorf("chat exited with %v", err)
+	}
+}
+
+// TestAttach_PrintsAJoinLineThatRuns runs the line attach prints for
+// others, as a person pastes it: it reaches the same hub and session.
+func TestAttach_PrintsAJoinLineThatRuns(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "editor")...)
+	const prefix = "others can join with: "
+	var line string
+	for deadline := time.Now().Add(testTimeout); line == ""; time.Sleep(10 * time.Millisecond) {
+		if _, after, ok := strings.Cut(ed.err.String(), prefix); ok && strings.Contains(after, "\n") {
+			line, _, _ = strings.Cut(after, "\n")
+		} else if time.Now().After(deadline) {
+			t.Fatalf("attach never printed %q; stderr:\n%s", prefix, ed.err.String())
+		}
+	}
+	// The binary is not on PATH: the line names it by its path, with the
+	// hub's address, data dir and config.
+	words, err := config.SplitArgs(line)
+	if err != nil || len(words) == 0 || words[0] != bin || !slices.Contains(words, h.addr) || !slices.Contains(words, h.dataDir) {
+		t.Fatalf("join line %q: want %s with --addr %s and --data-dir %s (%v)", line, bin, h.addr, h.dataDir, err)
+	}
+	cmd := exec.Command(words[0], words[1:]...)
+	cmd.Env = append(os.Environ(), "USER=ada")
+	chat := startProc(t, cmd)
+	chat.expect("acphub: joined session s as ada")
+	chat.expect("connected: session ")
+	if s := findSession(t, h, "s"); s.Clients != 2 {
+		t.Errorf("session s has %d clients, want the editor and the chat", s.Clients)
+	}
+}
+
+func TestChat_JoinsAsTheUserAndAFreeNameWhenTaken(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	chatAs := func(user string, args ...string) *proc {
+		cmd := exec.Command(bin, h.clientArgs("chat", append([]string{"--session", "s"}, args...)...)...)
+		cmd.Env = append(os.Environ(), "USER="+user)
+		return startProc(t, cmd)
+	}
+	first := chatAs("ada")
+	first.expect("acphub: joined session s as ada")
+	first.expect("connected: session ")
+	second := chatAs("ada")
+	second.expect("acphub: joined session s as ada-2")
+	second.expect("connected: session ")
+	// The others see each by its own name.
+	second.write("/echo from the second")
+	first.expect("[ada-2] /echo from the second")
+	second.expect("[done: end_turn]")
+	first.write("/echo from the first")
+	second.expect("[ada] /echo from the first")
+
+	// A name given with --peer is that name or nothing.
+	taken := chatAs("bob", "--peer", "ada-2")
+	if err := taken.wait(); err == nil || !strings.Contains(taken.err.String(), "peer_taken") {
+		t.Errorf("chat --peer ada-2 in a session that has it: %v, stderr %q; want peer_taken", err, taken.err.String())
 	}
 }
 

@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -50,7 +52,7 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode >= 400 {
-			return nil, fmt.Errorf("hub refused the connection: %s: %w", resp.Status, err)
+			return nil, refused(resp, err)
 		}
 		return nil, err
 	}
@@ -60,6 +62,43 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	}
 	ws.SetReadLimit(int64(max) * 4)
 	return &Conn{ws: ws}, nil
+}
+
+// RefusedError is the error of a Dial the hub refused with an HTTP error: the
+// status and the reason and message of its JSON body (see the README's wire
+// contract).
+type RefusedError struct {
+	Status  string // as "409 Conflict"
+	Reason  string // as "peer_taken"; "" when the body was not the hub's JSON
+	Message string
+	err     error // the WebSocket library's error
+}
+
+func (e *RefusedError) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("hub refused the connection: %s: %v", e.Status, e.err)
+	}
+	return fmt.Sprintf("hub refused the connection: %s: %s (%s)", e.Status, e.Message, e.Reason)
+}
+
+func (e *RefusedError) Unwrap() error { return e.err }
+
+// IsPeerTaken says whether err is a Dial refused because the session has a
+// client with the peer id asked for already.
+func IsPeerTaken(err error) bool {
+	re, ok := errors.AsType[*RefusedError](err)
+	return ok && re.Reason == "peer_taken"
+}
+
+// refused reads the hub's refusal from resp, whose body the WebSocket
+// library kept (up to 1 KiB).
+func refused(resp *http.Response, err error) *RefusedError {
+	e := &RefusedError{Status: resp.Status, err: err}
+	var body api.HTTPError
+	if resp.Body != nil && json.NewDecoder(resp.Body).Decode(&body) == nil {
+		e.Reason, e.Message = body.Error.Reason, body.Error.Message
+	}
+	return e
 }
 
 // Read returns the next message. When the hub closes the connection, the
