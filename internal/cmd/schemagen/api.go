@@ -79,7 +79,7 @@ func genHTTP(g *gen, doc *object) error {
 }
 
 // genErrors emits a Code constant for each of acphub's own codes, a Reason
-// constant for each reason, and the catalogue.
+// constant for each reason, JSON-RPC's and HTTP's, and the two catalogues.
 func genErrors(g *gen, doc *object) error {
 	list, ok := doc.get("x-acphub-errors").([]any)
 	if !ok {
@@ -115,6 +115,29 @@ func genErrors(g *gen, doc *object) error {
 		fmt.Fprintf(&catalogue, "\t{Code: %d, Reason: %q, Message: %q, Description: %q},\n",
 			code, reason, str(e, "message"), str(e, "description"))
 	}
+	httpList, ok := doc.get("x-acphub-http-errors").([]any)
+	if !ok {
+		return errors.New("no x-acphub-http-errors")
+	}
+	var httpCatalogue strings.Builder
+	httpReasons := map[string]bool{}
+	for _, item := range httpList {
+		e := item.(*object)
+		n, ok := e.get("status").(json.Number)
+		if !ok {
+			return errors.New("HTTP error without a numeric status")
+		}
+		status, err := n.Int64()
+		if err != nil {
+			return err
+		}
+		reason := str(e, "reason")
+		if reason == "" || httpReasons[reason] {
+			return fmt.Errorf("HTTP error %d: reason %q empty or used twice", status, reason)
+		}
+		httpReasons[reason], reasons[reason] = true, true
+		fmt.Fprintf(&httpCatalogue, "\t{Status: %d, Reason: %q, Description: %q},\n", status, reason, str(e, "description"))
+	}
 	var ids []int64
 	for c := range codes {
 		ids = append(ids, c)
@@ -135,6 +158,7 @@ func genErrors(g *gen, doc *object) error {
 		g.printf("\tReason%s = %q\n", exported(r), r)
 	}
 	g.printf(")\n\n")
-	g.printf("// Errors lists every error acphub sends, with its code and reason.\nvar Errors = []ErrorInfo{\n%s}\n", catalogue.String())
+	g.printf("// Errors lists every error acphub sends, with its code and reason.\nvar Errors = []ErrorInfo{\n%s}\n\n", catalogue.String())
+	g.printf("// HTTPErrors lists every refusal of an HTTP request, with its status and\n// reason.\nvar HTTPErrors = []HTTPErrorInfo{\n%s}\n", httpCatalogue.String())
 	return nil
 }
