@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -144,6 +145,14 @@ func TestHTTP_EveryRefusalIsJSON(t *testing.T) {
 		if name, value, ok := strings.Cut(tt.wantHeader, ": "); ok && resp.Header.Get(name) != value {
 			t.Errorf("%s %s: %s %q, want %q", tt.method, tt.path, name, resp.Header.Get(name), value)
 		}
+	}
+
+	// The README's example, byte for byte.
+	resp := h.apiGet(events+"?limit=0", nil)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `{"error":{"code":400,"reason":"bad_limit","message":"limit must be an integer from 1 to 10000, not \"0\"","param":"limit"}}` + "\n"; string(body) != want {
+		t.Errorf("limit=0: %s\nwant %s", body, want)
 	}
 
 	// A request /acp refused joined nothing: the session it named has no
