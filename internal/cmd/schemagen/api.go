@@ -89,18 +89,9 @@ func genErrors(g *gen, doc *object) error {
 	reasons := map[string]bool{}
 	var catalogue strings.Builder
 	for _, item := range list {
-		e := item.(*object)
-		n, ok := e.get("code").(json.Number)
-		if !ok {
-			return errors.New("error without a numeric code")
-		}
-		code, err := n.Int64()
+		e, code, reason, err := catalogueEntry(item, "code")
 		if err != nil {
 			return err
-		}
-		reason := str(e, "reason")
-		if reason == "" {
-			return fmt.Errorf("error %d without a reason", code)
 		}
 		if reasons[reason] && code >= -32099 && code <= -32010 {
 			return fmt.Errorf("reason %q used twice", reason)
@@ -122,18 +113,12 @@ func genErrors(g *gen, doc *object) error {
 	var httpCatalogue strings.Builder
 	httpReasons := map[string]bool{}
 	for _, item := range httpList {
-		e := item.(*object)
-		n, ok := e.get("status").(json.Number)
-		if !ok {
-			return errors.New("HTTP error without a numeric status")
-		}
-		status, err := n.Int64()
+		e, status, reason, err := catalogueEntry(item, "status")
 		if err != nil {
 			return err
 		}
-		reason := str(e, "reason")
-		if reason == "" || httpReasons[reason] {
-			return fmt.Errorf("HTTP error %d: reason %q empty or used twice", status, reason)
+		if httpReasons[reason] {
+			return fmt.Errorf("HTTP reason %q used twice", reason)
 		}
 		httpReasons[reason], reasons[reason] = true, true
 		fmt.Fprintf(&httpCatalogue, "\t{Status: %d, Reason: %q, Description: %q},\n", status, reason, str(e, "description"))
@@ -161,4 +146,26 @@ func genErrors(g *gen, doc *object) error {
 	g.printf("// Errors lists every error acphub sends, with its code and reason.\nvar Errors = []ErrorInfo{\n%s}\n\n", catalogue.String())
 	g.printf("// HTTPErrors lists every refusal of an HTTP request, with its status and\n// reason.\nvar HTTPErrors = []HTTPErrorInfo{\n%s}\n", httpCatalogue.String())
 	return nil
+}
+
+// catalogueEntry reads an entry of an error list: its number under key
+// (a JSON-RPC code or an HTTP status) and its reason.
+func catalogueEntry(item any, key string) (*object, int64, string, error) {
+	e, ok := item.(*object)
+	if !ok {
+		return nil, 0, "", errors.New("an error entry that is not an object")
+	}
+	n, ok := e.get(key).(json.Number)
+	if !ok {
+		return nil, 0, "", fmt.Errorf("error without a numeric %s", key)
+	}
+	num, err := n.Int64()
+	if err != nil {
+		return nil, 0, "", err
+	}
+	reason := str(e, "reason")
+	if reason == "" {
+		return nil, 0, "", fmt.Errorf("error %d without a reason", num)
+	}
+	return e, num, reason, nil
 }
