@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -111,58 +109,6 @@ func dialHub(ctx context.Context, cfg *config.Config, addr string, opts transpor
 }
 
 func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
-
-// startLocalHub starts "acphub serve" in the background, detached from this
-// process, and waits until it answers /healthz. It exits by itself once no
-// client has been connected for ten minutes.
-func startLocalHub(ctx context.Context, cfg *config.Config, addr, agentCmd string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return err
-	}
-	logFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "hub.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	args := []string{"serve", "--listen", addr, "--data-dir", cfg.DataDir,
-		"--exit-when-idle", autoStartIdleTimeout.String()}
-	if path, explicit := configPath(os.Args[1:]); explicit {
-		args = append(args, "--config", path)
-	}
-	if agentCmd != "" {
-		args = append(args, "--agent-cmd", agentCmd)
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start local hub: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(autoStartWait)
-	for time.Now().Before(deadline) {
-		if healthy(ctx, addr) {
-			return nil
-		}
-		select {
-		case err := <-exited:
-			// Another attach may have won the race to listen.
-			if healthy(ctx, addr) {
-				return nil
-			}
-			return fmt.Errorf("local hub exited (%v); see %s", err, logFile.Name())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("local hub did not answer within %s; see %s", autoStartWait, logFile.Name())
-}
 
 func healthy(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)

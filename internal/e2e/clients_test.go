@@ -127,7 +127,13 @@ func (p *proc) expectMsg(pred func(msg) bool) []msg {
 }
 
 func (h *hubProc) clientArgs(cmd string, args ...string) []string {
-	return append([]string{cmd, "--addr", h.addr, "--data-dir", h.dataDir, "--config", filepath.Join(h.dataDir, "none.toml")}, args...)
+	return clientArgs(h.addr, h.dataDir, cmd, args...)
+}
+
+// clientArgs is the command line of an acphub client command for the hub
+// at addr with dataDir, and the empty config file the tests put there.
+func clientArgs(addr, dataDir, cmd string, args ...string) []string {
+	return append([]string{cmd, "--addr", addr, "--data-dir", dataDir, "--config", filepath.Join(dataDir, "none.toml")}, args...)
 }
 
 func TestAttach_BridgesAnEditorIntoASession(t *testing.T) {
@@ -187,29 +193,51 @@ func TestAttach_BridgesAnEditorIntoASession(t *testing.T) {
 
 func TestAttach_StartsALocalHub(t *testing.T) {
 	t.Parallel()
-	dataDir := t.TempDir()
-	addr := freeAddr(t)
-	cfg := filepath.Join(dataDir, "none.toml")
-	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ed := runProc(t, "attach", "--addr", addr, "--data-dir", dataDir, "--config", cfg, "--session", "auto",
-		"--agent-cmd", demoAgentCmd(time.Millisecond))
-	t.Cleanup(func() { stopPIDFile(t, filepath.Join(dataDir, "hub.pid")) })
+	h := newAutoHub(t)
+	ed := runProc(t, h.attachArgs("auto", "editor")...)
 	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	got := ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
 	if m := got[len(got)-1]; m.Error != nil {
 		t.Fatalf("initialize through an auto-started hub: %s", m.raw)
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, "token")); err != nil {
+	if _, err := os.Stat(h.path("token")); err != nil {
 		t.Errorf("auto-started hub wrote no token: %v", err)
 	}
 	// A second editor finds the running hub instead of starting another.
-	ed2 := runProc(t, "attach", "--addr", addr, "--data-dir", dataDir, "--config", cfg, "--session", "auto", "--no-start")
+	ed2 := runProc(t, h.args("attach", "--session", "auto", "--no-start")...)
 	ed2.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	got2 := ed2.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
 	if string(got2[len(got2)-1].Result) != string(got[len(got)-1].Result) {
 		t.Errorf("second editor got %s, want the cached %s", got2[len(got2)-1].Result, got[len(got)-1].Result)
+	}
+}
+
+// Editors started at once, with no hub running, each start one: one hub
+// wins the address, the others' hubs exit, and every editor joins the
+// winner's session.
+func TestAttach_EditorsStartingAtOnceShareOneHub(t *testing.T) {
+	t.Parallel()
+	h := newAutoHub(t)
+	var eds []*proc
+	for i := range 3 {
+		eds = append(eds, runProc(t, h.attachArgs("race", fmt.Sprintf("editor-%d", i))...))
+	}
+	var sids []string
+	for _, ed := range eds {
+		ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+		ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
+		ed.write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+		sids = append(sids, sessionIDOf(t, lastOf(ed.expectMsg(func(m msg) bool { return string(m.ID) == "2" }))))
+	}
+	if sids[1] != sids[0] || sids[2] != sids[0] {
+		t.Errorf("the editors joined the ACP sessions %v, want one", sids)
+	}
+	log, err := os.ReadFile(h.path("hub.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), "acphub serving"); n != 1 {
+		t.Errorf("%d hubs served, want 1", n)
 	}
 }
 
