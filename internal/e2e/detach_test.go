@@ -263,3 +263,21 @@ func openFiles(t *testing.T, pid int) map[string]string {
 	}
 	return out
 }
+
+// A hub that attach starts but that cannot serve: attach fails with what
+// the hub logged.
+func TestAttach_ReportsWhyItsHubDidNotStart(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	// Serving on every interface without TLS is refused.
+	_, port, _ := strings.Cut(freeAddr(t), ":")
+	cmd := exec.Command(bin, clientArgs("0.0.0.0:"+port, dataDir, "attach")...)
+	if err := os.WriteFile(filepath.Join(dataDir, "none.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.CombinedOutput()
+	want := "local hub exited: it logged (" + filepath.Join(dataDir, "hub.log") + "):\nacphub: refusing to listen on 0.0.0.0:" + port + " without TLS"
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("attach whose hub cannot start: %v\n%s\nwant %q", err, out, want)
+	}
+}
