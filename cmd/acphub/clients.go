@@ -24,6 +24,9 @@ const (
 	DefaultChatSession   = "default"
 	autoStartWait        = 10 * time.Second
 	autoStartIdleTimeout = 10 * time.Minute
+	// DefaultEOFWait is how long attach waits, once stdin ends, for the
+	// answers to the requests it forwarded.
+	DefaultEOFWait = 30 * time.Second
 )
 
 func runChat(ctx context.Context, args []string, stdio Stdio) error {
@@ -48,6 +51,7 @@ func runChat(ctx context.Context, args []string, stdio Stdio) error {
 func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	var addr, session, peer, agentName, agentCmd string
 	var noStart bool
+	var eofWait time.Duration
 	cfg, _, err := parseFlags("attach", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.StringVar(&session, "session", "", "hub session to join or create (default: a new one)")
@@ -55,9 +59,13 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 		fs.StringVar(&agentName, "agent", "", "agent to run when the session is created (default: the hub's)")
 		fs.StringVar(&agentCmd, "agent-cmd", "", "default agent of a hub this command starts, as a command line")
 		fs.BoolVar(&noStart, "no-start", false, "fail instead of starting a local hub when none answers")
+		fs.DurationVar(&eofWait, "eof-wait", DefaultEOFWait, "once stdin ends, wait this long for the answers to the requests sent (0: answer them with an error at once)")
 	})
 	if err != nil {
 		return err
+	}
+	if eofWait < 0 {
+		return fmt.Errorf("--eof-wait %s: must not be negative", eofWait)
 	}
 	if session == "" {
 		session = "attach-" + randomHex(4)
@@ -73,7 +81,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: acphub chat --session %s\n", session, addr, session)
-	return transport.Bridge(ctx, conn, stdio.In, stdio.Out, cfg.MaxFrame)
+	return transport.Bridge(ctx, conn, stdio.In, stdio.Out, transport.BridgeOptions{MaxFrame: cfg.MaxFrame, EOFWait: eofWait})
 }
 
 func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {

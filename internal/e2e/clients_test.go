@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -249,6 +250,107 @@ func TestAttach_NoHubNoStart(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "connection refused") {
 		t.Errorf("attach --no-start with no hub: %v, %s", err, out)
+	}
+}
+
+// runPiped runs acphub with args and the lines as its whole stdin, as
+// `printf 'LINE\nLINE\n' | acphub ...` does, and returns the messages it
+// printed, its stderr and its exit status.
+func runPiped(t *testing.T, args []string, lines ...string) ([]msg, string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = testTimeout
+	out, err := cmd.Output()
+	var ms []msg
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l != "" {
+			ms = append(ms, decode(t, []byte(l)))
+		}
+	}
+	return ms, stderr.String(), err
+}
+
+// The frames a script pipes into attach: initialize, session/new and then
+// the prompts, numbered from 3.
+func scriptFrames(sid string, prompts ...string) []string {
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`,
+	}
+	for i, p := range prompts {
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, i+3, sid, p))
+	}
+	return lines
+}
+
+// Piped input ends long before the prompt is answered: attach waits for
+// the answer, prints it with the updates that came first, and exits 0.
+func TestAttach_AnswersWhatItForwardedBeforeStdinEnded(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--agent-cmd", demoAgentCmd(200*time.Millisecond))
+	sid := h.dial("s", "peer=web").handshake()
+	got, stderr, err := runPiped(t, h.clientArgs("attach", "--session", "s", "--peer", "script", "--no-start"),
+		scriptFrames(sid, "/slow 3")...)
+	if err != nil || len(got) == 0 {
+		t.Fatalf("attach: %v; printed %s\n%s", err, rawFrames(got), stderr)
+	}
+	answered := map[string]bool{}
+	var text string
+	for _, m := range got {
+		if m.Method == "" {
+			answered[string(m.ID)] = m.Error == nil
+		}
+		if m.update() == "agent_message_chunk" {
+			text += m.text()
+		}
+	}
+	if !answered["1"] || !answered["2"] || !answered["3"] {
+		t.Errorf("attach answered %v, want 1, 2 and 3; printed %s", answered, rawFrames(got))
+	}
+	if last := lastOf(got); !last.isResponseTo(3) || stopReason(t, last) != "end_turn" || text != "chunk 1 chunk 2 chunk 3 " {
+		t.Errorf("the prompt's turn through attach: %q, then %s", text, last.raw)
+	}
+}
+
+// A prompt that cannot end — it waits for a permission nobody answers —
+// and one queued behind it: once --eof-wait has passed, attach answers
+// each with -32038 no_answer, in the order they were sent, and exits 0.
+func TestAttach_AnswersWhatStaysUnansweredWithAnError(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	sid := h.dial("s", "peer=web").handshake()
+	start := time.Now()
+	got, stderr, err := runPiped(t, h.clientArgs("attach", "--session", "s", "--peer", "script", "--no-start", "--eof-wait", "500ms"),
+		scriptFrames(sid, "/permission", "/echo queued")...)
+	took := time.Since(start)
+	if err != nil || len(got) < 2 {
+		t.Fatalf("attach: %v; printed %s\n%s", err, rawFrames(got), stderr)
+	}
+	if took < 500*time.Millisecond || took > testTimeout/2 {
+		t.Errorf("attach ran for %s with --eof-wait 500ms", took)
+	}
+	if !slices.ContainsFunc(got, isMethod("session/request_permission")) {
+		t.Errorf("attach did not print the permission request that came while it waited: %s", rawFrames(got))
+	}
+	for i, id := range []int{3, 4} {
+		m := got[len(got)-2+i]
+		var data struct {
+			EOFWait string `json:"eofWait"`
+		}
+		if m.Error != nil {
+			_ = json.Unmarshal(m.Error.Data, &data)
+		}
+		if !m.isResponseTo(id) || m.Error == nil || m.Error.Code != -32038 || m.reason() != "no_answer" || data.EOFWait != "500ms" {
+			t.Errorf("line %d from the end: %s, want -32038 no_answer for request %d", 2-i, m.raw, id)
+		}
+	}
+
+	_, stderr, err = runPiped(t, h.clientArgs("attach", "--session", "s", "--no-start", "--eof-wait", "-1s"))
+	if err == nil || !strings.Contains(stderr, "--eof-wait -1s: must not be negative") {
+		t.Errorf("attach --eof-wait -1s: %v, %s", err, stderr)
 	}
 }
 
