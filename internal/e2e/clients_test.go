@@ -368,14 +368,9 @@ func freeAddr(t *testing.T) string {
 
 // stopPIDFile stops the hub whose pid is in path and waits for it to go.
 func stopPIDFile(t *testing.T, path string) {
-	b, err := os.ReadFile(path)
+	pid, err := readPIDFile(path)
 	if err != nil {
-		t.Errorf("no hub pid file: %v", err)
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Errorf("pid file %q: %v", b, err)
+		t.Error(err)
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -387,6 +382,19 @@ func stopPIDFile(t *testing.T, path string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Errorf("hub %d did not stop", pid)
+}
+
+// readPIDFile returns the pid in a hub's pid file.
+func readPIDFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("no hub pid file: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("pid file %q: %w", b, err)
+	}
+	return pid, nil
 }
 
 func TestChat_TalksToASessionWithOthers(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,13 +60,9 @@ func (h *autoHub) attachArgs(session, peer string) []string {
 // pid returns the pid in the hub's pid file.
 func (h *autoHub) pid() int {
 	h.t.Helper()
-	b, err := os.ReadFile(h.path("hub.pid"))
+	pid, err := readPIDFile(h.path("hub.pid"))
 	if err != nil {
-		h.t.Fatalf("the hub wrote no pid file: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		h.t.Fatalf("pid file %q: %v", b, err)
+		h.t.Fatal(err)
 	}
 	return pid
 }
