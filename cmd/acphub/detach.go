@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,11 +73,9 @@ func startLocalHub(ctx context.Context, cfg *config.Config, addr, agentCmd strin
 		if healthy(ctx, addr) {
 			return nil
 		}
-		if !running(pid) {
-			// Another attach may have won the race to listen.
-			if healthy(ctx, addr) {
-				return nil
-			}
+		// When the hub exited because another attach's hub won the race to
+		// listen, wait for that one to answer.
+		if !running(pid) && !accepting(addr) {
 			return fmt.Errorf("local hub exited: %s", logSince(logPath, logStart))
 		}
 		select {
@@ -152,6 +151,16 @@ func running(pid int) bool {
 	// hold any byte.
 	i := bytes.LastIndexByte(stat, ')')
 	return i < 0 || i+2 >= len(stat) || (stat[i+2] != 'Z' && stat[i+2] != 'X')
+}
+
+// accepting reports whether something accepts TCP connections on addr.
+func accepting(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // logSince returns what the hub wrote to its log after offset from (its
