@@ -589,6 +589,7 @@ const (
 	CodeNoRoot           = -32035
 	CodeExecutorClosed   = -32036
 	CodeCloneFailed      = -32037
+	CodeNoAnswer         = -32038
 )
 
 // Values of data.reason in acphub's errors.
@@ -628,6 +629,7 @@ const (
 	ReasonIoError          = "io_error"
 	ReasonIsDirectory      = "is_directory"
 	ReasonMethodNotAllowed = "method_not_allowed"
+	ReasonNoAnswer         = "no_answer"
 	ReasonNoExecutor       = "no_executor"
 	ReasonNoMethod         = "no_method"
 	ReasonNoRoot           = "no_root"
@@ -708,6 +710,7 @@ var Errors = []ErrorInfo{
 	{Code: -32035, Reason: "no_root", Message: "No session root", Description: "self_handle: the session has no usable root: session/new gave no absolute cwd, or it is not a directory on the hub's machine. data: root."},
 	{Code: -32036, Reason: "executor_closed", Message: "Session tools closed", Description: "self_handle: the request was still running when its terminals were closed, because the agent ended or the hub is stopping."},
 	{Code: -32037, Reason: "clone_failed", Message: "Remote could not be checked out", Description: "session/new with remote: git could not fetch the repository or branch (unreachable host, no access, no such branch). data: url, stderrTail."},
+	{Code: -32038, Reason: "no_answer", Message: "No answer before acphub attach stopped waiting", Description: "acphub attach: its stdin ended and a request it had forwarded got no answer within --eof-wait; written by attach itself, one for each such request, before it exits. data: eofWait."},
 }
 
 // HTTPErrors lists every refusal of an HTTP request, with its status and

@@ -91,6 +91,9 @@ func Run(ctx context.Context, args []string, stdio Stdio) error {
 		usage(stdio.Out)
 		return nil
 	}
+	if args[0] == detachCommand {
+		return runDetach(ctx, args[1:], stdio)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, args[1:], stdio)
