@@ -80,3 +80,11 @@ type ErrorInfo struct {
 	Message     string
 	Description string
 }
+
+// HTTPErrorInfo describes one refusal of an HTTP request: its status and
+// the error.reason of its body (HTTPError).
+type HTTPErrorInfo struct {
+	Status      int
+	Reason      string
+	Description string
+}

@@ -506,8 +506,16 @@ func (v *SessionList) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), 
 
 // HTTPErrorError is generated from the schema.
 type HTTPErrorError struct {
-	Reason  string `json:"reason"`
+	// The HTTP status of the response.
+	Code int64 `json:"code"`
+	// What was refused, for programs: one of x-acphub-http-errors.
+	Reason string `json:"reason"`
+	// What was refused, for people.
 	Message string `json:"message"`
+	// The query parameter or header at fault.
+	Param string `json:"param,omitempty"`
+	// past_end: the seq of the session's last event.
+	LastSeq int64 `json:"lastSeq,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -515,17 +523,27 @@ type HTTPErrorError struct {
 func (v *HTTPErrorError) AppendJSON(b []byte) []byte {
 	n := 0
 	b = append(b, '{')
+	b = member(b, &n, "code")
+	b = strconv.AppendInt(b, v.Code, 10)
 	b = member(b, &n, "reason")
 	b = appendString(b, v.Reason)
 	b = member(b, &n, "message")
 	b = appendString(b, v.Message)
+	if v.Param != "" {
+		b = member(b, &n, "param")
+		b = appendString(b, v.Param)
+	}
+	if v.LastSeq != 0 {
+		b = member(b, &n, "lastSeq")
+		b = strconv.AppendInt(b, v.LastSeq, 10)
+	}
 	return append(b, '}')
 }
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *HTTPErrorError) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
-// HTTPError: The body of every refused HTTP request.
+// HTTPError: The body of every refused HTTP request; x-acphub-http-errors lists each status and reason.
 type HTTPError struct {
 	Error HTTPErrorError `json:"error"`
 }
@@ -571,18 +589,32 @@ const (
 	CodeNoRoot           = -32035
 	CodeExecutorClosed   = -32036
 	CodeCloneFailed      = -32037
+	CodeNoAnswer         = -32038
 )
 
 // Values of data.reason in acphub's errors.
 const (
 	ReasonAgentExited      = "agent_exited"
+	ReasonAgentMismatch    = "agent_mismatch"
 	ReasonAgentStartFailed = "agent_start_failed"
 	ReasonAmbiguous        = "ambiguous"
+	ReasonBadAfter         = "bad_after"
+	ReasonBadAgent         = "bad_agent"
+	ReasonBadEphemeral     = "bad_ephemeral"
 	ReasonBadError         = "bad_error"
+	ReasonBadFollow        = "bad_follow"
 	ReasonBadID            = "bad_id"
+	ReasonBadLastEventID   = "bad_last_event_id"
+	ReasonBadLimit         = "bad_limit"
 	ReasonBadMethod        = "bad_method"
+	ReasonBadOrigin        = "bad_origin"
 	ReasonBadParams        = "bad_params"
+	ReasonBadPeer          = "bad_peer"
+	ReasonBadQuery         = "bad_query"
+	ReasonBadReplay        = "bad_replay"
 	ReasonBadResponse      = "bad_response"
+	ReasonBadSession       = "bad_session"
+	ReasonBadUpgrade       = "bad_upgrade"
 	ReasonBadVersion       = "bad_version"
 	ReasonBatch            = "batch"
 	ReasonBinaryFrame      = "binary_frame"
@@ -593,8 +625,11 @@ const (
 	ReasonExecutorClosed   = "executor_closed"
 	ReasonExecutorLeft     = "executor_left"
 	ReasonFrameTooLarge    = "frame_too_large"
+	ReasonInternal         = "internal"
 	ReasonIoError          = "io_error"
 	ReasonIsDirectory      = "is_directory"
+	ReasonMethodNotAllowed = "method_not_allowed"
+	ReasonNoAnswer         = "no_answer"
 	ReasonNoExecutor       = "no_executor"
 	ReasonNoMethod         = "no_method"
 	ReasonNoRoot           = "no_root"
@@ -606,18 +641,27 @@ const (
 	ReasonNotRegularFile   = "not_regular_file"
 	ReasonNotText          = "not_text"
 	ReasonParseError       = "parse_error"
+	ReasonPastEnd          = "past_end"
 	ReasonPathDenied       = "path_denied"
 	ReasonPathInvalid      = "path_invalid"
 	ReasonPathOutsideRoot  = "path_outside_root"
+	ReasonPeerTaken        = "peer_taken"
 	ReasonPermissionDenied = "permission_denied"
 	ReasonPolicyBlocked    = "policy_blocked"
 	ReasonQueueFull        = "queue_full"
+	ReasonShuttingDown     = "shutting_down"
 	ReasonStartFailed      = "start_failed"
 	ReasonTerminalLimit    = "terminal_limit"
 	ReasonTooLarge         = "too_large"
+	ReasonTooManySessions  = "too_many_sessions"
+	ReasonUnauthorized     = "unauthorized"
+	ReasonUnknownAgent     = "unknown_agent"
 	ReasonUnknownMethod    = "unknown_method"
+	ReasonUnknownParameter = "unknown_parameter"
+	ReasonUnknownRoute     = "unknown_route"
 	ReasonUnknownSession   = "unknown_session"
 	ReasonUnknownTerminal  = "unknown_terminal"
+	ReasonUpgradeRequired  = "upgrade_required"
 )
 
 // Errors lists every error acphub sends, with its code and reason.
@@ -666,4 +710,35 @@ var Errors = []ErrorInfo{
 	{Code: -32035, Reason: "no_root", Message: "No session root", Description: "self_handle: the session has no usable root: session/new gave no absolute cwd, or it is not a directory on the hub's machine. data: root."},
 	{Code: -32036, Reason: "executor_closed", Message: "Session tools closed", Description: "self_handle: the request was still running when its terminals were closed, because the agent ended or the hub is stopping."},
 	{Code: -32037, Reason: "clone_failed", Message: "Remote could not be checked out", Description: "session/new with remote: git could not fetch the repository or branch (unreachable host, no access, no such branch). data: url, stderrTail."},
+	{Code: -32038, Reason: "no_answer", Message: "No answer before acphub attach stopped waiting", Description: "acphub attach: its stdin ended and a request it had forwarded got no answer within --eof-wait; written by attach itself, one for each such request, before it exits. data: eofWait."},
+}
+
+// HTTPErrors lists every refusal of an HTTP request, with its status and
+// reason.
+var HTTPErrors = []HTTPErrorInfo{
+	{Status: 401, Reason: "unauthorized", Description: "No Authorization: Bearer header, or the wrong token. WWW-Authenticate: Bearer."},
+	{Status: 403, Reason: "bad_origin", Description: "A WebSocket upgrade from a browser page whose Origin is neither the hub's own nor an --allow-origin."},
+	{Status: 400, Reason: "bad_query", Description: "The query string does not parse (a bad %-escape, a ';')."},
+	{Status: 400, Reason: "unknown_parameter", Description: "A query parameter the endpoint does not take (param names it)."},
+	{Status: 400, Reason: "bad_session", Description: "/acp: session missing, or not 1-128 of A-Z a-z 0-9 . _ : @ - (param: session)."},
+	{Status: 400, Reason: "bad_peer", Description: "/acp: peer empty, given twice, or not 1-128 of A-Z a-z 0-9 . _ : @ - (param: peer)."},
+	{Status: 400, Reason: "bad_agent", Description: "/acp: agent empty or given twice (param: agent)."},
+	{Status: 400, Reason: "bad_replay", Description: "/acp: replay not full or skip (param: replay)."},
+	{Status: 400, Reason: "bad_after", Description: "after not an integer >= 0 (param: after)."},
+	{Status: 400, Reason: "bad_limit", Description: "limit not an integer from 1 to 10000, or given with following (param: limit)."},
+	{Status: 400, Reason: "bad_follow", Description: "follow not true, false, 1 or 0, or false on an event stream (param: follow)."},
+	{Status: 400, Reason: "bad_ephemeral", Description: "ephemeral not true, false, 1 or 0, or true without following (param: ephemeral)."},
+	{Status: 400, Reason: "bad_last_event_id", Description: "Last-Event-ID of an event stream not an integer >= 0 (param: Last-Event-ID)."},
+	{Status: 400, Reason: "past_end", Description: "after or Last-Event-ID is beyond the session's last event (param names which; lastSeq is the last seq)."},
+	{Status: 400, Reason: "bad_upgrade", Description: "/acp: Sec-WebSocket-Version is not 13 or Sec-WebSocket-Key is not 16 bytes in base64."},
+	{Status: 426, Reason: "upgrade_required", Description: "/acp without a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)."},
+	{Status: 404, Reason: "unknown_route", Description: "No endpoint at that path."},
+	{Status: 404, Reason: "unknown_agent", Description: "/acp: agent names no configured agent (param: agent)."},
+	{Status: 404, Reason: "unknown_session", Description: "A session key with no log and no session."},
+	{Status: 405, Reason: "method_not_allowed", Description: "The endpoint does not answer that method; Allow lists the ones it does."},
+	{Status: 409, Reason: "peer_taken", Description: "/acp: a client with that peer id is connected to the session (param: peer)."},
+	{Status: 409, Reason: "agent_mismatch", Description: "/acp: the session runs another agent than the one named (param: agent)."},
+	{Status: 500, Reason: "internal", Description: "The hub could not read its log or open the session; its log says why."},
+	{Status: 503, Reason: "too_many_sessions", Description: "The hub holds --max-sessions active sessions."},
+	{Status: 503, Reason: "shutting_down", Description: "The hub is stopping."},
 }

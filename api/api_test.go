@@ -47,9 +47,9 @@ func TestEventCatalogue(t *testing.T) {
 	}
 }
 
-// TestErrorsAreDocumented keeps the README's error table and notification
-// table true: every error reason and every method acphub defines is named
-// there.
+// TestErrorsAreDocumented keeps the README's error tables and notification
+// table true: every error reason, JSON-RPC's and HTTP's, and every method
+// acphub defines is named there.
 func TestErrorsAreDocumented(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
@@ -59,6 +59,11 @@ func TestErrorsAreDocumented(t *testing.T) {
 	for _, e := range api.Errors {
 		if !strings.Contains(string(readme), "`"+e.Reason+"`") {
 			t.Errorf("README.md does not name error reason %s (%d)", e.Reason, e.Code)
+		}
+	}
+	for _, e := range api.HTTPErrors {
+		if !strings.Contains(string(readme), "`"+e.Reason+"`") {
+			t.Errorf("README.md does not name HTTP error reason %s (%d)", e.Reason, e.Status)
 		}
 	}
 	for m := range api.Methods {

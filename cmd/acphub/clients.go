@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -26,20 +24,25 @@ const (
 	DefaultChatSession   = "default"
 	autoStartWait        = 10 * time.Second
 	autoStartIdleTimeout = 10 * time.Minute
+	// DefaultEOFWait is how long attach waits, once stdin ends, for the
+	// answers to the requests it forwarded.
+	DefaultEOFWait = 30 * time.Second
 )
 
 func runChat(ctx context.Context, args []string, stdio Stdio) error {
 	var addr, session, peer, replay string
-	cfg, _, err := parseFlags("chat", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, _, err := parseFlags("chat", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.StringVar(&session, "session", DefaultChatSession, "hub session to join (created on first use)")
-		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: assigned)")
+		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: your user name, or NAME-2, NAME-3 … when the session has it)")
 		fs.StringVar(&replay, "replay", "full", "history to show on joining: full or skip")
 	})
 	if err != nil {
 		return err
 	}
-	conn, err := dialHub(ctx, cfg, addr, transport.DialOptions{Session: session, Peer: peer, Replay: replay})
+	conn, err := joinAsPeer(ctx, stdio.Out, session, peer, func(ctx context.Context, peer string) (*transport.Conn, error) {
+		return dialHub(ctx, cfg, addr, transport.DialOptions{Session: session, Peer: peer, Replay: replay})
+	})
 	if err != nil {
 		return err
 	}
@@ -50,16 +53,21 @@ func runChat(ctx context.Context, args []string, stdio Stdio) error {
 func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	var addr, session, peer, agentName, agentCmd string
 	var noStart bool
-	cfg, _, err := parseFlags("attach", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	var eofWait time.Duration
+	cfg, fs, err := parseFlags("attach", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.StringVar(&session, "session", "", "hub session to join or create (default: a new one)")
 		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: assigned)")
 		fs.StringVar(&agentName, "agent", "", "agent to run when the session is created (default: the hub's)")
 		fs.StringVar(&agentCmd, "agent-cmd", "", "default agent of a hub this command starts, as a command line")
 		fs.BoolVar(&noStart, "no-start", false, "fail instead of starting a local hub when none answers")
+		fs.DurationVar(&eofWait, "eof-wait", DefaultEOFWait, "once stdin ends, wait this long for the answers to the requests sent (0: answer them with an error at once)")
 	})
 	if err != nil {
 		return err
+	}
+	if eofWait < 0 {
+		return fmt.Errorf("--eof-wait %s: must not be negative", eofWait)
 	}
 	if session == "" {
 		session = "attach-" + randomHex(4)
@@ -74,15 +82,29 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: acphub chat --session %s\n", session, addr, session)
-	return transport.Bridge(ctx, conn, stdio.In, stdio.Out, cfg.MaxFrame)
+	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, addr)...)
+	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: %s\n", session, addr, pasteCommand(join...))
+	return transport.Bridge(ctx, conn, stdio.In, stdio.Out, transport.BridgeOptions{MaxFrame: cfg.MaxFrame, EOFWait: eofWait})
 }
 
 func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 	fs := flag.NewFlagSet("acphub demo-agent", flag.ContinueOnError)
 	fs.SetOutput(stdio.Err)
 	delay := fs.Duration("delay", demoagent.DefaultDelay, "pause between streamed steps")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintln(w, "usage: acphub demo-agent [flags]")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "The built-in demo ACP agent, on stdio. A prompt runs the demo script: a streamed reply,")
+		fmt.Fprintln(w, "a plan, a tool call and a permission request. A prompt that starts with one of these")
+		fmt.Fprintln(w, "commands runs the command instead:")
+		fmt.Fprintln(w)
+		fmt.Fprint(w, demoagent.Help())
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "flags:")
+		fs.PrintDefaults()
+	}
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	return demoagent.Run(ctx, stdio.In, stdio.Out, demoagent.Options{Delay: *delay, Stderr: stdio.Err})
@@ -111,58 +133,6 @@ func dialHub(ctx context.Context, cfg *config.Config, addr string, opts transpor
 }
 
 func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
-
-// startLocalHub starts "acphub serve" in the background, detached from this
-// process, and waits until it answers /healthz. It exits by itself once no
-// client has been connected for ten minutes.
-func startLocalHub(ctx context.Context, cfg *config.Config, addr, agentCmd string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return err
-	}
-	logFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "hub.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	args := []string{"serve", "--listen", addr, "--data-dir", cfg.DataDir,
-		"--exit-when-idle", autoStartIdleTimeout.String()}
-	if path, explicit := configPath(os.Args[1:]); explicit {
-		args = append(args, "--config", path)
-	}
-	if agentCmd != "" {
-		args = append(args, "--agent-cmd", agentCmd)
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start local hub: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(autoStartWait)
-	for time.Now().Before(deadline) {
-		if healthy(ctx, addr) {
-			return nil
-		}
-		select {
-		case err := <-exited:
-			// Another attach may have won the race to listen.
-			if healthy(ctx, addr) {
-				return nil
-			}
-			return fmt.Errorf("local hub exited (%v); see %s", err, logFile.Name())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("local hub did not answer within %s; see %s", autoStartWait, logFile.Name())
-}
 
 func healthy(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -16,7 +16,7 @@ const DemoSession = "demo"
 // runDemo starts a hub running the demo agent and chats with it on the
 // session "demo" until the chat ends; the hub stops with it.
 func runDemo(ctx context.Context, args []string, stdio Stdio) error {
-	cfg, _, err := parseFlags("demo", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, fs, err := parseFlags("demo", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindServe(fs, cfg)
 		cfg.LogLevel = "warn"
 	})
@@ -40,8 +40,11 @@ func runDemo(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	addr := d.ln.Addr().String()
 	fmt.Fprintf(stdio.Out, "acphub demo: hub at http://%s, session %q, demo agent\n", addr, DemoSession)
-	fmt.Fprintf(stdio.Out, "join from another terminal: acphub chat --session %s --addr %s --data-dir %s\n\n", DemoSession, addr, cfg.DataDir)
-	conn, err := transport.Dial(ctx, transport.DialOptions{Addr: addr, Token: d.token, Session: DemoSession, Peer: "you"})
+	join := append([]string{"chat", "--session", DemoSession}, hubFlags(fs, cfg, addr)...)
+	fmt.Fprintf(stdio.Out, "join from another terminal: %s\n\n", pasteCommand(join...))
+	conn, err := joinAsPeer(ctx, stdio.Out, DemoSession, "", func(ctx context.Context, peer string) (*transport.Conn, error) {
+		return transport.Dial(ctx, transport.DialOptions{Addr: addr, Token: d.token, Session: DemoSession, Peer: peer, MaxFrame: cfg.MaxFrame})
+	})
 	if err == nil {
 		err = chat.Run(ctx, conn, stdio.In, stdio.Out, chat.Options{})
 		conn.Close()

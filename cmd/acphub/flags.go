@@ -10,8 +10,10 @@ import (
 )
 
 // parseFlags reads the config file (the default one, or the one named by
-// --config anywhere in args), then parses args over it: flags win.
-func parseFlags(name string, args []string, stderr io.Writer, bind func(*flag.FlagSet, *config.Config)) (*config.Config, *flag.FlagSet, error) {
+// --config anywhere in args), then parses args over it with parseArgs:
+// flags win. At most maxArgs positional arguments are accepted; they are
+// fs.Args().
+func parseFlags(name string, args []string, maxArgs int, stderr io.Writer, bind func(*flag.FlagSet, *config.Config)) (*config.Config, *flag.FlagSet, error) {
 	path, explicit := configPath(args)
 	cfg := config.Default()
 	if err := config.Load(&cfg, path, !explicit); err != nil {
@@ -22,10 +24,63 @@ func parseFlags(name string, args []string, stderr io.Writer, bind func(*flag.Fl
 	fs.String("config", path, "TOML config file (agents and defaults for these flags)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "state directory: token, session log, workspaces")
 	bind(fs, &cfg)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, maxArgs); err != nil {
 		return nil, nil, err
 	}
 	return &cfg, fs, nil
+}
+
+// parseArgs parses the command line of a subcommand into fs. Flags may come
+// before and after the positional arguments, as people type them ("acphub
+// log demo --follow" is "acphub log --follow demo"); "--" ends the flags,
+// and everything after it is positional. A flag takes the next argument as
+// its value unless it is a boolean flag or is written -name=value. Afterwards
+// fs.Args() holds the positional arguments; more than maxArgs of them is an
+// error naming the first one too many.
+func parseArgs(fs *flag.FlagSet, args []string, maxArgs int) error {
+	var flags, positional []string
+scan:
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			positional = append(positional, args[i+1:]...)
+			break scan
+		case len(a) < 2 || a[0] != '-':
+			positional = append(positional, a)
+		default:
+			flags = append(flags, a)
+			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if hasValue || !takesValue(fs, name) {
+				continue
+			}
+			if i+1 == len(args) {
+				// The value is missing: fs.Parse says so.
+				return fs.Parse(flags)
+			}
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if err := fs.Parse(append(append(flags, "--"), positional...)); err != nil {
+		return err
+	}
+	if len(positional) > maxArgs {
+		return fmt.Errorf("unexpected argument %q; run \"%s -h\" for usage", positional[maxArgs], fs.Name())
+	}
+	return nil
+}
+
+// takesValue says whether the flag name of fs reads the next argument as its
+// value: it is defined and not boolean. An undefined flag is left to
+// fs.Parse, which refuses it (or prints the usage for -h).
+func takesValue(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 // configPath finds --config in args without parsing the rest. As with any

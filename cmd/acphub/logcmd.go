@@ -28,7 +28,7 @@ func runSchema(_ context.Context, args []string, stdio Stdio) error {
 		fmt.Fprintln(stdio.Err, "usage: acphub schema [events|api]")
 		fmt.Fprintln(stdio.Err, "Prints the session-event schema, the API schema, or (no argument) both.")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
 	switch fs.Arg(0) {
@@ -90,7 +90,7 @@ func (h *hubAPI) get(ctx context.Context, path string) (*http.Response, error) {
 func runSessions(ctx context.Context, args []string, stdio Stdio) error {
 	var addr string
 	var asJSON bool
-	cfg, _, err := parseFlags("sessions", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, _, err := parseFlags("sessions", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.BoolVar(&asJSON, "json", false, "print the API's JSON instead of a table")
 	})
@@ -128,7 +128,7 @@ func runLog(ctx context.Context, args []string, stdio Stdio) error {
 	var addr string
 	var follow, asJSON bool
 	var after int64
-	cfg, fs, err := parseFlags("log", args, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, fs, err := parseFlags("log", args, 1, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.BoolVar(&follow, "follow", false, "keep printing new events as they happen")
 		fs.BoolVar(&asJSON, "json", false, "print each event as one JSON line (session-events.schema.json)")
@@ -137,7 +137,7 @@ func runLog(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if fs.NArg() == 0 {
 		return errors.New("usage: acphub log [flags] SESSION")
 	}
 	h, err := newHubAPI(cfg, addr)

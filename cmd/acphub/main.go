@@ -91,6 +91,9 @@ func Run(ctx context.Context, args []string, stdio Stdio) error {
 		usage(stdio.Out)
 		return nil
 	}
+	if args[0] == detachCommand {
+		return runDetach(ctx, args[1:], stdio)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, args[1:], stdio)
@@ -110,7 +113,12 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `Run "acphub <command> -h" for a command's flags.`)
 }
 
-func runVersion(_ context.Context, _ []string, stdio Stdio) error {
+func runVersion(_ context.Context, args []string, stdio Stdio) error {
+	fs := flag.NewFlagSet("acphub version", flag.ContinueOnError)
+	fs.SetOutput(stdio.Err)
+	if err := parseArgs(fs, args, 0); err != nil {
+		return err
+	}
 	fmt.Fprintln(stdio.Out, "acphub", version)
 	return nil
 }

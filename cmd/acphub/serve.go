@@ -66,7 +66,7 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 }
 
 func runServe(ctx context.Context, args []string, stdio Stdio) error {
-	cfg, _, err := parseFlags("serve", args, stdio.Err, bindServe)
+	cfg, _, err := parseFlags("serve", args, 0, stdio.Err, bindServe)
 	if err != nil {
 		return err
 	}

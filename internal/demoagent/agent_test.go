@@ -555,7 +555,7 @@ func TestRun_Commands(t *testing.T) {
 		{"/slow 2", "chunk 1 chunk 2 ", 2, ""},
 		{"/stderr to the log", "ok", 1, "to the log\n"},
 		{"/nope", "unknown command", 1, ""},
-		{"/request", "usage: /request METHOD [JSONPARAMS]", 1, ""},
+		{"/request", "usage: /request METHOD [JSON]", 1, ""},
 		{"/flood 1", "usage: /flood N SIZE [RATE]", 1, ""},
 		{"/flood 1 2 3 4", "usage: /flood N SIZE [RATE]", 1, ""},
 		{"/flood-text 1 30", "usage: /flood-text N SIZE [RATE] (SIZE at least 31)", 1, ""},

@@ -116,7 +116,7 @@ func (t *turn) stream(n, rate int, stamp func(seq int, sent int64) []byte) error
 func (t *turn) flood(args string) error {
 	n, size, rate, ok := parseFlood(args)
 	if !ok {
-		t.chunk("usage: /flood N SIZE [RATE]")
+		t.chunk(usage("/flood"))
 		return nil
 	}
 	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":` + quoteJSON(t.sessionID) +
@@ -141,7 +141,7 @@ func (t *turn) flood(args string) error {
 func (t *turn) floodText(args string) error {
 	n, size, rate, ok := parseFlood(args)
 	if !ok || size < TextStampLen {
-		t.chunk("usage: /flood-text N SIZE [RATE] (SIZE at least " + strconv.Itoa(TextStampLen) + ")")
+		t.chunk(usage("/flood-text") + " (SIZE at least " + strconv.Itoa(TextStampLen) + ")")
 		return nil
 	}
 	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":` + quoteJSON(t.sessionID) +
@@ -169,7 +169,7 @@ func (t *turn) permTime(args string) error {
 	const method = "session/request_permission"
 	n, ok := parseCounts(args, 1)
 	if !ok {
-		t.chunk("usage: /permtime N")
+		t.chunk(usage("/permtime"))
 		return nil
 	}
 	var b strings.Builder

@@ -4,29 +4,73 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// commands maps a prompt's first word to its command; args is the rest of the
-// prompt. The package documentation describes each command.
-var commands = map[string]func(t *turn, args string) error{
-	"/echo":       (*turn).echo,
-	"/say":        (*turn).say,
-	"/raw":        (*turn).raw,
-	"/chunks":     (*turn).chunks,
-	"/slow":       (*turn).slow,
-	"/permission": func(t *turn, _ string) error { return t.askPermission() },
-	"/crash":      (*turn).crash,
-	"/stderr":     (*turn).stderr,
-	"/extras":     (*turn).extras,
-	"/fs-read":    (*turn).fsRead,
-	"/fs-write":   (*turn).fsWrite,
-	"/terminal":   (*turn).terminal,
-	"/request":    (*turn).request,
-	"/flood":      (*turn).flood,
-	"/flood-text": (*turn).floodText,
-	"/permtime":   (*turn).permTime,
+// Command is one of the demo agent's prompt commands: a prompt whose first
+// word is Name runs it, with the rest of the prompt as its arguments.
+type Command struct {
+	Name string // as "/echo"
+	Args string // the arguments it takes, as "TEXT"; "" for none
+	Help string // what it does, in one line
+	run  func(t *turn, args string) error
+}
+
+// commands is the one list of the commands: the dispatch, the usage a
+// command answers to bad arguments, Help and with it acphub demo-agent
+// --help and the README's list come from it. It is set by init because the
+// commands' usage refers back to it.
+var commands []Command
+
+func init() {
+	commands = []Command{
+		{"/echo", "TEXT", "one chunk TEXT", (*turn).echo},
+		{"/say", "MESSAGEID TEXT", "TEXT word by word, each chunk with messageId MESSAGEID", (*turn).say},
+		{"/raw", "LINE", "LINE written to the client as it is (for tests)", (*turn).raw},
+		{"/chunks", "N", `N chunks "chunk 1 ", "chunk 2 ", ... without pauses`, (*turn).chunks},
+		{"/slow", "N", "the same chunks with --delay between them", (*turn).slow},
+		{"/permission", "", "only the permission request of the demo script", func(t *turn, _ string) error { return t.askPermission() }},
+		{"/crash", "", `a chunk "partial", a line on stderr, then exit status 3`, (*turn).crash},
+		{"/stderr", "TEXT", `TEXT on stderr, then a chunk "ok"`, (*turn).stderr},
+		{"/extras", "", "frames with _meta, an unknown update and an extension method, byte for byte", (*turn).extras},
+		{"/fs-read", "PATH [LINE [LIMIT]]", "fs/read_text_file (a relative PATH is in the session's cwd); a chunk with the content", (*turn).fsRead},
+		{"/fs-write", "PATH CONTENT...", "fs/write_text_file (a relative PATH is in the session's cwd); a chunk with the result", (*turn).fsWrite},
+		{"/terminal", "CMD ARGS...", "terminal/create, wait_for_exit, output and release; a chunk with each result", (*turn).terminal},
+		{"/request", "METHOD [JSON]", "any request to the client with the given params; a chunk with the result", (*turn).request},
+		{"/flood", "N SIZE [RATE]", "N chunks of SIZE bytes, as fast as possible or RATE per second (load tests)", (*turn).flood},
+		{"/flood-text", "N SIZE [RATE]", "the same as plain text chunks, stamped in the text (load tests)", (*turn).floodText},
+		{"/permtime", "N", "N permission requests in turn; a chunk with their round trips (load tests)", (*turn).permTime},
+	}
+}
+
+// Commands returns the demo agent's commands, in the order Help lists them.
+func Commands() []Command { return slices.Clone(commands) }
+
+// lookup returns the command named name.
+func lookup(name string) (Command, bool) {
+	i := slices.IndexFunc(commands, func(c Command) bool { return c.Name == name })
+	if i < 0 {
+		return Command{}, false
+	}
+	return commands[i], true
+}
+
+// Help lists the commands, one a line: the name and arguments, then what
+// the command does.
+func Help() string {
+	var b strings.Builder
+	for _, c := range commands {
+		fmt.Fprintf(&b, "%-30s %s\n", strings.TrimSpace(c.Name+" "+c.Args), c.Help)
+	}
+	return b.String()
+}
+
+// usage returns the line a command answers to arguments it cannot use.
+func usage(name string) string {
+	c, _ := lookup(name)
+	return strings.TrimSpace("usage: " + c.Name + " " + c.Args)
 }
 
 // parseCounts parses want non-negative integers from args.
@@ -67,7 +111,7 @@ func (t *turn) raw(text string) error {
 func (t *turn) say(args string) error {
 	id, text, ok := strings.Cut(strings.TrimSpace(args), " ")
 	if !ok || id == "" {
-		t.chunk("usage: /say MESSAGEID TEXT")
+		t.chunk(usage("/say"))
 		return nil
 	}
 	for i, word := range strings.Fields(text) {
@@ -82,7 +126,7 @@ func (t *turn) say(args string) error {
 func (t *turn) chunks(args string) error {
 	n, ok := parseCounts(args, 1)
 	if !ok {
-		t.chunk("usage: /chunks N")
+		t.chunk(usage("/chunks"))
 		return nil
 	}
 	for i := 1; i <= n[0]; i++ {
@@ -94,7 +138,7 @@ func (t *turn) chunks(args string) error {
 func (t *turn) slow(args string) error {
 	n, ok := parseCounts(args, 1)
 	if !ok {
-		t.chunk("usage: /slow N")
+		t.chunk(usage("/slow"))
 		return nil
 	}
 	for i := 1; i <= n[0]; i++ {
@@ -170,7 +214,7 @@ func (t *turn) fsRead(args string) error {
 		nums, ok = parseInts(fields[1:])
 	}
 	if !ok {
-		t.chunk("usage: /fs-read PATH [LINE [LIMIT]]")
+		t.chunk(usage("/fs-read"))
 		return nil
 	}
 	params := struct {
@@ -205,7 +249,7 @@ func (t *turn) fsWrite(args string) error {
 	const method = "fs/write_text_file"
 	path, content := cutWord(args)
 	if path == "" {
-		t.chunk("usage: /fs-write PATH CONTENT...")
+		t.chunk(usage("/fs-write"))
 		return nil
 	}
 	t.noteCapability("fs.writeTextFile", t.a.clientCaps().FS.WriteTextFile)
@@ -232,7 +276,7 @@ func (t *turn) terminal(args string) error {
 	const method = "terminal/create"
 	fields := strings.Fields(args)
 	if len(fields) == 0 {
-		t.chunk("usage: /terminal CMD ARGS...")
+		t.chunk(usage("/terminal"))
 		return nil
 	}
 	t.noteCapability("terminal", t.a.clientCaps().Terminal)
@@ -270,7 +314,7 @@ func (t *turn) terminal(args string) error {
 func (t *turn) request(args string) error {
 	method, params := cutWord(args)
 	if method == "" {
-		t.chunk("usage: /request METHOD [JSONPARAMS]")
+		t.chunk(usage("/request"))
 		return nil
 	}
 	var p any

@@ -39,25 +39,11 @@
 //
 // # Commands
 //
-// A prompt that starts with "/" runs a command instead; its first word names it:
-//
-//	/echo TEXT                    one chunk TEXT
-//	/say ID TEXT                  TEXT word by word, each chunk with messageId ID
-//	/raw LINE                     LINE written to the client as it is (for tests)
-//	/chunks N                     N chunks "chunk 1 ", "chunk 2 ", ... without pauses
-//	/slow N                       the same chunks with Options.Delay between them
-//	/permission                   only step 4 of the script
-//	/crash                        a chunk "partial", a line on stderr, then exit status 3
-//	/stderr TEXT                  TEXT on stderr, then a chunk "ok"
-//	/extras                       the frames of ExtrasFrames, byte for byte
-//	/fs-read PATH [LINE [LIMIT]]  fs/read_text_file; a chunk with the content
-//	/fs-write PATH CONTENT...     fs/write_text_file; a chunk with the result
-//	                              (a relative PATH is taken in the session's cwd)
-//	/terminal CMD ARGS...         terminal/create, wait_for_exit, output and release
-//	/request METHOD [JSON]        any request with the given params; a chunk with the result
-//	/flood N SIZE [RATE]          N chunks of SIZE bytes, as fast as possible or RATE per second
-//	/flood-text N SIZE [RATE]     the same as plain text chunks, stamped in the text
-//	/permtime N                   N permission requests in turn; a chunk with their round trips
+// A prompt that starts with "/" runs a command instead; its first word names it.
+// Commands lists them with their arguments and what each does, and Help
+// prints that list (acphub demo-agent --help shows it; the README repeats it,
+// and a test keeps the two the same). A command given arguments it cannot use
+// answers the chunk "usage: NAME ARGS".
 //
 // Any other command answers the chunk "unknown command". Commands end with
 // stopReason end_turn, or cancelled when cancelled.

@@ -94,12 +94,12 @@ func (t *turn) run(text string) error {
 		return t.script(text)
 	}
 	name, args := cutWord(trimmed)
-	cmd, ok := commands[name]
+	cmd, ok := lookup(name)
 	if !ok {
 		t.chunk("unknown command")
 		return nil
 	}
-	return cmd(t, args)
+	return cmd.run(t, args)
 }
 
 // cutWord splits s into its first word and the rest, without the whitespace

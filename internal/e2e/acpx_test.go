@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // acpx is the npm package acpx@0.19.1, a headless ACP client written by
@@ -24,7 +26,7 @@ import (
 //
 // runACPX runs it as
 //
-//	acpx --agent 'ACPHUB attach ... --no-start' --cwd DIR --approve-all --format json exec PROMPT
+//	acpx --agent 'ACPHUB attach ...' --cwd DIR --approve-all --format json exec PROMPT
 //
 // which is one stateless run: it spawns the agent command (split into argv
 // by acpx itself, shell-style quotes honoured, no shell), sends initialize,
@@ -43,43 +45,42 @@ import (
 const acpxTimeout = testTimeout
 
 // acpxPath returns the acpx command of node_modules. Without it, or
-// without node, it skips the test, except under CI=true, where a missing
-// peer is a failure rather than a silent skip.
+// without node, it skips the test (testutil.SkipPeer), except under
+// CI=true, where a missing peer is a failure.
 func acpxPath(t *testing.T) string {
 	t.Helper()
-	missing := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format+" (CI=true: run npm ci at the repository root)", args...)
-		}
-		t.Skipf(format+" (run npm ci at the repository root)", args...)
-	}
 	path := filepath.Join(repoRoot, "node_modules", ".bin", "acpx")
 	if _, err := os.Stat(path); err != nil {
-		missing("acpx not installed: %v", err)
+		testutil.SkipPeer(t, fmt.Sprintf("acpx not installed: %v", err))
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		missing("node not found: %v", err)
+		testutil.SkipPeer(t, fmt.Sprintf("node not found: %v", err))
 	}
 	return path
 }
 
-// runACPX runs acpx once in cwd with the prompt: its agent is `acphub
+// acpxAttach is the acphub command line acpx runs as its agent: `acphub
 // attach` into the hub session as peer, so acpx is that session's client
-// over stdio. It returns what acpx printed (see above) and its exit
-// status. HOME and the XDG directories are a temporary directory.
-func runACPX(t *testing.T, h *hubProc, session, peer, cwd, prompt string) (stdout, stderr string, err error) {
+// over stdio.
+func (h *hubProc) acpxAttach(session, peer string) []string {
+	return h.clientArgs("attach", "--session", session, "--peer", peer, "--no-start")
+}
+
+// runACPX runs acpx once in cwd with the prompt, its agent acphub with the
+// arguments attach (see acpxAttach). It returns what acpx printed (see
+// above) and its exit status. HOME and the XDG directories are a temporary
+// directory.
+func runACPX(t *testing.T, attach []string, cwd, prompt string) (stdout, stderr string, err error) {
 	t.Helper()
 	acpx := acpxPath(t)
-	attach := []string{bin}
-	attach = append(attach, h.clientArgs("attach", "--session", session, "--peer", peer, "--no-start")...)
-	for i, a := range attach {
-		attach[i] = shellQuote(a)
+	agent := []string{shellQuote(bin)}
+	for _, a := range attach {
+		agent = append(agent, shellQuote(a))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), acpxTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, acpx,
-		"--agent", strings.Join(attach, " "),
+		"--agent", strings.Join(agent, " "),
 		"--cwd", cwd,
 		"--approve-all",
 		"--format", "json",
@@ -123,9 +124,9 @@ func withoutACPXEnv(env []string) []string {
 
 // mustRunACPX is runACPX that fails the test unless acpx exits 0, and
 // returns the JSON-RPC messages it printed.
-func mustRunACPX(t *testing.T, h *hubProc, session, peer, cwd, prompt string) []msg {
+func mustRunACPX(t *testing.T, attach []string, cwd, prompt string) []msg {
 	t.Helper()
-	stdout, stderr, err := runACPX(t, h, session, peer, cwd, prompt)
+	stdout, stderr, err := runACPX(t, attach, cwd, prompt)
 	if err != nil {
 		t.Fatalf("acpx %q: %v\nstdout:\n%s\nstderr:\n%s", prompt, err, stdout, stderr)
 	}
@@ -225,7 +226,7 @@ func TestACPX_PromptsThroughTheHub(t *testing.T) {
 	sid := ws.handshake()
 	cwd := t.TempDir()
 
-	ms := mustRunACPX(t, h, "s", "acpx", cwd, "/echo hello")
+	ms := mustRunACPX(t, h.acpxAttach("s", "acpx"), cwd, "/echo hello")
 	newParams, acpxSID, turn := acpxTurn(t, ms)
 	if acpxSID != sid {
 		t.Errorf("acpx joined ACP session %q, the web client %q", acpxSID, sid)
@@ -301,7 +302,7 @@ func TestACPX_AdvertisesClientTools(t *testing.T) {
 		{"terminal", "/terminal echo from-acpx-terminal", "terminal", "terminal/create", "terminal"},
 	}
 	for _, tc := range cases {
-		ms := mustRunACPX(t, h, tc.session, "acpx", cwd, tc.prompt)
+		ms := mustRunACPX(t, h.acpxAttach(tc.session, "acpx"), cwd, tc.prompt)
 
 		// acpx itself: its initialize offers fs and terminal.
 		var init struct {
@@ -417,7 +418,7 @@ func TestACPX_ExecutesClientToolsAlone(t *testing.T) {
 	sid := sessionIDOf(t, web.mustCall("session/new", map[string]any{"cwd": dir, "mcpServers": []any{}}))
 
 	out := filepath.Join(dir, "out.txt")
-	_, _, turn := acpxTurn(t, mustRunACPX(t, h, "s", "acpx", dir, "/fs-write "+out+" hello from the agent"))
+	_, _, turn := acpxTurn(t, mustRunACPX(t, h.acpxAttach("s", "acpx"), dir, "/fs-write "+out+" hello from the agent"))
 	if got, _ := toolRequests(web, 0, clientAnswers("web")); len(got) != 0 {
 		t.Errorf("the web client got %v while acpx executes", got)
 	}
@@ -426,7 +427,7 @@ func TestACPX_ExecutesClientToolsAlone(t *testing.T) {
 	}
 
 	made := filepath.Join(dir, "made")
-	_, _, turn = acpxTurn(t, mustRunACPX(t, h, "s", "acpx", dir, "/terminal mkdir "+made))
+	_, _, turn = acpxTurn(t, mustRunACPX(t, h.acpxAttach("s", "acpx"), dir, "/terminal mkdir "+made))
 	if got, _ := toolRequests(web, 0, clientAnswers("web")); len(got) != 0 {
 		t.Errorf("the web client got %v while acpx executes", got)
 	}
@@ -449,7 +450,7 @@ func TestACPX_ExecutesClientToolsAlone(t *testing.T) {
 
 	// acpx creates a terminal and leaves with it: the terminal is gone
 	// for the agent too, and its requests go to no other client.
-	_, _, turn = acpxTurn(t, mustRunACPX(t, h, "s", "acpx", dir, requestPrompt("terminal/create",
+	_, _, turn = acpxTurn(t, mustRunACPX(t, h.acpxAttach("s", "acpx"), dir, requestPrompt("terminal/create",
 		map[string]any{"sessionId": sid, "command": "sleep", "args": []string{"30"}})))
 	text = agentText(turn)
 	m := regexp.MustCompile(`"terminalId":"([^"]+)"`).FindStringSubmatch(text)
@@ -468,4 +469,23 @@ func TestACPX_ExecutesClientToolsAlone(t *testing.T) {
 	if got["fs/read_text_file"] != 1 || !strings.Contains(text, "read by web") {
 		t.Errorf("after acpx left: the web client got %v, the agent %q", got, text)
 	}
+}
+
+// acpx starts its agent, `acphub attach` without --no-start, which starts
+// the hub; when acpx is done it kills its agent's whole process tree. The
+// hub is not in it: it still answers, and a client that joins later sees
+// the whole conversation acpx had.
+func TestACPX_AutoStartedHubOutlivesACPX(t *testing.T) {
+	t.Parallel()
+	acpxPath(t)
+	h := newAutoHub(t)
+	ms := mustRunACPX(t, h.attachArgs("s", "acpx"), t.TempDir(), "/echo hello")
+	_, sid, turn := acpxTurn(t, ms)
+	if got := agentText(turn); got != "hello" {
+		t.Fatalf("acpx got the answer %q; its turn: %s", got, rawFrames(turn))
+	}
+	if !h.healthy() {
+		t.Fatal("the hub acpx's agent started does not answer /healthz once acpx exited")
+	}
+	h.expectHistory("s", sid, "/echo hello", "hello")
 }

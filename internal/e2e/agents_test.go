@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // agentKit describes an agent under test: how to run the hub in front of it
@@ -137,24 +139,17 @@ var sdkTurn = []string{
 }
 
 // sdkAgentCmd returns the --agent-cmd that runs the SDK's example agent.
-// Without node_modules it skips the test, except under CI=true, where a
-// missing peer is a failure rather than a silent skip.
+// Without node_modules it skips the test (testutil.SkipPeer), except under
+// CI=true, where a missing peer is a failure.
 func sdkAgentCmd(t *testing.T) string {
 	t.Helper()
-	missing := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format+" (CI=true: run npm ci at the repository root)", args...)
-		}
-		t.Skipf(format+" (run npm ci at the repository root)", args...)
-	}
 	script := filepath.Join(repoRoot, "node_modules", "@agentclientprotocol", "sdk", "dist", "examples", "agent.js")
 	if _, err := os.Stat(script); err != nil {
-		missing("SDK example agent not installed: %v", err)
+		testutil.SkipPeer(t, fmt.Sprintf("SDK example agent not installed: %v", err))
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		missing("node not found: %v", err)
+		testutil.SkipPeer(t, fmt.Sprintf("node not found: %v", err))
 	}
 	return shellQuote(node) + " " + shellQuote(script)
 }

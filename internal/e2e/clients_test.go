@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/testutil"
 )
 
@@ -32,7 +34,13 @@ type proc struct {
 // runProc starts the acphub binary with args, its stdio on pipes.
 func runProc(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(bin, args...), lines: make(chan string, 1<<14), err: &testutil.SyncBuffer{}, done: make(chan struct{})}
+	return startProc(t, exec.Command(bin, args...))
+}
+
+// startProc starts cmd, an acphub command line, with its stdio on pipes.
+func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 1<<14), err: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.err
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
@@ -63,7 +71,7 @@ func runProc(t *testing.T, args ...string) *proc {
 			_ = p.cmd.Process.Kill()
 		}
 		if t.Failed() {
-			t.Logf("%s stderr:\n%s", args[0], p.err.String())
+			t.Logf("%s stderr:\n%s", cmd.Args[1], p.err.String())
 		}
 	})
 	return p
@@ -127,7 +135,13 @@ func (p *proc) expectMsg(pred func(msg) bool) []msg {
 }
 
 func (h *hubProc) clientArgs(cmd string, args ...string) []string {
-	return append([]string{cmd, "--addr", h.addr, "--data-dir", h.dataDir, "--config", filepath.Join(h.dataDir, "none.toml")}, args...)
+	return clientArgs(h.addr, h.dataDir, cmd, args...)
+}
+
+// clientArgs is the command line of an acphub client command for the hub
+// at addr with dataDir, and the empty config file the tests put there.
+func clientArgs(addr, dataDir, cmd string, args ...string) []string {
+	return append([]string{cmd, "--addr", addr, "--data-dir", dataDir, "--config", filepath.Join(dataDir, "none.toml")}, args...)
 }
 
 func TestAttach_BridgesAnEditorIntoASession(t *testing.T) {
@@ -187,29 +201,51 @@ func TestAttach_BridgesAnEditorIntoASession(t *testing.T) {
 
 func TestAttach_StartsALocalHub(t *testing.T) {
 	t.Parallel()
-	dataDir := t.TempDir()
-	addr := freeAddr(t)
-	cfg := filepath.Join(dataDir, "none.toml")
-	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ed := runProc(t, "attach", "--addr", addr, "--data-dir", dataDir, "--config", cfg, "--session", "auto",
-		"--agent-cmd", demoAgentCmd(time.Millisecond))
-	t.Cleanup(func() { stopPIDFile(t, filepath.Join(dataDir, "hub.pid")) })
+	h := newAutoHub(t)
+	ed := runProc(t, h.attachArgs("auto", "editor")...)
 	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	got := ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
 	if m := got[len(got)-1]; m.Error != nil {
 		t.Fatalf("initialize through an auto-started hub: %s", m.raw)
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, "token")); err != nil {
+	if _, err := os.Stat(h.path("token")); err != nil {
 		t.Errorf("auto-started hub wrote no token: %v", err)
 	}
 	// A second editor finds the running hub instead of starting another.
-	ed2 := runProc(t, "attach", "--addr", addr, "--data-dir", dataDir, "--config", cfg, "--session", "auto", "--no-start")
+	ed2 := runProc(t, h.args("attach", "--session", "auto", "--no-start")...)
 	ed2.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	got2 := ed2.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
 	if string(got2[len(got2)-1].Result) != string(got[len(got)-1].Result) {
 		t.Errorf("second editor got %s, want the cached %s", got2[len(got2)-1].Result, got[len(got)-1].Result)
+	}
+}
+
+// Editors started at once, with no hub running, each start one: one hub
+// wins the address, the others' hubs exit, and every editor joins the
+// winner's session.
+func TestAttach_EditorsStartingAtOnceShareOneHub(t *testing.T) {
+	t.Parallel()
+	h := newAutoHub(t)
+	var eds []*proc
+	for i := range 3 {
+		eds = append(eds, runProc(t, h.attachArgs("race", fmt.Sprintf("editor-%d", i))...))
+	}
+	var sids []string
+	for _, ed := range eds {
+		ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+		ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
+		ed.write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+		sids = append(sids, sessionIDOf(t, lastOf(ed.expectMsg(func(m msg) bool { return string(m.ID) == "2" }))))
+	}
+	if sids[1] != sids[0] || sids[2] != sids[0] {
+		t.Errorf("the editors joined the ACP sessions %v, want one", sids)
+	}
+	log, err := os.ReadFile(h.path("hub.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), "acphub serving"); n != 1 {
+		t.Errorf("%d hubs served, want 1", n)
 	}
 }
 
@@ -221,6 +257,107 @@ func TestAttach_NoHubNoStart(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "connection refused") {
 		t.Errorf("attach --no-start with no hub: %v, %s", err, out)
+	}
+}
+
+// runPiped runs acphub with args and the lines as its whole stdin, as
+// `printf 'LINE\nLINE\n' | acphub ...` does, and returns the messages it
+// printed, its stderr and its exit status.
+func runPiped(t *testing.T, args []string, lines ...string) ([]msg, string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = testTimeout
+	out, err := cmd.Output()
+	var ms []msg
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l != "" {
+			ms = append(ms, decode(t, []byte(l)))
+		}
+	}
+	return ms, stderr.String(), err
+}
+
+// The frames a script pipes into attach: initialize, session/new and then
+// the prompts, numbered from 3.
+func scriptFrames(sid string, prompts ...string) []string {
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`,
+	}
+	for i, p := range prompts {
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, i+3, sid, p))
+	}
+	return lines
+}
+
+// Piped input ends long before the prompt is answered: attach waits for
+// the answer, prints it with the updates that came first, and exits 0.
+func TestAttach_AnswersWhatItForwardedBeforeStdinEnded(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--agent-cmd", demoAgentCmd(200*time.Millisecond))
+	sid := h.dial("s", "peer=web").handshake()
+	got, stderr, err := runPiped(t, h.clientArgs("attach", "--session", "s", "--peer", "script", "--no-start"),
+		scriptFrames(sid, "/slow 3")...)
+	if err != nil || len(got) == 0 {
+		t.Fatalf("attach: %v; printed %s\n%s", err, rawFrames(got), stderr)
+	}
+	answered := map[string]bool{}
+	var text string
+	for _, m := range got {
+		if m.Method == "" {
+			answered[string(m.ID)] = m.Error == nil
+		}
+		if m.update() == "agent_message_chunk" {
+			text += m.text()
+		}
+	}
+	if !answered["1"] || !answered["2"] || !answered["3"] {
+		t.Errorf("attach answered %v, want 1, 2 and 3; printed %s", answered, rawFrames(got))
+	}
+	if last := lastOf(got); !last.isResponseTo(3) || stopReason(t, last) != "end_turn" || text != "chunk 1 chunk 2 chunk 3 " {
+		t.Errorf("the prompt's turn through attach: %q, then %s", text, last.raw)
+	}
+}
+
+// A prompt that cannot end — it waits for a permission nobody answers —
+// and one queued behind it: once --eof-wait has passed, attach answers
+// each with -32038 no_answer, in the order they were sent, and exits 0.
+func TestAttach_AnswersWhatStaysUnansweredWithAnError(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	sid := h.dial("s", "peer=web").handshake()
+	start := time.Now()
+	got, stderr, err := runPiped(t, h.clientArgs("attach", "--session", "s", "--peer", "script", "--no-start", "--eof-wait", "500ms"),
+		scriptFrames(sid, "/permission", "/echo queued")...)
+	took := time.Since(start)
+	if err != nil || len(got) < 2 {
+		t.Fatalf("attach: %v; printed %s\n%s", err, rawFrames(got), stderr)
+	}
+	if took < 500*time.Millisecond || took > testTimeout/2 {
+		t.Errorf("attach ran for %s with --eof-wait 500ms", took)
+	}
+	if !slices.ContainsFunc(got, isMethod("session/request_permission")) {
+		t.Errorf("attach did not print the permission request that came while it waited: %s", rawFrames(got))
+	}
+	for i, id := range []int{3, 4} {
+		m := got[len(got)-2+i]
+		var data struct {
+			EOFWait string `json:"eofWait"`
+		}
+		if m.Error != nil {
+			_ = json.Unmarshal(m.Error.Data, &data)
+		}
+		if !m.isResponseTo(id) || m.Error == nil || m.Error.Code != -32038 || m.reason() != "no_answer" || data.EOFWait != "500ms" {
+			t.Errorf("line %d from the end: %s, want -32038 no_answer for request %d", 2-i, m.raw, id)
+		}
+	}
+
+	_, stderr, err = runPiped(t, h.clientArgs("attach", "--session", "s", "--no-start", "--eof-wait", "-1s"))
+	if err == nil || !strings.Contains(stderr, "--eof-wait -1s: must not be negative") {
+		t.Errorf("attach --eof-wait -1s: %v, %s", err, stderr)
 	}
 }
 
@@ -238,14 +375,9 @@ func freeAddr(t *testing.T) string {
 
 // stopPIDFile stops the hub whose pid is in path and waits for it to go.
 func stopPIDFile(t *testing.T, path string) {
-	b, err := os.ReadFile(path)
+	pid, err := readPIDFile(path)
 	if err != nil {
-		t.Errorf("no hub pid file: %v", err)
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Errorf("pid file %q: %v", b, err)
+		t.Error(err)
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -257,6 +389,19 @@ func stopPIDFile(t *testing.T, path string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Errorf("hub %d did not stop", pid)
+}
+
+// readPIDFile returns the pid in a hub's pid file.
+func readPIDFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("no hub pid file: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("pid file %q: %w", b, err)
+	}
+	return pid, nil
 }
 
 func TestChat_TalksToASessionWithOthers(t *testing.T) {
@@ -298,6 +443,65 @@ func TestChat_TalksToASessionWithOthers(t *testing.T) {
 	chat.write("/quit")
 	if err := chat.wait(); err != nil {
 		t.Errorf("chat exited with %v", err)
+	}
+}
+
+// TestAttach_PrintsAJoinLineThatRuns runs the line attach prints for
+// others, as a person pastes it: it reaches the same hub and session.
+func TestAttach_PrintsAJoinLineThatRuns(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "editor")...)
+	const prefix = "others can join with: "
+	var line string
+	for deadline := time.Now().Add(testTimeout); line == ""; time.Sleep(10 * time.Millisecond) {
+		if _, after, ok := strings.Cut(ed.err.String(), prefix); ok && strings.Contains(after, "\n") {
+			line, _, _ = strings.Cut(after, "\n")
+		} else if time.Now().After(deadline) {
+			t.Fatalf("attach never printed %q; stderr:\n%s", prefix, ed.err.String())
+		}
+	}
+	// The binary is not on PATH: the line names it by its path, with the
+	// hub's address, data dir and config.
+	words, err := config.SplitArgs(line)
+	if err != nil || len(words) == 0 || words[0] != bin || !slices.Contains(words, h.addr) || !slices.Contains(words, h.dataDir) {
+		t.Fatalf("join line %q: want %s with --addr %s and --data-dir %s (%v)", line, bin, h.addr, h.dataDir, err)
+	}
+	cmd := exec.Command(words[0], words[1:]...)
+	cmd.Env = append(os.Environ(), "USER=ada")
+	chat := startProc(t, cmd)
+	chat.expect("acphub: joined session s as ada")
+	chat.expect("connected: session ")
+	if s := findSession(t, h, "s"); s.Clients != 2 {
+		t.Errorf("session s has %d clients, want the editor and the chat", s.Clients)
+	}
+}
+
+func TestChat_JoinsAsTheUserAndAFreeNameWhenTaken(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	chatAs := func(user string, args ...string) *proc {
+		cmd := exec.Command(bin, h.clientArgs("chat", append([]string{"--session", "s"}, args...)...)...)
+		cmd.Env = append(os.Environ(), "USER="+user)
+		return startProc(t, cmd)
+	}
+	first := chatAs("ada")
+	first.expect("acphub: joined session s as ada")
+	first.expect("connected: session ")
+	second := chatAs("ada")
+	second.expect("acphub: joined session s as ada-2")
+	second.expect("connected: session ")
+	// The others see each by its own name.
+	second.write("/echo from the second")
+	first.expect("[ada-2] /echo from the second")
+	second.expect("[done: end_turn]")
+	first.write("/echo from the first")
+	second.expect("[ada] /echo from the first")
+
+	// A name given with --peer is that name or nothing.
+	taken := chatAs("bob", "--peer", "ada-2")
+	if err := taken.wait(); err == nil || !strings.Contains(taken.err.String(), "peer_taken") {
+		t.Errorf("chat --peer ada-2 in a session that has it: %v, stderr %q; want peer_taken", err, taken.err.String())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/testutil"
 )
 
@@ -148,21 +149,45 @@ func TestSession_ReplaySkip(t *testing.T) {
 	}
 }
 
-func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
+// emptyConfig writes an empty config file in dir and returns its path, so
+// that no user config reaches the command given it.
+func emptyConfig(t *testing.T, dir string) string {
+	t.Helper()
 	cfg := filepath.Join(dir, "none.toml")
 	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := emptyConfig(t, dir)
 	addr := freeAddr(t)
-	demo := runProc(t, "demo", "--listen", addr, "--data-dir", dir, "--config", cfg)
-	demo.expect("join from another terminal: acphub chat --session demo")
+	// The demo's chat joins as the user, as acphub chat does.
+	demoCmd := exec.Command(bin, "demo", "--listen", addr, "--data-dir", dir, "--config", cfg)
+	demoCmd.Env = append(os.Environ(), "USER=ada")
+	demo := startProc(t, demoCmd)
+	printed := demo.expect("join from another terminal: ")
+	join := strings.TrimPrefix(printed[len(printed)-1], "join from another terminal: ")
+	demo.expect("acphub: joined session demo as ada")
 	demo.expect("connected: session demo-")
-	other := runProc(t, "chat", "--session", "demo", "--addr", addr, "--data-dir", dir, "--config", cfg, "--peer", "friend")
+
+	// The printed line runs as it is: the binary under test is not on
+	// PATH, so it is named by its path, with the hub's address, data dir
+	// and config. A second person of the same name joins as ada-2.
+	words, err := config.SplitArgs(join)
+	if err != nil || len(words) == 0 || words[0] != bin {
+		t.Fatalf("join line %q: want it to start with %s (%v)", join, bin, err)
+	}
+	otherCmd := exec.Command(words[0], words[1:]...)
+	otherCmd.Env = append(os.Environ(), "USER=ada")
+	other := startProc(t, otherCmd)
+	other.expect("acphub: joined session demo as ada-2")
 	other.expect("connected: session demo-")
 	demo.write("/echo hi from the demo")
-	other.expect("[you] /echo hi from the demo")
+	other.expect("[ada] /echo hi from the demo")
 	other.expect("hi from the demo")
 	demo.expect("[done: end_turn]")
 	demo.write("/quit")
@@ -171,6 +196,40 @@ func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
 	}
 	// The hub went with the demo: the other chat is disconnected.
 	other.expect("[disconnected")
+}
+
+// TestDemo_UnderGoRunPrintsAGoRunJoinLine runs the README's first command,
+// go run ./cmd/acphub demo, from the repository root: acphub is not on PATH
+// there, so the join line it prints is a go run line, and it runs as it is
+// in a shell.
+func TestDemo_UnderGoRunPrintsAGoRunJoinLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := emptyConfig(t, dir)
+	goRun := func(args ...string) *proc {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = repoRoot
+		cmd.Env = append(os.Environ(), "USER=ada")
+		return startProc(t, cmd)
+	}
+	demo := goRun("run", "./cmd/acphub", "demo", "--listen", freeAddr(t), "--data-dir", dir, "--config", cfg)
+	printed := demo.expect("join from another terminal: ")
+	join := strings.TrimPrefix(printed[len(printed)-1], "join from another terminal: ")
+	if !strings.HasPrefix(join, "go run ./cmd/acphub chat --session demo ") {
+		t.Fatalf("join line under go run: %q", join)
+	}
+	demo.expect("connected: session demo-")
+	words, err := config.SplitArgs(join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := goRun(words[1:]...)
+	other.expect("acphub: joined session demo as ada-2")
+	other.expect("connected: session demo-")
+	demo.write("/quit")
+	if err := demo.wait(); err != nil {
+		t.Errorf("demo exited with %v", err)
+	}
 }
 
 func TestCLI_UsageAndVersion(t *testing.T) {

@@ -71,6 +71,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	testutil.ReportSkippedPeers()
 	if testing.Verbose() {
 		fmt.Printf("e2e: %d events of %d hub data dirs valid against the event schema\n", eventsValidated.Load(), logsValidated.Load())
 	}

@@ -105,7 +105,7 @@ func TestCLI_SessionsAndLog(t *testing.T) {
 			t.Errorf("acphub log --json line does not match the event schema: %v\n%s", err, l)
 		}
 	}
-	got = mustCLI(t, h.clientArgs("log", "--json", "--after", "3", "s")...)
+	got = mustCLI(t, h.clientArgs("log", "s", "--json", "--after", "3")...)
 	if want := string(bytes.Join(all[3:], []byte("\n"))) + "\n"; got != want {
 		t.Errorf("acphub log --json --after 3:\n%s\nwant:\n%s", got, want)
 	}
@@ -114,7 +114,8 @@ func TestCLI_SessionsAndLog(t *testing.T) {
 	}
 
 	// --follow prints the log, then each new event, until the hub stops.
-	follow := runProc(t, h.clientArgs("log", "--follow", "s")...)
+	// Flags come before or after the session, as people type them.
+	follow := runProc(t, h.clientArgs("log", "s", "--follow")...)
 	follow.expect(decodeEvent(t, all[n-1]).Type)
 	id = a.prompt(sid, "/echo later")
 	seen := follow.expect("/echo later")

@@ -22,11 +22,11 @@ func TestSession_RefusesACwdThatIsNotAbsolute(t *testing.T) {
 		params map[string]any
 		want   string
 	}{
-		{"relative", map[string]any{"cwd": "work/project", "mcpServers": []any{}}, `Invalid params: cwd: "work/project" is not an absolute path`},
-		{"dot", map[string]any{"cwd": ".", "mcpServers": []any{}}, `Invalid params: cwd: "." is not an absolute path`},
-		{"empty", map[string]any{"cwd": "", "mcpServers": []any{}}, `Invalid params: cwd: "" is not an absolute path`},
-		{"number", map[string]any{"cwd": 5, "mcpServers": []any{}}, `Invalid params: cwd: expected a string`},
-		{"missing", map[string]any{"mcpServers": []any{}}, `Invalid params: cwd: required`},
+		{"relative", map[string]any{"cwd": "work/project", "mcpServers": []any{}}, `Invalid params: params.cwd: "work/project" is not an absolute path`},
+		{"dot", map[string]any{"cwd": ".", "mcpServers": []any{}}, `Invalid params: params.cwd: "." is not an absolute path`},
+		{"empty", map[string]any{"cwd": "", "mcpServers": []any{}}, `Invalid params: params.cwd: "" is not an absolute path`},
+		{"number", map[string]any{"cwd": 5, "mcpServers": []any{}}, `Invalid params: params.cwd: expected a string`},
+		{"missing", map[string]any{"mcpServers": []any{}}, `Invalid params: params.cwd: required`},
 	} {
 		for _, method := range []string{"session/new", "session/load"} {
 			params := tt.params

@@ -25,9 +25,7 @@ const (
 	historyAfterMessage = "after_message"
 )
 
-func errBadParams(msg string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+msg, nil)
-}
+func errBadParams(msg string) *jsonrpc.Error { return jsonrpc.InvalidParams(msg) }
 
 // errNotFound answers a session id that neither this hub session nor the
 // agent knows, with ACP's resource-not-found code.
@@ -42,7 +40,11 @@ func (s *Session) load(p *peer, m *jsonrpc.Message) {
 	var params struct {
 		SessionID string `json:"sessionId"`
 	}
-	if err := json.Unmarshal(m.Params, &params); err != nil || params.SessionID == "" {
+	if e := jsonrpc.UnmarshalParams(m.Params, &params); e != nil {
+		s.replyError(p, m.ID, e)
+		return
+	}
+	if params.SessionID == "" {
 		s.replyError(p, m.ID, errBadParams("sessionId is required"))
 		return
 	}
@@ -121,8 +123,8 @@ type attachRequest struct {
 // attachSession handles session/attach.
 func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	var req attachRequest
-	if err := json.Unmarshal(m.Params, &req); err != nil {
-		s.replyError(p, m.ID, errBadParams(err.Error()))
+	if e := jsonrpc.UnmarshalParams(m.Params, &req); e != nil {
+		s.replyError(p, m.ID, e)
 		return
 	}
 	if req.HistoryPolicy == "" {
@@ -255,7 +257,11 @@ func (s *Session) detachSession(p *peer, m *jsonrpc.Message) {
 	var req struct {
 		SessionID string `json:"sessionId"`
 	}
-	if err := json.Unmarshal(m.Params, &req); err != nil || s.sessionID == nil || req.SessionID != s.sessionIDString() {
+	if e := jsonrpc.UnmarshalParams(m.Params, &req); e != nil {
+		s.replyError(p, m.ID, e)
+		return
+	}
+	if s.sessionID == nil || req.SessionID != s.sessionIDString() {
 		s.replyError(p, m.ID, errNotFound(req.SessionID))
 		return
 	}

@@ -83,8 +83,8 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 		ClientCapabilities json.RawMessage `json:"clientCapabilities"`
 		ClientInfo         json.RawMessage `json:"clientInfo"`
 	}
-	if err := json.Unmarshal(m.Params, &params); err != nil {
-		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+err.Error(), nil))
+	if e := jsonrpc.UnmarshalParams(m.Params, &params); e != nil {
+		s.replyError(p, m.ID, e)
 		return
 	}
 	p.caps, p.info, p.volunteer = params.ClientCapabilities, params.ClientInfo, volunteers(m.Params)

@@ -55,9 +55,10 @@ func errNoSession() *jsonrpc.Error {
 }
 
 // errBadField refuses params whose member field is wrong; data.field names
-// it as a path from params ("cwd", "_meta.acphub.dev/resultBranch").
+// it as a path from params ("cwd", "_meta.acphub.dev/resultBranch"), the
+// message as a path from the message ("params.cwd").
 func errBadField(field, msg string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+field+": "+msg, map[string]any{"field": field})
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: params."+field+": "+msg, map[string]any{"field": field})
 }
 
 func errSessionMismatch(got string) *jsonrpc.Error {

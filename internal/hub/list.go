@@ -18,8 +18,8 @@ func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 		Cwd string `json:"cwd"`
 	}
 	if m.Params != nil {
-		if err := json.Unmarshal(m.Params, &params); err != nil {
-			s.replyError(p, m.ID, errBadParams(err.Error()))
+		if e := jsonrpc.UnmarshalParams(m.Params, &params); e != nil {
+			s.replyError(p, m.ID, e)
 			return
 		}
 	}

@@ -22,12 +22,12 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 		SessionID string            `json:"sessionId"`
 		Prompt    []json.RawMessage `json:"prompt"`
 	}
-	if err := json.Unmarshal(m.Params, &params); err != nil {
-		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: "+err.Error(), nil))
+	if e := jsonrpc.UnmarshalParams(m.Params, &params); e != nil {
+		s.replyError(p, m.ID, e)
 		return
 	}
 	if params.Prompt == nil {
-		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: prompt is required", nil))
+		s.replyError(p, m.ID, errBadParams("prompt is required"))
 		return
 	}
 	if s.sessionID == nil {

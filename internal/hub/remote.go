@@ -75,7 +75,8 @@ func remoteOf(params []byte) (*workspace.Ref, *jsonrpc.Error) {
 	}
 	var ref workspace.Ref
 	if err := json.Unmarshal(raw, &ref); err != nil {
-		return nil, errBadField("remote", "not a RemoteRef: "+err.Error())
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams,
+			"Invalid params: "+jsonrpc.DescribeDecodeError("params.remote", raw, err), map[string]any{"field": "remote"})
 	}
 	return &ref, nil
 }

@@ -166,6 +166,7 @@ func (s *Session) endInterrupted() {
 func (s *Session) restore(p *prior) {
 	s.prior = p
 	s.seq = p.lastSeq
+	s.lastSeq.Store(p.lastSeq)
 	id := p.lastID
 	s.lastID = &id
 	s.initParams = p.initParams

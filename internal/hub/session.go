@@ -57,6 +57,7 @@ type Session struct {
 	clients      atomic.Int32
 	agentRunning atomic.Bool
 	acpID        atomic.Pointer[string] // the ACP session id, once known
+	lastSeq      atomic.Int64           // seq, for readers outside the actor
 
 	// Owned by the actor.
 	peers      []*peer // attached or not, in join order
@@ -413,6 +414,7 @@ func (s *Session) record(peerID string, data api.EventData) {
 	s.flushMessage()
 	raw := data.AppendJSON(nil)
 	s.seq++
+	s.lastSeq.Store(s.seq)
 	id := eventlog.NewID()
 	s.unflushed = append(s.unflushed, eventlog.Event{Session: s.key, Event: api.Event{
 		Seq:       s.seq,

@@ -140,6 +140,26 @@ func (t *Tail) Next(ctx context.Context) ([][]byte, error) { return t.t.st.next(
 // Close ends the subscription.
 func (t *Tail) Close() { _ = t.s.post(context.Background(), untailMsg{t.t}) }
 
+// LastSeq returns the seq of the last event of session key — the end of
+// its log as subscribers see it, events not yet written included — or
+// ErrUnknownSession. Reading does not open the session.
+func (h *Hub) LastSeq(ctx context.Context, key string) (int64, error) {
+	h.mu.Lock()
+	s := h.sessions[key]
+	h.mu.Unlock()
+	if s != nil {
+		return s.lastSeq.Load(), nil
+	}
+	last, ok, err := h.cfg.Store.Last(ctx, key, "")
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return 0, ErrUnknownSession
+	}
+	return last.Seq, nil
+}
+
 // ReadLog returns up to limit events of session key with seq > after, from
 // the log. Reading does not open the session.
 func (h *Hub) ReadLog(ctx context.Context, key string, after int64, limit int) ([]eventlog.Event, error) {

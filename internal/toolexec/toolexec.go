@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // Defaults of the Options limits.
@@ -234,7 +236,7 @@ func (e *Executor) enter() *Error {
 // decode reads params into v.
 func decode(params json.RawMessage, v any) *Error {
 	if err := json.Unmarshal(params, v); err != nil {
-		return errorf(ReasonInvalidParams, nil, "invalid params: %v", err)
+		return errorf(ReasonInvalidParams, nil, "invalid params: %s", jsonrpc.DescribeDecodeError("params", params, err))
 	}
 	return nil
 }

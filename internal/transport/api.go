@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,76 +24,115 @@ const sseHeartbeat = 15 * time.Second
 // logPageSize is how many events one read of a JSON-lines response fetches.
 const logPageSize = 1000
 
-func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+// maxLimit is the largest limit a read of the log may ask for.
+const maxLimit = 10000
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ url.Values) {
 	list, err := s.opts.Hub.List(r.Context())
 	if err != nil {
-		s.log.Error("list sessions", "err", err)
-		httpError(w, http.StatusInternalServerError, "internal", "cannot read the session log")
+		s.hubRefusal(err).write(w)
 		return
 	}
 	writeJSON(w, http.StatusOK, api.SessionList{Sessions: list})
 }
 
-// sessionEvents serves a session's log as JSON lines or as server-sent
-// events.
-func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
-	key := r.PathValue("key")
-	q := r.URL.Query()
-	after, err := intParam(q.Get("after"), 0)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "bad_after", "after must be a seq (an integer)")
-		return
+// eventParams are the query parameters of /api/sessions/{key}/events.
+var eventParams = map[string]string{
+	"after":     api.ReasonBadAfter,
+	"limit":     api.ReasonBadLimit,
+	"follow":    api.ReasonBadFollow,
+	"ephemeral": api.ReasonBadEphemeral,
+}
+
+// eventsRequest is what a read of a session's log asks for.
+type eventsRequest struct {
+	after     int64
+	cursor    string // where after came from: "after" or "Last-Event-ID"
+	limit     int64  // 0: all
+	sse       bool
+	follow    bool
+	ephemeral bool
+}
+
+// readEventsRequest reads and checks a request for a session's log.
+func readEventsRequest(r *http.Request, q url.Values) (eventsRequest, *refusal) {
+	e := eventsRequest{cursor: "after", sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream")}
+	var f *refusal
+	if e.after, f = intParam(q, "after", api.ReasonBadAfter, 0, 0, math.MaxInt64); f != nil {
+		return e, f
 	}
-	limit, err := intParam(q.Get("limit"), 0)
-	if err != nil || limit < 0 {
-		httpError(w, http.StatusBadRequest, "bad_limit", "limit must be a positive integer")
-		return
+	if e.limit, f = intParam(q, "limit", api.ReasonBadLimit, 0, 1, maxLimit); f != nil {
+		return e, f
 	}
-	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
-	if id := r.Header.Get("Last-Event-ID"); sse && id != "" {
-		if after, err = intParam(id, 0); err != nil {
-			httpError(w, http.StatusBadRequest, "bad_last_event_id", "Last-Event-ID must be a seq")
-			return
+	follow, given, f := boolParam(q, "follow", api.ReasonBadFollow)
+	if f != nil {
+		return e, f
+	}
+	if e.sse {
+		if given && !follow {
+			return e, refuse(http.StatusBadRequest, api.ReasonBadFollow, "follow", "an event stream always follows: leave follow out")
+		}
+		follow = true
+		if id := r.Header.Get("Last-Event-ID"); id != "" {
+			var ok bool
+			if e.after, ok = parseInt(id, 0, math.MaxInt64); !ok {
+				return e, refuse(http.StatusBadRequest, api.ReasonBadLastEventID, "Last-Event-ID",
+					"Last-Event-ID must be the seq of an event, an integer >= 0, not %q", id)
+			}
+			e.cursor = "Last-Event-ID"
 		}
 	}
-	follow := sse || q.Get("follow") == "1"
-	if follow && limit > 0 {
-		httpError(w, http.StatusBadRequest, "bad_limit", "limit does not go with following")
+	e.follow = follow
+	if follow && e.limit > 0 {
+		return e, refuse(http.StatusBadRequest, api.ReasonBadLimit, "limit", "limit does not go with following")
+	}
+	if e.ephemeral, _, f = boolParam(q, "ephemeral", api.ReasonBadEphemeral); f != nil {
+		return e, f
+	}
+	if e.ephemeral && !follow {
+		return e, refuse(http.StatusBadRequest, api.ReasonBadEphemeral, "ephemeral",
+			"ephemeral events are only live: add follow=true, or ask for text/event-stream")
+	}
+	return e, nil
+}
+
+// sessionEvents serves a session's log as JSON lines or as server-sent
+// events.
+func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request, q url.Values) {
+	req, f := readEventsRequest(r, q)
+	if f != nil {
+		f.write(w)
 		return
 	}
-	if !follow {
-		s.writeLog(w, r, key, after, int(limit))
-		return
-	}
-	t, err := s.opts.Hub.Tail(r.Context(), key, after, q.Get("ephemeral") == "1")
+	key := r.PathValue("key")
+	last, err := s.opts.Hub.LastSeq(r.Context(), key)
 	if err != nil {
-		s.sessionError(w, err)
+		s.hubRefusal(err).write(w)
+		return
+	}
+	if req.after > last {
+		// A cursor past the end would wait for events that may never
+		// come: the client read another log, or one the hub lost.
+		f := refuse(http.StatusBadRequest, api.ReasonPastEnd, req.cursor,
+			"%s %d is past the end of the session's log: its last seq is %d", req.cursor, req.after, last)
+		f.err.LastSeq = last
+		f.write(w)
+		return
+	}
+	if !req.follow {
+		s.writeLog(w, r, key, req.after, int(req.limit))
+		return
+	}
+	t, err := s.opts.Hub.Tail(r.Context(), key, req.after, req.ephemeral)
+	if err != nil {
+		s.hubRefusal(err).write(w)
 		return
 	}
 	defer t.Close()
-	if sse {
+	if req.sse {
 		s.streamSSE(r.Context(), w, t)
 	} else {
 		s.streamLines(r.Context(), w, t)
-	}
-}
-
-func intParam(v string, def int64) (int64, error) {
-	if v == "" {
-		return def, nil
-	}
-	return strconv.ParseInt(v, 10, 64)
-}
-
-func (s *Server) sessionError(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, hub.ErrUnknownSession):
-		httpError(w, http.StatusNotFound, "unknown_session", "no session with that key")
-	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrSessionGone):
-		httpError(w, http.StatusServiceUnavailable, "shutting_down", err.Error())
-	default:
-		s.log.Error("session request", "err", err)
-		httpError(w, http.StatusInternalServerError, "internal", "cannot read the session log")
 	}
 }
 
@@ -104,7 +144,7 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, key string, af
 	}
 	events, err := s.opts.Hub.ReadLog(r.Context(), key, after, page)
 	if err != nil {
-		s.sessionError(w, err)
+		s.hubRefusal(err).write(w)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")

@@ -3,15 +3,21 @@ package transport
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -50,7 +56,7 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode >= 400 {
-			return nil, fmt.Errorf("hub refused the connection: %s: %w", resp.Status, err)
+			return nil, refused(resp, err)
 		}
 		return nil, err
 	}
@@ -60,6 +66,43 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	}
 	ws.SetReadLimit(int64(max) * 4)
 	return &Conn{ws: ws}, nil
+}
+
+// RefusedError is the error of a Dial the hub refused with an HTTP error: the
+// status and the reason and message of its JSON body (see the README's wire
+// contract).
+type RefusedError struct {
+	Status  string // as "409 Conflict"
+	Reason  string // as "peer_taken"; "" when the body was not the hub's JSON
+	Message string
+	err     error // the WebSocket library's error
+}
+
+func (e *RefusedError) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("hub refused the connection: %s: %v", e.Status, e.err)
+	}
+	return fmt.Sprintf("hub refused the connection: %s: %s (%s)", e.Status, e.Message, e.Reason)
+}
+
+func (e *RefusedError) Unwrap() error { return e.err }
+
+// IsPeerTaken says whether err is a Dial refused because the session has a
+// client with the peer id asked for already.
+func IsPeerTaken(err error) bool {
+	re, ok := errors.AsType[*RefusedError](err)
+	return ok && re.Reason == "peer_taken"
+}
+
+// refused reads the hub's refusal from resp, whose body the WebSocket
+// library kept (up to 1 KiB).
+func refused(resp *http.Response, err error) *RefusedError {
+	e := &RefusedError{Status: resp.Status, err: err}
+	var body api.HTTPError
+	if resp.Body != nil && json.NewDecoder(resp.Body).Decode(&body) == nil {
+		e.Reason, e.Message = body.Error.Reason, body.Error.Message
+	}
+	return e
 }
 
 // Read returns the next message. When the hub closes the connection, the
@@ -110,10 +153,22 @@ func (c *Conn) Write(ctx context.Context, msg []byte) error {
 // Close closes the connection normally.
 func (c *Conn) Close() error { return c.ws.Close(websocket.StatusNormalClosure, "") }
 
+// BridgeOptions are the limits of Bridge.
+type BridgeOptions struct {
+	MaxFrame int // 0 means jsonrpc.DefaultMaxFrame
+	// EOFWait bounds how long Bridge waits, once in has ended, for the
+	// answers to the requests it forwarded. 0 answers them at once.
+	EOFWait time.Duration
+}
+
 // Bridge proxies newline-delimited JSON-RPC between in/out (an editor that
-// launched acphub as its agent) and a hub session. It returns nil when in
-// ends, or the error that ended the connection.
-func Bridge(ctx context.Context, c *Conn, in io.Reader, out io.Writer, maxFrame int) error {
+// launched acphub as its agent) and a hub session. When in ends, it keeps
+// writing what the hub sends until every request it forwarded has its
+// answer, for at most o.EOFWait; each request still unanswered then gets a
+// NoAnswer error on out. It returns nil once done, or the error that ended
+// the connection.
+func Bridge(ctx context.Context, c *Conn, in io.Reader, out io.Writer, o BridgeOptions) error {
+	maxFrame := o.MaxFrame
 	if maxFrame <= 0 {
 		maxFrame = jsonrpc.DefaultMaxFrame
 	}
@@ -121,9 +176,10 @@ func Bridge(ctx context.Context, c *Conn, in io.Reader, out io.Writer, maxFrame 
 	defer cancel()
 	w := bufio.NewWriter(out)
 	lines := make(chan []byte, 16) // frames for stdout: from the hub, or local errors
+	open := &openRequests{seq: map[string]int{}}
 	readErr := make(chan error, 1)
 	go func() {
-		readErr <- pumpIn(ctx, c, jsonrpc.NewReader(in, maxFrame), lines, maxFrame)
+		readErr <- pumpIn(ctx, c, jsonrpc.NewReader(in, maxFrame), lines, maxFrame, open)
 	}()
 	hubErr := make(chan error, 1)
 	go func() {
@@ -140,31 +196,58 @@ func Bridge(ctx context.Context, c *Conn, in io.Reader, out io.Writer, maxFrame 
 			}
 		}
 	}()
+	// write writes buf to out at once.
+	write := func(buf []byte) error {
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	// done ends the bridge as a client that leaves.
+	done := func() error {
+		_ = c.Close()
+		return nil
+	}
 	var buf []byte
+	var eof <-chan time.Time // set once in has ended
 	for {
 		select {
 		case msg := <-lines:
 			buf = jsonrpc.AppendLine(buf[:0], msg)
+			open.answered(msg)
 			// Write what is waiting in one go, then flush once.
 			for more := true; more; {
 				select {
 				case m := <-lines:
 					buf = jsonrpc.AppendLine(buf, m)
+					open.answered(m)
 				default:
 					more = false
 				}
 			}
-			if _, err := w.Write(buf); err != nil {
+			if err := write(buf); err != nil {
 				return err
 			}
-			if err := w.Flush(); err != nil {
-				return err
+			if eof != nil && open.none() {
+				return done()
 			}
 		case err := <-readErr:
-			if err == nil {
-				c.ws.Close(websocket.StatusNormalClosure, "")
+			if err != nil {
+				return err
 			}
-			return err
+			if open.none() {
+				return done()
+			}
+			eof = time.After(o.EOFWait)
+		case <-eof:
+			buf = buf[:0]
+			for _, id := range open.ids() {
+				buf = jsonrpc.AppendLine(buf, jsonrpc.NewErrorResponse(id, NoAnswer(o.EOFWait)))
+			}
+			if err := write(buf); err != nil {
+				return err
+			}
+			return done()
 		case err := <-hubErr:
 			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
 				return nil
@@ -174,9 +257,68 @@ func Bridge(ctx context.Context, c *Conn, in io.Reader, out io.Writer, maxFrame 
 	}
 }
 
+// NoAnswer is the error Bridge writes for a request still unanswered
+// when it stops waiting after its input ended.
+func NoAnswer(wait time.Duration) *jsonrpc.Error {
+	return jsonrpc.NewError(api.CodeNoAnswer, api.ReasonNoAnswer,
+		"No answer before acphub attach stopped waiting", map[string]any{"eofWait": wait.String()})
+}
+
+// openRequests are the ids of the editor's requests Bridge forwarded and
+// has not yet written an answer to, each with the order it came in.
+type openRequests struct {
+	mu   sync.Mutex
+	seq  map[string]int
+	next int
+}
+
+// sent records the request frame, if it is one.
+func (o *openRequests) sent(frame []byte) {
+	m, err := jsonrpc.Parse(frame)
+	if err != nil || m.Kind != jsonrpc.KindRequest {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.next++
+	o.seq[string(m.ID)] = o.next
+}
+
+// answered forgets the request that frame, from the hub, answers, if any.
+func (o *openRequests) answered(frame []byte) {
+	if o.none() {
+		return
+	}
+	m, err := jsonrpc.Parse(frame)
+	if err != nil || m.Kind != jsonrpc.KindResponse {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.seq, string(m.ID))
+}
+
+func (o *openRequests) none() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.seq) == 0
+}
+
+// ids returns the ids of the open requests in the order they were sent.
+func (o *openRequests) ids() [][]byte {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ids := slices.SortedFunc(maps.Keys(o.seq), func(a, b string) int { return o.seq[a] - o.seq[b] })
+	out := make([][]byte, len(ids))
+	for i, id := range ids {
+		out[i] = []byte(id)
+	}
+	return out
+}
+
 // pumpIn sends the editor's frames to the hub. A frame over the limit is
 // answered locally, on stdout, and skipped.
-func pumpIn(ctx context.Context, c *Conn, r *jsonrpc.Reader, lines chan<- []byte, maxFrame int) error {
+func pumpIn(ctx context.Context, c *Conn, r *jsonrpc.Reader, lines chan<- []byte, maxFrame int, open *openRequests) error {
 	for {
 		frame, err := r.Read()
 		if errors.Is(err, jsonrpc.ErrFrameTooLarge) {
@@ -193,6 +335,7 @@ func pumpIn(ctx context.Context, c *Conn, r *jsonrpc.Reader, lines chan<- []byte
 		if err != nil {
 			return err
 		}
+		open.sent(frame)
 		if err := c.Write(ctx, frame); err != nil {
 			return err
 		}

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/acphub/acphub/api"
@@ -54,34 +57,58 @@ func NewServer(opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.Handle("GET /acp", s.authed(http.HandlerFunc(s.acp)))
-	s.mux.Handle("GET /api/sessions", s.authed(http.HandlerFunc(s.listSessions)))
-	s.mux.Handle("GET /api/sessions/{key}/events", s.authed(http.HandlerFunc(s.sessionEvents)))
+	s.handle("/healthz", route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.healthz})
+	s.handle("/acp", route{auth: true, params: acpParams, serve: s.acp})
+	s.handle("/api/sessions", route{auth: true, serve: s.listSessions})
+	s.handle("/api/sessions/{key}/events", route{auth: true, params: eventParams, serve: s.sessionEvents})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		refuse(http.StatusNotFound, api.ReasonUnknownRoute, "", "no endpoint at %s: acphub serves /acp, /healthz, /api/sessions and /api/sessions/{key}/events", r.URL.Path).write(w)
+	})
 	return s
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// authed refuses requests without the token.
-func (s *Server) authed(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r, s.opts.Token) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="acphub"`)
-			httpError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+// route is one endpoint.
+type route struct {
+	methods []string          // the methods it answers; nil means GET
+	auth    bool              // whether it needs the token
+	params  map[string]string // the query parameters it takes → the reason a bad value gets
+	serve   func(http.ResponseWriter, *http.Request, url.Values)
+}
+
+// handle serves path with rt: a method it does not answer is refused with
+// Allow, a request without the token when it needs one, a query with a
+// parameter it does not take; then rt.serve gets the query.
+func (s *Server) handle(path string, rt route) {
+	if rt.methods == nil {
+		rt.methods = []string{http.MethodGet}
+	}
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(rt.methods, r.Method) {
+			allow := strings.Join(rt.methods, ", ")
+			f := refuse(http.StatusMethodNotAllowed, api.ReasonMethodNotAllowed, "", "%s answers %s, not %s", r.URL.Path, allow, r.Method)
+			f.header = http.Header{"Allow": {allow}}
+			f.write(w)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if rt.auth && !authorized(r, s.opts.Token) {
+			f := refuse(http.StatusUnauthorized, api.ReasonUnauthorized, "", "missing or wrong bearer token")
+			f.header = http.Header{"Www-Authenticate": {`Bearer realm="acphub"`}}
+			f.write(w)
+			return
+		}
+		q, f := strictQuery(r, rt.params)
+		if f != nil {
+			f.write(w)
+			return
+		}
+		rt.serve(w, r, q)
 	})
 }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ url.Values) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.opts.Version})
-}
-
-// httpError writes the JSON error body of every refused HTTP request.
-func httpError(w http.ResponseWriter, status int, reason, message string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"reason": reason, "message": message}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -90,28 +117,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// acp upgrades to WebSocket and joins the client to a session.
-func (s *Server) acp(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	key := q.Get("session")
-	if !hub.ValidKey(key) {
-		httpError(w, http.StatusBadRequest, "bad_session", "session must be 1-128 letters, digits or ._:@- (query parameter session)")
+// acpParams are the query parameters of /acp.
+var acpParams = map[string]string{
+	"session": api.ReasonBadSession,
+	"peer":    api.ReasonBadPeer,
+	"agent":   api.ReasonBadAgent,
+	"replay":  api.ReasonBadReplay,
+}
+
+// acp upgrades to WebSocket and joins the client to a session. Everything
+// is checked before the client joins: a refusal is an HTTP error.
+func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
+	opts, f := s.joinOptions(r, q)
+	if f != nil {
+		f.write(w)
 		return
 	}
-	replay, err := hub.ParseReplay(q.Get("replay"))
+	client, err := s.opts.Hub.Join(r.Context(), q.Get("session"), opts)
 	if err != nil {
-		httpError(w, http.StatusBadRequest, "bad_replay", err.Error())
-		return
-	}
-	if !originAllowed(r, s.opts.AllowedOrigins) {
-		s.log.Warn("websocket origin refused", "origin", r.Header.Get("Origin"))
-		httpError(w, http.StatusForbidden, "bad_origin", "origin not allowed")
-		return
-	}
-	client, err := s.opts.Hub.Join(r.Context(), key, hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay})
-	if err != nil {
-		status, reason := joinErrorStatus(err)
-		httpError(w, status, reason, err.Error())
+		s.hubRefusal(err).write(w)
 		return
 	}
 	defer client.Leave()
@@ -123,22 +147,31 @@ func (s *Server) acp(w http.ResponseWriter, r *http.Request) {
 	s.serveConn(r.Context(), conn, client)
 }
 
-func joinErrorStatus(err error) (int, string) {
-	switch {
-	case errors.Is(err, hub.ErrPeerTaken):
-		return http.StatusConflict, "peer_taken"
-	case errors.Is(err, hub.ErrAgentMismatch):
-		return http.StatusConflict, "agent_mismatch"
-	case errors.Is(err, hub.ErrUnknownAgent):
-		return http.StatusNotFound, "unknown_agent"
-	case errors.Is(err, hub.ErrBadPeerID):
-		return http.StatusBadRequest, "bad_peer"
-	case errors.Is(err, hub.ErrTooMany):
-		return http.StatusServiceUnavailable, "too_many_sessions"
-	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrSessionGone):
-		return http.StatusServiceUnavailable, "shutting_down"
+// joinOptions checks a request to /acp before it joins a session, and
+// reads how it joins.
+func (s *Server) joinOptions(r *http.Request, q url.Values) (hub.JoinOptions, *refusal) {
+	if !hub.ValidKey(q.Get("session")) {
+		return hub.JoinOptions{}, refuse(http.StatusBadRequest, api.ReasonBadSession, "session",
+			"session must be 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit")
 	}
-	return http.StatusInternalServerError, "internal"
+	replay, err := hub.ParseReplay(q.Get("replay"))
+	if err != nil {
+		return hub.JoinOptions{}, refuse(http.StatusBadRequest, api.ReasonBadReplay, "replay", "%v", err)
+	}
+	if !originAllowed(r, s.opts.AllowedOrigins) {
+		s.log.Warn("websocket origin refused", "origin", r.Header.Get("Origin"))
+		return hub.JoinOptions{}, refuse(http.StatusForbidden, api.ReasonBadOrigin, "", "origin not allowed")
+	}
+	if e := ws.CheckUpgrade(r); e != nil {
+		reason := api.ReasonBadUpgrade
+		if e.Status == http.StatusUpgradeRequired {
+			reason = api.ReasonUpgradeRequired
+		}
+		f := refuse(e.Status, reason, "", "%s", e.Msg)
+		f.header = e.Header
+		return hub.JoinOptions{}, f
+	}
+	return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay}, nil
 }
 
 // serveConn pumps frames both ways until either side ends.

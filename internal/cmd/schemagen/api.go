@@ -79,7 +79,7 @@ func genHTTP(g *gen, doc *object) error {
 }
 
 // genErrors emits a Code constant for each of acphub's own codes, a Reason
-// constant for each reason, and the catalogue.
+// constant for each reason, JSON-RPC's and HTTP's, and the two catalogues.
 func genErrors(g *gen, doc *object) error {
 	list, ok := doc.get("x-acphub-errors").([]any)
 	if !ok {
@@ -89,18 +89,9 @@ func genErrors(g *gen, doc *object) error {
 	reasons := map[string]bool{}
 	var catalogue strings.Builder
 	for _, item := range list {
-		e := item.(*object)
-		n, ok := e.get("code").(json.Number)
-		if !ok {
-			return errors.New("error without a numeric code")
-		}
-		code, err := n.Int64()
+		e, code, reason, err := catalogueEntry(item, "code")
 		if err != nil {
 			return err
-		}
-		reason := str(e, "reason")
-		if reason == "" {
-			return fmt.Errorf("error %d without a reason", code)
 		}
 		if reasons[reason] && code >= -32099 && code <= -32010 {
 			return fmt.Errorf("reason %q used twice", reason)
@@ -114,6 +105,23 @@ func genErrors(g *gen, doc *object) error {
 		}
 		fmt.Fprintf(&catalogue, "\t{Code: %d, Reason: %q, Message: %q, Description: %q},\n",
 			code, reason, str(e, "message"), str(e, "description"))
+	}
+	httpList, ok := doc.get("x-acphub-http-errors").([]any)
+	if !ok {
+		return errors.New("no x-acphub-http-errors")
+	}
+	var httpCatalogue strings.Builder
+	httpReasons := map[string]bool{}
+	for _, item := range httpList {
+		e, status, reason, err := catalogueEntry(item, "status")
+		if err != nil {
+			return err
+		}
+		if httpReasons[reason] {
+			return fmt.Errorf("HTTP reason %q used twice", reason)
+		}
+		httpReasons[reason], reasons[reason] = true, true
+		fmt.Fprintf(&httpCatalogue, "\t{Status: %d, Reason: %q, Description: %q},\n", status, reason, str(e, "description"))
 	}
 	var ids []int64
 	for c := range codes {
@@ -135,6 +143,29 @@ func genErrors(g *gen, doc *object) error {
 		g.printf("\tReason%s = %q\n", exported(r), r)
 	}
 	g.printf(")\n\n")
-	g.printf("// Errors lists every error acphub sends, with its code and reason.\nvar Errors = []ErrorInfo{\n%s}\n", catalogue.String())
+	g.printf("// Errors lists every error acphub sends, with its code and reason.\nvar Errors = []ErrorInfo{\n%s}\n\n", catalogue.String())
+	g.printf("// HTTPErrors lists every refusal of an HTTP request, with its status and\n// reason.\nvar HTTPErrors = []HTTPErrorInfo{\n%s}\n", httpCatalogue.String())
 	return nil
+}
+
+// catalogueEntry reads an entry of an error list: its number under key
+// (a JSON-RPC code or an HTTP status) and its reason.
+func catalogueEntry(item any, key string) (*object, int64, string, error) {
+	e, ok := item.(*object)
+	if !ok {
+		return nil, 0, "", errors.New("an error entry that is not an object")
+	}
+	n, ok := e.get(key).(json.Number)
+	if !ok {
+		return nil, 0, "", fmt.Errorf("error without a numeric %s", key)
+	}
+	num, err := n.Int64()
+	if err != nil {
+		return nil, 0, "", err
+	}
+	reason := str(e, "reason")
+	if reason == "" {
+		return nil, 0, "", fmt.Errorf("error %d without a reason", num)
+	}
+	return e, num, reason, nil
 }

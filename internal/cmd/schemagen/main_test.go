@@ -34,7 +34,7 @@ func TestGenerate_RefusesWhatItDoesNotUnderstand(t *testing.T) {
 		"Envelope":{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]},
 		"X":{"x-acphub-stability":"stable","type":"object","properties":{"type":{"const":"x"},"data":{"$ref":"#/$defs/XData"}}},
 		"XData":%s}}`
-	api := `{"x-acphub-methods":{},"x-acphub-http":{},"x-acphub-errors":[],"$defs":{}}`
+	api := `{"x-acphub-methods":{},"x-acphub-http":{},"x-acphub-errors":[],"x-acphub-http-errors":[],"$defs":{}}`
 	tests := []struct {
 		name, data, want string
 	}{

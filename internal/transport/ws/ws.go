@@ -124,32 +124,52 @@ func (c *Conn) write(b []byte) error {
 	return nil
 }
 
-// Accept upgrades an HTTP request to a WebSocket connection. On failure it
-// has written an HTTP error response.
-func Accept(w http.ResponseWriter, r *http.Request) (*Conn, error) {
-	fail := func(status int, msg string) (*Conn, error) {
-		http.Error(w, msg, status)
-		return nil, errors.New("ws: " + msg)
-	}
+// UpgradeError says why a request is not a WebSocket upgrade Accept can
+// take, and how to answer it.
+type UpgradeError struct {
+	Status int         // the HTTP status of the refusal
+	Header http.Header // headers the refusal carries
+	Msg    string
+}
+
+func (e *UpgradeError) Error() string { return "ws: " + e.Msg }
+
+// CheckUpgrade returns why Accept would refuse r, or nil: a server can
+// check before it commits to the connection and answer in its own words.
+func CheckUpgrade(r *http.Request) *UpgradeError {
 	if r.Method != http.MethodGet {
-		return fail(http.StatusMethodNotAllowed, "WebSocket upgrade needs GET")
+		return &UpgradeError{Status: http.StatusMethodNotAllowed, Header: http.Header{"Allow": {http.MethodGet}}, Msg: "WebSocket upgrade needs GET"}
 	}
 	if !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket") {
-		w.Header().Set("Connection", "Upgrade")
-		w.Header().Set("Upgrade", "websocket")
-		return fail(http.StatusUpgradeRequired, "this endpoint speaks WebSocket")
+		return &UpgradeError{Status: http.StatusUpgradeRequired, Header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}},
+			Msg: "this endpoint speaks WebSocket"}
 	}
 	if r.Header.Get("Sec-WebSocket-Version") != "13" {
-		w.Header().Set("Sec-WebSocket-Version", "13")
-		return fail(http.StatusBadRequest, "unsupported WebSocket version")
+		return &UpgradeError{Status: http.StatusBadRequest, Header: http.Header{"Sec-WebSocket-Version": {"13"}}, Msg: "unsupported WebSocket version"}
+	}
+	if raw, err := base64.StdEncoding.DecodeString(r.Header.Get("Sec-WebSocket-Key")); err != nil || len(raw) != 16 {
+		return &UpgradeError{Status: http.StatusBadRequest, Msg: "bad Sec-WebSocket-Key"}
+	}
+	return nil
+}
+
+// Accept upgrades an HTTP request to a WebSocket connection. On failure it
+// has written an HTTP error response (plain text).
+func Accept(w http.ResponseWriter, r *http.Request) (*Conn, error) {
+	if e := CheckUpgrade(r); e != nil {
+		for k, vs := range e.Header {
+			for _, v := range vs {
+				w.Header().Add(k, v)
+			}
+		}
+		http.Error(w, e.Msg, e.Status)
+		return nil, e
 	}
 	key := r.Header.Get("Sec-WebSocket-Key")
-	if raw, err := base64.StdEncoding.DecodeString(key); err != nil || len(raw) != 16 {
-		return fail(http.StatusBadRequest, "bad Sec-WebSocket-Key")
-	}
 	nc, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		return fail(http.StatusInternalServerError, "cannot take over the connection")
+		http.Error(w, "cannot take over the connection", http.StatusInternalServerError)
+		return nil, fmt.Errorf("ws: cannot take over the connection: %w", err)
 	}
 	sum := sha1.Sum([]byte(key + acceptGUID))
 	resp := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +

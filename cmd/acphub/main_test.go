@@ -1,0 +1,30 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/acphub/acphub/internal/demoagent"
+)
+
+func TestDemoAgentHelpListsTheCommands(t *testing.T) {
+	var stderr bytes.Buffer
+	err := Run(context.Background(), []string{"demo-agent", "--help"}, Stdio{In: strings.NewReader(""), Out: io.Discard, Err: &stderr})
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("acphub demo-agent --help: %v", err)
+	}
+	help := stderr.String()
+	for _, c := range demoagent.Commands() {
+		if !strings.Contains(help, "\n"+strings.TrimSpace(c.Name+" "+c.Args)+" ") || !strings.Contains(help, " "+c.Help+"\n") {
+			t.Errorf("acphub demo-agent --help does not list %s %s (%s):\n%s", c.Name, c.Args, c.Help, help)
+		}
+	}
+	if !strings.Contains(help, "-delay") {
+		t.Errorf("acphub demo-agent --help does not show --delay:\n%s", help)
+	}
+}
