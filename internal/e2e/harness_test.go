@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -319,15 +320,40 @@ func (h *hubProc) dial(session, query string) *client {
 }
 
 func (h *hubProc) tryDial(session, query string, header http.Header) (*client, error) {
+	return h.tryDialWith(session, query, &websocket.DialOptions{HTTPHeader: header})
+}
+
+// dialSmallBuffer dials with a 64 KiB socket receive buffer: a client that
+// stops reading then holds little in its kernel, and the hub's writer
+// blocks soon.
+func (h *hubProc) dialSmallBuffer(session, query string) *client {
+	h.t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
+		})
+		return errors.Join(cerr, err)
+	}}
+	c, err := h.tryDialWith(session, query, &websocket.DialOptions{
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: d.DialContext}},
+	})
+	if err != nil {
+		h.t.Fatalf("dial %s: %v", session, err)
+	}
+	return c
+}
+
+func (h *hubProc) tryDialWith(session, query string, opts *websocket.DialOptions) (*client, error) {
 	q := "session=" + session
 	if query != "" {
 		q += "&" + query
 	}
-	if header == nil {
-		header = http.Header{"Authorization": {"Bearer " + h.token}}
+	if opts.HTTPHeader == nil {
+		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + h.token}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	conn, resp, err := websocket.Dial(ctx, h.wsURL(q), &websocket.DialOptions{HTTPHeader: header})
+	conn, resp, err := websocket.Dial(ctx, h.wsURL(q), opts)
 	if err != nil {
 		cancel()
 		if resp != nil {

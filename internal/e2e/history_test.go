@@ -411,9 +411,9 @@ func TestHistory_DetachWithdrawsHeldRequests(t *testing.T) {
 // session/attach with the full history after a turn of more than 64 MiB:
 // the response does not hold the history; it follows the response, read
 // from the log in bounded pages by the client's writer, and is exactly
-// what the prompting client got.
+// what the prompting client got. Not parallel: it moves 136 MiB through a
+// hub, and would slow the tests beside it past their limits.
 func TestHistory_AttachFullAfterAHugeTurn(t *testing.T) {
-	t.Parallel()
 	h := startHub(t)
 	a := h.dial("s", "peer=a")
 	sid := a.handshake()
