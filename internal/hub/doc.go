@@ -17,10 +17,12 @@
 //
 // Frames are forwarded as the bytes that arrived; only the JSON-RPC id is
 // rewritten (and the sessionId, when the agent had to be restarted under a
-// new id). Each peer has an outbound queue bounded in bytes. The actor never
-// waits on a peer: a peer whose queue overflows is disconnected, and may
-// reconnect and resume from the log. The agent's stdin is queued the same
-// way (see package agent).
+// new id). Each peer has an outbound queue in memory. The actor never
+// waits on a peer: a peer whose queue passes the lag limit reads the session
+// log instead, at its own pace, and is given live frames again once it has
+// caught up (see stream), so the log is the buffer and the agent is
+// throttled by the log alone. The agent's stdin is queued with a bound (see
+// package agent).
 //
 // # Requests in both directions
 //
