@@ -41,6 +41,8 @@ type config struct {
 	stoppedK          int
 	stoppedSize       int
 	joinN             int
+	wideK, wideN      int // the wide fan-out: 4 KiB chunks to wideK clients
+	attachK, attachN  int // session/attach full after attachN chunks, attachK clients live
 	longN, longK      int
 	replayN           int
 	idleSessions      int
@@ -105,7 +107,7 @@ func run(args []string) error {
 	scale := fs.Float64("scale", 1, "multiply the number of chunks of every unpaced flood")
 	quick := fs.Bool("quick", false, "a smoke run: -scale 0.05, shorter long turn and replay, fewer round trips")
 	out := fs.String("out", "", "also write the markdown report to this file")
-	skip := fs.String("skip", "", "sections to leave out, comma-separated: relay,matrix,ref,rtt,stopped,join,long,replay,idle")
+	skip := fs.String("skip", "", "sections to leave out, comma-separated: relay,matrix,ref,rtt,stopped,join,wide,attach,long,replay,idle")
 	longN := fs.Int("long", 1_000_000, "chunks of the long turn")
 	longK := fs.Int("long-k", 10, "clients of the long turn")
 	replayN := fs.Int("replay", 100_000, "chunks (log events) of the replayed session")
@@ -117,7 +119,8 @@ func run(args []string) error {
 	}
 	cfg := &config{
 		scale: *scale, pacedN: 400, pacedRate: 200, rtts: *rtts, permK: 10,
-		stoppedK: 10, stoppedSize: 4096, joinN: 100_000, longN: *longN, longK: *longK, replayN: *replayN,
+		stoppedK: 10, stoppedSize: 4096, joinN: 100_000, wideK: 100, wideN: 20_000, attachK: 10, attachN: 200_000,
+		longN: *longN, longK: *longK, replayN: *replayN,
 		idleSessions: 10, idleClients: 100, startups: 7, skip: map[string]bool{}, profileDir: *profile, log: os.Stderr,
 	}
 	if cfg.profileDir != "" {
@@ -155,6 +158,8 @@ func run(args []string) error {
 		cfg.pacedN = 100
 		cfg.rtts = min(cfg.rtts, 50)
 		cfg.joinN = 10_000
+		cfg.wideN = 2_000
+		cfg.attachN = 20_000
 		cfg.longN = min(cfg.longN, 50_000)
 		cfg.replayN = min(cfg.replayN, 10_000)
 		cfg.startups = 3
@@ -243,6 +248,16 @@ func run(args []string) error {
 				continue
 			}
 			rep.joins = append(rep.joins, j)
+		}
+	}
+	if !cfg.skip["wide"] {
+		if rep.wide, err = runWide(cfg, cfg.wideK, cfg.wideN, 4096); err != nil {
+			rep.fail("wide fan-out", err)
+		}
+	}
+	if !cfg.skip["attach"] {
+		if rep.attach, err = runAttach(cfg, cfg.attachK, cfg.attachN); err != nil {
+			rep.fail("attach after a long turn", err)
 		}
 	}
 	if !cfg.skip["long"] {

@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"sync"
+
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -61,7 +63,7 @@ func (s *Session) serveLagging() {
 	for _, t := range s.tails {
 		if t.st.lagging.Load() && t.st.idle() {
 			s.flush()
-			t.st.catchUp(s.key, s.seq, nil, s.seq-t.st.lagSeq <= catchUpStep)
+			t.st.catchUp(s.key, s.seq, nil, &s.recent, s.seq-t.st.lagSeq <= catchUpStep)
 		}
 	}
 	s.updateTerminalsPaused()
@@ -75,7 +77,7 @@ func (s *Session) catchUp(p *peer, live bool) {
 		s.flushMessage()
 	}
 	s.flush()
-	p.st.catchUp(s.key, s.seq, catchUpFrames(s.sessionIDString(), p.id), live)
+	p.st.catchUp(s.key, s.seq, catchUpFrames(&s.recent, s.sessionIDString(), p.id), &s.recent, live)
 	if live {
 		s.log.Debug("client is live again", "peer", p.id, "seq", s.seq)
 		// The agent requests that opened while it read the log.
@@ -90,7 +92,7 @@ func (s *Session) catchUp(p *peer, live bool) {
 // notifications about the others that the log keeps — who joined or left,
 // their prompts, permission answers, an agent that exited on its own.
 // Ephemeral notifications (terminal output) are not kept, and not given.
-func catchUpFrames(sessionID, self string) func([][]byte, eventlog.Event) [][]byte {
+func catchUpFrames(recent *recentLog, sessionID, self string) func([][]byte, eventlog.Event) [][]byte {
 	return func(frames [][]byte, ev eventlog.Event) [][]byte {
 		mine := ev.Peer == self
 		switch ev.Type {
@@ -107,7 +109,7 @@ func catchUpFrames(sessionID, self string) func([][]byte, eventlog.Event) [][]by
 			}
 			return frames
 		}
-		return appendReplayFrames(frames, ev)
+		return recent.render(frames, ev)
 	}
 }
 
@@ -134,6 +136,83 @@ func missedNotification(sessionID string, ev eventlog.Event) (string, any) {
 		}
 	}
 	return "", nil
+}
+
+// recentLog keeps a session's most recent events in memory, with their
+// replay frames rendered once, for the lagging consumers that catch up on
+// them: a hundred clients behind on the same flood read it from here, not
+// each from the store, and share one copy of each frame. The actor puts
+// every event it records; consumers take runs of consecutive events. It is
+// a ring keyed by seq, bounded in bytes (data and frames): an event that
+// does not fit is not kept, and readers go to the store for it.
+type recentLog struct {
+	mu    sync.Mutex
+	slots [recentSlots]recentEvent
+	bytes int
+}
+
+type recentEvent struct {
+	ev     eventlog.Event
+	frames [][]byte // rendered by appendReplayFrames; nil until first read
+	size   int
+}
+
+const (
+	recentSlots = 4096
+	recentBytes = 8 << 20
+)
+
+// put keeps ev, replacing the event its slot held.
+func (r *recentLog) put(ev eventlog.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	slot := &r.slots[ev.Seq%recentSlots]
+	size := len(ev.Data)
+	if r.bytes-slot.size+size > recentBytes {
+		return
+	}
+	r.bytes += size - slot.size
+	*slot = recentEvent{ev: ev, size: size}
+}
+
+// read returns the events after seq after, up to upto and at most limit,
+// that it holds in a run from after+1; none when it does not hold after+1.
+func (r *recentLog) read(after, upto int64, limit int) []eventlog.Event {
+	var out []eventlog.Event
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for seq := after + 1; seq <= upto && len(out) < limit; seq++ {
+		slot := &r.slots[seq%recentSlots]
+		if slot.ev.Seq != seq {
+			break
+		}
+		out = append(out, slot.ev)
+	}
+	return out
+}
+
+// render appends ev's replay frames, from the ring when it holds them.
+func (r *recentLog) render(frames [][]byte, ev eventlog.Event) [][]byte {
+	slot := &r.slots[ev.Seq%recentSlots]
+	r.mu.Lock()
+	if slot.ev.Seq == ev.Seq && slot.frames != nil {
+		cached := slot.frames
+		r.mu.Unlock()
+		return append(frames, cached...)
+	}
+	r.mu.Unlock()
+	out := appendReplayFrames(nil, ev)
+	size := len(ev.Data)
+	for _, f := range out {
+		size += len(f)
+	}
+	r.mu.Lock()
+	if slot.ev.Seq == ev.Seq && slot.frames == nil && r.bytes-slot.size+size <= recentBytes {
+		r.bytes += size - slot.size
+		slot.frames, slot.size = out, size
+	}
+	r.mu.Unlock()
+	return append(frames, out...)
 }
 
 // updateTerminalsPaused pauses the output of self_handle terminals while

@@ -101,6 +101,8 @@ type Session struct {
 	// that stops first stops it and keeps the workspace.
 	retention *time.Timer
 
+	recent recentLog // the latest events and their frames, for lagging consumers
+
 	msg     *message // text chunks collected for the log
 	tails   []*tail  // event subscribers
 	dropped []*peer  // overflowed peers waiting to be removed
@@ -427,6 +429,7 @@ func (s *Session) record(peerID string, data api.EventData) {
 		AgentID:   s.agentName,
 	}})
 	s.lastID = &id
+	s.recent.put(s.unflushed[len(s.unflushed)-1])
 	s.publish(s.unflushed[len(s.unflushed)-1].Event)
 }
 

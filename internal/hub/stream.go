@@ -55,6 +55,7 @@ type replayMark struct {
 	session     string
 	after, upto int64
 	render      func([][]byte, eventlog.Event) [][]byte
+	recent      *recentLog // session's latest events, read before the store; or nil
 }
 
 // closeQueue ends a consumer's queue: what is queued is still delivered,
@@ -75,11 +76,16 @@ func newStream(limit int, store eventlog.Store, render func([][]byte, eventlog.E
 // mark schedules history at the current end of the queue. The actor must
 // have flushed the log up to upto.
 func (st *stream) mark(session string, after, upto int64, render func([][]byte, eventlog.Event) [][]byte) {
+	st.markRecent(session, after, upto, render, nil)
+}
+
+// markRecent is mark, reading the events recent holds from it.
+func (st *stream) markRecent(session string, after, upto int64, render func([][]byte, eventlog.Event) [][]byte, recent *recentLog) {
 	if upto <= after {
 		return
 	}
 	st.marksMu.Lock()
-	st.marks = append(st.marks, replayMark{at: st.out.Pushed(), session: session, after: after, upto: upto, render: render})
+	st.marks = append(st.marks, replayMark{at: st.out.Pushed(), session: session, after: after, upto: upto, render: render, recent: recent})
 	st.marked.Store(int32(len(st.marks)))
 	st.marksMu.Unlock()
 	st.out.Wake()
@@ -95,8 +101,8 @@ func (st *stream) lag(seq int64) {
 // catchUp marks the log after the last seq the consumer was given up to
 // upto, which the actor has flushed, and makes it live again when live is
 // set: from then on it is given live frames after upto.
-func (st *stream) catchUp(session string, upto int64, render func([][]byte, eventlog.Event) [][]byte, live bool) {
-	st.mark(session, st.lagSeq, upto, render)
+func (st *stream) catchUp(session string, upto int64, render func([][]byte, eventlog.Event) [][]byte, recent *recentLog, live bool) {
+	st.markRecent(session, st.lagSeq, upto, render, recent)
 	st.lagSeq = upto
 	if live {
 		st.lagging.Store(false)
@@ -159,7 +165,7 @@ func (st *stream) nextMark() (replayMark, bool) {
 const (
 	minPage         = 16
 	maxPage         = 512
-	replayPageBytes = 256 << 10
+	replayPageBytes = 64 << 10
 )
 
 // replayPage returns the next frames of mark's history. When the history is
@@ -170,9 +176,14 @@ func (st *stream) replayPage(ctx context.Context, mark replayMark) ([][]byte, er
 		var events []eventlog.Event
 		if st.cursor < mark.upto {
 			limit := int(min(mark.upto-st.cursor, int64(st.pageLimit)))
-			var err error
-			if events, err = st.store.Read(ctx, mark.session, st.cursor, limit); err != nil {
-				return nil, fmt.Errorf("replay session log: %w", err)
+			if mark.recent != nil {
+				events = mark.recent.read(st.cursor, mark.upto, limit)
+			}
+			if len(events) == 0 {
+				var err error
+				if events, err = st.store.Read(ctx, mark.session, st.cursor, limit); err != nil {
+					return nil, fmt.Errorf("replay session log: %w", err)
+				}
 			}
 		}
 		if len(events) == 0 {

@@ -140,6 +140,12 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open session log: %w", err)
 	}
+	// Every connection has a page cache of its own (2 MB by default, in
+	// SQLite's memory, not Go's): without a bound, a hundred clients
+	// reading the log at once would open a hundred. Reads wait for one of
+	// maxConns instead.
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	if err := migrate(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open session log %s: %w", path, err)
@@ -456,6 +462,9 @@ func (s *Store) commit() error {
 	}
 	return nil
 }
+
+// maxConns bounds the database connections: the writer's and the readers'.
+const maxConns = 4
 
 // rowsPerInsert is how many events one INSERT statement writes. Each
 // statement executed through database/sql and the driver has a cost of its
