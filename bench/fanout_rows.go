@@ -29,7 +29,7 @@ func runWide(cfg *config, k, n, size int) (*wideResult, error) {
 			}
 			return readHooks{progress: func(r *recorder) {
 				if r.count >= int64(n*3/4) {
-					once.Do(func() { heap = cfg.profile(h, fmt.Sprintf("heap-wide-k%d.pprof", k), "allocs") })
+					once.Do(func() { heap = cfg.profile(h, fmt.Sprintf("heap-wide-k%d.pprof", k), "heap") })
 				}
 			}}
 		}}
