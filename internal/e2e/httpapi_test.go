@@ -3,11 +3,14 @@ package e2e_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -256,4 +259,35 @@ func TestHTTP_SSEResumesWithLastEventID(t *testing.T) {
 		for range s.events {
 		}
 	}
+}
+
+// An event stream whose client takes nothing for --client-stall-timeout is
+// ended, and the hub says so (a subscriber resumes with Last-Event-ID, as
+// TestHTTP_SSEResumesWithLastEventID shows).
+func TestHTTP_StalledEventStreamIsEnded(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--client-stall-timeout", "1s")
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	// A subscriber with a small receive buffer that reads its headers and
+	// then nothing.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
+		})
+		return errors.Join(cerr, err)
+	}}
+	conn, err := d.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /api/sessions/s/events?follow=true HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", h.addr, h.token)
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.Contains(status, " 200 ") {
+		t.Fatalf("event stream: %q %v", status, err)
+	}
+	mustStop(t, "flood", lastOf(a.untilResponse(a.prompt(sid, "/flood 2000 4096"))), "end_turn")
+	h.waitLog(`event subscriber disconnected" session=s reason="took none of the session's output for 1s"`)
 }

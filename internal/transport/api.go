@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,9 +132,9 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request, q url.Val
 	}
 	defer t.Close()
 	if req.sse {
-		s.streamSSE(r.Context(), w, t)
+		s.streamSSE(r.Context(), w, key, t)
 	} else {
-		s.streamLines(r.Context(), w, t)
+		s.streamLines(r.Context(), w, key, t)
 	}
 }
 
@@ -173,35 +175,66 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, key string, af
 	}
 }
 
-// streamLines writes events as JSON lines until the client goes.
-func (s *Server) streamLines(ctx context.Context, w http.ResponseWriter, t *hub.Tail) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
+// streamWriter writes an event stream. Every write gets the stall timeout
+// for itself, as on WebSocket: a subscriber whose connection takes none of
+// the stream for that long is cut off, one that reads slowly is not.
+type streamWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+	log   *slog.Logger
+	key   string
+}
+
+func (s *Server) newStreamWriter(w http.ResponseWriter, key, contentType string) *streamWriter {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), stall: s.opts.StallTimeout, log: s.log, key: key}
+	sw.flush()
+	return sw
+}
+
+func (sw *streamWriter) write(b []byte) bool {
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.stall))
+	_, err := sw.w.Write(b)
+	return sw.ok(err)
+}
+
+func (sw *streamWriter) flush() bool {
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.stall))
+	return sw.ok(sw.rc.Flush())
+}
+
+func (sw *streamWriter) ok(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		sw.log.Info("event subscriber disconnected", "session", sw.key, "reason", hub.ErrStalled(sw.stall).Text)
+	}
+	return err == nil
+}
+
+// streamLines writes events as JSON lines until the client goes.
+func (s *Server) streamLines(ctx context.Context, w http.ResponseWriter, key string, t *hub.Tail) {
+	sw := s.newStreamWriter(w, key, "application/x-ndjson")
 	for {
 		events, err := t.Next(ctx)
 		if err != nil {
 			return
 		}
 		for _, ev := range events {
-			if _, err := w.Write(append(ev, '\n')); err != nil {
+			if !sw.write(append(ev, '\n')) {
 				return
 			}
 		}
-		if rc.Flush() != nil {
+		if !sw.flush() {
 			return
 		}
 	}
 }
 
 // streamSSE writes events as server-sent events until the client goes.
-func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, t *hub.Tail) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
+func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, key string, t *hub.Tail) {
+	sw := s.newStreamWriter(w, key, "text/event-stream")
 	type batch struct {
 		events [][]byte
 		err    error
@@ -232,18 +265,18 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, t *hub.Ta
 				return
 			}
 			for _, ev := range b.events {
-				if _, err := w.Write(sseEvent(ev)); err != nil {
+				if !sw.write(sseEvent(ev)) {
 					return
 				}
 			}
 		case <-beat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !sw.write([]byte(": keep-alive\n\n")) {
 				return
 			}
 		case <-ctx.Done():
 			return
 		}
-		if rc.Flush() != nil {
+		if !sw.flush() {
 			return
 		}
 	}
