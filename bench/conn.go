@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -30,13 +32,20 @@ type transport interface {
 // The floor: the demo agent on a pipe, NDJSON.
 
 type pipeTransport struct {
+	lines
 	cmd   *exec.Cmd
 	in    io.WriteCloser
-	r     *bufio.Reader
-	big   []byte
-	wbuf  []byte
-	wmu   sync.Mutex
 	ended chan struct{}
+}
+
+// lines is newline-delimited JSON-RPC over a byte stream: the floor's pipe,
+// and a hub's Unix socket.
+type lines struct {
+	w    io.Writer
+	r    *bufio.Reader
+	big  []byte
+	wbuf []byte
+	wmu  sync.Mutex
 }
 
 // startAgent runs the demo agent as the floor's peer.
@@ -53,7 +62,7 @@ func startAgent(bin string) (*pipeTransport, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &pipeTransport{cmd: cmd, in: in, r: bufio.NewReaderSize(out, 1<<20), ended: make(chan struct{})}
+	p := &pipeTransport{lines: lines{w: in, r: bufio.NewReaderSize(out, 1<<20)}, cmd: cmd, in: in, ended: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(p.ended)
@@ -61,23 +70,23 @@ func startAgent(bin string) (*pipeTransport, error) {
 	return p, nil
 }
 
-func (p *pipeTransport) write(frame []byte) error {
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
-	_, err := p.in.Write(p.wbuf)
+func (l *lines) write(frame []byte) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.wbuf = append(append(l.wbuf[:0], frame...), '\n')
+	_, err := l.w.Write(l.wbuf)
 	return err
 }
 
-func (p *pipeTransport) read() ([]byte, error) {
-	line, err := p.r.ReadSlice('\n')
+func (l *lines) read() ([]byte, error) {
+	line, err := l.r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
-		p.big = append(p.big[:0], line...)
+		l.big = append(l.big[:0], line...)
 		for errors.Is(err, bufio.ErrBufferFull) {
-			line, err = p.r.ReadSlice('\n')
-			p.big = append(p.big, line...)
+			line, err = l.r.ReadSlice('\n')
+			l.big = append(l.big, line...)
 		}
-		line = p.big
+		line = l.big
 	}
 	if err != nil {
 		return nil, err
@@ -96,6 +105,40 @@ func (p *pipeTransport) close() {
 }
 
 // ---------------------------------------------------------------------------
+// Hub clients over the hub's Unix socket: an HTTP upgrade to
+// newline-delimited JSON-RPC.
+
+type socketTransport struct {
+	lines
+	conn net.Conn
+}
+
+// dialSocket connects a client to session key of h as peer through
+// <data-dir>/acphub.sock (no token: the socket's file mode is its
+// authentication).
+func dialSocket(h *hubProc, key, peer string) (*socketTransport, error) {
+	conn, err := net.DialTimeout("unix", filepath.Join(h.dataDir, "acphub.sock"), 20*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", peer, err)
+	}
+	fmt.Fprintf(conn, "GET /acp?session=%s&peer=%s HTTP/1.1\r\nHost: acphub\r\nConnection: Upgrade\r\nUpgrade: acphub-ndjson\r\n\r\n", key, peer)
+	r := bufio.NewReaderSize(conn, 1<<20)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("dial %s: %w", peer, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		return nil, fmt.Errorf("dial %s: status %d: %s", peer, resp.StatusCode, body)
+	}
+	return &socketTransport{lines: lines{w: conn, r: r}, conn: conn}, nil
+}
+
+func (s *socketTransport) close() { s.conn.Close() }
+
+// ---------------------------------------------------------------------------
 // Hub clients: WebSocket, one message per text frame.
 
 type wsTransport struct {
@@ -103,8 +146,17 @@ type wsTransport struct {
 	buf  []byte
 }
 
-// dial connects a WebSocket client to session key of h as peer.
-func dial(h *hubProc, key, peer string) (*wsTransport, error) {
+// dial connects a client to session key of h as peer: over the hub's Unix
+// socket when the run measures that, else over WebSocket.
+func dial(h *hubProc, key, peer string) (transport, error) {
+	if h.socket {
+		return dialSocket(h, key, peer)
+	}
+	return dialWS(h, key, peer)
+}
+
+// dialWS connects a WebSocket client to session key of h as peer.
+func dialWS(h *hubProc, key, peer string) (*wsTransport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	url := "ws://" + h.addr + "/acp?session=" + key + "&peer=" + peer

@@ -50,6 +50,7 @@ type config struct {
 	startups          int
 	skip              map[string]bool
 	profileDir        string // "": no profiles
+	socket            bool   // hub clients connect over the Unix socket
 
 	log io.Writer
 }
@@ -112,6 +113,7 @@ func run(args []string) error {
 	longK := fs.Int("long-k", 10, "clients of the long turn")
 	replayN := fs.Int("replay", 100_000, "chunks (log events) of the replayed session")
 	rtts := fs.Int("rtt", 200, "round trips per measurement")
+	socket := fs.Bool("socket", false, "hub clients connect over the hub's Unix socket (<data-dir>/acphub.sock, NDJSON) instead of WebSocket")
 	profile := fs.String("profile", "", "write the hub's CPU profile of the first 2 s of every matrix flood, and its heap with the idle clients, into this directory (go tool pprof DIR/FILE)")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -121,7 +123,7 @@ func run(args []string) error {
 		scale: *scale, pacedN: 400, pacedRate: 200, rtts: *rtts, permK: 10,
 		stoppedK: 10, stoppedSize: 4096, joinN: 100_000, wideK: 100, wideN: 20_000, attachK: 10, attachN: 200_000,
 		longN: *longN, longK: *longK, replayN: *replayN,
-		idleSessions: 10, idleClients: 100, startups: 7, skip: map[string]bool{}, profileDir: *profile, log: os.Stderr,
+		idleSessions: 10, idleClients: 100, startups: 7, skip: map[string]bool{}, profileDir: *profile, socket: *socket, log: os.Stderr,
 	}
 	if cfg.profileDir != "" {
 		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {

@@ -47,6 +47,7 @@ type hubProc struct {
 	started time.Time // before exec
 	serving time.Time // when the serving line was read
 	debug   string    // the profiler's address, with -profile
+	socket  bool      // clients connect over <data-dir>/acphub.sock (see dial)
 }
 
 var (
@@ -129,7 +130,11 @@ func (c *config) startHub() (*hubProc, error) {
 	if c.profileDir != "" {
 		extra = []string{"--debug-listen", "127.0.0.1:0"}
 	}
-	return startHub(c.bin, c.tmp, "127.0.0.1:0", extra...)
+	h, err := startHub(c.bin, c.tmp, "127.0.0.1:0", extra...)
+	if h != nil {
+		h.socket = c.socket
+	}
+	return h, err
 }
 
 // profile starts fetching the hub's profile /debug/pprof/<what> into the

@@ -165,6 +165,11 @@ func (r *report) markdown() string {
 	p("- command: `%s` (%s in all)\n", cmd, r.elapsed.Round(time.Second))
 	p("- machine: %s\n", r.machine)
 	p("- binary: %s\n", r.version)
+	if cfg.socket {
+		p("- hub clients: over the hub's Unix socket (`<data-dir>/acphub.sock`, newline-delimited JSON-RPC)\n")
+	} else {
+		p("- hub clients: over WebSocket (`ws://…/acp`)\n")
+	}
 	p("- date: %s\n", r.started.UTC().Format("2006-01-02 15:04 MST"))
 	p("- agent `acphub demo-agent --delay %s`; hub `acphub serve` with its defaults (SQLite log on) in a fresh data dir for every row\n\n", agentDelay)
 
