@@ -137,6 +137,5 @@ func (c *ndjsonConn) Abort() error {
 	return err
 }
 
-
 // closeTimeout bounds how long an NDJSON connection's closing takes.
 const closeTimeout = time.Second
