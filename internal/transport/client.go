@@ -40,7 +40,8 @@ type DialOptions struct {
 // Conn is a client connection to a hub session, over WebSocket or the
 // hub's Unix socket: one JSON-RPC message per Read or Write either way.
 type Conn struct {
-	f framing
+	f  framing
+	at string // the socket's path or the hub's host:port
 }
 
 // framing is how a Conn's messages travel.
@@ -70,7 +71,7 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Conn{f: f}, nil
+		return &Conn{f: f, at: o.Socket}, nil
 	}
 	scheme := "ws"
 	if o.TLS {
@@ -87,7 +88,7 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		return nil, err
 	}
 	ws.SetReadLimit(int64(max) * 4)
-	return &Conn{f: wsFraming{ws}}, nil
+	return &Conn{f: wsFraming{ws}, at: o.Addr}, nil
 }
 
 // RefusedError is the error of a Dial the hub refused with an HTTP error: the
@@ -152,6 +153,10 @@ func (e *ClosedError) Error() string {
 
 // Write sends one message.
 func (c *Conn) Write(ctx context.Context, msg []byte) error { return c.f.write(ctx, msg) }
+
+// At says where the connection goes: the path of the hub's Unix socket or
+// the hub's host:port.
+func (c *Conn) At() string { return c.at }
 
 // Close closes the connection normally.
 func (c *Conn) Close() error { return c.f.close() }
