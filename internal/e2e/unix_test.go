@@ -103,7 +103,7 @@ func TestUnixSocket_SharesASessionWithWebSocket(t *testing.T) {
 	h := startHub(t)
 	fi, err := os.Lstat(h.socketPath())
 	if err != nil || fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("socket %s: %v, %v; want a socket of mode 0600", h.socketPath(), fi, err)
+		t.Fatalf("socket %s: %v (%v), want a socket of mode 0600", h.socketPath(), modeOf(fi), err)
 	}
 	u := h.dialSocket("s", "peer=u")
 	w := h.dial("s", "peer=w")
@@ -267,7 +267,7 @@ func TestUnixSocket_StaleReplacedLiveRefusedRemovedOnStop(t *testing.T) {
 	h.start()
 	fi, err := os.Lstat(h.socketPath())
 	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("socket after a restart: %v %v", fi, err)
+		t.Fatalf("socket after a restart: %v (%v), want mode 0600", modeOf(fi), err)
 	}
 	u := h.dialSocket("s", "peer=u")
 	u.handshake()
@@ -285,4 +285,12 @@ func TestUnixSocket_StaleReplacedLiveRefusedRemovedOnStop(t *testing.T) {
 	if _, err := os.Lstat(h.socketPath()); !os.IsNotExist(err) {
 		t.Errorf("socket after a clean stop: %v", err)
 	}
+}
+
+// modeOf is the mode of fi, or 0 when there is no file.
+func modeOf(fi fs.FileInfo) fs.FileMode {
+	if fi == nil {
+		return 0
+	}
+	return fi.Mode()
 }
