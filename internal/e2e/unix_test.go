@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -293,4 +295,37 @@ func modeOf(fi fs.FileInfo) fs.FileMode {
 		return 0
 	}
 	return fi.Mode()
+}
+
+// The stall timeout holds over the socket: a client there that stops
+// reading is disconnected, and the others are told why.
+func TestUnixSocket_StalledClientIsDisconnected(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--client-stall-timeout", "2s")
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	b := h.dialSocket("s", "peer=b")
+	if got := b.handshake(); got != sid {
+		t.Fatalf("b joined %q, want %q", got, sid)
+	}
+	b.stopReading()
+	// 8 MiB: far more than a Unix socket's buffers hold.
+	id := a.prompt(sid, "/flood-text 2000 4096")
+	left := a.until(isMethod("_acphub/peer_left"))
+	if p := string(lastOf(left).Params); p != fmt.Sprintf(`{"sessionId":%q,"peer":"b","reason":"took none of the session's output for 2s","condition":"backpressure"}`, sid) {
+		t.Errorf("a was told %s, want b stalled", p)
+	}
+	// b reads again at once: it gets the rest of the line the stalled
+	// write cut, every line after it whole, and the closing line last.
+	b.resumeReading()
+	var last msg
+	for f := range b.frames {
+		last = decode(t, f)
+	}
+	if string(last.raw) != `{"jsonrpc":"2.0","method":"_acphub/closed","params":{"reason":"took none of the session's output for 2s","condition":"backpressure"}}` {
+		t.Errorf("b's last line %s, want _acphub/closed", last.raw)
+	}
+	if !slices.ContainsFunc(left, func(m msg) bool { return m.isResponseTo(id) }) {
+		a.untilResponse(id)
+	}
 }

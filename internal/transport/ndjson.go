@@ -37,6 +37,7 @@ type ndjsonConn struct {
 	wmu    sync.Mutex // guards w and closed
 	w      *netbatch.Writer
 	closed bool // the closed line was sent, or the connection closed
+	cut    []byte // after a failed write: the rest of the line it cut
 
 	peerClosed chan struct{} // closed when a read finds the end of the peer's output
 	eofOnce    sync.Once
@@ -82,14 +83,24 @@ func (c *ndjsonConn) WriteBatch(frames [][]byte) error {
 	if c.closed {
 		return net.ErrClosed
 	}
-	return c.writeLocked(c.stall, frames)
+	err := c.writeLocked(c.stall, nil, frames)
+	if err != nil && c.cut == nil {
+		rest := c.w.Unwritten()
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			c.cut = bytes.Clone(rest[:i+1])
+		}
+	}
+	return err
 }
 
-// writeLocked writes frames as lines in one batch, each write to the
-// socket within timeout. A frame with line breaks (JSON white space) has
-// them made spaces.
-func (c *ndjsonConn) writeLocked(timeout time.Duration, frames [][]byte) error {
+// writeLocked writes prefix, then frames as lines, in one batch, each
+// write to the socket within timeout. A frame with line breaks (JSON white
+// space) has them made spaces.
+func (c *ndjsonConn) writeLocked(timeout time.Duration, prefix []byte, frames [][]byte) error {
 	c.w.Begin(timeout)
+	if len(prefix) > 0 {
+		_ = c.w.Add(nil, prefix, nil)
+	}
 	for _, f := range frames {
 		if bytes.ContainsAny(f, "\r\n") {
 			f = jsonrpc.AppendLine(nil, f)
@@ -105,15 +116,16 @@ func (c *ndjsonConn) writeLocked(timeout time.Duration, frames [][]byte) error {
 func (c *ndjsonConn) SetStallTimeout(d time.Duration) { c.stall = d }
 
 // closeFor ends the connection. With a reason, its last line is the
-// _acphub/closed notification; then the hub's side is shut and the peer is
-// given closeTimeout to close its own, so that nothing it sent is left
-// unread (which would reset a TCP connection and lose the line).
+// _acphub/closed notification, after the rest of a line a failed write cut
+// (both must go within closeTimeout); then the hub's side is shut and the
+// peer is given closeTimeout to close its own, so that nothing it sent is
+// left unread (which would reset a TCP connection and lose the line).
 func (c *ndjsonConn) closeFor(why *hub.Disconnect) error {
 	c.wmu.Lock()
 	var err error
 	if !c.closed && why != nil {
 		line := jsonrpc.NewNotification(api.MethodClosed, &api.ClosedParams{Reason: why.Text, Condition: why.Condition})
-		err = c.writeLocked(closeTimeout, [][]byte{line})
+		err = c.writeLocked(closeTimeout, c.cut, [][]byte{line})
 	}
 	c.closed = true
 	c.wmu.Unlock()

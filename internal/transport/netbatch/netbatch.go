@@ -31,6 +31,7 @@ type Writer struct {
 	timeout     time.Duration // for each write of the batch; 0 waits for ever
 	hasDeadline bool          // a write deadline is set on nc
 	err         error         // the batch's first error
+	rest        []byte        // after a failed write, what it had not written
 }
 
 // NewWriter returns a Writer to nc.
@@ -41,7 +42,7 @@ func NewWriter(nc net.Conn) *Writer { return &Writer{nc: nc} }
 // otherwise.
 func (w *Writer) Begin(timeout time.Duration) {
 	w.bp = bufs.Get().(*[]byte)
-	w.buf, w.timeout, w.err = (*w.bp)[:0], timeout, nil
+	w.buf, w.timeout, w.err, w.rest = (*w.bp)[:0], timeout, nil, nil
 }
 
 // Add gathers one frame, head, body and tail, for the batch; head and tail
@@ -61,9 +62,11 @@ func (w *Writer) Add(head, body, tail []byte) error {
 			room := cap(w.buf) - len(head)
 			w.buf = append(append(w.buf, head...), body[:room]...)
 			if w.err = w.flush(); w.err != nil {
+				w.rest = append(append(w.rest, body[room:]...), tail...)
 				return w.err
 			}
 			if w.err = w.write(body[room:]); w.err != nil {
+				w.rest = append(w.rest, tail...)
 				return w.err
 			}
 			w.buf = append(w.buf, tail...)
@@ -73,6 +76,12 @@ func (w *Writer) Add(head, body, tail []byte) error {
 	w.buf = append(append(append(w.buf, head...), body...), tail...)
 	return nil
 }
+
+// Unwritten returns, after a batch failed, the bytes it had not written:
+// the rest of the frame the failure cut, with its tail, then possibly
+// more. A peer that reads again can be given the rest of that frame, so
+// that what follows starts on a frame boundary.
+func (w *Writer) Unwritten() []byte { return w.rest }
 
 // End writes what the batch gathered, unless it failed, gives its buffer
 // back and returns its first error.
@@ -107,7 +116,8 @@ func (w *Writer) write(b []byte) error {
 			}
 			w.hasDeadline = w.timeout > 0
 		}
-		if _, err := w.nc.Write(b[:n]); err != nil {
+		if m, err := w.nc.Write(b[:n]); err != nil {
+			w.rest = append(w.rest[:0], b[m:]...)
 			return err
 		}
 		b = b[n:]
