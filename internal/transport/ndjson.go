@@ -36,7 +36,7 @@ type ndjsonConn struct {
 
 	wmu    sync.Mutex // guards w and closed
 	w      *netbatch.Writer
-	closed bool // the closed line was sent, or the connection closed
+	closed bool   // the closed line was sent, or the connection closed
 	cut    []byte // after a failed write: the rest of the line it cut
 
 	peerClosed chan struct{} // closed when a read finds the end of the peer's output
