@@ -34,7 +34,7 @@ type ndjsonConn struct {
 	nc net.Conn
 	r  *jsonrpc.Reader
 
-	wmu    sync.Mutex // guards w and closed
+	wmu    sync.Mutex // guards w, closed and cut
 	w      *netbatch.Writer
 	closed bool   // the closed line was sent, or the connection closed
 	cut    []byte // after a failed write: the rest of the line it cut
