@@ -151,13 +151,14 @@ func wrapDial(where string, err error) error {
 // hubSocket returns the Unix socket a client command tries before TCP: the
 // data dir's, unless --addr names a host other than this machine's
 // loopback ("localhost", 127.0.0.0/8, ::1, or no host), which is a hub
-// elsewhere. "" means TCP only.
+// elsewhere, or the path is too long for a socket. "" means TCP only.
 func hubSocket(cfg *config.Config, addr string) string {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil || (host != "" && !isLoopback(host)) {
+	sock := transport.SocketPath(cfg.DataDir)
+	if err != nil || (host != "" && !isLoopback(host)) || len(sock) > transport.MaxSocketPath {
 		return ""
 	}
-	return transport.SocketPath(cfg.DataDir)
+	return sock
 }
 
 // socketAbsent says whether err is a dial to a Unix socket that no hub

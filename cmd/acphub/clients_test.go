@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/acphub/acphub/internal/config"
@@ -26,5 +27,9 @@ func TestHubSocketUnlessAddrIsElsewhere(t *testing.T) {
 		if got := hubSocket(cfg, addr); got != want {
 			t.Errorf("hubSocket(%q) = %q, want %q", addr, got, want)
 		}
+	}
+	deep := &config.Config{DataDir: "/" + strings.Repeat("d", 100)}
+	if got := hubSocket(deep, "127.0.0.1:7878"); got != "" {
+		t.Errorf("hubSocket of a data dir too deep for a socket = %q, want none", got)
 	}
 }

@@ -329,3 +329,26 @@ func TestUnixSocket_StalledClientIsDisconnected(t *testing.T) {
 		a.untilResponse(id)
 	}
 }
+
+// A data dir too deep for a Unix socket's path gets no socket: the hub
+// says so and serves TCP, and the client commands use that.
+func TestUnixSocket_TooLongAPathServesTCPOnly(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 100))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "none.toml")
+	if err := os.WriteFile(config, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := &hubProc{t: t, dataDir: dir, args: []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--config", config}}
+	h.start()
+	t.Cleanup(h.stop)
+	h.waitLog(`serving without a Unix socket: clients use TCP.*path too long for a Unix socket`)
+	h.waitLog(`acphub serving.* socket=none`)
+	out, err := exec.Command(bin, clientArgs(h.addr, dir, "sessions", "--json")...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"sessions"`) {
+		t.Errorf("sessions over TCP: %v\n%s", err, out)
+	}
+}

@@ -17,9 +17,10 @@ const SocketFile = "acphub.sock"
 // SocketPath returns the path of the hub socket of the data directory dir.
 func SocketPath(dir string) string { return filepath.Join(dir, SocketFile) }
 
-// maxSocketPath is the longest path a Unix socket can be bound to (Linux's
-// sun_path holds 108 bytes with the terminating NUL; BSDs hold less).
-const maxSocketPath = 103
+// MaxSocketPath is the longest path acphub binds a Unix socket to or
+// dials one at (Linux's sun_path holds 108 bytes with the terminating NUL,
+// the BSDs' 104).
+const MaxSocketPath = 103
 
 // ErrSocketPathTooLong is returned by ListenSocket for a path longer than a
 // Unix socket address holds.
@@ -41,8 +42,8 @@ func ListenSocket(path string) (net.Listener, error) {
 	}
 	defer os.RemoveAll(tmp)
 	bound := filepath.Join(tmp, "s")
-	if len(bound) > maxSocketPath || len(path) > maxSocketPath {
-		return nil, fmt.Errorf("listen on %s: %w (at most %d bytes, and a few less for binding it safely)", path, ErrSocketPathTooLong, maxSocketPath)
+	if len(bound) > MaxSocketPath || len(path) > MaxSocketPath {
+		return nil, fmt.Errorf("listen on %s: %w (at most %d bytes, and a few less for binding it safely)", path, ErrSocketPathTooLong, MaxSocketPath)
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
 	if err != nil {
