@@ -381,6 +381,29 @@ func (v *AgentExitedParams) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *AgentExitedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// ClosedParams is generated from the schema.
+type ClosedParams struct {
+	// Why, in a few words for people: the hub is stopping, took none of the session's output for 1m0s, fell too far behind the session's output.
+	Reason string `json:"reason"`
+	// The error condition, for programs (backpressure, temporarily_unavailable, internal_error).
+	Condition string `json:"condition"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ClosedParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "reason")
+	b = appendString(b, v.Reason)
+	b = member(b, &n, "condition")
+	b = appendString(b, v.Condition)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ClosedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // Methods acphub defines.
 const (
 	MethodSessionAttach      = "session/attach"
@@ -393,6 +416,7 @@ const (
 	MethodAgentExited        = "_acphub/agent_exited"
 	MethodTerminalOutput     = "_acphub/terminal_output"
 	MethodTerminalExited     = "_acphub/terminal_exited"
+	MethodClosed             = "_acphub/closed"
 )
 
 // Methods describes each method acphub defines.
@@ -407,6 +431,7 @@ var Methods = map[string]MethodInfo{
 	MethodAgentExited:        {Kind: "notification", Direction: "hub→client", Stability: "stable"},
 	MethodTerminalOutput:     {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
 	MethodTerminalExited:     {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
+	MethodClosed:             {Kind: "notification", Direction: "hub→client", Stability: "stable"},
 }
 
 // Health is generated from the schema.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -83,7 +84,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, addr)...)
-	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: %s\n", session, addr, pasteCommand(join...))
+	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: %s\n", session, conn.At(), pasteCommand(join...))
 	return transport.Bridge(ctx, conn, stdio.In, stdio.Out, transport.BridgeOptions{MaxFrame: cfg.MaxFrame, EOFWait: eofWait})
 }
 
@@ -110,8 +111,19 @@ func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 	return demoagent.Run(ctx, stdio.In, stdio.Out, demoagent.Options{Delay: *delay, Stderr: stdio.Err})
 }
 
-// dialHub connects to a hub session with the token from the data dir.
+// dialHub connects to a hub session: over the data dir's Unix socket when
+// the hub is local (see hubSocket) and the socket answers, otherwise over
+// WebSocket at addr with the token from the data dir.
 func dialHub(ctx context.Context, cfg *config.Config, addr string, opts transport.DialOptions) (*transport.Conn, error) {
+	opts.MaxFrame = cfg.MaxFrame
+	if sock := hubSocket(cfg, addr); sock != "" {
+		o := opts
+		o.Socket = sock
+		conn, err := transport.Dial(ctx, o)
+		if err == nil || !socketAbsent(err) {
+			return conn, wrapDial(sock, err)
+		}
+	}
 	token, err := transport.ReadToken(cfg.DataDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -124,12 +136,35 @@ func dialHub(ctx context.Context, cfg *config.Config, addr string, opts transpor
 		}
 		return nil, fmt.Errorf("no token in %s: start the hub with the same --data-dir", cfg.DataDir)
 	}
-	opts.Addr, opts.Token, opts.MaxFrame = addr, token, cfg.MaxFrame
+	opts.Addr, opts.Token = addr, token
 	conn, err := transport.Dial(ctx, opts)
+	return conn, wrapDial(addr, err)
+}
+
+func wrapDial(where string, err error) error {
 	if err != nil {
-		return nil, fmt.Errorf("connect to hub at %s: %w", addr, err)
+		return fmt.Errorf("connect to hub at %s: %w", where, err)
 	}
-	return conn, nil
+	return nil
+}
+
+// hubSocket returns the Unix socket a client command tries before TCP: the
+// data dir's, unless --addr names a host other than this machine's
+// loopback ("localhost", 127.0.0.0/8, ::1, or no host), which is a hub
+// elsewhere, or the path is too long for a socket. "" means TCP only.
+func hubSocket(cfg *config.Config, addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	sock := transport.SocketPath(cfg.DataDir)
+	if err != nil || (host != "" && !isLoopback(host)) || len(sock) > transport.MaxSocketPath {
+		return ""
+	}
+	return sock
+}
+
+// socketAbsent says whether err is a dial to a Unix socket that no hub
+// answers on: no such file, or a file a stopped hub left.
+func socketAbsent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || isConnRefused(err)
 }
 
 func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }

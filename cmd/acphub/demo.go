@@ -43,7 +43,11 @@ func runDemo(ctx context.Context, args []string, stdio Stdio) error {
 	join := append([]string{"chat", "--session", DemoSession}, hubFlags(fs, cfg, addr)...)
 	fmt.Fprintf(stdio.Out, "join from another terminal: %s\n\n", pasteCommand(join...))
 	conn, err := joinAsPeer(ctx, stdio.Out, DemoSession, "", func(ctx context.Context, peer string) (*transport.Conn, error) {
-		return transport.Dial(ctx, transport.DialOptions{Addr: addr, Token: d.token, Session: DemoSession, Peer: peer, MaxFrame: cfg.MaxFrame})
+		o := transport.DialOptions{Addr: addr, Token: d.token, Session: DemoSession, Peer: peer, MaxFrame: cfg.MaxFrame}
+		if d.sock != nil {
+			o.Socket = d.sock.Addr().String()
+		}
+		return transport.Dial(ctx, o)
 	})
 	if err == nil {
 		err = chat.Run(ctx, conn, stdio.In, stdio.Out, chat.Options{})

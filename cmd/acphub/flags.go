@@ -107,7 +107,7 @@ func configPath(args []string) (path string, explicit bool) {
 
 // bindClient binds the flags every client command shares.
 func bindClient(fs *flag.FlagSet, cfg *config.Config, addr *string) {
-	fs.StringVar(addr, "addr", cfg.Listen, "address of the hub")
+	fs.StringVar(addr, "addr", cfg.Listen, "TCP address of the hub; unless it names another machine, the data dir's socket acphub.sock is tried first")
 }
 
 // listFlag is a repeatable string flag.

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -49,31 +50,22 @@ func runSchema(_ context.Context, args []string, stdio Stdio) error {
 	return fmt.Errorf("unknown schema %q", fs.Arg(0))
 }
 
-// hubAPI is a client of the hub's HTTP API.
+// hubAPI is a client of the hub's HTTP API: over the data dir's Unix
+// socket when the hub is local (see hubSocket) and the socket answers,
+// otherwise over TCP at addr with the token.
 type hubAPI struct {
-	base  string
-	token string
+	cfg  *config.Config
+	addr string
 }
 
-func newHubAPI(cfg *config.Config, addr string) (*hubAPI, error) {
-	token, err := transport.ReadToken(cfg.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("read the hub's token (is --data-dir the hub's?): %w", err)
-	}
-	return &hubAPI{base: "http://" + addr, token: token}, nil
-}
+func newHubAPI(cfg *config.Config, addr string) *hubAPI { return &hubAPI{cfg: cfg, addr: addr} }
 
-// get performs an authenticated GET and returns the response when it is
-// 200; otherwise the hub's error.
+// get performs a GET and returns the response when it is 200; otherwise the
+// hub's error.
 func (h *hubAPI) get(ctx context.Context, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.base+path, nil)
+	resp, err := h.do(ctx, path)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+h.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("reach the hub: %w", err)
 	}
 	if resp.StatusCode == http.StatusOK {
 		return resp, nil
@@ -84,6 +76,45 @@ func (h *hubAPI) get(ctx context.Context, path string) (*http.Response, error) {
 		return nil, fmt.Errorf("%s (%s)", e.Error.Message, e.Error.Reason)
 	}
 	return nil, fmt.Errorf("hub answered %s", resp.Status)
+}
+
+// do sends the request over the socket, or over TCP when no hub answers
+// there.
+func (h *hubAPI) do(ctx context.Context, path string) (*http.Response, error) {
+	if sock := hubSocket(h.cfg, h.addr); sock != "" {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://acphub"+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		client := &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", sock)
+			},
+		}}
+		resp, err := client.Do(req)
+		if err == nil || !socketAbsent(err) {
+			return resp, wrapReach(sock, err)
+		}
+	}
+	token, err := transport.ReadToken(h.cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("read the hub's token (is --data-dir the hub's?): %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	return resp, wrapReach(h.addr, err)
+}
+
+func wrapReach(where string, err error) error {
+	if err != nil {
+		return fmt.Errorf("reach the hub at %s: %w", where, err)
+	}
+	return nil
 }
 
 // runSessions lists the hub's sessions.
@@ -97,10 +128,7 @@ func runSessions(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	h, err := newHubAPI(cfg, addr)
-	if err != nil {
-		return err
-	}
+	h := newHubAPI(cfg, addr)
 	resp, err := h.get(ctx, "/api/sessions")
 	if err != nil {
 		return err
@@ -140,10 +168,7 @@ func runLog(ctx context.Context, args []string, stdio Stdio) error {
 	if fs.NArg() == 0 {
 		return errors.New("usage: acphub log [flags] SESSION")
 	}
-	h, err := newHubAPI(cfg, addr)
-	if err != nil {
-		return err
-	}
+	h := newHubAPI(cfg, addr)
 	q := url.Values{"after": {fmt.Sprint(after)}}
 	if follow {
 		q.Set("follow", "1")

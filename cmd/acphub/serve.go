@@ -89,6 +89,7 @@ type daemon struct {
 	server *transport.Server
 	token  string
 	ln     net.Listener
+	sock   net.Listener // the data dir's Unix socket; nil when its path is too long
 	tls    *tls.Config
 	debug  *debugServer // nil unless --debug-listen
 }
@@ -123,9 +124,20 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		}
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	store, err := sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log})
+	sock, err := transport.ListenSocket(transport.SocketPath(cfg.DataDir))
+	if errors.Is(err, transport.ErrSocketPathTooLong) {
+		log.Warn("serving without a Unix socket: clients use TCP", "err", err)
+		sock, err = nil, nil
+	}
+	var store *sqlite.Store
+	if err == nil {
+		store, err = sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log})
+	}
 	if err != nil {
 		ln.Close()
+		if sock != nil {
+			sock.Close()
+		}
 		if debug != nil {
 			debug.ln.Close()
 		}
@@ -137,7 +149,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		Hub: h, Token: token, AllowedOrigins: cfg.AllowedOrigins, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, Version: version, Logger: log,
 	})
-	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, tls: tlsCfg, debug: debug}, nil
+	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
 }
 
 // run serves until ctx ends, then shuts down in stages: stop accepting,
@@ -150,7 +162,7 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 		d.log.Info("ended the turns a hub stop interrupted", "turns", n)
 	}
 	srv := &http.Server{Handler: d.server, ReadHeaderTimeout: 10 * time.Second, TLSConfig: d.tls}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() {
 		if d.tls != nil {
 			errc <- srv.ServeTLS(d.ln, "", "")
@@ -158,6 +170,11 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 			errc <- srv.Serve(d.ln)
 		}
 	}()
+	if d.sock != nil {
+		// The same endpoints, in plain HTTP: the socket's mode keeps others
+		// out, and the traffic does not leave the machine.
+		go func() { errc <- srv.Serve(d.sock) }()
+	}
 	scheme := "http"
 	if d.tls != nil {
 		scheme = "https"
@@ -172,7 +189,11 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 		go d.debug.serve(d.log)
 		defer d.debug.srv.Close()
 	}
-	d.log.Info("acphub serving", "url", scheme+"://"+d.ln.Addr().String(), "data_dir", d.cfg.DataDir, "version", version)
+	socket := "none"
+	if d.sock != nil {
+		socket = d.sock.Addr().String()
+	}
+	d.log.Info("acphub serving", "url", scheme+"://"+d.ln.Addr().String(), "socket", socket, "data_dir", d.cfg.DataDir, "version", version)
 	if ready != nil {
 		ready()
 	}

@@ -300,7 +300,7 @@ func (h *hubProc) wsURL(query string) string { return "ws://" + h.addr + "/acp?"
 type client struct {
 	t      *testing.T
 	name   string
-	conn   *websocket.Conn
+	conn   clientConn
 	frames chan []byte
 	nextID int
 	ctx    context.Context
@@ -363,13 +363,40 @@ func (h *hubProc) tryDialWith(session, query string, opts *websocket.DialOptions
 		return nil, err
 	}
 	conn.SetReadLimit(64 << 20)
-	c := &client{t: h.t, name: query, conn: conn, frames: make(chan []byte, 1<<16), ctx: ctx, cancel: cancel, closed: make(chan error, 1)}
+	return h.newClient(query, wsClientConn{conn}, ctx, cancel), nil
+}
+
+// clientConn is a client's connection: WebSocket or the hub's socket.
+type clientConn interface {
+	Read(ctx context.Context) ([]byte, error)
+	Write(ctx context.Context, frame []byte) error
+	Close() error
+}
+
+// wsClientConn is a WebSocket clientConn.
+type wsClientConn struct{ *websocket.Conn }
+
+func (c wsClientConn) Read(ctx context.Context) ([]byte, error) {
+	_, b, err := c.Conn.Read(ctx)
+	return b, err
+}
+
+func (c wsClientConn) Write(ctx context.Context, frame []byte) error {
+	return c.Conn.Write(ctx, websocket.MessageText, frame)
+}
+
+func (c wsClientConn) Close() error { return c.Conn.Close(websocket.StatusNormalClosure, "") }
+
+// newClient starts reading conn, which ends with ctx, into a client named
+// name.
+func (h *hubProc) newClient(name string, conn clientConn, ctx context.Context, cancel context.CancelFunc) *client {
+	c := &client{t: h.t, name: name, conn: conn, frames: make(chan []byte, 1<<16), ctx: ctx, cancel: cancel, closed: make(chan error, 1)}
 	go func() {
 		for {
 			if ch := c.hold.Load(); ch != nil {
 				<-*ch
 			}
-			_, b, err := conn.Read(ctx)
+			b, err := conn.Read(ctx)
 			if err != nil {
 				c.closed <- err
 				close(c.frames)
@@ -379,11 +406,11 @@ func (h *hubProc) tryDialWith(session, query string, opts *websocket.DialOptions
 		}
 	}()
 	h.t.Cleanup(c.close)
-	return c, nil
+	return c
 }
 
 func (c *client) close() {
-	c.conn.Close(websocket.StatusNormalClosure, "")
+	c.conn.Close()
 	c.cancel()
 }
 
@@ -404,7 +431,7 @@ func (c *client) resumeReading() {
 // send writes a raw frame.
 func (c *client) send(frame string) {
 	c.t.Helper()
-	if err := c.conn.Write(c.ctx, websocket.MessageText, []byte(frame)); err != nil {
+	if err := c.conn.Write(c.ctx, []byte(frame)); err != nil {
 		c.t.Fatalf("write: %v", err)
 	}
 }

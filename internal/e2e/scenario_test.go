@@ -319,28 +319,7 @@ func TestScenario_BadInputKeepsSessionWorking(t *testing.T) {
 		h := k.start(t, "--max-frame", "4096")
 		a := h.dial("s", "peer=a")
 		sid := a.handshake()
-		tests := []struct {
-			name   string
-			frame  string
-			code   int
-			reason string
-			id     string
-		}{
-			{"malformed JSON", `{"jsonrpc":"2.0","id":5,"method":`, -32700, "parse_error", "null"},
-			// The SDK agent exits on a batch: the hub must answer it itself.
-			{"batch", `[{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{}}]`, -32600, "batch", "null"},
-			{"no version", `{"id":7,"method":"session/prompt","params":{}}`, -32600, "bad_version", "7"},
-			{"oversize", `{"jsonrpc":"2.0","id":8,"method":"x","params":{"p":"` + strings.Repeat("x", 5000) + `"}}`, -32014, "frame_too_large", "null"},
-			{"unknown hub method", `{"jsonrpc":"2.0","id":9,"method":"_acphub/nope","params":{}}`, -32601, "unknown_method", "9"},
-			{"prompt for another session", `{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":"other","prompt":[]}}`, -32018, "unknown_session", "10"},
-		}
-		for _, tt := range tests {
-			a.send(tt.frame)
-			m := a.next()
-			if m.Error == nil || m.Error.Code != tt.code || m.reason() != tt.reason || string(m.ID) != tt.id {
-				t.Errorf("%s: got %s, want code %d reason %s id %s", tt.name, m.raw, tt.code, tt.reason, tt.id)
-			}
-		}
+		checkBadFrames(t, a)
 		// An unknown extension request goes to the agent, which answers it.
 		resp, _ := a.call("_vendor/thing", map[string]any{"x": 1})
 		if resp.Error == nil || resp.Error.Code != -32601 {
@@ -360,4 +339,32 @@ func TestScenario_BadInputKeepsSessionWorking(t *testing.T) {
 			t.Errorf("agent started %d times, want once", n)
 		}
 	})
+}
+
+// checkBadFrames sends c, a client of a hub with --max-frame 4096 joined to
+// its ACP session, each kind of bad frame and checks the error it gets.
+func checkBadFrames(t *testing.T, c *client) {
+	t.Helper()
+	tests := []struct {
+		name   string
+		frame  string
+		code   int
+		reason string
+		id     string
+	}{
+		{"malformed JSON", `{"jsonrpc":"2.0","id":5,"method":`, -32700, "parse_error", "null"},
+		// The SDK agent exits on a batch: the hub must answer it itself.
+		{"batch", `[{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{}}]`, -32600, "batch", "null"},
+		{"no version", `{"id":7,"method":"session/prompt","params":{}}`, -32600, "bad_version", "7"},
+		{"oversize", `{"jsonrpc":"2.0","id":8,"method":"x","params":{"p":"` + strings.Repeat("x", 5000) + `"}}`, -32014, "frame_too_large", "null"},
+		{"unknown hub method", `{"jsonrpc":"2.0","id":9,"method":"_acphub/nope","params":{}}`, -32601, "unknown_method", "9"},
+		{"prompt for another session", `{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":"other","prompt":[]}}`, -32018, "unknown_session", "10"},
+	}
+	for _, tt := range tests {
+		c.send(tt.frame)
+		m := c.next()
+		if m.Error == nil || m.Error.Code != tt.code || m.reason() != tt.reason || string(m.ID) != tt.id {
+			t.Errorf("%s: got %s, want code %d reason %s id %s", tt.name, m.raw, tt.code, tt.reason, tt.id)
+		}
+	}
 }

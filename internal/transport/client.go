@@ -23,8 +23,12 @@ import (
 
 // DialOptions says where and how a client connects to a hub.
 type DialOptions struct {
-	Addr     string // host:port of the hub
-	TLS      bool   // use wss
+	Addr string // host:port of the hub, for WebSocket
+	// Socket is the path of the hub's Unix socket. When set, Dial connects
+	// there with the NDJSON framing and no token, and Addr and TLS are not
+	// used.
+	Socket   string
+	TLS      bool // use wss
 	Token    string
 	Session  string
 	Peer     string // optional
@@ -33,18 +37,41 @@ type DialOptions struct {
 	MaxFrame int    // 0 means jsonrpc.DefaultMaxFrame
 }
 
-// Conn is a client connection to a hub session.
+// Conn is a client connection to a hub session, over WebSocket or the
+// hub's Unix socket: one JSON-RPC message per Read or Write either way.
 type Conn struct {
-	ws *websocket.Conn
+	f  framing
+	at string // the socket's path or the hub's host:port
 }
 
-// Dial connects to a hub session over WebSocket.
+// framing is how a Conn's messages travel.
+type framing interface {
+	// read returns the next message, or *ClosedError when the hub closed
+	// the connection.
+	read(ctx context.Context) ([]byte, error)
+	write(ctx context.Context, msg []byte) error
+	close() error
+}
+
+// Dial connects to a hub session over WebSocket or, with o.Socket, over
+// the hub's Unix socket.
 func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
+	max := o.MaxFrame
+	if max <= 0 {
+		max = jsonrpc.DefaultMaxFrame
+	}
 	q := url.Values{"session": {o.Session}}
 	for k, v := range map[string]string{"peer": o.Peer, "agent": o.Agent, "replay": o.Replay} {
 		if v != "" {
 			q.Set(k, v)
 		}
+	}
+	if o.Socket != "" {
+		f, err := dialNDJSON(ctx, o.Socket, q, 4*max)
+		if err != nil {
+			return nil, err
+		}
+		return &Conn{f: f, at: o.Socket}, nil
 	}
 	scheme := "ws"
 	if o.TLS {
@@ -60,12 +87,8 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		}
 		return nil, err
 	}
-	max := o.MaxFrame
-	if max <= 0 {
-		max = jsonrpc.DefaultMaxFrame
-	}
 	ws.SetReadLimit(int64(max) * 4)
-	return &Conn{ws: ws}, nil
+	return &Conn{f: wsFraming{ws}, at: o.Addr}, nil
 }
 
 // RefusedError is the error of a Dial the hub refused with an HTTP error: the
@@ -75,7 +98,7 @@ type RefusedError struct {
 	Status  string // as "409 Conflict"
 	Reason  string // as "peer_taken"; "" when the body was not the hub's JSON
 	Message string
-	err     error // the WebSocket library's error
+	err     error // what the upgrade failed with
 }
 
 func (e *RefusedError) Error() string {
@@ -107,16 +130,13 @@ func refused(resp *http.Response, err error) *RefusedError {
 
 // Read returns the next message. When the hub closes the connection, the
 // error is a *ClosedError.
-func (c *Conn) Read(ctx context.Context) ([]byte, error) {
-	_, b, err := c.ws.Read(ctx)
-	return b, hubClosed(err)
-}
+func (c *Conn) Read(ctx context.Context) ([]byte, error) { return c.f.read(ctx) }
 
 // ClosedError is the hub closing a client's connection, with the reason it
 // gave: an error condition and a few words ("backpressure: fell too far
 // behind the session's output").
 type ClosedError struct {
-	Status    int    // the WebSocket close status
+	Status    int    // the WebSocket close status; 0 over the Unix socket
 	Condition string // "backpressure"; empty when the hub gave none
 	Text      string // "fell too far behind the session's output"
 }
@@ -131,27 +151,39 @@ func (e *ClosedError) Error() string {
 	return fmt.Sprintf("closed by the hub: %s (%s)", e.Text, e.Condition)
 }
 
-// hubClosed turns a close frame from the hub into a *ClosedError; other
+// Write sends one message.
+func (c *Conn) Write(ctx context.Context, msg []byte) error { return c.f.write(ctx, msg) }
+
+// At says where the connection goes: the path of the hub's Unix socket or
+// the hub's host:port.
+func (c *Conn) At() string { return c.at }
+
+// Close closes the connection normally.
+func (c *Conn) Close() error { return c.f.close() }
+
+// wsFraming is a Conn over WebSocket.
+type wsFraming struct{ ws *websocket.Conn }
+
+// read turns a close frame from the hub into a *ClosedError; other
 // errors are returned as they are.
-func hubClosed(err error) error {
+func (f wsFraming) read(ctx context.Context) ([]byte, error) {
+	_, b, err := f.ws.Read(ctx)
 	var ce websocket.CloseError
 	if !errors.As(err, &ce) {
-		return err
+		return b, err
 	}
 	e := &ClosedError{Status: int(ce.Code), Text: ce.Reason}
 	if cond, text, ok := strings.Cut(ce.Reason, ": "); ok && !strings.Contains(cond, " ") {
 		e.Condition, e.Text = cond, text
 	}
-	return e
+	return nil, e
 }
 
-// Write sends one message.
-func (c *Conn) Write(ctx context.Context, msg []byte) error {
-	return c.ws.Write(ctx, websocket.MessageText, msg)
+func (f wsFraming) write(ctx context.Context, msg []byte) error {
+	return f.ws.Write(ctx, websocket.MessageText, msg)
 }
 
-// Close closes the connection normally.
-func (c *Conn) Close() error { return c.ws.Close(websocket.StatusNormalClosure, "") }
+func (f wsFraming) close() error { return f.ws.Close(websocket.StatusNormalClosure, "") }
 
 // BridgeOptions are the limits of Bridge.
 type BridgeOptions struct {
@@ -249,10 +281,10 @@ func Bridge(ctx context.Context, c *Conn, in io.Reader, out io.Writer, o BridgeO
 			}
 			return done()
 		case err := <-hubErr:
-			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+			if ce, ok := errors.AsType[*ClosedError](err); ok && ce.Status == int(websocket.StatusNormalClosure) {
 				return nil
 			}
-			return fmt.Errorf("hub connection: %w", hubClosed(err))
+			return fmt.Errorf("hub connection: %w", err)
 		}
 	}
 }

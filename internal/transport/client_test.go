@@ -1,10 +1,15 @@
 package transport
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -52,5 +57,67 @@ func TestConnReadsTheHubsCloseReason(t *testing.T) {
 			t.Errorf("close %d %q: Read returned %#v (%v), want %#v %q", tt.status, tt.reason, err, err, tt.want, tt.text)
 		}
 		srv.Close()
+	}
+}
+
+// serveSocket answers each connection to a new Unix socket with answer,
+// after reading the upgrade request, and returns the socket's path.
+func serveSocket(t *testing.T, answer string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			req, err := http.ReadRequest(bufio.NewReader(c))
+			if err == nil && req.Header.Get("Upgrade") == NDJSONUpgrade && req.URL.Query().Get("session") == "s" {
+				_, _ = io.WriteString(c, answer)
+			}
+			c.Close()
+		}
+	}()
+	return path
+}
+
+// Over the socket, the hub's lines are the messages; its _acphub/closed
+// line is the *ClosedError, a refusal the *RefusedError, and the end of
+// the connection without a reason an unexpected EOF.
+func TestConnOverTheSocket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const upgraded = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: acphub-ndjson\r\n\r\n"
+	sock := serveSocket(t, upgraded+`{"jsonrpc":"2.0","method":"x","params":{}}`+"\n"+
+		`{"jsonrpc":"2.0","method":"_acphub/closed","params":{"reason":"the hub is stopping","condition":"temporarily_unavailable"}}`+"\n")
+	conn, err := Dial(ctx, DialOptions{Socket: sock, Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := conn.Read(ctx); err != nil || string(msg) != `{"jsonrpc":"2.0","method":"x","params":{}}` {
+		t.Errorf("first line: %q, %v", msg, err)
+	}
+	_, err = conn.Read(ctx)
+	if ce, ok := errors.AsType[*ClosedError](err); !ok || *ce != (ClosedError{0, "temporarily_unavailable", "the hub is stopping"}) {
+		t.Errorf("closing line: %#v (%v)", err, err)
+	}
+
+	conn, err = Dial(ctx, DialOptions{Socket: serveSocket(t, upgraded), Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Read(ctx); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("end without a reason: %v", err)
+	}
+
+	body := `{"error":{"code":409,"reason":"peer_taken","message":"a client with that peer id is connected to the session","param":"peer"}}`
+	_, err = Dial(ctx, DialOptions{Socket: serveSocket(t, fmt.Sprintf("HTTP/1.1 409 Conflict\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)), Session: "s"})
+	if re, ok := errors.AsType[*RefusedError](err); !ok || re.Status != "409 Conflict" || !IsPeerTaken(err) {
+		t.Errorf("refusal: %#v (%v)", err, err)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -92,7 +94,8 @@ func (s *Server) handle(path string, rt route) {
 			f.write(w)
 			return
 		}
-		if rt.auth && !authorized(r, s.opts.Token) {
+		// Over the hub's Unix socket, its file mode is the authentication.
+		if rt.auth && listener(r) != "unix" && !authorized(r, s.opts.Token) {
 			f := refuse(http.StatusUnauthorized, api.ReasonUnauthorized, "", "missing or wrong bearer token")
 			f.header = http.Header{"Www-Authenticate": {`Bearer realm="acphub"`}}
 			f.write(w)
@@ -125,8 +128,9 @@ var acpParams = map[string]string{
 	"replay":  api.ReasonBadReplay,
 }
 
-// acp upgrades to WebSocket and joins the client to a session. Everything
-// is checked before the client joins: a refusal is an HTTP error.
+// acp joins the client to a session over WebSocket or, when it asks for
+// it, NDJSON. Everything is checked before the client joins: a refusal is
+// an HTTP error.
 func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
 	opts, f := s.joinOptions(r, q)
 	if f != nil {
@@ -139,12 +143,33 @@ func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
 		return
 	}
 	defer client.Leave()
-	conn, err := ws.Accept(w, r)
+	framing := "websocket"
+	var conn frameConn
+	if wantsNDJSON(r) {
+		framing = NDJSONUpgrade
+		conn, err = acceptNDJSON(w, s.opts.MaxFrame)
+	} else {
+		var c *ws.Conn
+		if c, err = ws.Accept(w, r); err == nil {
+			conn = wsConn{c, s.opts.MaxFrame}
+		}
+	}
 	if err != nil {
-		s.log.Debug("websocket accept", "err", err)
+		s.log.Debug("upgrade", "framing", framing, "err", err)
 		return
 	}
-	s.serveConn(r.Context(), conn, client)
+	log := s.log.With("session", client.Session(), "peer", client.Peer())
+	log.Debug("client connected", "framing", framing, "listener", listener(r))
+	s.serveConn(r.Context(), conn, client, log)
+}
+
+// listener names the kind of listener r came in on: "unix" for the hub's
+// socket, "tcp" otherwise.
+func listener(r *http.Request) string {
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && a.Network() == "unix" {
+		return "unix"
+	}
+	return "tcp"
 }
 
 // joinOptions checks a request to /acp before it joins a session, and
@@ -162,23 +187,94 @@ func (s *Server) joinOptions(r *http.Request, q url.Values) (hub.JoinOptions, *r
 		s.log.Warn("websocket origin refused", "origin", r.Header.Get("Origin"))
 		return hub.JoinOptions{}, refuse(http.StatusForbidden, api.ReasonBadOrigin, "", "origin not allowed")
 	}
+	if wantsNDJSON(r) {
+		return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay}, nil
+	}
 	if e := ws.CheckUpgrade(r); e != nil {
-		reason := api.ReasonBadUpgrade
-		if e.Status == http.StatusUpgradeRequired {
-			reason = api.ReasonUpgradeRequired
-		}
-		f := refuse(e.Status, reason, "", "%s", e.Msg)
+		f := refuse(e.Status, api.ReasonBadUpgrade, "", "%s", e.Msg)
 		f.header = e.Header
+		if e.Status == http.StatusUpgradeRequired {
+			f = refuse(e.Status, api.ReasonUpgradeRequired, "", "this endpoint speaks WebSocket, or NDJSON with Upgrade: %s", NDJSONUpgrade)
+			f.header = e.Header.Clone()
+			f.header.Add("Upgrade", NDJSONUpgrade)
+		}
 		return hub.JoinOptions{}, f
 	}
 	return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay}, nil
 }
 
+// frameConn is a client's connection in either framing: ws.Conn (through
+// wsConn) or ndjsonConn.
+type frameConn interface {
+	// readFrame returns the next frame: errFrameTooLarge for one over the
+	// limit and errBinaryFrame for a binary message, each discarded with
+	// the connection usable; io.EOF when the peer closed.
+	readFrame() ([]byte, error)
+	// WriteBatch writes frames in as few writes as fit, each within the
+	// stall timeout.
+	WriteBatch(frames [][]byte) error
+	SetStallTimeout(d time.Duration)
+	// closeFor tells the peer why the hub ends the connection (nil: a
+	// normal close) and closes it.
+	closeFor(why *hub.Disconnect) error
+	// Abort closes the connection without telling the peer.
+	Abort() error
+}
+
+// Errors of frameConn.readFrame for frames the transport answers itself.
+var (
+	errFrameTooLarge = errors.New("frame over the size limit")
+	errBinaryFrame   = errors.New("binary frame")
+)
+
+// wsConn is a ws.Conn as a frameConn.
+type wsConn struct {
+	*ws.Conn
+	maxFrame int
+}
+
+func (c wsConn) readFrame() ([]byte, error) {
+	op, frame, err := c.ReadMessage(c.maxFrame, 4*c.maxFrame)
+	var ce *ws.CloseError
+	switch {
+	case errors.Is(err, ws.ErrMessageTooLarge):
+		return nil, errFrameTooLarge
+	case errors.As(err, &ce):
+		return nil, io.EOF
+	case err == nil && op != ws.OpText:
+		return nil, errBinaryFrame
+	}
+	return frame, err
+}
+
+// closeStatus is the WebSocket close status of each reason to end a
+// connection.
+var closeStatus = map[*hub.Disconnect]int{
+	nil:                ws.StatusNormal,
+	hub.ErrSlowClient:  ws.StatusPolicyViolation,
+	hub.ErrSessionGone: ws.StatusGoingAway,
+	errServeFailed:     ws.StatusInternalError,
+}
+
+func (c wsConn) closeFor(why *hub.Disconnect) error {
+	status, ok := closeStatus[why]
+	if !ok {
+		status = ws.StatusPolicyViolation // stalled
+	}
+	reason := ""
+	if why != nil {
+		reason = why.CloseReason()
+	}
+	return c.Close(status, reason)
+}
+
+// errServeFailed ends a connection the hub failed to serve.
+var errServeFailed = &hub.Disconnect{Text: "the hub failed to serve this connection", Condition: "internal_error"}
+
 // serveConn pumps frames both ways until either side ends.
-func (s *Server) serveConn(ctx context.Context, conn *ws.Conn, client *hub.Client) {
+func (s *Server) serveConn(ctx context.Context, conn frameConn, client *hub.Client, log *slog.Logger) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	log := s.log.With("session", client.Session(), "peer", client.Peer())
 	conn.SetStallTimeout(s.opts.StallTimeout)
 	readDone := make(chan struct{})
 	go func() {
@@ -188,7 +284,7 @@ func (s *Server) serveConn(ctx context.Context, conn *ws.Conn, client *hub.Clien
 	}()
 	// A client the hub removed may be one that stopped reading, with the
 	// writer stuck on a full socket: give the write a moment to finish so
-	// the close frame can follow, then tear the connection down.
+	// the closing words can follow, then tear the connection down.
 	written := make(chan struct{})
 	stop := client.AfterRemoved(func() {
 		t := time.NewTimer(closeGrace)
@@ -199,11 +295,11 @@ func (s *Server) serveConn(ctx context.Context, conn *ws.Conn, client *hub.Clien
 		case <-written:
 		}
 	})
-	status, reason := s.writeLoop(ctx, conn, client)
+	why := s.writeLoop(ctx, conn, client)
 	close(written)
 	stop()
 	cancel()
-	_ = conn.Close(status, reason)
+	_ = conn.closeFor(why)
 	<-readDone
 }
 
@@ -212,56 +308,55 @@ func (s *Server) serveConn(ctx context.Context, conn *ws.Conn, client *hub.Clien
 const closeGrace = time.Second
 
 // writeLoop sends the client its frames, each batch with one flush, and
-// returns the close status.
-func (s *Server) writeLoop(ctx context.Context, conn *ws.Conn, client *hub.Client) (int, string) {
+// returns why the connection ends (nil: normally).
+func (s *Server) writeLoop(ctx context.Context, conn frameConn, client *hub.Client) *hub.Disconnect {
 	for {
 		frames, err := client.Next(ctx)
 		switch {
 		case errors.Is(err, hub.ErrSlowClient):
-			return ws.StatusPolicyViolation, hub.ErrSlowClient.CloseReason()
+			return hub.ErrSlowClient
 		case errors.Is(err, hub.ErrSessionGone):
-			return ws.StatusGoingAway, hub.ErrSessionGone.CloseReason()
+			return hub.ErrSessionGone
 		case errors.Is(err, frameq.ErrClosed):
-			return ws.StatusNormal, ""
+			return nil
 		case err != nil:
-			return ws.StatusInternalError, "internal_error: the hub failed to serve this connection"
+			return errServeFailed
 		}
 		if err := conn.WriteBatch(frames); err != nil {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				return ws.StatusNormal, ""
+				return nil
 			}
-			// The client took nothing for the stall timeout: the close
-			// frame reaches it only if it reads again within closeGrace.
+			// The client took nothing for the stall timeout: the closing
+			// words reach it only if it reads again within closeGrace.
 			stalled := hub.ErrStalled(s.opts.StallTimeout)
 			client.LeaveBecause(stalled)
-			return ws.StatusPolicyViolation, stalled.CloseReason()
+			return stalled
 		}
 	}
 }
 
 // readLoop hands the client's frames to the session.
-func (s *Server) readLoop(ctx context.Context, conn *ws.Conn, client *hub.Client, log *slog.Logger) {
+func (s *Server) readLoop(ctx context.Context, conn frameConn, client *hub.Client, log *slog.Logger) {
 	for {
-		op, frame, err := conn.ReadMessage(s.opts.MaxFrame, 4*s.opts.MaxFrame)
+		frame, err := conn.readFrame()
 		switch {
-		case errors.Is(err, ws.ErrMessageTooLarge):
+		case errors.Is(err, errFrameTooLarge):
 			log.Warn("client frame over the size limit", "limit", s.opts.MaxFrame)
 			if s.reply(conn, FrameTooLarge(s.opts.MaxFrame)) != nil {
 				return
 			}
 			continue
-		case err != nil:
-			var ce *ws.CloseError
-			if !errors.As(err, &ce) && ctx.Err() == nil {
-				log.Debug("websocket read", "err", err)
-			}
-			return
-		case op != ws.OpText:
+		case errors.Is(err, errBinaryFrame):
 			e := jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonBinaryFrame, "Invalid request: send JSON-RPC as text frames", nil)
 			if s.reply(conn, e) != nil {
 				return
 			}
 			continue
+		case err != nil:
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				log.Debug("client read", "err", err)
+			}
+			return
 		}
 		if err := client.Send(ctx, frame); err != nil {
 			return
@@ -270,7 +365,7 @@ func (s *Server) readLoop(ctx context.Context, conn *ws.Conn, client *hub.Client
 }
 
 // reply answers a frame the transport refused itself; its id is unknown.
-func (s *Server) reply(conn *ws.Conn, e *jsonrpc.Error) error {
+func (s *Server) reply(conn frameConn, e *jsonrpc.Error) error {
 	return conn.WriteBatch([][]byte{jsonrpc.NewErrorResponse(nil, e)})
 }
 

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acphub/acphub/internal/transport/netbatch"
 )
 
 // Opcodes of message frames.
@@ -80,8 +82,8 @@ type Conn struct {
 	nc net.Conn
 	br *bufio.Reader
 
-	wmu    sync.Mutex // guards wbuf, hdr and closed
-	wbuf   []byte     // frames gathered for one write; from writeBufs while a write runs
+	wmu    sync.Mutex // guards w, hdr and closed
+	w      *netbatch.Writer
 	hdr    [14]byte
 	closed bool // a close frame was sent
 
@@ -89,40 +91,15 @@ type Conn struct {
 	closeWait  time.Duration // how long Close waits for the peer's close frame
 	closeOnce  sync.Once
 
-	stall       time.Duration // see SetStallTimeout
-	timeout     time.Duration // for each socket write of the call in progress; guarded by wmu
-	hasDeadline bool          // a write deadline is set on nc; guarded by wmu
+	stall time.Duration // see SetStallTimeout
 }
 
 // SetStallTimeout makes a write fail with os.ErrDeadlineExceeded when the
 // peer takes none of its next bytes for d: every write to the socket is at
-// most writeBufSize bytes and gets d for itself, so a peer that reads slowly
-// but reads is never cut off. Zero, the default, waits for ever. Call it
-// before the first write.
+// most netbatch.PieceSize bytes and gets d for itself, so a peer that reads
+// slowly but reads is never cut off. Zero, the default, waits for ever.
+// Call it before the first write.
 func (c *Conn) SetStallTimeout(d time.Duration) { c.stall = d }
-
-// write writes b to the socket in pieces of at most writeBufSize bytes,
-// each within c.timeout when it is set.
-func (c *Conn) write(b []byte) error {
-	for len(b) > 0 {
-		n := min(len(b), writeBufSize)
-		if c.timeout > 0 || c.hasDeadline {
-			var deadline time.Time
-			if c.timeout > 0 {
-				deadline = time.Now().Add(c.timeout)
-			}
-			if err := c.nc.SetWriteDeadline(deadline); err != nil {
-				return err
-			}
-			c.hasDeadline = c.timeout > 0
-		}
-		if _, err := c.nc.Write(b[:n]); err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
-}
 
 // UpgradeError says why a request is not a WebSocket upgrade Accept can
 // take, and how to answer it.
@@ -140,7 +117,7 @@ func CheckUpgrade(r *http.Request) *UpgradeError {
 	if r.Method != http.MethodGet {
 		return &UpgradeError{Status: http.StatusMethodNotAllowed, Header: http.Header{"Allow": {http.MethodGet}}, Msg: "WebSocket upgrade needs GET"}
 	}
-	if !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket") {
+	if !HeaderHas(r.Header, "Connection", "upgrade") || !HeaderHas(r.Header, "Upgrade", "websocket") {
 		return &UpgradeError{Status: http.StatusUpgradeRequired, Header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}},
 			Msg: "this endpoint speaks WebSocket"}
 	}
@@ -185,12 +162,15 @@ func newConn(nc net.Conn, br *bufio.Reader) *Conn {
 	return &Conn{
 		nc:         nc,
 		br:         br,
+		w:          netbatch.NewWriter(nc),
 		peerClosed: make(chan struct{}),
 		closeWait:  closeTimeout,
 	}
 }
 
-func headerHas(h http.Header, name, token string) bool {
+// HeaderHas says whether the header name of h lists token (comma-separated,
+// any case).
+func HeaderHas(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for _, t := range strings.Split(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(t), token) {
@@ -204,14 +184,6 @@ func headerHas(h http.Header, name, token string) bool {
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
-// writeBufSize is how many bytes of frames a write gathers before it goes
-// to the socket: a batch of small frames leaves in few system calls.
-const writeBufSize = 64 << 10
-
-// writeBufs holds the gather buffers between writes, so that an idle
-// connection holds none.
-var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, writeBufSize); return &b }}
-
 // WriteBatch sends each of msgs as one text message, in as few writes to
 // the socket as fit.
 func (c *Conn) WriteBatch(msgs [][]byte) error {
@@ -220,41 +192,27 @@ func (c *Conn) WriteBatch(msgs [][]byte) error {
 	if c.closed {
 		return net.ErrClosed
 	}
-	c.timeout = c.stall
-	return c.writeLocked(OpText, msgs...)
+	return c.writeLocked(c.stall, OpText, msgs...)
 }
 
-// writeLocked writes each payload as one frame of type op, through a
-// gather buffer held only for the call.
-func (c *Conn) writeLocked(op byte, payloads ...[]byte) error {
-	bp := writeBufs.Get().(*[]byte)
-	c.wbuf = (*bp)[:0]
-	defer func() {
-		*bp = c.wbuf[:0]
-		c.wbuf = nil
-		writeBufs.Put(bp)
-	}()
+// writeLocked writes each payload as one frame of type op in one batch,
+// each write to the socket within timeout.
+func (c *Conn) writeLocked(timeout time.Duration, op byte, payloads ...[]byte) error {
+	c.w.Begin(timeout)
 	for _, p := range payloads {
-		if err := c.writeFrameLocked(op, p); err != nil {
-			return err
+		if c.w.Add(c.header(op, len(p)), p, nil) != nil {
+			break
 		}
 	}
-	return c.flushLocked()
+	return c.w.End()
 }
 
-func (c *Conn) flushLocked() error {
-	if len(c.wbuf) == 0 {
-		return nil
-	}
-	err := c.write(c.wbuf)
-	c.wbuf = c.wbuf[:0]
-	return err
-}
-
-func (c *Conn) writeFrameLocked(op byte, payload []byte) error {
+// header returns the header of an unmasked final frame of type op with n
+// bytes of payload, in c.hdr.
+func (c *Conn) header(op byte, n int) []byte {
 	h := c.hdr[:2]
 	h[0] = 0x80 | op // FIN
-	switch n := len(payload); {
+	switch {
 	case n <= 125:
 		h[1] = byte(n)
 	case n <= 0xffff:
@@ -264,24 +222,7 @@ func (c *Conn) writeFrameLocked(op byte, payload []byte) error {
 		h[1] = 127
 		h = binary.BigEndian.AppendUint64(h, uint64(n))
 	}
-	if len(c.wbuf)+len(h)+len(payload) > cap(c.wbuf) {
-		if err := c.flushLocked(); err != nil {
-			return err
-		}
-		if len(h)+len(payload) > cap(c.wbuf) {
-			// Too big to gather: the header with as much of the payload
-			// as fits, then the rest without a copy.
-			room := cap(c.wbuf) - len(h)
-			c.wbuf = append(append(c.wbuf, h...), payload[:room]...)
-			if err := c.flushLocked(); err != nil {
-				return err
-			}
-			return c.write(payload[room:])
-		}
-	}
-	c.wbuf = append(c.wbuf, h...)
-	c.wbuf = append(c.wbuf, payload...)
-	return nil
+	return h
 }
 
 // writeControl sends a control frame now.
@@ -294,8 +235,7 @@ func (c *Conn) writeControl(op byte, payload []byte) error {
 	if op == opClose {
 		c.closed = true
 	}
-	c.timeout = closeTimeout
-	return c.writeLocked(op, payload)
+	return c.writeLocked(closeTimeout, op, payload)
 }
 
 // Close starts the close handshake with code and reason, waits briefly for
