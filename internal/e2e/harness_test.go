@@ -945,6 +945,22 @@ func (h *hubProc) apiGet(path string, header http.Header) *http.Response {
 
 // logLines reads GET /api/sessions/{key}/events?query, which must answer
 // 200 with JSON lines, and returns the lines.
+// readLogUntil reads session key's log until its last event has type typ.
+func (h *hubProc) readLogUntil(key, typ string) []logEvent {
+	h.t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for {
+		evs := h.readLog(key)
+		if len(evs) > 0 && evs[len(evs)-1].Type == typ {
+			return evs
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the log of %s never ended with %s", key, typ)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (h *hubProc) logLines(key, query string) [][]byte {
 	h.t.Helper()
 	path := "/api/sessions/" + key + "/events"

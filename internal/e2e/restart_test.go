@@ -213,7 +213,9 @@ func TestRestart_SIGTERMKeepsSessions(t *testing.T) {
 		a.until(isUpdate("agent_message_chunk"))
 		a.sendCancel(sid)
 		mustStop(t, "before the restart", lastOf(a.untilResponse(id)), "cancelled")
-		before := h.readLog("s")
+		// The actor hands its events to the log after the frames of its
+		// batch went out: wait for the turn's end to be in it.
+		before := h.readLogUntil("s", api.EventTurnCompleted)
 
 		h.restart()
 		// The stop said why, in the hub's log and to the client it closed.
