@@ -497,6 +497,12 @@ func runLong(cfg *config) (*longResult, error) {
 			}
 		}}
 	}
+	// With -profile: the hub's CPU over ten seconds from the middle of the turn on.
+	profiled := make(chan func() error, 1)
+	go func() {
+		time.Sleep(10 * time.Second)
+		profiled <- cfg.profile(h, "cpu-long.pprof", "profile?seconds=10")
+	}()
 	stop := make(chan struct{})
 	sampled := make(chan []int64)
 	go func() {
@@ -515,6 +521,13 @@ func runLong(cfg *config) (*longResult, error) {
 		}
 	}()
 	res.flood, err = fr.run(spec)
+	select {
+	case wait := <-profiled:
+		if perr := wait(); perr != nil {
+			cfg.progress("profile: %v", perr)
+		}
+	default: // a turn shorter than ten seconds is not profiled
+	}
 	close(stop)
 	res.rss = <-sampled
 	if len(res.rss) > 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/demoagent"
 )
 
@@ -300,4 +301,23 @@ func TestSession_AgentProtocolErrorsAreLogged(t *testing.T) {
 	if got, want := strings.Join(reasons, ","), "agent_bad_frame,agent_unknown_response,agent_frame_too_large"; got != want {
 		t.Errorf("hub.error reasons %s, want %s", got, want)
 	}
+}
+
+// The session runs at the pace of its fastest reading client, but clients
+// that all stopped reading do not hold the agent: its turn runs to the end
+// in the log, and the client that reads again gets all of it.
+func TestSession_AClientThatStopsReadingDoesNotHoldTheAgent(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dialSmallBuffer("s", "peer=a")
+	sid := a.handshake()
+	a.stopReading()
+	id := a.prompt(sid, "/flood 2000 4096")
+	h.readLogUntil("s", api.EventTurnCompleted)
+	a.resumeReading()
+	got := a.untilResponse(id)
+	if n := len(chunkTexts(got)); n != 2000 {
+		t.Errorf("the client got %d chunks once it read again, want 2000", n)
+	}
+	h.waitLog(`client reads from the log.*peer=a`)
 }

@@ -247,7 +247,7 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	if req.HistoryPolicy != historyNone {
 		s.resendOpenRequests(p)
 	}
-	s.updateTerminalsPaused()
+	s.updatePaced()
 	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id}, p)
 }
 

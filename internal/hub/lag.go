@@ -2,6 +2,7 @@ package hub
 
 import (
 	"sync"
+	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
@@ -40,7 +41,7 @@ func (s *Session) lagBehind() {
 		s.log.Debug("client reads from the log", "peer", p.id, "seq", s.seq, "queued", p.out.Len())
 	}
 	s.over = s.over[:0]
-	s.updateTerminalsPaused()
+	s.updatePaced()
 }
 
 // kickLag is a lagging consumer's caughtUp: it asks the actor, without
@@ -66,7 +67,7 @@ func (s *Session) serveLagging() {
 			t.st.catchUp(s.key, s.seq, nil, &s.recent, s.seq-t.st.lagSeq <= catchUpStep)
 		}
 	}
-	s.updateTerminalsPaused()
+	s.updatePaced()
 }
 
 // catchUp gives lagging p the log up to its end, and makes it live when
@@ -215,18 +216,51 @@ func (r *recentLog) render(frames [][]byte, ev eventlog.Event) [][]byte {
 	return append(frames, out...)
 }
 
-// updateTerminalsPaused pauses the output of self_handle terminals while
-// every attached peer is lagging: that output is not in the log, so it
-// waits in the terminals' pipes until a client can take it.
-func (s *Session) updateTerminalsPaused() {
-	attached, lagging := 0, 0
+// paceProgress is how recently a lagging client must have taken output for
+// the session to wait for it (see updatePaced).
+const paceProgress = time.Second
+
+// updatePaced sets paced and terminalsPaused. The session runs at the pace
+// of its fastest reading client: while every attached client is reading
+// from the log and one of them took output in the last paceProgress, the
+// actor stops reading the agent's stdout: running ahead would only grow the stretch of log every client must read
+// back, from the database once it is past the recent ring — measured, a
+// long flood then delivered at half the rate. One slow client never holds
+// the others (they are live), and clients that all stopped reading do not
+// hold the agent: after paceProgress without progress it runs on and the
+// log takes its output. While paced, the actor looks again every
+// paceProgress/4. Terminal output, which is not in the log, waits whenever
+// every attached client reads from the log, progress or not.
+func (s *Session) updatePaced() {
+	attached, lagging, progressing := 0, 0, false
+	since := time.Now().Add(-paceProgress).UnixNano()
 	for _, p := range s.peers {
-		if p.attached {
-			attached++
-			if p.st.lagging.Load() {
-				lagging++
-			}
+		if !p.attached {
+			continue
+		}
+		attached++
+		if p.st.lagging.Load() {
+			lagging++
+			progressing = progressing || p.st.progress.Load() >= since
 		}
 	}
 	s.terminalsPaused = attached > 0 && lagging == attached
+	s.paced = s.terminalsPaused && progressing
+	if s.paced && s.paceTimer == nil {
+		s.paceTimer = time.NewTimer(paceProgress / 4)
+	}
+}
+
+// paceTimerC is the channel of the timer that looks at paced again, or nil.
+func (s *Session) paceTimerC() <-chan time.Time {
+	if s.paceTimer == nil {
+		return nil
+	}
+	return s.paceTimer.C
+}
+
+// paceTick looks at paced again when the timer fires.
+func (s *Session) paceTick() {
+	s.paceTimer = nil
+	s.updatePaced()
 }

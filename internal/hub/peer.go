@@ -102,7 +102,7 @@ func (s *Session) attachWith(p *peer, after int64, replay bool) {
 		p.st.mark(s.key, after, s.seq, nil)
 	}
 	s.resendOpenRequests(p)
-	s.updateTerminalsPaused()
+	s.updatePaced()
 	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id}, p)
 }
 
@@ -143,7 +143,7 @@ func (s *Session) detachPeer(p *peer, reason, condition string) {
 		s.record(p.id, &api.PeerLeft{Peer: p.id, Reason: reason, Condition: condition})
 		s.notify(api.MethodPeerLeft, &api.PeerLeftParams{SessionID: s.sessionIDString(), Peer: p.id, Reason: reason, Condition: condition}, nil)
 	}
-	s.updateTerminalsPaused()
+	s.updatePaced()
 	if len(s.peers) == 0 {
 		s.startIdleTimer()
 	}

@@ -56,7 +56,7 @@ type (
 func (s *Session) postTool(msg any) { s.postOn(s.toolEvents, msg) }
 
 // postTerminal hands the actor a terminal's output or exit, in order: it
-// waits while terminals are paused (see updateTerminalsPaused).
+// waits while terminals are paused (see updatePaced).
 func (s *Session) postTerminal(msg any) { s.postOn(s.terminals, msg) }
 
 func (s *Session) postOn(ch chan any, msg any) {

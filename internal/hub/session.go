@@ -45,9 +45,14 @@ type Session struct {
 	// over lists the consumers whose queue passed lagLimit since the actor
 	// last looked (see lagBehind).
 	over []*peer
-	// terminalsPaused is set while every attached peer is lagging: the
-	// output of self_handle terminals, which is not in the log, then waits
-	// in their pipes, so that a client that keeps reading gets all of it.
+	// paced is set while the session waits for its fastest reading client
+	// (see updatePaced): agent frames wait in the agent's pipe. paceTimer
+	// looks at it again while it is set. terminalsPaused is set while every
+	// attached client reads from the log: the output of self_handle
+	// terminals, which is not in the log, waits in their pipes, so that a
+	// client that reads again gets all of it.
+	paced           bool
+	paceTimer       *time.Timer
 	terminalsPaused bool
 
 	// active is set while the session has clients, subscribers or a
@@ -243,8 +248,8 @@ func (s *Session) join(ctx context.Context, opts JoinOptions) (*Client, error) {
 }
 
 // postAgent hands the actor a message from the agent reader. It waits while
-// the actor is busy (the log, when its queue is full, holds the actor): that
-// is how a flood is held in the pipe.
+// the actor is busy or paced (see updatePaced), or the log's queue is full:
+// that is how a flood is held in the pipe.
 func (s *Session) postAgent(msg any) { s.postOn(s.agentIn, msg) }
 
 func (s *Session) stop() {
@@ -266,7 +271,7 @@ func (s *Session) run() {
 		select {
 		case msg := <-s.inbox:
 			s.handle(msg)
-		case msg := <-s.agentIn:
+		case msg := <-s.agentChan():
 			s.handle(msg)
 		case msg := <-s.toolEvents:
 			s.handle(msg)
@@ -274,6 +279,8 @@ func (s *Session) run() {
 			s.handle(msg)
 		case <-s.lagKick:
 			s.serveLagging()
+		case <-s.paceTimerC():
+			s.paceTick()
 		case <-s.quit:
 			s.shutdown()
 			return
@@ -290,13 +297,18 @@ func (s *Session) run() {
 	}
 }
 
+// agentChan returns the channel of agent frames, or nil while paced.
+func (s *Session) agentChan() chan any { return unless(s.paced, s.agentIn) }
+
 // terminalChan returns the channel of terminal output, or nil while
 // terminalsPaused.
-func (s *Session) terminalChan() chan any {
-	if s.terminalsPaused {
+func (s *Session) terminalChan() chan any { return unless(s.terminalsPaused, s.terminals) }
+
+func unless(paused bool, ch chan any) chan any {
+	if paused {
 		return nil
 	}
-	return s.terminals
+	return ch
 }
 
 // handleWaiting handles one message if one is waiting, and reports whether
@@ -305,7 +317,7 @@ func (s *Session) handleWaiting() bool {
 	select {
 	case msg := <-s.inbox:
 		s.handle(msg)
-	case msg := <-s.agentIn:
+	case msg := <-s.agentChan():
 		s.handle(msg)
 	case msg := <-s.toolEvents:
 		s.handle(msg)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/frameq"
@@ -39,6 +40,9 @@ type stream struct {
 	lagging atomic.Bool
 	lagSeq  int64
 	asked   atomic.Bool // the consumer called caughtUp since the actor looked
+	// progress is when the consumer last took frames (Unix ns), for
+	// updatePaced.
+	progress atomic.Int64
 
 	// Used only by the consumer goroutine.
 	popped    uint64   // frames taken from the queue so far
@@ -70,7 +74,9 @@ func closeQueue(q *frameq.Queue, cause error) {
 }
 
 func newStream(limit int, store eventlog.Store, render func([][]byte, eventlog.Event) [][]byte, caughtUp func()) *stream {
-	return &stream{out: frameq.New(limit), store: store, render: render, caughtUp: caughtUp, pageLimit: minPage}
+	st := &stream{out: frameq.New(limit), store: store, render: render, caughtUp: caughtUp, pageLimit: minPage}
+	st.progress.Store(time.Now().UnixNano())
+	return st
 }
 
 // mark schedules history at the current end of the queue. The actor must
@@ -121,6 +127,7 @@ func (st *stream) next(ctx context.Context) ([][]byte, error) {
 		if marked && mark.at <= st.popped {
 			frames, err := st.replayPage(ctx, mark)
 			if err != nil || len(frames) > 0 {
+				st.progress.Store(time.Now().UnixNano())
 				return frames, err
 			}
 			continue
@@ -146,6 +153,7 @@ func (st *stream) next(ctx context.Context) ([][]byte, error) {
 		out := st.pending[:n]
 		st.pending = st.pending[n:]
 		st.popped += n
+		st.progress.Store(time.Now().UnixNano())
 		return out, nil
 	}
 }

@@ -39,6 +39,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -47,6 +48,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -111,8 +113,9 @@ type Store struct {
 	mu           sync.Mutex    // guards the following
 	room         chan struct{} // closed, and replaced, when pending shrinks or the store closes
 	pending      []eventlog.Event
-	pendingBytes int              // queuedSize of pending
-	lastSeq      map[string]int64 // per session, pending included
+	bySession    map[string][]eventlog.Event // pending, per session, in seq order
+	pendingBytes int                         // queuedSize of pending
+	lastSeq      map[string]int64            // per session, pending included
 	closed       bool
 }
 
@@ -155,15 +158,16 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		db:      db,
-		opts:    opts,
-		log:     opts.Logger.With("subsystem", "eventlog"),
-		wake:    make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
-		room:    make(chan struct{}),
-		lastSeq: make(map[string]int64),
-		keys:    make(map[string]int64),
+		db:        db,
+		opts:      opts,
+		log:       opts.Logger.With("subsystem", "eventlog"),
+		wake:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+		room:      make(chan struct{}),
+		lastSeq:   make(map[string]int64),
+		bySession: make(map[string][]eventlog.Event),
+		keys:      make(map[string]int64),
 	}
 	for _, p := range []struct {
 		stmt  **sql.Stmt
@@ -282,6 +286,9 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 		s.lastSeq[k] = v
 	}
 	s.pending = append(s.pending, events...)
+	for _, e := range events {
+		s.bySession[e.Session] = append(s.bySession[e.Session], e)
+	}
 	s.pendingBytes += size
 	select {
 	case s.wake <- struct{}{}:
@@ -450,7 +457,19 @@ func (s *Store) commit() error {
 	s.mu.Lock()
 	// Drop the committed events without copying the rest: the next append
 	// that outgrows the array moves only what is still pending.
-	clear(s.pending[:len(batch)])
+	for _, e := range batch {
+		// The batch holds the oldest pending events of each of its
+		// sessions, in order.
+		list := s.bySession[e.Session]
+		list[0] = eventlog.Event{} // keep no data alive
+		rest := list[1:]
+		if len(rest) == 0 {
+			delete(s.bySession, e.Session)
+			continue
+		}
+		s.bySession[e.Session] = rest
+	}
+	clear(s.pending[:len(batch)]) // batch too: it shares the array
 	s.pending = s.pending[len(batch):]
 	s.pendingBytes -= size
 	more := len(s.pending) > 0
@@ -582,16 +601,13 @@ func (s *Store) Read(ctx context.Context, session string, after int64, limit int
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, e := range s.pending {
-		if limit > 0 && len(out) >= limit {
-			break
-		}
-		if e.Session == session && e.Seq > last {
-			out = append(out, e)
-			last = e.Seq
-		}
+	pending := s.bySession[session]
+	i, _ := slices.BinarySearchFunc(pending, last+1, func(e eventlog.Event, seq int64) int { return cmp.Compare(e.Seq, seq) })
+	pending = pending[i:]
+	if limit > 0 {
+		pending = pending[:min(len(pending), max(limit-len(out), 0))]
 	}
-	return out, nil
+	return append(out, pending...), nil
 }
 
 // selectEvents starts a query of events e, read by scanEvents.
