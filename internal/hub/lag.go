@@ -144,11 +144,12 @@ func missedNotification(sessionID string, ev eventlog.Event) (string, any) {
 // them: a hundred clients behind on the same flood read it from here, not
 // each from the store, and share one copy of each frame. The actor puts
 // every event it records; consumers take runs of consecutive events. It is
-// a ring keyed by seq, bounded in bytes (data and frames): an event that
-// does not fit is not kept, and readers go to the store for it.
+// a ring keyed by seq that grows with the session's events from 64 slots
+// to recentSlots, bounded in bytes (data and frames): an event that does
+// not fit is not kept, and readers go to the store for it.
 type recentLog struct {
 	mu    sync.Mutex
-	slots [recentSlots]recentEvent
+	slots []recentEvent // a power of two long
 	bytes int
 }
 
@@ -159,15 +160,25 @@ type recentEvent struct {
 }
 
 const (
-	recentSlots = 4096
-	recentBytes = 8 << 20
+	recentFirstSlots = 64
+	recentSlots      = 4096
+	recentBytes      = 8 << 20
 )
+
+// slot returns the slot of seq. r.mu is held.
+func (r *recentLog) slot(seq int64) *recentEvent { return &r.slots[seq&int64(len(r.slots)-1)] }
 
 // put keeps ev, replacing the event its slot held.
 func (r *recentLog) put(ev eventlog.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	slot := &r.slots[ev.Seq%recentSlots]
+	if r.slots == nil {
+		r.slots = make([]recentEvent, recentFirstSlots)
+	}
+	if old := r.slot(ev.Seq); old.ev.Seq != 0 && old.ev.Seq != ev.Seq && len(r.slots) < recentSlots {
+		r.grow()
+	}
+	slot := r.slot(ev.Seq)
 	size := len(ev.Data)
 	if r.bytes-slot.size+size > recentBytes {
 		return
@@ -176,14 +187,28 @@ func (r *recentLog) put(ev eventlog.Event) {
 	*slot = recentEvent{ev: ev, size: size}
 }
 
+// grow doubles the ring, keeping what it holds. r.mu is held.
+func (r *recentLog) grow() {
+	old := r.slots
+	r.slots = make([]recentEvent, 2*len(old))
+	for _, e := range old {
+		if e.ev.Seq != 0 {
+			*r.slot(e.ev.Seq) = e
+		}
+	}
+}
+
 // read returns the events after seq after, up to upto and at most limit,
 // that it holds in a run from after+1; none when it does not hold after+1.
 func (r *recentLog) read(after, upto int64, limit int) []eventlog.Event {
 	var out []eventlog.Event
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.slots == nil {
+		return nil
+	}
 	for seq := after + 1; seq <= upto && len(out) < limit; seq++ {
-		slot := &r.slots[seq%recentSlots]
+		slot := r.slot(seq)
 		if slot.ev.Seq != seq {
 			break
 		}
@@ -194,12 +219,13 @@ func (r *recentLog) read(after, upto int64, limit int) []eventlog.Event {
 
 // render appends ev's replay frames, from the ring when it holds them.
 func (r *recentLog) render(frames [][]byte, ev eventlog.Event) [][]byte {
-	slot := &r.slots[ev.Seq%recentSlots]
 	r.mu.Lock()
-	if slot.ev.Seq == ev.Seq && slot.frames != nil {
-		cached := slot.frames
-		r.mu.Unlock()
-		return append(frames, cached...)
+	if r.slots != nil {
+		if slot := r.slot(ev.Seq); slot.ev.Seq == ev.Seq && slot.frames != nil {
+			cached := slot.frames
+			r.mu.Unlock()
+			return append(frames, cached...)
+		}
 	}
 	r.mu.Unlock()
 	out := appendReplayFrames(nil, ev)
@@ -208,9 +234,11 @@ func (r *recentLog) render(frames [][]byte, ev eventlog.Event) [][]byte {
 		size += len(f)
 	}
 	r.mu.Lock()
-	if slot.ev.Seq == ev.Seq && slot.frames == nil && r.bytes-slot.size+size <= recentBytes {
-		r.bytes += size - slot.size
-		slot.frames, slot.size = out, size
+	if r.slots != nil {
+		if slot := r.slot(ev.Seq); slot.ev.Seq == ev.Seq && slot.frames == nil && r.bytes-slot.size+size <= recentBytes {
+			r.bytes += size - slot.size
+			slot.frames, slot.size = out, size
+		}
 	}
 	r.mu.Unlock()
 	return append(frames, out...)

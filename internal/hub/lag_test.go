@@ -42,8 +42,17 @@ func TestRecentLog(t *testing.T) {
 	if want := appendReplayFrames(nil, ev); string(first[0]) != string(want[0]) {
 		t.Fatalf("rendered %s, want %s", first[0], want[0])
 	}
+	// The ring grows from 64 slots and keeps what it held.
+	for seq := int64(11); seq <= 200; seq++ {
+		r.put(updateEvent(seq, 10))
+	}
+	if got := r.read(0, 200, 1000); len(got) != 200 || len(r.slots) != 256 {
+		t.Fatalf("after 200 events: read %d of them, %d slots", len(got), len(r.slots))
+	}
 	// A ring slot reused by a later seq no longer answers for the old one.
-	r.put(updateEvent(5+recentSlots, 10))
+	for seq := int64(201); seq <= 5+recentSlots; seq++ {
+		r.put(updateEvent(seq, 10))
+	}
 	if got := r.read(4, 10, 100); len(got) != 0 {
 		t.Fatalf("read from a slot another seq took = %d events", len(got))
 	}
