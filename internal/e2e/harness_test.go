@@ -328,21 +328,23 @@ func (h *hubProc) tryDial(session, query string, header http.Header) (*client, e
 // blocks soon.
 func (h *hubProc) dialSmallBuffer(session, query string) *client {
 	h.t.Helper()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		cerr := rc.Control(func(fd uintptr) {
-			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
-		})
-		return errors.Join(cerr, err)
-	}}
 	c, err := h.tryDialWith(session, query, &websocket.DialOptions{
-		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: d.DialContext}},
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: smallBufferDialer.DialContext}},
 	})
 	if err != nil {
 		h.t.Fatalf("dial %s: %v", session, err)
 	}
 	return c
 }
+
+// smallBufferDialer dials with a 64 KiB socket receive buffer.
+var smallBufferDialer = net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+	var err error
+	cerr := rc.Control(func(fd uintptr) {
+		err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
+	})
+	return errors.Join(cerr, err)
+}}
 
 func (h *hubProc) tryDialWith(session, query string, opts *websocket.DialOptions) (*client, error) {
 	q := "session=" + session

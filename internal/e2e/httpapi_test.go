@@ -3,14 +3,11 @@ package e2e_test
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -271,14 +268,7 @@ func TestHTTP_StalledEventStreamIsEnded(t *testing.T) {
 	sid := a.handshake()
 	// A subscriber with a small receive buffer that reads its headers and
 	// then nothing.
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		cerr := rc.Control(func(fd uintptr) {
-			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
-		})
-		return errors.Join(cerr, err)
-	}}
-	conn, err := d.Dial("tcp", h.addr)
+	conn, err := smallBufferDialer.Dial("tcp", h.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
