@@ -161,7 +161,7 @@ type recentEvent struct {
 
 const (
 	recentFirstSlots = 64
-	recentSlots      = 4096
+	recentSlots      = 16384
 	recentBytes      = 8 << 20
 )
 
