@@ -108,7 +108,11 @@ func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
-	return demoagent.Run(ctx, stdio.In, stdio.Out, demoagent.Options{Delay: *delay, Stderr: stdio.Err})
+	err := demoagent.Run(ctx, stdio.In, stdio.Out, demoagent.Options{Delay: *delay, Stderr: stdio.Err})
+	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+		return nil // stopped as asked (SIGTERM from the hub that runs it): a clean exit
+	}
+	return err
 }
 
 // dialHub connects to a hub session: over the data dir's Unix socket when

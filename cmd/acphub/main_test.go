@@ -28,3 +28,17 @@ func TestDemoAgentHelpListsTheCommands(t *testing.T) {
 		t.Errorf("acphub demo-agent --help does not show --delay:\n%s", help)
 	}
 }
+
+// A demo agent stopped by a signal exits cleanly: the hub that stops it
+// logs exit code 0, not a failure.
+func TestDemoAgentStoppedBySignalExitsCleanly(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	in, w := io.Pipe()
+	defer w.Close()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, []string{"demo-agent"}, Stdio{In: in, Out: io.Discard, Err: io.Discard}) }()
+	cancel(errors.New("received SIGTERM"))
+	if err := <-done; err != nil {
+		t.Fatalf("a demo agent stopped by SIGTERM returned %v, want nil", err)
+	}
+}
