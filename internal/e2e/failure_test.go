@@ -135,7 +135,8 @@ func TestSession_SlowClientReadsTheLogAndMissesNothing(t *testing.T) {
 			h := startHub(t, "--client-queue", "2097152")
 			a := h.dial("s", "peer=a")
 			sid := a.handshake()
-			slow := h.dial("s", "peer=slow")
+			// A small receive buffer: the kernel holds little for it.
+			slow := h.dialSmallBuffer("s", "peer=slow")
 			slow.handshake()
 			stop := make(chan struct{})
 			paused := make(chan struct{})
