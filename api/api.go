@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 )
 
 // EventData is the data of one event type.
@@ -79,12 +80,43 @@ type ErrorInfo struct {
 	Reason      string
 	Message     string
 	Description string
+	// Condition is the error condition of the ACP Remote drafts' registry
+	// where one fits ("backpressure"), and Retryable whether the same
+	// request may succeed if sent again later; both go into data.
+	Condition string
+	Retryable bool
 }
 
 // HTTPErrorInfo describes one refusal of an HTTP request: its status and
-// the error.reason of its body (HTTPError).
+// the error.reason of its body (HTTPError), with its condition and
+// whether it is retryable, as in ErrorInfo.
 type HTTPErrorInfo struct {
 	Status      int
 	Reason      string
 	Description string
+	Condition   string
+	Retryable   bool
 }
+
+// Condition returns the condition ("" when none fits) and whether a
+// request refused for reason is retryable, from Errors and HTTPErrors.
+func Condition(reason string) (condition string, retryable bool) {
+	c := conditions()[reason]
+	return c.condition, c.retryable
+}
+
+type errorCondition struct {
+	condition string
+	retryable bool
+}
+
+var conditions = sync.OnceValue(func() map[string]errorCondition {
+	m := make(map[string]errorCondition, len(Errors)+len(HTTPErrors))
+	for _, e := range Errors {
+		m[e.Reason] = errorCondition{e.Condition, e.Retryable}
+	}
+	for _, e := range HTTPErrors {
+		m[e.Reason] = errorCondition{e.Condition, e.Retryable}
+	}
+	return m
+})

@@ -541,6 +541,10 @@ type HTTPErrorError struct {
 	Param string `json:"param,omitempty"`
 	// past_end: the seq of the session's last event.
 	LastSeq int64 `json:"lastSeq,omitempty"`
+	// The error condition of the ACP Remote drafts' registry, where one fits (unauthenticated, forbidden, cursor_gap, rate_limited, temporarily_unavailable, …).
+	Condition string `json:"condition,omitempty"`
+	// Whether the same request may succeed if sent again later, unchanged.
+	Retryable bool `json:"retryable"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -562,6 +566,12 @@ func (v *HTTPErrorError) AppendJSON(b []byte) []byte {
 		b = member(b, &n, "lastSeq")
 		b = strconv.AppendInt(b, v.LastSeq, 10)
 	}
+	if v.Condition != "" {
+		b = member(b, &n, "condition")
+		b = appendString(b, v.Condition)
+	}
+	b = member(b, &n, "retryable")
+	b = strconv.AppendBool(b, v.Retryable)
 	return append(b, '}')
 }
 
@@ -691,79 +701,79 @@ const (
 
 // Errors lists every error acphub sends, with its code and reason.
 var Errors = []ErrorInfo{
-	{Code: -32700, Reason: "parse_error", Message: "Parse error", Description: "The frame is not one JSON value in UTF-8. Answered with id null; the connection stays open."},
-	{Code: -32600, Reason: "batch", Message: "Invalid request", Description: "A JSON array: ACP has no batches."},
-	{Code: -32600, Reason: "not_object", Message: "Invalid request", Description: "The message is not a JSON object."},
-	{Code: -32600, Reason: "bad_version", Message: "Invalid request", Description: "jsonrpc is not \"2.0\"."},
-	{Code: -32600, Reason: "bad_id", Message: "Invalid request", Description: "id is not a string, a number or null."},
-	{Code: -32600, Reason: "bad_method", Message: "Invalid request", Description: "method is not a non-empty string."},
-	{Code: -32600, Reason: "bad_params", Message: "Invalid request", Description: "params is not an object or an array."},
-	{Code: -32600, Reason: "ambiguous", Message: "Invalid request", Description: "A message with both method and result or error."},
-	{Code: -32600, Reason: "bad_response", Message: "Invalid request", Description: "A response with params, or with both or neither of result and error."},
-	{Code: -32600, Reason: "bad_error", Message: "Invalid request", Description: "error is not an object."},
-	{Code: -32600, Reason: "no_method", Message: "Invalid request", Description: "A message with neither method nor id."},
-	{Code: -32600, Reason: "duplicate_member", Message: "Invalid request", Description: "An envelope member appears twice."},
-	{Code: -32600, Reason: "binary_frame", Message: "Invalid request", Description: "A binary WebSocket message; send text."},
-	{Code: -32600, Reason: "duplicate_id", Message: "Invalid request", Description: "The agent reused the id of a request still open (sent to the agent)."},
-	{Code: -32601, Reason: "unknown_method", Message: "Method not found", Description: "An _acphub/ method acphub does not have. Other unknown methods go to the agent."},
-	{Code: -32602, Reason: "bad_params", Message: "Invalid params", Description: "The params of a method acphub parses do not decode."},
-	{Code: -32800, Reason: "cancelled", Message: "Request cancelled", Description: "A queued prompt withdrawn with $/cancel_request; a self_handle terminal/wait_for_exit or terminal/kill the agent withdrew with $/cancel_request."},
-	{Code: -32010, Reason: "policy_blocked", Message: "Client-tool request blocked", Description: "An agent's fs/* or terminal/* request refused by the client-tool policy; sent to the agent. data: method, namespace, mode."},
-	{Code: -32011, Reason: "queue_full", Message: "Prompt queue is full", Description: "The session's prompt queue is full. data: limit."},
-	{Code: -32012, Reason: "agent_exited", Message: "The agent exited", Description: "The agent exited while the request was open. data: code, signal, stderrTail."},
-	{Code: -32013, Reason: "agent_start_failed", Message: "The agent could not be started", Description: "The agent could not be started or its handshake failed. data: stderrTail."},
-	{Code: -32014, Reason: "frame_too_large", Message: "Frame exceeds the size limit", Description: "A frame over the size limit; answered with id null, the connection stays open. data: limit."},
-	{Code: -32015, Reason: "no_session", Message: "No ACP session yet", Description: "A session method before session/new."},
-	{Code: -32016, Reason: "not_initialized", Message: "Send initialize first", Description: "A request before initialize."},
-	{Code: -32018, Reason: "unknown_session", Message: "Unknown session", Description: "A sessionId that is not this hub session's. data: sessionId."},
-	{Code: -32020, Reason: "no_executor", Message: "No client can execute this request", Description: "single_pass_through: no attached client advertised the capability the request needs. data: method, namespace, mode."},
-	{Code: -32021, Reason: "executor_left", Message: "The executing client left", Description: "single_pass_through: the client executing the request, or owning the terminal, left before answering. data: method, peer."},
-	{Code: -32022, Reason: "unknown_terminal", Message: "Unknown terminal", Description: "A terminal/* request for a terminalId acphub does not know (never created, released, or its owner left). data: terminalId."},
-	{Code: -32023, Reason: "path_invalid", Message: "Invalid path", Description: "self_handle: the path is relative, holds a NUL byte, is longer than 4096 bytes or has a name over 255 bytes, or passes through more than 40 symbolic links. data: path."},
-	{Code: -32024, Reason: "path_outside_root", Message: "Path outside the session root", Description: "self_handle: the path is outside the session root, or leads out of it through .. or a symbolic link. data: path."},
-	{Code: -32025, Reason: "path_denied", Message: "Path denied", Description: "self_handle: the path, as given or resolved, matches the denylist (.git internals, keys, .env files by default). data: path."},
-	{Code: -32002, Reason: "not_found", Message: "Resource not found", Description: "self_handle: the file, or a terminal's cwd, does not exist. data: path."},
-	{Code: -32026, Reason: "is_directory", Message: "Is a directory", Description: "self_handle: a file operation named a directory. data: path."},
-	{Code: -32027, Reason: "not_directory", Message: "Not a directory", Description: "self_handle: a terminal's cwd is not a directory. data: path."},
-	{Code: -32028, Reason: "not_regular_file", Message: "Not a regular file", Description: "self_handle: the path names a device, FIFO or socket. data: path."},
-	{Code: -32029, Reason: "too_large", Message: "File too large", Description: "self_handle: the file read, or the content written, is over the size limit. data: path, limit."},
-	{Code: -32030, Reason: "not_text", Message: "Not a text file", Description: "self_handle: the file is not valid UTF-8. data: path."},
-	{Code: -32031, Reason: "permission_denied", Message: "Permission denied", Description: "self_handle: the operating system refused acphub access. data: path."},
-	{Code: -32032, Reason: "io_error", Message: "File operation failed", Description: "self_handle: any other failure of the filesystem. data: path."},
-	{Code: -32033, Reason: "start_failed", Message: "Command could not be started", Description: "self_handle: terminal/create could not start the command (not found, not executable). data: command."},
-	{Code: -32034, Reason: "terminal_limit", Message: "Too many terminals", Description: "self_handle: the session's terminal limit is reached; release one first. data: limit."},
-	{Code: -32035, Reason: "no_root", Message: "No session root", Description: "self_handle: the session has no usable root: session/new gave no absolute cwd, or it is not a directory on the hub's machine. data: root."},
-	{Code: -32036, Reason: "executor_closed", Message: "Session tools closed", Description: "self_handle: the request was still running when its terminals were closed, because the agent ended or the hub is stopping."},
-	{Code: -32037, Reason: "clone_failed", Message: "Remote could not be checked out", Description: "session/new with remote: git could not fetch the repository or branch (unreachable host, no access, no such branch). data: url, stderrTail."},
-	{Code: -32038, Reason: "no_answer", Message: "No answer before acphub attach stopped waiting", Description: "acphub attach: its stdin ended and a request it had forwarded got no answer within --eof-wait; written by attach itself, one for each such request, before it exits. data: eofWait."},
+	{Code: -32700, Reason: "parse_error", Message: "Parse error", Description: "The frame is not one JSON value in UTF-8. Answered with id null; the connection stays open.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "batch", Message: "Invalid request", Description: "A JSON array: ACP has no batches.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "not_object", Message: "Invalid request", Description: "The message is not a JSON object.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "bad_version", Message: "Invalid request", Description: "jsonrpc is not \"2.0\".", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "bad_id", Message: "Invalid request", Description: "id is not a string, a number or null.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "bad_method", Message: "Invalid request", Description: "method is not a non-empty string.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "bad_params", Message: "Invalid request", Description: "params is not an object or an array.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "ambiguous", Message: "Invalid request", Description: "A message with both method and result or error.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "bad_response", Message: "Invalid request", Description: "A response with params, or with both or neither of result and error.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "bad_error", Message: "Invalid request", Description: "error is not an object.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "no_method", Message: "Invalid request", Description: "A message with neither method nor id.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "duplicate_member", Message: "Invalid request", Description: "An envelope member appears twice.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "binary_frame", Message: "Invalid request", Description: "A binary WebSocket message; send text.", Condition: "", Retryable: false},
+	{Code: -32600, Reason: "duplicate_id", Message: "Invalid request", Description: "The agent reused the id of a request still open (sent to the agent).", Condition: "", Retryable: false},
+	{Code: -32601, Reason: "unknown_method", Message: "Method not found", Description: "An _acphub/ method acphub does not have. Other unknown methods go to the agent.", Condition: "", Retryable: false},
+	{Code: -32602, Reason: "bad_params", Message: "Invalid params", Description: "The params of a method acphub parses do not decode.", Condition: "", Retryable: false},
+	{Code: -32800, Reason: "cancelled", Message: "Request cancelled", Description: "A queued prompt withdrawn with $/cancel_request; a self_handle terminal/wait_for_exit or terminal/kill the agent withdrew with $/cancel_request.", Condition: "", Retryable: false},
+	{Code: -32010, Reason: "policy_blocked", Message: "Client-tool request blocked", Description: "An agent's fs/* or terminal/* request refused by the client-tool policy; sent to the agent. data: method, namespace, mode.", Condition: "forbidden", Retryable: false},
+	{Code: -32011, Reason: "queue_full", Message: "Prompt queue is full", Description: "The session's prompt queue is full. data: limit.", Condition: "backpressure", Retryable: true},
+	{Code: -32012, Reason: "agent_exited", Message: "The agent exited", Description: "The agent exited while the request was open. data: code, signal, stderrTail.", Condition: "temporarily_unavailable", Retryable: true},
+	{Code: -32013, Reason: "agent_start_failed", Message: "The agent could not be started", Description: "The agent could not be started or its handshake failed. data: stderrTail.", Condition: "temporarily_unavailable", Retryable: false},
+	{Code: -32014, Reason: "frame_too_large", Message: "Frame exceeds the size limit", Description: "A frame over the size limit; answered with id null, the connection stays open. data: limit.", Condition: "message_too_large", Retryable: false},
+	{Code: -32015, Reason: "no_session", Message: "No ACP session yet", Description: "A session method before session/new.", Condition: "", Retryable: false},
+	{Code: -32016, Reason: "not_initialized", Message: "Send initialize first", Description: "A request before initialize.", Condition: "", Retryable: false},
+	{Code: -32018, Reason: "unknown_session", Message: "Unknown session", Description: "A sessionId that is not this hub session's. data: sessionId.", Condition: "", Retryable: false},
+	{Code: -32020, Reason: "no_executor", Message: "No client can execute this request", Description: "single_pass_through: no attached client advertised the capability the request needs. data: method, namespace, mode.", Condition: "temporarily_unavailable", Retryable: true},
+	{Code: -32021, Reason: "executor_left", Message: "The executing client left", Description: "single_pass_through: the client executing the request, or owning the terminal, left before answering. data: method, peer.", Condition: "temporarily_unavailable", Retryable: true},
+	{Code: -32022, Reason: "unknown_terminal", Message: "Unknown terminal", Description: "A terminal/* request for a terminalId acphub does not know (never created, released, or its owner left). data: terminalId.", Condition: "", Retryable: false},
+	{Code: -32023, Reason: "path_invalid", Message: "Invalid path", Description: "self_handle: the path is relative, holds a NUL byte, is longer than 4096 bytes or has a name over 255 bytes, or passes through more than 40 symbolic links. data: path.", Condition: "", Retryable: false},
+	{Code: -32024, Reason: "path_outside_root", Message: "Path outside the session root", Description: "self_handle: the path is outside the session root, or leads out of it through .. or a symbolic link. data: path.", Condition: "forbidden", Retryable: false},
+	{Code: -32025, Reason: "path_denied", Message: "Path denied", Description: "self_handle: the path, as given or resolved, matches the denylist (.git internals, keys, .env files by default). data: path.", Condition: "forbidden", Retryable: false},
+	{Code: -32002, Reason: "not_found", Message: "Resource not found", Description: "self_handle: the file, or a terminal's cwd, does not exist. data: path.", Condition: "", Retryable: false},
+	{Code: -32026, Reason: "is_directory", Message: "Is a directory", Description: "self_handle: a file operation named a directory. data: path.", Condition: "", Retryable: false},
+	{Code: -32027, Reason: "not_directory", Message: "Not a directory", Description: "self_handle: a terminal's cwd is not a directory. data: path.", Condition: "", Retryable: false},
+	{Code: -32028, Reason: "not_regular_file", Message: "Not a regular file", Description: "self_handle: the path names a device, FIFO or socket. data: path.", Condition: "", Retryable: false},
+	{Code: -32029, Reason: "too_large", Message: "File too large", Description: "self_handle: the file read, or the content written, is over the size limit. data: path, limit.", Condition: "", Retryable: false},
+	{Code: -32030, Reason: "not_text", Message: "Not a text file", Description: "self_handle: the file is not valid UTF-8. data: path.", Condition: "", Retryable: false},
+	{Code: -32031, Reason: "permission_denied", Message: "Permission denied", Description: "self_handle: the operating system refused acphub access. data: path.", Condition: "forbidden", Retryable: false},
+	{Code: -32032, Reason: "io_error", Message: "File operation failed", Description: "self_handle: any other failure of the filesystem. data: path.", Condition: "", Retryable: true},
+	{Code: -32033, Reason: "start_failed", Message: "Command could not be started", Description: "self_handle: terminal/create could not start the command (not found, not executable). data: command.", Condition: "", Retryable: false},
+	{Code: -32034, Reason: "terminal_limit", Message: "Too many terminals", Description: "self_handle: the session's terminal limit is reached; release one first. data: limit.", Condition: "rate_limited", Retryable: true},
+	{Code: -32035, Reason: "no_root", Message: "No session root", Description: "self_handle: the session has no usable root: session/new gave no absolute cwd, or it is not a directory on the hub's machine. data: root.", Condition: "", Retryable: false},
+	{Code: -32036, Reason: "executor_closed", Message: "Session tools closed", Description: "self_handle: the request was still running when its terminals were closed, because the agent ended or the hub is stopping.", Condition: "temporarily_unavailable", Retryable: true},
+	{Code: -32037, Reason: "clone_failed", Message: "Remote could not be checked out", Description: "session/new with remote: git could not fetch the repository or branch (unreachable host, no access, no such branch). data: url, stderrTail.", Condition: "", Retryable: true},
+	{Code: -32038, Reason: "no_answer", Message: "No answer before acphub attach stopped waiting", Description: "acphub attach: its stdin ended and a request it had forwarded got no answer within --eof-wait; written by attach itself, one for each such request, before it exits. data: eofWait.", Condition: "temporarily_unavailable", Retryable: true},
 }
 
 // HTTPErrors lists every refusal of an HTTP request, with its status and
 // reason.
 var HTTPErrors = []HTTPErrorInfo{
-	{Status: 401, Reason: "unauthorized", Description: "No Authorization: Bearer header, or the wrong token. WWW-Authenticate: Bearer."},
-	{Status: 403, Reason: "bad_origin", Description: "A WebSocket upgrade from a browser page whose Origin is neither the hub's own nor an --allow-origin."},
-	{Status: 400, Reason: "bad_query", Description: "The query string does not parse (a bad %-escape, a ';')."},
-	{Status: 400, Reason: "unknown_parameter", Description: "A query parameter the endpoint does not take (param names it)."},
-	{Status: 400, Reason: "bad_session", Description: "/acp: session missing, or not 1-128 of A-Z a-z 0-9 . _ : @ - (param: session)."},
-	{Status: 400, Reason: "bad_peer", Description: "/acp: peer empty, given twice, or not 1-128 of A-Z a-z 0-9 . _ : @ - (param: peer)."},
-	{Status: 400, Reason: "bad_agent", Description: "/acp: agent empty or given twice (param: agent)."},
-	{Status: 400, Reason: "bad_replay", Description: "/acp: replay not full or skip (param: replay)."},
-	{Status: 400, Reason: "bad_after", Description: "after not an integer >= 0 (param: after)."},
-	{Status: 400, Reason: "bad_limit", Description: "limit not an integer from 1 to 10000, or given with following (param: limit)."},
-	{Status: 400, Reason: "bad_follow", Description: "follow not true, false, 1 or 0, or false on an event stream (param: follow)."},
-	{Status: 400, Reason: "bad_ephemeral", Description: "ephemeral not true, false, 1 or 0, or true without following (param: ephemeral)."},
-	{Status: 400, Reason: "bad_last_event_id", Description: "Last-Event-ID of an event stream not an integer >= 0 (param: Last-Event-ID)."},
-	{Status: 400, Reason: "past_end", Description: "after or Last-Event-ID is beyond the session's last event (param names which; lastSeq is the last seq)."},
-	{Status: 400, Reason: "bad_upgrade", Description: "/acp: Sec-WebSocket-Version is not 13 or Sec-WebSocket-Key is not 16 bytes in base64."},
-	{Status: 426, Reason: "upgrade_required", Description: "/acp without a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)."},
-	{Status: 404, Reason: "unknown_route", Description: "No endpoint at that path."},
-	{Status: 404, Reason: "unknown_agent", Description: "/acp: agent names no configured agent (param: agent)."},
-	{Status: 404, Reason: "unknown_session", Description: "A session key with no log and no session."},
-	{Status: 405, Reason: "method_not_allowed", Description: "The endpoint does not answer that method; Allow lists the ones it does."},
-	{Status: 409, Reason: "peer_taken", Description: "/acp: a client with that peer id is connected to the session (param: peer)."},
-	{Status: 409, Reason: "agent_mismatch", Description: "/acp: the session runs another agent than the one named (param: agent)."},
-	{Status: 500, Reason: "internal", Description: "The hub could not read its log or open the session; its log says why."},
-	{Status: 503, Reason: "too_many_sessions", Description: "The hub holds --max-sessions active sessions."},
-	{Status: 503, Reason: "shutting_down", Description: "The hub is stopping."},
+	{Status: 401, Reason: "unauthorized", Description: "No Authorization: Bearer header, or the wrong token. WWW-Authenticate: Bearer.", Condition: "unauthenticated", Retryable: false},
+	{Status: 403, Reason: "bad_origin", Description: "A WebSocket upgrade from a browser page whose Origin is neither the hub's own nor an --allow-origin.", Condition: "forbidden", Retryable: false},
+	{Status: 400, Reason: "bad_query", Description: "The query string does not parse (a bad %-escape, a ';').", Condition: "", Retryable: false},
+	{Status: 400, Reason: "unknown_parameter", Description: "A query parameter the endpoint does not take (param names it).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_session", Description: "/acp: session missing, or not 1-128 of A-Z a-z 0-9 . _ : @ - (param: session).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_peer", Description: "/acp: peer empty, given twice, or not 1-128 of A-Z a-z 0-9 . _ : @ - (param: peer).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_agent", Description: "/acp: agent empty or given twice (param: agent).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_replay", Description: "/acp: replay not full or skip (param: replay).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_after", Description: "after not an integer >= 0 (param: after).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_limit", Description: "limit not an integer from 1 to 10000, or given with following (param: limit).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_follow", Description: "follow not true, false, 1 or 0, or false on an event stream (param: follow).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_ephemeral", Description: "ephemeral not true, false, 1 or 0, or true without following (param: ephemeral).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_last_event_id", Description: "Last-Event-ID of an event stream not an integer >= 0 (param: Last-Event-ID).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "past_end", Description: "after or Last-Event-ID is beyond the session's last event (param names which; lastSeq is the last seq).", Condition: "cursor_gap", Retryable: false},
+	{Status: 400, Reason: "bad_upgrade", Description: "/acp: Sec-WebSocket-Version is not 13 or Sec-WebSocket-Key is not 16 bytes in base64.", Condition: "", Retryable: false},
+	{Status: 426, Reason: "upgrade_required", Description: "/acp without a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket).", Condition: "", Retryable: false},
+	{Status: 404, Reason: "unknown_route", Description: "No endpoint at that path.", Condition: "", Retryable: false},
+	{Status: 404, Reason: "unknown_agent", Description: "/acp: agent names no configured agent (param: agent).", Condition: "", Retryable: false},
+	{Status: 404, Reason: "unknown_session", Description: "A session key with no log and no session.", Condition: "", Retryable: false},
+	{Status: 405, Reason: "method_not_allowed", Description: "The endpoint does not answer that method; Allow lists the ones it does.", Condition: "", Retryable: false},
+	{Status: 409, Reason: "peer_taken", Description: "/acp: a client with that peer id is connected to the session (param: peer).", Condition: "", Retryable: false},
+	{Status: 409, Reason: "agent_mismatch", Description: "/acp: the session runs another agent than the one named (param: agent).", Condition: "", Retryable: false},
+	{Status: 500, Reason: "internal", Description: "The hub could not read its log or open the session; its log says why.", Condition: "", Retryable: true},
+	{Status: 503, Reason: "too_many_sessions", Description: "The hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
+	{Status: 503, Reason: "shutting_down", Description: "The hub is stopping.", Condition: "temporarily_unavailable", Retryable: true},
 }

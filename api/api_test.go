@@ -72,3 +72,48 @@ func TestErrorsAreDocumented(t *testing.T) {
 		}
 	}
 }
+
+// The README's table of conditions says what the catalogues say: each
+// reason with a condition, or retryable without one, stands in the row of
+// its condition and retryable.
+func TestConditionsAreDocumented(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for line := range strings.Lines(string(readme)) {
+		if strings.HasPrefix(line, "| `") || strings.HasPrefix(line, "| — |") {
+			rows = append(rows, line)
+		}
+	}
+	check := func(reason, condition string, retryable bool) {
+		t.Helper()
+		if condition == "" && !retryable {
+			return // "every other reason"
+		}
+		cell, yes := "| — |", "| no |"
+		if condition != "" {
+			cell = "| `" + condition + "` |"
+		}
+		if retryable {
+			yes = "| yes |"
+		}
+		for _, r := range rows {
+			if strings.HasPrefix(r, cell) && strings.Contains(r, "`"+reason+"`") && strings.HasSuffix(strings.TrimSpace(r), yes) {
+				return
+			}
+		}
+		t.Errorf("README.md's conditions table has no row %s … `%s` … %s", cell, reason, yes)
+	}
+	for _, e := range api.Errors {
+		check(e.Reason, e.Condition, e.Retryable)
+	}
+	for _, e := range api.HTTPErrors {
+		check(e.Reason, e.Condition, e.Retryable)
+	}
+	if c, r := api.Condition("queue_full"); c != "backpressure" || !r {
+		t.Errorf("Condition(queue_full) = %q, %t", c, r)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acphub/acphub/api"
 )
 
 // Every refusal of the HTTP API — on every route, unknown routes and wrong
@@ -136,6 +138,9 @@ func TestHTTP_EveryRefusalIsJSON(t *testing.T) {
 			t.Errorf("%s %s %v: %d %s param %q (%s), want %d %s param %q", tt.method, tt.path, tt.header,
 				resp.StatusCode, e.Reason, e.Param, e.Message, tt.status, tt.reason, tt.param)
 		}
+		if c, r := api.Condition(tt.reason); e.Condition != c || e.Retryable != r {
+			t.Errorf("%s %s: condition %q retryable %t, want %q %t", tt.method, tt.path, e.Condition, e.Retryable, c, r)
+		}
 		if tt.param != "" && !strings.Contains(e.Message, tt.param) {
 			t.Errorf("%s %s: message %q does not name %s", tt.method, tt.path, e.Message, tt.param)
 		}
@@ -151,7 +156,7 @@ func TestHTTP_EveryRefusalIsJSON(t *testing.T) {
 	resp := h.apiGet(events+"?limit=0", nil)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if want := `{"error":{"code":400,"reason":"bad_limit","message":"limit must be an integer from 1 to 10000, not \"0\"","param":"limit"}}` + "\n"; string(body) != want {
+	if want := `{"error":{"code":400,"reason":"bad_limit","message":"limit must be an integer from 1 to 10000, not \"0\"","param":"limit","retryable":false}}` + "\n"; string(body) != want {
 		t.Errorf("limit=0: %s\nwant %s", body, want)
 	}
 

@@ -264,8 +264,9 @@ func TestScenario_QueuedPromptRunsAfterFirst(t *testing.T) {
 		third := b.prompt(sid, "third")
 		// The queue holds one: the third is refused at once.
 		gb := b.untilResponse(third)
-		if m := lastOf(gb); m.Error == nil || m.Error.Code != -32011 || m.reason() != "queue_full" {
-			t.Fatalf("third prompt: %s, want -32011 queue_full", m.raw)
+		if m := lastOf(gb); m.Error == nil || m.Error.Code != -32011 || m.reason() != "queue_full" ||
+			!strings.Contains(string(m.Error.Data), `"condition":"backpressure"`) || !strings.Contains(string(m.Error.Data), `"retryable":true`) {
+			t.Fatalf("third prompt: %s, want -32011 queue_full, backpressure, retryable", m.raw)
 		}
 
 		// a answers the first turn's permission request.

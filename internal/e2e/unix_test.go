@@ -145,7 +145,7 @@ func TestUnixSocket_BadFramesKeepTheConnection(t *testing.T) {
 	checkBadFrames(t, u)
 	// A frame far over the limit is skipped to its end too.
 	u.send(`{"jsonrpc":"2.0","id":11,"method":"x","params":{"p":"` + strings.Repeat("y", 1<<20) + `"}}`)
-	if m := u.next(); m.Error == nil || m.Error.Code != -32014 || string(m.Error.Data) != `{"limit":4096,"reason":"frame_too_large"}` {
+	if m := u.next(); m.Error == nil || m.Error.Code != -32014 || string(m.Error.Data) != `{"condition":"message_too_large","limit":4096,"reason":"frame_too_large","retryable":false}` {
 		t.Errorf("1 MiB frame: %s", m.raw)
 	}
 	id := u.prompt(sid, "/echo still here")

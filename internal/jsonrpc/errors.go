@@ -3,6 +3,8 @@ package jsonrpc
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/acphub/acphub/api"
 )
 
 // Standard JSON-RPC and ACP error codes.
@@ -45,6 +47,11 @@ func (e *Error) Reason() string {
 // NewError builds an error whose data holds reason and the extra members.
 func NewError(code int64, reason, message string, extra map[string]any) *Error {
 	data := map[string]any{"reason": reason}
+	condition, retryable := api.Condition(reason)
+	if condition != "" {
+		data["condition"] = condition
+	}
+	data["retryable"] = retryable
 	for k, v := range extra {
 		data[k] = v
 	}

@@ -37,6 +37,7 @@ func (f *refusal) write(w http.ResponseWriter) {
 		}
 	}
 	f.err.Code = int64(f.status)
+	f.err.Condition, f.err.Retryable = api.Condition(f.err.Reason)
 	body := (&api.HTTPError{Error: f.err}).AppendJSON(nil)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(f.status)

@@ -103,8 +103,8 @@ func genErrors(g *gen, doc *object) error {
 			}
 			codes[code] = reason
 		}
-		fmt.Fprintf(&catalogue, "\t{Code: %d, Reason: %q, Message: %q, Description: %q},\n",
-			code, reason, str(e, "message"), str(e, "description"))
+		fmt.Fprintf(&catalogue, "\t{Code: %d, Reason: %q, Message: %q, Description: %q, Condition: %q, Retryable: %t},\n",
+			code, reason, str(e, "message"), str(e, "description"), str(e, "condition"), e.get("retryable") == true)
 	}
 	httpList, ok := doc.get("x-acphub-http-errors").([]any)
 	if !ok {
@@ -121,7 +121,8 @@ func genErrors(g *gen, doc *object) error {
 			return fmt.Errorf("HTTP reason %q used twice", reason)
 		}
 		httpReasons[reason], reasons[reason] = true, true
-		fmt.Fprintf(&httpCatalogue, "\t{Status: %d, Reason: %q, Description: %q},\n", status, reason, str(e, "description"))
+		fmt.Fprintf(&httpCatalogue, "\t{Status: %d, Reason: %q, Description: %q, Condition: %q, Retryable: %t},\n",
+			status, reason, str(e, "description"), str(e, "condition"), e.get("retryable") == true)
 	}
 	var ids []int64
 	for c := range codes {
