@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/acphub/acphub/internal/transport/netbatch"
 )
@@ -45,6 +46,7 @@ const (
 	StatusNormal          = 1000
 	StatusGoingAway       = 1001
 	StatusProtocolError   = 1002
+	StatusInvalidData     = 1007
 	StatusPolicyViolation = 1008
 	StatusMessageTooBig   = 1009
 	StatusInternalError   = 1011
@@ -391,8 +393,9 @@ func (c *Conn) ReadMessage(max, hardMax int) (op byte, msg []byte, err error) {
 		if !fits {
 			return op, nil, ErrMessageTooLarge
 		}
-		// Text is not checked for UTF-8 here: acphub's JSON parser refuses
-		// invalid text with a JSON-RPC error and the connection goes on.
+		if op == OpText && !utf8.Valid(msg) {
+			return 0, nil, c.failRead(errInvalidData("a text message that is not UTF-8"))
+		}
 		return op, msg, nil
 	}
 }
@@ -406,6 +409,14 @@ func (c *Conn) control(op byte, payload []byte) error {
 		code, reason := statusNoStatus, ""
 		if len(payload) >= 2 {
 			code, reason = int(binary.BigEndian.Uint16(payload)), string(payload[2:])
+		}
+		switch {
+		case len(payload) == 1:
+			return c.failRead(errProtocol("a close frame with a one-byte payload"))
+		case len(payload) >= 2 && !validCloseCode(code):
+			return c.failRead(errProtocol(fmt.Sprintf("close code %d may not be sent", code)))
+		case !utf8.ValidString(reason):
+			return c.failRead(errInvalidData("a close reason that is not UTF-8"))
 		}
 		select {
 		case <-c.peerClosed:
@@ -424,11 +435,35 @@ func (c *Conn) control(op byte, payload []byte) error {
 	return nil
 }
 
-// failRead ends the connection after a protocol error.
+// validCloseCode reports whether a peer may send code in a close frame
+// (RFC 6455 7.4): the defined codes that are not reserved for reporting,
+// and the ranges for libraries and applications.
+func validCloseCode(code int) bool {
+	switch {
+	case code >= 3000 && code <= 4999:
+		return true
+	case code < 1000 || code > 1014:
+		return false
+	}
+	return code != 1004 && code != 1005 && code != 1006
+}
+
+// errInvalidData is a message or close reason that is not UTF-8: the
+// connection ends with close code 1007.
+type errInvalidData string
+
+func (e errInvalidData) Error() string { return "ws: invalid data: " + string(e) }
+
+// failRead ends the connection after a protocol error (1002) or invalid
+// data (1007).
 func (c *Conn) failRead(err error) error {
 	var pe errProtocol
-	if errors.As(err, &pe) {
+	var ie errInvalidData
+	switch {
+	case errors.As(err, &pe):
 		_ = c.Close(StatusProtocolError, string(pe))
+	case errors.As(err, &ie):
+		_ = c.Close(StatusInvalidData, string(ie))
 	}
 	return err
 }
