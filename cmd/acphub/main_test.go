@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -40,5 +42,27 @@ func TestDemoAgentStoppedBySignalExitsCleanly(t *testing.T) {
 	cancel(errors.New("received SIGTERM"))
 	if err := <-done; err != nil {
 		t.Fatalf("a demo agent stopped by SIGTERM returned %v, want nil", err)
+	}
+}
+
+// Every size, count and duration of serve refuses a negative value, naming
+// the flag, before the hub listens.
+func TestServeRefusesNegativeSettings(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "none.toml")
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct{ flag, value string }{
+		{"--idle-ttl", "-1s"}, {"--prompt-queue", "-1"}, {"--client-queue", "-1"},
+		{"--client-stall-timeout", "-1s"}, {"--max-frame", "-1"}, {"--max-sessions", "-1"},
+		{"--permission-timeout", "-1s"}, {"--max-terminals", "-1"}, {"--max-file-bytes", "-1"},
+		{"--max-terminal-output", "-1"}, {"--workspace-retention", "-1s"}, {"--exit-when-idle", "-1s"},
+	} {
+		args := []string{"serve", "--config", cfg, "--data-dir", dir, "--listen", "127.0.0.1:0", f.flag, f.value}
+		err := Run(context.Background(), args, Stdio{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard})
+		if want := f.flag + " " + f.value + ": must not be negative"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("serve %s %s: %v, want %q", f.flag, f.value, err, want)
+		}
 	}
 }

@@ -275,6 +275,9 @@ func (d *daemon) watchIdle(ctx context.Context) <-chan struct{} {
 
 // hubConfig turns settings into the hub's configuration.
 func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
+	if err := checkNotNegative(cfg); err != nil {
+		return hub.Config{}, err
+	}
 	agents, def, err := agentSpecs(cfg)
 	if err != nil {
 		return hub.Config{}, err
@@ -357,9 +360,6 @@ func toolOptions(cfg *config.Config) (toolexec.Options, error) {
 	}
 	if err := toolexec.CheckDeny(opts.Deny); err != nil {
 		return opts, fmt.Errorf("self_handle_deny: %w", err)
-	}
-	if opts.MaxTerminals < 0 || opts.MaxFileBytes < 0 || opts.MaxOutputBytes < 0 {
-		return opts, errors.New("--max-terminals, --max-file-bytes and --max-terminal-output must not be negative")
 	}
 	// A terminal's final output goes to every client in one frame, which
 	// must fit in a client's queue with room to spare: the default shrinks
@@ -484,4 +484,35 @@ func newLogger(cfg *config.Config, out io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(out, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat)
+}
+
+// checkNotNegative refuses a negative size, count or duration: each means
+// nothing, and 0 already asks for the default.
+func checkNotNegative(cfg *config.Config) error {
+	for _, v := range []struct {
+		flag  string
+		value int64
+		show  string
+	}{
+		{"--idle-ttl", int64(cfg.IdleTTL.Duration), cfg.IdleTTL.Duration.String()},
+		{"--prompt-queue", int64(cfg.PromptQueue), ""},
+		{"--client-queue", int64(cfg.ClientQueue), ""},
+		{"--client-stall-timeout", int64(cfg.ClientStall.Duration), cfg.ClientStall.Duration.String()},
+		{"--max-frame", int64(cfg.MaxFrame), ""},
+		{"--max-sessions", int64(cfg.MaxSessions), ""},
+		{"--permission-timeout", int64(cfg.PermissionTimeout.Duration), cfg.PermissionTimeout.Duration.String()},
+		{"--max-terminals", int64(cfg.MaxTerminals), ""},
+		{"--max-file-bytes", cfg.MaxFileBytes, ""},
+		{"--max-terminal-output", int64(cfg.MaxTerminalOutput), ""},
+		{"--workspace-retention", int64(cfg.WorkspaceRetention.Duration), cfg.WorkspaceRetention.Duration.String()},
+		{"--exit-when-idle", int64(cfg.ExitWhenIdle.Duration), cfg.ExitWhenIdle.Duration.String()},
+	} {
+		if v.value < 0 {
+			if v.show == "" {
+				v.show = strconv.FormatInt(v.value, 10)
+			}
+			return fmt.Errorf("%s %s: must not be negative (0 means its default)", v.flag, v.show)
+		}
+	}
+	return nil
 }
