@@ -499,10 +499,9 @@ func runLong(cfg *config) (*longResult, error) {
 	}
 	// With -profile: the hub's CPU over ten seconds from the middle of the turn on.
 	profiled := make(chan func() error, 1)
-	go func() {
-		time.Sleep(10 * time.Second)
+	startProfile := time.AfterFunc(10*time.Second, func() {
 		profiled <- cfg.profile(h, "cpu-long.pprof", "profile?seconds=10")
-	}()
+	})
 	stop := make(chan struct{})
 	sampled := make(chan []int64)
 	go func() {
@@ -521,12 +520,11 @@ func runLong(cfg *config) (*longResult, error) {
 		}
 	}()
 	res.flood, err = fr.run(spec)
-	select {
-	case wait := <-profiled:
-		if perr := wait(); perr != nil {
+	// A turn shorter than ten seconds is not profiled.
+	if !startProfile.Stop() {
+		if perr := (<-profiled)(); perr != nil {
 			cfg.progress("profile: %v", perr)
 		}
-	default: // a turn shorter than ten seconds is not profiled
 	}
 	close(stop)
 	res.rss = <-sampled
