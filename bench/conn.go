@@ -10,13 +10,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
+
+	hubtransport "github.com/acphub/acphub/internal/transport"
 )
 
 // transport carries JSON-RPC messages, one at a time each way.
@@ -117,23 +119,17 @@ type socketTransport struct {
 // <data-dir>/acphub.sock (no token: the socket's file mode is its
 // authentication).
 func dialSocket(h *hubProc, key, peer string) (*socketTransport, error) {
-	conn, err := net.DialTimeout("unix", filepath.Join(h.dataDir, "acphub.sock"), 20*time.Second)
+	conn, err := net.DialTimeout("unix", hubtransport.SocketPath(h.dataDir), 20*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", peer, err)
 	}
-	fmt.Fprintf(conn, "GET /acp?session=%s&peer=%s HTTP/1.1\r\nHost: acphub\r\nConnection: Upgrade\r\nUpgrade: acphub-ndjson\r\n\r\n", key, peer)
-	r := bufio.NewReaderSize(conn, 1<<20)
-	resp, err := http.ReadResponse(r, nil)
+	br, err := hubtransport.UpgradeNDJSON(conn, url.Values{"session": {key}, "peer": {peer}})
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("dial %s: %w", peer, err)
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		body, _ := io.ReadAll(resp.Body)
-		conn.Close()
-		return nil, fmt.Errorf("dial %s: status %d: %s", peer, resp.StatusCode, body)
-	}
-	return &socketTransport{lines: lines{w: conn, r: r}, conn: conn}, nil
+	// A larger buffer than the handshake's: a 4 KiB chunk's line fits.
+	return &socketTransport{lines: lines{w: conn, r: bufio.NewReaderSize(br, 1<<20)}, conn: conn}, nil
 }
 
 func (s *socketTransport) close() { s.conn.Close() }

@@ -38,7 +38,7 @@ func dialNDJSON(ctx context.Context, path string, q url.Values, max int) (*ndjso
 		return nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	br, err := upgradeNDJSON(nc, q)
+	br, err := UpgradeNDJSON(nc, q)
 	if !stop() || err != nil {
 		nc.Close()
 		return nil, errors.Join(ctx.Err(), err)
@@ -46,8 +46,11 @@ func dialNDJSON(ctx context.Context, path string, q url.Values, max int) (*ndjso
 	return &ndjsonFraming{nc: nc, r: jsonrpc.NewReader(br, max)}, nil
 }
 
-// upgradeNDJSON sends the upgrade request on nc and reads the answer.
-func upgradeNDJSON(nc net.Conn, q url.Values) (*bufio.Reader, error) {
+// UpgradeNDJSON sends "GET /acp?q" asking for the NDJSON framing on nc, a
+// connection to the hub's socket, and reads the answer: after it, nc
+// carries one JSON-RPC message per line each way, and the returned reader
+// holds what the hub sent past its answer. A refusal is a *RefusedError.
+func UpgradeNDJSON(nc net.Conn, q url.Values) (*bufio.Reader, error) {
 	req, err := http.NewRequest(http.MethodGet, "http://acphub/acp?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
