@@ -247,25 +247,23 @@ func (c wsConn) readFrame() ([]byte, error) {
 	return frame, err
 }
 
-// closeStatus is the WebSocket close status of each reason to end a
-// connection.
-var closeStatus = map[*hub.Disconnect]int{
-	nil:                ws.StatusNormal,
-	hub.ErrSlowClient:  ws.StatusPolicyViolation,
-	hub.ErrSessionGone: ws.StatusGoingAway,
-	errServeFailed:     ws.StatusInternalError,
+// closeStatus is the WebSocket close status of each condition a
+// connection ends for (a slow or stalled client, a stopping hub, a failure).
+var closeStatus = map[string]int{
+	"backpressure":            ws.StatusPolicyViolation,
+	"temporarily_unavailable": ws.StatusGoingAway,
+	"internal_error":          ws.StatusInternalError,
 }
 
 func (c wsConn) closeFor(why *hub.Disconnect) error {
-	status, ok := closeStatus[why]
+	if why == nil {
+		return c.Close(ws.StatusNormal, "")
+	}
+	status, ok := closeStatus[why.Condition]
 	if !ok {
-		status = ws.StatusPolicyViolation // stalled
+		status = ws.StatusInternalError // a condition this table does not know yet
 	}
-	reason := ""
-	if why != nil {
-		reason = why.CloseReason()
-	}
-	return c.Close(status, reason)
+	return c.Close(status, why.CloseReason())
 }
 
 // errServeFailed ends a connection the hub failed to serve.
