@@ -109,8 +109,8 @@ func TestCLI_SessionsAndLog(t *testing.T) {
 	if want := string(bytes.Join(all[3:], []byte("\n"))) + "\n"; got != want {
 		t.Errorf("acphub log --json --after 3:\n%s\nwant:\n%s", got, want)
 	}
-	if _, stderr, err := runCLI(t, h.clientArgs("log", "nope")...); err == nil || !strings.Contains(stderr, "unknown_session") {
-		t.Errorf("acphub log of an unknown session: %v, %q", err, stderr)
+	if _, stderr, err := runCLI(t, h.clientArgs("log", "nope")...); err == nil || !strings.Contains(stderr, "unknown_session") || !strings.Contains(stderr, `"nope"`) {
+		t.Errorf("acphub log of an unknown session: %v, %q, want unknown_session naming the key", err, stderr)
 	}
 
 	// --follow prints the log, then each new event, until the hub stops.

@@ -184,7 +184,7 @@ func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
 		return nil, fmt.Errorf("read the log of session %q: %w", key, err)
 	}
 	if p == nil && !create {
-		return nil, ErrUnknownSession
+		return nil, unknownSession(key)
 	}
 	if p != nil && p.agent != "" {
 		// The log says which agent the session runs.

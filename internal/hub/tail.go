@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/acphub/acphub/api"
@@ -13,6 +14,9 @@ import (
 // ErrUnknownSession is returned for a session key with no log and no
 // session in memory.
 var ErrUnknownSession = errors.New("hub: no such session")
+
+// unknownSession is ErrUnknownSession naming key.
+func unknownSession(key string) error { return fmt.Errorf("%w: %q", ErrUnknownSession, key) }
 
 // tail is an event subscriber: it receives the session's events as JSON,
 // the log after its cursor first, then every live event — durable ones, and
@@ -155,7 +159,7 @@ func (h *Hub) LastSeq(ctx context.Context, key string) (int64, error) {
 	case err != nil:
 		return 0, err
 	case !ok:
-		return 0, ErrUnknownSession
+		return 0, unknownSession(key)
 	}
 	return last.Seq, nil
 }
@@ -178,7 +182,7 @@ func (h *Hub) ReadLog(ctx context.Context, key string, after int64, limit int) (
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, ErrUnknownSession
+		return nil, unknownSession(key)
 	}
 	return nil, nil
 }

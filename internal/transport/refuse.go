@@ -124,7 +124,7 @@ var hubRefusals = []struct {
 	param  string
 	msg    string
 }{
-	{hub.ErrUnknownSession, http.StatusNotFound, api.ReasonUnknownSession, "", "no session with that key"},
+	{hub.ErrUnknownSession, http.StatusNotFound, api.ReasonUnknownSession, "", ""},
 	{hub.ErrPeerTaken, http.StatusConflict, api.ReasonPeerTaken, "peer", "a client with that peer id is connected to the session"},
 	{hub.ErrBadPeerID, http.StatusBadRequest, api.ReasonBadPeer, "peer", "peer must be 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit"},
 	{hub.ErrAgentMismatch, http.StatusConflict, api.ReasonAgentMismatch, "agent", ""},
