@@ -7,6 +7,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/policy"
 )
 
 // clientFrame handles one frame from a client.
@@ -97,7 +98,7 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 		s.initWaiters = append(s.initWaiters, waiter{p, m.ID})
 		return
 	}
-	sent := s.agentInitParams(m.Params)
+	sent := agentInitParams(s.policy, m.Params)
 	if err := s.startAgent(); err != nil {
 		s.replyError(p, m.ID, errAgentStart(err.Error(), ""))
 		return
@@ -127,10 +128,18 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 }
 
 // setInitResult keeps the agent's initialize result and the one clients
-// get: the same, advertising what acphub answers itself — session/load and
-// session/list, served from the log for every hub session.
+// get (see clientInitResult), and gives the hub the latter for connections
+// that initialize before they join a session (see Hub.Initialize).
 func (s *Session) setInitResult(result []byte) {
 	s.agentInit = result
+	s.initResult = clientInitResult(result)
+	s.hub.handshakes.note(s.agentName, s.initResult)
+}
+
+// clientInitResult is the initialize result clients get from the agent's:
+// the same, advertising what acphub answers itself — session/load and
+// session/list, served from the log for every hub session.
+func clientInitResult(result []byte) []byte {
 	caps, ok := jsonrpc.Field(result, "agentCapabilities")
 	if !ok || caps[0] != '{' {
 		caps = []byte("{}")
@@ -143,17 +152,16 @@ func (s *Session) setInitResult(result []byte) {
 	sc, _ = jsonrpc.SetField(sc, "list", []byte("{}"))
 	caps, _ = jsonrpc.SetField(caps, "sessionCapabilities", sc)
 	if out, ok := jsonrpc.SetField(result, "agentCapabilities", caps); ok {
-		s.initResult = out
-	} else {
-		s.initResult = result
+		return out
 	}
+	return result
 }
 
 // agentInitParams returns the initialize params for the agent: the client's
 // own, with fs and terminal capabilities set to what the policy serves.
-func (s *Session) agentInitParams(params []byte) []byte {
+func agentInitParams(pol policy.Policy, params []byte) []byte {
 	caps, _ := jsonrpc.Field(params, "clientCapabilities")
-	out, _ := jsonrpc.SetField(params, "clientCapabilities", s.policy.AgentCapabilities(caps))
+	out, _ := jsonrpc.SetField(params, "clientCapabilities", pol.AgentCapabilities(caps))
 	return out
 }
 

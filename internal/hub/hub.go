@@ -104,7 +104,8 @@ type Hub struct {
 	cfg Config
 	log *slog.Logger
 
-	clients atomic.Int64 // connected clients, all sessions
+	clients    atomic.Int64 // connected clients, all sessions
+	handshakes *handshakes  // initialize results by agent (see Initialize)
 
 	mu       sync.Mutex // guards the following
 	sessions map[string]*Session
@@ -115,7 +116,7 @@ type Hub struct {
 // New returns a Hub. Sessions are created on first Join.
 func New(cfg Config) *Hub {
 	cfg = cfg.withDefaults()
-	return &Hub{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*Session)}
+	return &Hub{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*Session), handshakes: newHandshakes()}
 }
 
 // JoinOptions says who joins and how.
@@ -123,6 +124,11 @@ type JoinOptions struct {
 	Peer   string // the peer id; "" means one is assigned
 	Agent  string // the agent to run when the session is created; "" means the default
 	Replay Replay // what the peer gets when it attaches
+	// IDs, when not nil, numbers the hub's requests toward the client,
+	// instead of a count of its own: a connection that is a client of
+	// several sessions gives each the same counter, so that their requests
+	// never share an id on it.
+	IDs *atomic.Int64
 }
 
 // Replay says how much history a peer receives when it attaches.
@@ -268,6 +274,7 @@ func (h *Hub) Close(ctx context.Context) error {
 		sessions = append(sessions, s)
 	}
 	h.mu.Unlock()
+	h.handshakes.stop()
 	for _, s := range sessions {
 		s.stop()
 	}

@@ -10,23 +10,33 @@ import (
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
-// listSessions answers session/list from the log: the hub sessions that
-// run this session's agent and have an ACP session, most recently updated
-// first, filtered by cwd when the client gives one.
+// listSessions answers session/list (see ListSessions).
 func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
-	var params struct {
+	result, e := s.hub.ListSessions(context.Background(), s.agentName, m.Params)
+	if e != nil {
+		s.replyError(p, m.ID, e)
+		return
+	}
+	s.reply(p, m.ID, result)
+}
+
+// ListSessions answers session/list for a client of the agent agentName,
+// from the log: the hub sessions that run that agent and have an ACP
+// session, most recently updated first, filtered by cwd when params give
+// one; each names its hub session in _meta["acphub.dev/key"]. The error is
+// the one to answer the client with.
+func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte) ([]byte, *jsonrpc.Error) {
+	var req struct {
 		Cwd string `json:"cwd"`
 	}
-	if m.Params != nil {
-		if e := jsonrpc.UnmarshalParams(m.Params, &params); e != nil {
-			s.replyError(p, m.ID, e)
-			return
+	if params != nil {
+		if e := jsonrpc.UnmarshalParams(params, &req); e != nil {
+			return nil, e
 		}
 	}
-	list, err := s.hub.List(context.Background())
+	list, err := h.List(ctx)
 	if err != nil {
-		s.replyError(p, m.ID, jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil))
-		return
+		return nil, errLogRead()
 	}
 	type info struct {
 		SessionID string          `json:"sessionId"`
@@ -37,7 +47,7 @@ func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 	sort.SliceStable(list, func(i, j int) bool { return list[i].UpdatedAt.After(list[j].UpdatedAt) })
 	out := []info{}
 	for _, sum := range list {
-		if sum.SessionID == "" || sum.Agent != s.agentName || (params.Cwd != "" && sum.Cwd != params.Cwd) {
+		if sum.SessionID == "" || sum.Agent != agentName || (req.Cwd != "" && sum.Cwd != req.Cwd) {
 			continue
 		}
 		key, _ := json.Marshal(sum.Key)
@@ -48,7 +58,7 @@ func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 	if err != nil {
 		panic("hub: session list does not marshal: " + err.Error())
 	}
-	s.reply(p, m.ID, result)
+	return result, nil
 }
 
 // List describes every session the hub holds or has a log of, oldest

@@ -100,6 +100,16 @@ func (s *Session) adoptMoved(m adoptMsg) {
 	s.clientFrame(m.peer, m.frame)
 }
 
+// FindSession returns the key of the hub session whose ACP session id is
+// id, or "" when no hub session has it.
+func (h *Hub) FindSession(ctx context.Context, id string) (string, error) {
+	s, err := h.findACP(ctx, id)
+	if err != nil || s == nil {
+		return "", err
+	}
+	return s.key, nil
+}
+
 // findACP returns the hub session whose ACP session id is id, opening it
 // from its log if needed, or nil.
 func (h *Hub) findACP(ctx context.Context, id string) (*Session, error) {

@@ -21,6 +21,7 @@ type peer struct {
 	replay Replay
 
 	nextID      int64                   // hub ids toward this peer
+	ids         *atomic.Int64           // shared hub ids toward this peer's connection (JoinOptions.IDs), or nil
 	copies      map[int64]*agentRequest // agent requests this peer holds, by hub id
 	initialized bool                    // initialize was answered
 	attached    bool                    // receives the session's broadcasts
@@ -36,6 +37,9 @@ type peer struct {
 
 // allocID returns a fresh hub id toward the peer.
 func (p *peer) allocID() []byte {
+	if p.ids != nil {
+		return jsonrpc.IntID(p.ids.Add(1))
+	}
 	p.nextID++
 	return jsonrpc.IntID(p.nextID)
 }
@@ -57,6 +61,7 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 	p := &peer{
 		id:     id,
 		replay: opts.Replay,
+		ids:    opts.IDs,
 		copies: make(map[int64]*agentRequest),
 	}
 	p.removed, p.markRemoved = context.WithCancel(context.Background())
