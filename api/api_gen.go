@@ -625,78 +625,87 @@ const (
 	CodeExecutorClosed   = -32036
 	CodeCloneFailed      = -32037
 	CodeNoAnswer         = -32038
+	CodeTooManySessions  = -32050
+	CodeShuttingDown     = -32051
 )
 
 // Values of data.reason in acphub's errors.
 const (
-	ReasonAgentExited      = "agent_exited"
-	ReasonAgentMismatch    = "agent_mismatch"
-	ReasonAgentStartFailed = "agent_start_failed"
-	ReasonAmbiguous        = "ambiguous"
-	ReasonBadAfter         = "bad_after"
-	ReasonBadAgent         = "bad_agent"
-	ReasonBadEphemeral     = "bad_ephemeral"
-	ReasonBadError         = "bad_error"
-	ReasonBadFollow        = "bad_follow"
-	ReasonBadID            = "bad_id"
-	ReasonBadLastEventID   = "bad_last_event_id"
-	ReasonBadLimit         = "bad_limit"
-	ReasonBadMethod        = "bad_method"
-	ReasonBadOrigin        = "bad_origin"
-	ReasonBadParams        = "bad_params"
-	ReasonBadPeer          = "bad_peer"
-	ReasonBadQuery         = "bad_query"
-	ReasonBadReplay        = "bad_replay"
-	ReasonBadResponse      = "bad_response"
-	ReasonBadSession       = "bad_session"
-	ReasonBadUpgrade       = "bad_upgrade"
-	ReasonBadVersion       = "bad_version"
-	ReasonBatch            = "batch"
-	ReasonBinaryFrame      = "binary_frame"
-	ReasonCancelled        = "cancelled"
-	ReasonCloneFailed      = "clone_failed"
-	ReasonDuplicateID      = "duplicate_id"
-	ReasonDuplicateMember  = "duplicate_member"
-	ReasonExecutorClosed   = "executor_closed"
-	ReasonExecutorLeft     = "executor_left"
-	ReasonFrameTooLarge    = "frame_too_large"
-	ReasonInternal         = "internal"
-	ReasonIoError          = "io_error"
-	ReasonIsDirectory      = "is_directory"
-	ReasonMethodNotAllowed = "method_not_allowed"
-	ReasonNoAnswer         = "no_answer"
-	ReasonNoExecutor       = "no_executor"
-	ReasonNoMethod         = "no_method"
-	ReasonNoRoot           = "no_root"
-	ReasonNoSession        = "no_session"
-	ReasonNotDirectory     = "not_directory"
-	ReasonNotFound         = "not_found"
-	ReasonNotInitialized   = "not_initialized"
-	ReasonNotObject        = "not_object"
-	ReasonNotRegularFile   = "not_regular_file"
-	ReasonNotText          = "not_text"
-	ReasonParseError       = "parse_error"
-	ReasonPastEnd          = "past_end"
-	ReasonPathDenied       = "path_denied"
-	ReasonPathInvalid      = "path_invalid"
-	ReasonPathOutsideRoot  = "path_outside_root"
-	ReasonPeerTaken        = "peer_taken"
-	ReasonPermissionDenied = "permission_denied"
-	ReasonPolicyBlocked    = "policy_blocked"
-	ReasonQueueFull        = "queue_full"
-	ReasonShuttingDown     = "shutting_down"
-	ReasonStartFailed      = "start_failed"
-	ReasonTerminalLimit    = "terminal_limit"
-	ReasonTooLarge         = "too_large"
-	ReasonTooManySessions  = "too_many_sessions"
-	ReasonUnauthorized     = "unauthorized"
-	ReasonUnknownAgent     = "unknown_agent"
-	ReasonUnknownMethod    = "unknown_method"
-	ReasonUnknownParameter = "unknown_parameter"
-	ReasonUnknownRoute     = "unknown_route"
-	ReasonUnknownSession   = "unknown_session"
-	ReasonUnknownTerminal  = "unknown_terminal"
-	ReasonUpgradeRequired  = "upgrade_required"
+	ReasonAgentExited       = "agent_exited"
+	ReasonAgentMismatch     = "agent_mismatch"
+	ReasonAgentStartFailed  = "agent_start_failed"
+	ReasonAmbiguous         = "ambiguous"
+	ReasonBadAfter          = "bad_after"
+	ReasonBadAgent          = "bad_agent"
+	ReasonBadContentType    = "bad_content_type"
+	ReasonBadEphemeral      = "bad_ephemeral"
+	ReasonBadError          = "bad_error"
+	ReasonBadFollow         = "bad_follow"
+	ReasonBadID             = "bad_id"
+	ReasonBadLastEventID    = "bad_last_event_id"
+	ReasonBadLimit          = "bad_limit"
+	ReasonBadMethod         = "bad_method"
+	ReasonBadOrigin         = "bad_origin"
+	ReasonBadParams         = "bad_params"
+	ReasonBadPeer           = "bad_peer"
+	ReasonBadQuery          = "bad_query"
+	ReasonBadReplay         = "bad_replay"
+	ReasonBadResponse       = "bad_response"
+	ReasonBadSession        = "bad_session"
+	ReasonBadUpgrade        = "bad_upgrade"
+	ReasonBadVersion        = "bad_version"
+	ReasonBatch             = "batch"
+	ReasonBinaryFrame       = "binary_frame"
+	ReasonCancelled         = "cancelled"
+	ReasonCloneFailed       = "clone_failed"
+	ReasonDuplicateID       = "duplicate_id"
+	ReasonDuplicateMember   = "duplicate_member"
+	ReasonExecutorClosed    = "executor_closed"
+	ReasonExecutorLeft      = "executor_left"
+	ReasonFrameTooLarge     = "frame_too_large"
+	ReasonInternal          = "internal"
+	ReasonIoError           = "io_error"
+	ReasonIsDirectory       = "is_directory"
+	ReasonMethodNotAllowed  = "method_not_allowed"
+	ReasonNoAnswer          = "no_answer"
+	ReasonNoConnection      = "no_connection"
+	ReasonNoExecutor        = "no_executor"
+	ReasonNoMethod          = "no_method"
+	ReasonNoRoot            = "no_root"
+	ReasonNoSession         = "no_session"
+	ReasonNoSessionHeader   = "no_session_header"
+	ReasonNotAcceptable     = "not_acceptable"
+	ReasonNotDirectory      = "not_directory"
+	ReasonNotFound          = "not_found"
+	ReasonNotInitialized    = "not_initialized"
+	ReasonNotObject         = "not_object"
+	ReasonNotRegularFile    = "not_regular_file"
+	ReasonNotText           = "not_text"
+	ReasonParseError        = "parse_error"
+	ReasonPastEnd           = "past_end"
+	ReasonPathDenied        = "path_denied"
+	ReasonPathInvalid       = "path_invalid"
+	ReasonPathOutsideRoot   = "path_outside_root"
+	ReasonPeerTaken         = "peer_taken"
+	ReasonPermissionDenied  = "permission_denied"
+	ReasonPolicyBlocked     = "policy_blocked"
+	ReasonQueueFull         = "queue_full"
+	ReasonSessionMismatch   = "session_mismatch"
+	ReasonShuttingDown      = "shutting_down"
+	ReasonStartFailed       = "start_failed"
+	ReasonStreamOpen        = "stream_open"
+	ReasonTerminalLimit     = "terminal_limit"
+	ReasonTooLarge          = "too_large"
+	ReasonTooManySessions   = "too_many_sessions"
+	ReasonUnauthorized      = "unauthorized"
+	ReasonUnknownAgent      = "unknown_agent"
+	ReasonUnknownConnection = "unknown_connection"
+	ReasonUnknownMethod     = "unknown_method"
+	ReasonUnknownParameter  = "unknown_parameter"
+	ReasonUnknownRoute      = "unknown_route"
+	ReasonUnknownSession    = "unknown_session"
+	ReasonUnknownTerminal   = "unknown_terminal"
+	ReasonUpgradeRequired   = "upgrade_required"
 )
 
 // Errors lists every error acphub sends, with its code and reason.
@@ -746,6 +755,8 @@ var Errors = []ErrorInfo{
 	{Code: -32036, Reason: "executor_closed", Message: "Session tools closed", Description: "self_handle: the request was still running when its terminals were closed, because the agent ended or the hub is stopping.", Condition: "temporarily_unavailable", Retryable: true},
 	{Code: -32037, Reason: "clone_failed", Message: "Remote could not be checked out", Description: "session/new with remote: git could not fetch the repository or branch (unreachable host, no access, no such branch). data: url, stderrTail.", Condition: "", Retryable: true},
 	{Code: -32038, Reason: "no_answer", Message: "No answer before acphub attach stopped waiting", Description: "acphub attach: its stdin ended and a request it had forwarded got no answer within --eof-wait; written by attach itself, one for each such request, before it exits. data: eofWait.", Condition: "temporarily_unavailable", Retryable: true},
+	{Code: -32050, Reason: "too_many_sessions", Message: "Too many sessions", Description: "The standard /acp endpoint: session/new, session/load or session/attach needs a hub session while the hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
+	{Code: -32051, Reason: "shutting_down", Message: "The hub is stopping", Description: "The standard /acp endpoint: the hub is stopping and opens no session.", Condition: "temporarily_unavailable", Retryable: true},
 }
 
 // HTTPErrors lists every refusal of an HTTP request, with its status and
@@ -776,4 +787,15 @@ var HTTPErrors = []HTTPErrorInfo{
 	{Status: 500, Reason: "internal", Description: "The hub could not read its log or open the session; its log says why.", Condition: "", Retryable: true},
 	{Status: 503, Reason: "too_many_sessions", Description: "The hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Status: 503, Reason: "shutting_down", Description: "The hub is stopping.", Condition: "temporarily_unavailable", Retryable: true},
+	{Status: 400, Reason: "no_connection", Description: "The standard /acp endpoint: a POST other than initialize, an event stream or a DELETE without Acp-Connection-Id (param: Acp-Connection-Id).", Condition: "", Retryable: false},
+	{Status: 404, Reason: "unknown_connection", Description: "The standard /acp endpoint: Acp-Connection-Id names no connection this token (or the Unix socket) opened, or one that ended (param: Acp-Connection-Id).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "no_session_header", Description: "The standard /acp endpoint: a POSTed request or notification whose params name a sessionId, without Acp-Session-Id (param: Acp-Session-Id).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "session_mismatch", Description: "The standard /acp endpoint: Acp-Session-Id is not the sessionId the message's params name (param: Acp-Session-Id).", Condition: "", Retryable: false},
+	{Status: 415, Reason: "bad_content_type", Description: "The standard /acp endpoint: a POST whose Content-Type is not application/json (param: Content-Type).", Condition: "", Retryable: false},
+	{Status: 406, Reason: "not_acceptable", Description: "The standard /acp endpoint: a GET that is no WebSocket upgrade and whose Accept does not name text/event-stream (param: Accept).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "parse_error", Description: "The standard /acp endpoint: a POST body that is not one JSON value in UTF-8.", Condition: "", Retryable: false},
+	{Status: 400, Reason: "not_object", Description: "The standard /acp endpoint: a POST body that is JSON but no object.", Condition: "", Retryable: false},
+	{Status: 501, Reason: "batch", Description: "The standard /acp endpoint: a POST body that is a JSON array; ACP has no batches.", Condition: "", Retryable: false},
+	{Status: 413, Reason: "frame_too_large", Description: "The standard /acp endpoint: a POST body over --max-frame.", Condition: "message_too_large", Retryable: false},
+	{Status: 409, Reason: "stream_open", Description: "The standard /acp endpoint: an event stream for a connection, or a session of it, that has one open already.", Condition: "", Retryable: false},
 }

@@ -161,7 +161,7 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	} else if n > 0 {
 		d.log.Info("ended the turns a hub stop interrupted", "turns", n)
 	}
-	srv := &http.Server{Handler: d.server, ReadHeaderTimeout: 10 * time.Second, TLSConfig: d.tls}
+	srv := &http.Server{Handler: d.server, ReadHeaderTimeout: 10 * time.Second, TLSConfig: d.tls, Protocols: serveProtocols()}
 	errc := make(chan error, 2)
 	go func() {
 		if d.tls != nil {
@@ -233,6 +233,19 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 		d.log.Info("acphub stopped", "reason", reason)
 	}
 	return err
+}
+
+// serveProtocols are HTTP/1.1 and HTTP/2, with TLS and without (HTTP/2 then
+// by prior knowledge): clients of the standard /acp endpoint send their
+// messages as requests beside a long event stream, which HTTP/2 carries on
+// one connection, as ACP's transport RFD asks. WebSocket upgrades stay
+// HTTP/1.1.
+func serveProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
 }
 
 // stopReason says why ctx ended, for the log: the signal that stopped the

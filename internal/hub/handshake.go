@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,9 +62,7 @@ func (hs *handshakes) stop() {
 // ErrClosed, the context's, or a *jsonrpc.Error to answer the client with:
 // the agent's own error, or -32013 agent_start_failed.
 func (h *Hub) Initialize(ctx context.Context, agentName string, params []byte) ([]byte, error) {
-	if agentName == "" {
-		agentName = h.cfg.DefaultAgent
-	}
+	agentName = cmp.Or(agentName, h.cfg.DefaultAgent)
 	spec, ok := h.cfg.Agents[agentName]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownAgent, agentName)
@@ -108,6 +107,13 @@ func (h *Hub) Initialize(ctx context.Context, agentName string, params []byte) (
 		hs.mu.Unlock()
 		return result, err
 	}
+}
+
+// KnowsAgent reports whether name is a configured agent ("" is the default
+// agent).
+func (h *Hub) KnowsAgent(name string) bool {
+	_, ok := h.cfg.Agents[cmp.Or(name, h.cfg.DefaultAgent)]
+	return ok
 }
 
 // handshakeID is the id of acphub's own initialize request.

@@ -20,8 +20,8 @@ func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 	s.reply(p, m.ID, result)
 }
 
-// ListSessions answers session/list for a client of the agent agentName,
-// from the log: the hub sessions that run that agent and have an ACP
+// ListSessions answers session/list for a client of the agent agentName
+// ("" means the default agent), from the log: the hub sessions that run that agent and have an ACP
 // session, most recently updated first, filtered by cwd when params give
 // one; each names its hub session in _meta["acphub.dev/key"]. The error is
 // the one to answer the client with.
@@ -33,6 +33,9 @@ func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte)
 		if e := jsonrpc.UnmarshalParams(params, &req); e != nil {
 			return nil, e
 		}
+	}
+	if agentName == "" {
+		agentName = h.cfg.DefaultAgent
 	}
 	list, err := h.List(ctx)
 	if err != nil {

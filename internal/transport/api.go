@@ -195,15 +195,22 @@ func (s *Server) newStreamWriter(w http.ResponseWriter, key, contentType string)
 	return sw
 }
 
-func (sw *streamWriter) write(b []byte) bool {
+func (sw *streamWriter) write(b []byte) bool { return sw.ok(sw.send(b)) }
+
+func (sw *streamWriter) flush() bool { return sw.ok(sw.push()) }
+
+// send writes b within the stall timeout; os.ErrDeadlineExceeded says the
+// client took nothing for that long.
+func (sw *streamWriter) send(b []byte) error {
 	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.stall))
 	_, err := sw.w.Write(b)
-	return sw.ok(err)
+	return err
 }
 
-func (sw *streamWriter) flush() bool {
+// push flushes what was written within the stall timeout.
+func (sw *streamWriter) push() error {
 	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.stall))
-	return sw.ok(sw.rc.Flush())
+	return sw.rc.Flush()
 }
 
 func (sw *streamWriter) ok(err error) bool {

@@ -45,6 +45,7 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	mux  *http.ServeMux
+	std  stdConns // connections of the standard endpoint
 }
 
 // NewServer returns a Server; it is an http.Handler.
@@ -60,7 +61,7 @@ func NewServer(opts Options) *Server {
 	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	s.handle("/healthz", route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.healthz})
-	s.handle("/acp", route{auth: true, params: acpParams, serve: s.acp})
+	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, auth: true, params: acpParams, serve: s.acp})
 	s.handle("/api/sessions", route{auth: true, serve: s.listSessions})
 	s.handle("/api/sessions/{key}/events", route{auth: true, params: eventParams, serve: s.sessionEvents})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -130,8 +131,19 @@ var acpParams = map[string]string{
 
 // acp joins the client to a session over WebSocket or, when it asks for
 // it, NDJSON. Everything is checked before the client joins: a refusal is
-// an HTTP error.
+// an HTTP error. Without a session to join it is the standard endpoint
+// (standard.go).
 func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
+	if standardRequest(q) {
+		s.standard(w, r, q)
+		return
+	}
+	if r.Method != http.MethodGet {
+		f := refuse(http.StatusMethodNotAllowed, api.ReasonMethodNotAllowed, "", "/acp?session= answers GET, not %s", r.Method)
+		f.header = http.Header{"Allow": {http.MethodGet}}
+		f.write(w)
+		return
+	}
 	opts, f := s.joinOptions(r, q)
 	if f != nil {
 		f.write(w)

@@ -14,6 +14,7 @@ package ws
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/binary"
@@ -132,8 +133,9 @@ func CheckUpgrade(r *http.Request) *UpgradeError {
 	return nil
 }
 
-// Accept upgrades an HTTP request to a WebSocket connection. On failure it
-// has written an HTTP error response (plain text).
+// Accept upgrades an HTTP request to a WebSocket connection; headers set
+// on w before go into its 101 response. On failure it has written an HTTP
+// error response (plain text).
 func Accept(w http.ResponseWriter, r *http.Request) (*Conn, error) {
 	if e := CheckUpgrade(r); e != nil {
 		for k, vs := range e.Header {
@@ -151,9 +153,12 @@ func Accept(w http.ResponseWriter, r *http.Request) (*Conn, error) {
 		return nil, fmt.Errorf("ws: cannot take over the connection: %w", err)
 	}
 	sum := sha1.Sum([]byte(key + acceptGUID))
-	resp := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
-		base64.StdEncoding.EncodeToString(sum[:]) + "\r\n\r\n"
-	if _, err := nc.Write([]byte(resp)); err != nil {
+	var resp bytes.Buffer
+	resp.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
+		base64.StdEncoding.EncodeToString(sum[:]) + "\r\n")
+	_ = w.Header().Write(&resp)
+	resp.WriteString("\r\n")
+	if _, err := nc.Write(resp.Bytes()); err != nil {
 		nc.Close()
 		return nil, err
 	}
