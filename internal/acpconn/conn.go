@@ -62,9 +62,9 @@ type Conn struct {
 	log   *slog.Logger
 	ctx   context.Context // ends with the connection
 	stop  context.CancelFunc
-	ids   atomic.Int64   // hub ids toward this connection, shared by its sessions
-	local *frameq.Queue  // the Conn's own answers
-	done  chan struct{}  // closed when the connection ended
+	ids   atomic.Int64  // hub ids toward this connection, shared by its sessions
+	local *frameq.Queue // the Conn's own answers
+	done  chan struct{} // closed when the connection ended
 
 	mu         sync.Mutex // guards the following
 	initParams []byte     // the client's initialize params, once answered

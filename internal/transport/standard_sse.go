@@ -29,7 +29,7 @@ type outlet struct {
 	nextID atomic.Int64  // the SSE id of the connection's last event
 	ended  chan struct{} // closed by end
 
-	mu      sync.Mutex // guards the following
+	mu      sync.Mutex              // guards the following
 	streams map[string]*eventStream // "" is the connection's stream, else by sessionId
 	changed chan struct{}           // closed and made again whenever streams change
 	idle    *time.Timer             // ends the connection while no stream is open
