@@ -57,6 +57,7 @@ func TestHTTP_EveryRefusalIsJSON(t *testing.T) {
 		{"DELETE", "/api/sessions", nil, 405, "method_not_allowed", "", "Allow: GET"},
 		{"PUT", events, nil, 405, "method_not_allowed", "", "Allow: GET"},
 		{"POST", "/acp?session=s", upgrade, 405, "method_not_allowed", "", "Allow: GET"},
+		{"PUT", "/acp", nil, 405, "method_not_allowed", "", "Allow: GET, POST, DELETE"},
 
 		// The token.
 		{"GET", "/api/sessions", noToken, 401, "unauthorized", "", `Www-Authenticate: Bearer realm="acphub"`},
@@ -99,7 +100,7 @@ func TestHTTP_EveryRefusalIsJSON(t *testing.T) {
 		{"GET", "/api/sessions/nope/events?after=5", nil, 404, "unknown_session", "", ""},
 
 		// /acp: session, peer, agent, replay, the upgrade, the origin.
-		{"GET", "/acp", upgrade, 400, "bad_session", "session", ""},
+		{"GET", "/acp?peer=a", upgrade, 400, "bad_peer", "peer", ""},
 		{"GET", "/acp?session=bad%20key%21", upgrade, 400, "bad_session", "session", ""},
 		{"GET", "/acp?session=s&session=t", upgrade, 400, "bad_session", "session", ""},
 		{"GET", "/acp?session=s&replay=all", upgrade, 400, "bad_replay", "replay", ""},
@@ -133,22 +134,9 @@ func TestHTTP_EveryRefusalIsJSON(t *testing.T) {
 			t.Errorf("%s %s %v: upgraded to WebSocket, want %d %s", tt.method, tt.path, tt.header, tt.status, tt.reason)
 			continue
 		}
-		e := readRefusal(t, resp)
-		if resp.StatusCode != tt.status || e.Reason != tt.reason || e.Param != tt.param {
-			t.Errorf("%s %s %v: %d %s param %q (%s), want %d %s param %q", tt.method, tt.path, tt.header,
-				resp.StatusCode, e.Reason, e.Param, e.Message, tt.status, tt.reason, tt.param)
-		}
-		if c, r := api.Condition(tt.reason); e.Condition != c || e.Retryable != r {
-			t.Errorf("%s %s: condition %q retryable %t, want %q %t", tt.method, tt.path, e.Condition, e.Retryable, c, r)
-		}
-		if tt.param != "" && !strings.Contains(e.Message, tt.param) {
-			t.Errorf("%s %s: message %q does not name %s", tt.method, tt.path, e.Message, tt.param)
-		}
+		e := checkRefusal(t, fmt.Sprintf("%s %s %v", tt.method, tt.path, tt.header), resp, tt.status, tt.reason, tt.param, tt.wantHeader)
 		if tt.reason == "past_end" && (e.LastSeq != int64(n) || !strings.Contains(e.Message, fmt.Sprintf("last seq is %d", n))) {
 			t.Errorf("%s %s: %+v, want the last seq %d", tt.method, tt.path, e, n)
-		}
-		if name, value, ok := strings.Cut(tt.wantHeader, ": "); ok && resp.Header.Get(name) != value {
-			t.Errorf("%s %s: %s %q, want %q", tt.method, tt.path, name, resp.Header.Get(name), value)
 		}
 	}
 
@@ -175,4 +163,25 @@ func TestHTTP_EveryRefusalIsJSON(t *testing.T) {
 	if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("HEAD /healthz: %v %v", resp, err)
 	}
+}
+
+// checkRefusal checks that resp is a refusal with status, reason and param
+// (the message names it), the condition and retryable of the catalogue,
+// and the header wantHeader ("Name: value", or ""); it returns the error.
+func checkRefusal(t *testing.T, what string, resp *http.Response, status int, reason, param, wantHeader string) api.HTTPErrorError {
+	t.Helper()
+	e := readRefusal(t, resp)
+	if resp.StatusCode != status || e.Reason != reason || e.Param != param {
+		t.Errorf("%s: %d %s param %q (%s), want %d %s param %q", what, resp.StatusCode, e.Reason, e.Param, e.Message, status, reason, param)
+	}
+	if c, r := api.Condition(reason); e.Condition != c || e.Retryable != r {
+		t.Errorf("%s: condition %q retryable %t, want %q %t", what, e.Condition, e.Retryable, c, r)
+	}
+	if param != "" && !strings.Contains(e.Message, param) {
+		t.Errorf("%s: message %q does not name %s", what, e.Message, param)
+	}
+	if name, value, ok := strings.Cut(wantHeader, ": "); ok && strings.Join(resp.Header.Values(name), ", ") != value {
+		t.Errorf("%s: %s %q, want %q", what, name, resp.Header.Values(name), value)
+	}
+	return e
 }

@@ -228,6 +228,11 @@ func (c *rfdConn) fail(err error) {
 }
 
 func (c *rfdConn) Read(ctx context.Context) ([]byte, error) {
+	select { // what a stream delivered comes before how it ended
+	case f := <-c.frames:
+		return f, nil
+	default:
+	}
 	select {
 	case f := <-c.frames:
 		return f, nil

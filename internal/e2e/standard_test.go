@@ -2,9 +2,12 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/coder/websocket"
 )
 
 // A client that knows only ACP and the transport RFD — over HTTP (POST, the
@@ -132,6 +135,13 @@ func TestStandard_WholeSessionLifecycle(t *testing.T) {
 	}
 }
 
+// answer sends a request and returns its answer, an error or not.
+func (c *client) answer(method string, params any) msg {
+	c.t.Helper()
+	resp, _ := c.call(method, params)
+	return resp
+}
+
 // stdRequest sends a request to the standard endpoint with the token, the
 // connection id conn and the Content-Type ctype (when not ""), and body.
 func (h *hubProc) stdRequest(method, conn, session, ctype, body string) *http.Response {
@@ -158,4 +168,199 @@ func unencryptedHTTP2() *http.Protocols {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
 	return p
+}
+
+// Every refusal of the standard endpoint has its documented status and the
+// JSON body of every HTTP refusal, naming the header or parameter at fault.
+func TestStandard_EveryRefusalIsJSON(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--max-frame", "4096")
+	c, rc := h.dialRFD("rfd", http.DefaultClient, false)
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	sid := sessionIDOf(t, c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}}))
+	conn := rc.connectionID()
+
+	// A connection opened over the Unix socket is not the token's.
+	sc := h.socketHTTP()
+	resp, err := sc.Post("http://acphub/acp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	unixConn := resp.Header.Get("Acp-Connection-Id")
+	if resp.StatusCode != http.StatusOK || unixConn == "" {
+		t.Fatalf("initialize over the socket: %s, connection %q", resp.Status, unixConn)
+	}
+
+	const (
+		init   = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
+		list   = `{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`
+		jsonType = "application/json"
+		sse      = "text/event-stream"
+	)
+	prompt := `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[]}}`
+	wsUpgrade := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+	with := func(h map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range h {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		method, query string
+		header        map[string]string
+		body          string
+		status        int
+		reason        string
+		param         string
+		wantHeader    string
+	}{
+		// POST: the body.
+		{"POST", "", map[string]string{"Content-Type": "text/plain"}, init, 415, "bad_content_type", "Content-Type", ""},
+		{"POST", "", nil, init, 415, "bad_content_type", "Content-Type", ""},
+		{"POST", "", map[string]string{"Content-Type": jsonType}, `{"jsonrpc":`, 400, "parse_error", "", ""},
+		{"POST", "", map[string]string{"Content-Type": jsonType}, "[" + init + "]", 501, "batch", "", ""},
+		{"POST", "", map[string]string{"Content-Type": jsonType}, `5`, 400, "not_object", "", ""},
+		{"POST", "", map[string]string{"Content-Type": jsonType}, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`, 413, "frame_too_large", "", ""},
+		// POST: the connection and the session.
+		{"POST", "", map[string]string{"Content-Type": jsonType}, list, 400, "no_connection", "Acp-Connection-Id", ""},
+		{"POST", "", map[string]string{"Content-Type": jsonType, "Acp-Connection-Id": "nope"}, list, 404, "unknown_connection", "Acp-Connection-Id", ""},
+		{"POST", "", map[string]string{"Content-Type": jsonType, "Acp-Connection-Id": unixConn}, list, 404, "unknown_connection", "Acp-Connection-Id", ""},
+		{"POST", "", map[string]string{"Content-Type": jsonType, "Acp-Connection-Id": conn}, prompt, 400, "no_session_header", "Acp-Session-Id", ""},
+		{"POST", "", map[string]string{"Content-Type": jsonType, "Acp-Connection-Id": conn, "Acp-Session-Id": "other"}, prompt, 400, "session_mismatch", "Acp-Session-Id", ""},
+		// Query parameters.
+		{"POST", "?agent=demo", map[string]string{"Content-Type": jsonType, "Acp-Connection-Id": conn}, list, 400, "bad_agent", "agent", ""},
+		{"POST", "?agent=nope", map[string]string{"Content-Type": jsonType}, init, 404, "unknown_agent", "agent", ""},
+		{"POST", "?peer=x", map[string]string{"Content-Type": jsonType}, init, 400, "bad_peer", "peer", ""},
+		{"GET", "?replay=skip", map[string]string{"Accept": sse, "Acp-Connection-Id": conn}, "", 400, "bad_replay", "replay", ""},
+		{"GET", "?agent=demo", map[string]string{"Accept": sse, "Acp-Connection-Id": conn}, "", 400, "bad_agent", "agent", ""},
+		{"POST", "?nope=1", map[string]string{"Content-Type": jsonType}, init, 400, "unknown_parameter", "nope", ""},
+		// GET: event streams and upgrades.
+		{"GET", "", nil, "", 406, "not_acceptable", "Accept", ""},
+		{"GET", "", map[string]string{"Accept": "application/json", "Acp-Connection-Id": conn}, "", 406, "not_acceptable", "Accept", ""},
+		{"GET", "", map[string]string{"Accept": sse}, "", 400, "no_connection", "Acp-Connection-Id", ""},
+		{"GET", "", map[string]string{"Accept": sse, "Acp-Connection-Id": "nope"}, "", 404, "unknown_connection", "Acp-Connection-Id", ""},
+		{"GET", "", map[string]string{"Accept": sse, "Acp-Connection-Id": conn}, "", 409, "stream_open", "", ""},
+		{"GET", "", map[string]string{"Connection": "Upgrade", "Upgrade": "acphub-ndjson"}, "", 400, "bad_session", "session", ""},
+		{"GET", "", with(wsUpgrade, "Origin", "https://evil.example"), "", 403, "bad_origin", "", ""},
+		{"GET", "?agent=nope", wsUpgrade, "", 404, "unknown_agent", "agent", ""},
+		{"GET", "", with(wsUpgrade, "Sec-WebSocket-Version", "8"), "", 400, "bad_upgrade", "", "Sec-Websocket-Version: 13"},
+		// DELETE, other methods.
+		{"DELETE", "", nil, "", 400, "no_connection", "Acp-Connection-Id", ""},
+		{"DELETE", "", map[string]string{"Acp-Connection-Id": "nope"}, "", 404, "unknown_connection", "Acp-Connection-Id", ""},
+		{"DELETE", "", map[string]string{"Acp-Connection-Id": unixConn}, "", 404, "unknown_connection", "Acp-Connection-Id", ""},
+		{"PATCH", "", nil, "", 405, "method_not_allowed", "", "Allow: GET, POST, DELETE"},
+		{"DELETE", "?session=s", nil, "", 405, "method_not_allowed", "", "Allow: GET"},
+	} {
+		req, err := http.NewRequest(tt.method, "http://"+h.addr+"/acp"+tt.query, strings.NewReader(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+h.token)
+		for k, v := range tt.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s %v: %v", tt.method, tt.query, tt.header, err)
+		}
+		checkRefusal(t, fmt.Sprintf("%s /acp%s %v", tt.method, tt.query, tt.header), resp, tt.status, tt.reason, tt.param, tt.wantHeader)
+	}
+
+	// None of that hurt the connection.
+	mustStop(t, "prompt after the refusals", lastOf(c.untilResponse(c.prompt(sid, "/echo fine"))), "end_turn")
+}
+
+// What the connection refuses of its messages is a JSON-RPC error, as on
+// acphub's own WebSocket.
+func TestStandard_JSONRPCErrors(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--max-frame", "4096")
+	c, err := h.dialRFDWebSocket("ws", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := func(resp msg) (int, string) {
+		if resp.Error == nil {
+			t.Fatalf("%s: want an error", resp.raw)
+		}
+		return resp.Error.Code, resp.reason()
+	}
+	// Before initialize: a request is refused, a notification ignored.
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"x"}}`)
+	if n, r := code(c.answer("session/list", map[string]any{})); n != -32016 || r != "not_initialized" {
+		t.Errorf("a request before initialize: %d %s", n, r)
+	}
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	if n, r := code(c.answer("_demo/ping", map[string]any{})); n != -32015 || r != "no_session" {
+		t.Errorf("a request naming no session, with none open: %d %s", n, r)
+	}
+	resp := c.answer("session/prompt", map[string]any{"sessionId": "nope", "prompt": []any{}})
+	if n, r := code(resp); n != -32018 || r != "unknown_session" || !strings.Contains(string(resp.Error.Data), `"sessionId":"nope"`) {
+		t.Errorf("a prompt to a session the connection does not have: %s", resp.raw)
+	}
+	resp = c.answer("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}, "_meta": map[string]any{"acphub.dev/key": "bad key!"}})
+	if n, r := code(resp); n != -32602 || r != "bad_params" || !strings.Contains(resp.Error.Message, "params._meta.acphub.dev/key") {
+		t.Errorf("session/new with a bad key: %s", resp.raw)
+	}
+	// session/load of an id no hub session has goes to the agent, in a
+	// new hub session; the demo agent loads any id. One it refuses is
+	// not the connection's.
+	if resp := c.answer("session/load", map[string]any{"sessionId": "agents-own", "cwd": "/tmp", "mcpServers": []any{}}); resp.Error != nil {
+		t.Errorf("session/load of an id the agent has: %s", resp.raw)
+	}
+	mustStop(t, "prompt in the session the agent loaded", lastOf(c.untilResponse(c.prompt("agents-own", "/echo loaded"))), "end_turn")
+	if n, r := code(c.answer("session/load", map[string]any{"sessionId": "other", "cwd": "relative", "mcpServers": []any{}})); n != -32602 || r != "bad_params" {
+		t.Errorf("session/load with a relative cwd: %d %s", n, r)
+	}
+	if n, r := code(c.answer("session/prompt", map[string]any{"sessionId": "other", "prompt": []any{}})); n != -32018 || r != "unknown_session" {
+		t.Errorf("a prompt to the session that failed to load: %d %s", n, r)
+	}
+	// Frames the connection cannot read.
+	c.send(`{"jsonrpc":`)
+	if m := c.next(); string(m.ID) != "null" || m.Error == nil || m.Error.Code != -32700 {
+		t.Errorf("a frame that is not JSON: %s", m.raw)
+	}
+	c.send(`{"jsonrpc":"2.0","id":77,"method":"session/list","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`)
+	if m := c.next(); m.Error == nil || m.Error.Code != -32014 {
+		t.Errorf("a frame over --max-frame: %s", m.raw)
+	}
+	if err := c.conn.(wsClientConn).Conn.Write(c.ctx, websocket.MessageBinary, []byte(`{"jsonrpc":"2.0","id":78,"method":"session/list"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The binary message was ignored: the next answer is the next request's.
+	id := c.request("session/list", map[string]any{})
+	if m := c.next(); !m.isResponseTo(id) || !strings.Contains(string(m.Result), `"sessionId":"agents-own"`) {
+		t.Errorf("after a binary message: %s, want the answer to session/list %d", m.raw, id)
+	}
+}
+
+// session/new with _meta["acphub.dev/key"] joins that hub session: a
+// client of the standard endpoint shares a session with acphub's clients.
+func TestStandard_NewSessionJoinsANamedHubSession(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dial("shared", "peer=a")
+	sid := a.handshake()
+	c, err := h.dialRFDWebSocket("ws", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	got := sessionIDOf(t, c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}, "_meta": map[string]any{"acphub.dev/key": "shared"}}))
+	if got != sid {
+		t.Fatalf("session/new with key shared: session %s, want %s", got, sid)
+	}
+	a.until(isMethod("_acphub/peer_joined"))
+	// Both see one turn; either may answer its permission.
+	id := c.prompt(sid, "/permission")
+	perm := lastOf(a.until(isMethod("session/request_permission")))
+	lastOf(c.until(isMethod("session/request_permission")))
+	a.respond(perm.ID, allowAnswer)
+	mustStop(t, "turn", lastOf(c.untilResponse(id)), "end_turn")
+	a.until(isMethod("_acphub/turn_complete"))
 }

@@ -130,7 +130,6 @@ func (h *Hub) handshake(ctx context.Context, agentName string, spec agent.Spec, 
 	if err != nil {
 		return nil, errAgentStart(err.Error(), "")
 	}
-	h.log.Info("agent started for its initialize result", "agent", agentName, "pid", proc.Pid())
 	defer proc.Stop()
 	// Reading ends when the agent answers, exits, or is stopped because the
 	// caller gave up or the hub closes.
