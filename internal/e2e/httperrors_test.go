@@ -111,7 +111,7 @@ func TestHTTP_EveryRefusalIsJSON(t *testing.T) {
 		{"GET", "/acp?session=s&agent=", upgrade, 400, "bad_agent", "agent", ""},
 		{"GET", "/acp?session=s&agent=demo", upgrade, 409, "agent_mismatch", "agent", ""},
 		{"GET", "/acp?session=t&agent=nope", upgrade, 404, "unknown_agent", "agent", ""},
-		{"GET", "/acp?session=plain", nil, 426, "upgrade_required", "", "Upgrade: websocket"},
+		{"GET", "/acp?session=plain", nil, 426, "upgrade_required", "", "Upgrade: websocket, acphub-ndjson"},
 		{"GET", "/acp?session=plain", with(upgrade, "Sec-WebSocket-Version", "8"), 400, "bad_upgrade", "", "Sec-Websocket-Version: 13"},
 		{"GET", "/acp?session=plain", with(upgrade, "Sec-WebSocket-Key", "short"), 400, "bad_upgrade", "", ""},
 		{"GET", "/acp?session=plain", with(upgrade, "Origin", "https://evil.example"), 403, "bad_origin", "", ""},

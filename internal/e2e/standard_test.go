@@ -193,8 +193,8 @@ func TestStandard_EveryRefusalIsJSON(t *testing.T) {
 	}
 
 	const (
-		init   = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
-		list   = `{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`
+		init     = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
+		list     = `{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`
 		jsonType = "application/json"
 		sse      = "text/event-stream"
 	)
