@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -363,4 +364,67 @@ func TestStandard_NewSessionJoinsANamedHubSession(t *testing.T) {
 	a.respond(perm.ID, allowAnswer)
 	mustStop(t, "turn", lastOf(c.untilResponse(id)), "end_turn")
 	a.until(isMethod("_acphub/turn_complete"))
+}
+
+// A connection whose client keeps no event stream open for the stall
+// timeout ends, as a client that takes none of its output; one whose
+// stream is open stays, however quiet.
+func TestStandard_ConnectionWithoutAStreamEnds(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--client-stall-timeout", "500ms")
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
+	resp := h.stdRequest(http.MethodPost, "", "", "application/json", init)
+	resp.Body.Close()
+	lone := resp.Header.Get("Acp-Connection-Id")
+	if lone == "" {
+		t.Fatalf("initialize: %s", resp.Status)
+	}
+	c, rc := h.dialRFD("kept", http.DefaultClient, false)
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1})
+
+	deadline := time.Now().Add(testTimeout)
+	for {
+		resp := h.stdRequest(http.MethodPost, lone, "", "application/json", `{"jsonrpc":"2.0","id":2,"method":"session/list"}`)
+		if resp.StatusCode == http.StatusNotFound {
+			checkRefusal(t, "POST to the connection that kept no stream", resp, 404, "unknown_connection", "Acp-Connection-Id", "")
+			break
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted || time.Now().After(deadline) {
+			t.Fatalf("POST to a connection without a stream: %s, still open after %s", resp.Status, testTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The other connection, whose stream stayed open all that time, works.
+	if resp := c.mustCall("session/list", map[string]any{}); resp.Error != nil {
+		t.Errorf("session/list on the kept connection: %s", resp.raw)
+	}
+	if rc.connectionID() == "" {
+		t.Fatal("no connection id")
+	}
+}
+
+// A stopping hub ends every connection of the standard endpoint, those
+// without a session too: an event stream's last event is _acphub/closed,
+// a WebSocket closes with 1001; the hub stops cleanly.
+func TestStandard_HubStopEndsConnections(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	c, _ := h.dialRFD("http", http.DefaultClient, false)
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	w, err := h.dialRFDWebSocket("ws", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	h.stop()
+	last := lastOf(c.until(isMethod("_acphub/closed")))
+	if !strings.Contains(string(last.Params), `"condition":"temporarily_unavailable"`) {
+		t.Errorf("closing event %s", last.raw)
+	}
+	for range w.frames {
+	}
+	if err := <-w.closed; websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Errorf("the WebSocket ended with %v, want 1001", err)
+	}
 }
