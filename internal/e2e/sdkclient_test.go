@@ -1,0 +1,98 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/acphub/acphub/internal/testutil"
+)
+
+// sdkClientScript returns node and testdata/sdkclient.mjs, a client built on
+// the remote transports of the ACP TypeScript SDK of package.json. Without
+// node_modules, or without node, it skips the test (testutil.SkipPeer),
+// except under CI=true.
+func sdkClientScript(t *testing.T) (node, script string) {
+	t.Helper()
+	sdk := filepath.Join(repoRoot, "node_modules", "@agentclientprotocol", "sdk", "dist", "http-stream.js")
+	if _, err := os.Stat(sdk); err != nil {
+		testutil.SkipPeer(t, fmt.Sprintf("the SDK's HTTP client is not installed: %v", err))
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testutil.SkipPeer(t, fmt.Sprintf("node not found: %v", err))
+	}
+	return node, filepath.Join(repoRoot, "internal", "e2e", "testdata", "sdkclient.mjs")
+}
+
+// The ACP TypeScript SDK's own Streamable HTTP and WebSocket clients, which
+// know nothing of acphub, list the hub's sessions, create one and run a
+// demo turn in it with its permission request, then load a session another
+// client made, with its history, and prompt there.
+func TestSDKClient_StandardEndpoint(t *testing.T) {
+	t.Parallel()
+	node, script := sdkClientScript(t)
+	h := startHub(t)
+	for _, mode := range []string{"http", "ws"} {
+		t.Run(mode, func(t *testing.T) {
+			old := h.dial("sdk-"+mode, "peer=a")
+			oldSID := old.handshake()
+			mustStop(t, "old prompt", lastOf(old.untilResponse(old.prompt(oldSID, "/echo earlier"))), "end_turn")
+
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			scheme := map[string]string{"http": "http", "ws": "ws"}[mode]
+			cmd := exec.CommandContext(ctx, node, script, mode, scheme+"://"+h.addr+"/acp", h.token, oldSID)
+			cmd.Dir = repoRoot
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() == 3 {
+				testutil.SkipPeer(t, "package ws is not installed: "+strings.TrimSpace(stderr.String()))
+			}
+			if err != nil {
+				t.Fatalf("sdk client: %v\n%s\n%s", err, out, stderr.String())
+			}
+			var seen struct {
+				LoadSession       bool     `json:"loadSession"`
+				Listed            []string `json:"listed"`
+				SessionID         string   `json:"sessionId"`
+				StopReason        string   `json:"stopReason"`
+				Updates           []string `json:"updates"`
+				Text              string   `json:"text"`
+				PermissionSession string   `json:"permissionSession"`
+				PermissionOptions []string `json:"permissionOptions"`
+				Replayed          []string `json:"replayed"`
+				LoadedStopReason  string   `json:"loadedStopReason"`
+			}
+			if err := json.Unmarshal(out, &seen); err != nil {
+				t.Fatalf("sdk client printed %q: %v\n%s", out, err, stderr.String())
+			}
+			if !seen.LoadSession || !slices.Contains(seen.Listed, oldSID) || seen.SessionID == "" || seen.SessionID == oldSID {
+				t.Errorf("initialize, list, new: %+v; want loadSession, %s listed, a new session", seen, oldSID)
+			}
+			if seen.StopReason != "end_turn" || seen.PermissionSession != seen.SessionID || !slices.Contains(seen.PermissionOptions, "allow") ||
+				!strings.Contains(seen.Text, "Permission granted") {
+				t.Errorf("the demo turn: %+v", seen)
+			}
+			for _, k := range []string{"plan", "tool_call", "tool_call_update", "agent_message_chunk"} {
+				if !slices.Contains(seen.Updates, k) {
+					t.Errorf("the demo turn had no %s update: %v", k, seen.Updates)
+				}
+			}
+			if want := []string{"user_message_chunk:/echo earlier", "agent_message_chunk:earlier"}; !slices.Equal(seen.Replayed, want) || seen.LoadedStopReason != "end_turn" {
+				t.Errorf("session/load replayed %q then %s, want %q then end_turn", seen.Replayed, seen.LoadedStopReason, want)
+			}
+			if got := old.until(isMethod("_acphub/turn_complete")); texts(got) != "from the sdk" {
+				t.Errorf("the other client saw %q of the SDK's turn", texts(got))
+			}
+		})
+	}
+}

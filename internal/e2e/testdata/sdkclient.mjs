@@ -1,0 +1,83 @@
+// A client of acphub's standard /acp endpoint built on the ACP TypeScript
+// SDK's own remote transports (experimental/http-client, experimental/
+// ws-client), for TestSDKClient_*. It lists the sessions, creates one, runs
+// a demo turn whose permission request it allows, loads the session named
+// by its last argument, and prints what it saw as one JSON line.
+//
+// Usage: node sdkclient.mjs http|ws URL TOKEN SESSION_TO_LOAD
+// Exit status 3: package ws, the WebSocket the SDK's ws-client is given, is
+// not installed.
+import * as acp from "@agentclientprotocol/sdk";
+import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+
+const [mode, url, token, toLoad] = process.argv.slice(2);
+const headers = { Authorization: `Bearer ${token}` };
+
+async function openStream() {
+  if (mode === "http") {
+    return createHttpStream(url, { headers });
+  }
+  // Node's own WebSocket cannot send the token: the SDK passes headers the
+  // way package ws takes them.
+  let WebSocket;
+  try {
+    WebSocket = (await import("ws")).WebSocket;
+  } catch {
+    console.error("package ws is not installed");
+    process.exit(3);
+  }
+  return createWebSocketStream(url, { headers, WebSocket });
+}
+
+const seen = { updates: [], text: "", replayed: [] };
+let loading = false;
+const stream = await openStream();
+try {
+  await acp
+    .client({ name: "acphub-e2e-sdk-client" })
+    .onRequest(acp.methods.client.session.requestPermission, (ctx) => {
+      seen.permissionSession = ctx.params.sessionId;
+      seen.permissionOptions = ctx.params.options.map((o) => o.optionId);
+      return { outcome: { outcome: "selected", optionId: "allow" } };
+    })
+    .onNotification(acp.methods.client.session.update, (ctx) => {
+      const u = ctx.params.update;
+      if (loading) {
+        seen.replayed.push(`${u.sessionUpdate}:${u.content?.text ?? ""}`);
+        return;
+      }
+      seen.updates.push(u.sessionUpdate);
+      if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") {
+        seen.text += u.content.text;
+      }
+    })
+    .connectWith(stream, async (ctx) => {
+      const init = await ctx.request(acp.methods.agent.initialize, {
+        protocolVersion: acp.PROTOCOL_VERSION,
+        clientCapabilities: {},
+      });
+      seen.loadSession = init.agentCapabilities?.loadSession === true;
+      const list = await ctx.request(acp.methods.agent.session.list, {});
+      seen.listed = list.sessions.map((s) => s.sessionId);
+      const created = await ctx.request(acp.methods.agent.session.new, { cwd: "/tmp", mcpServers: [] });
+      seen.sessionId = created.sessionId;
+      const done = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId: created.sessionId,
+        prompt: [{ type: "text", text: "hello" }],
+      });
+      seen.stopReason = done.stopReason;
+      loading = true;
+      await ctx.request(acp.methods.agent.session.load, { sessionId: toLoad, cwd: "/tmp", mcpServers: [] });
+      loading = false;
+      const again = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId: toLoad,
+        prompt: [{ type: "text", text: "/echo from the sdk" }],
+      });
+      seen.loadedStopReason = again.stopReason;
+    });
+} finally {
+  await stream.writable.close().catch(() => {});
+}
+console.log(JSON.stringify(seen));
+process.exit(0);
