@@ -350,7 +350,7 @@ func (c *Conn) newSession(ctx context.Context, m *jsonrpc.Message) {
 	s := &session{key: key, ready: make(chan struct{}), watch: m.ID}
 	c.sessions = append(c.sessions, s)
 	c.mu.Unlock()
-	go c.open(s, m.Raw, m.ID)
+	go c.open(s, c.opts.Agent, m.Raw, m.ID)
 }
 
 // loadSession joins the hub session that holds the sessionId of a
@@ -371,13 +371,14 @@ func (c *Conn) loadSession(ctx context.Context, m *jsonrpc.Message) {
 		return
 	}
 	s := &session{key: key, id: id, ready: make(chan struct{}), watch: m.ID}
+	agent := "" // the session's, whichever it is
 	if key == "" {
-		s.key = newKey() // for the agent to load, if it can
+		s.key, agent = newKey(), c.opts.Agent // for the agent to load, if it can
 	}
 	c.mu.Lock()
 	c.sessions = append(c.sessions, s)
 	c.mu.Unlock()
-	go c.open(s, m.Raw, m.ID)
+	go c.open(s, agent, m.Raw, m.ID)
 }
 
 // requestedKey reads _meta["acphub.dev/key"] of session/new params.
@@ -406,11 +407,12 @@ func newKey() string {
 	return "acp-" + hex.EncodeToString(b[:])
 }
 
-// open joins s's hub session, initializes it with the connection's
-// initialize params, starts its pump and sends it frame, the request that
-// opened it (with id).
-func (c *Conn) open(s *session, frame, id []byte) {
-	client, err := c.hub.Join(c.ctx, s.key, hub.JoinOptions{Agent: c.opts.Agent, IDs: &c.ids})
+// open joins s's hub session (with agent, when it creates it; "" when it
+// is to run any), initializes it with the connection's initialize params,
+// starts its pump and sends it frame, the request that opened it (with
+// id).
+func (c *Conn) open(s *session, agent string, frame, id []byte) {
+	client, err := c.hub.Join(c.ctx, s.key, hub.JoinOptions{Agent: agent, IDs: &c.ids})
 	if err != nil {
 		c.fail(s, id, hubError(err))
 		return
