@@ -351,21 +351,32 @@ func (h *hubProc) tryDialWith(session, query string, opts *websocket.DialOptions
 	if query != "" {
 		q += "&" + query
 	}
+	conn, _, ctx, cancel, err := h.wsDial(h.wsURL(q), opts)
+	if err != nil {
+		return nil, err
+	}
+	return h.newClient(query, wsClientConn{conn}, ctx, cancel), nil
+}
+
+// wsDial opens a WebSocket to url with opts (and the token, when opts set
+// no header). The connection lives until cancel; a refusal is an error
+// with its status and body.
+func (h *hubProc) wsDial(url string, opts *websocket.DialOptions) (*websocket.Conn, *http.Response, context.Context, context.CancelFunc, error) {
 	if opts.HTTPHeader == nil {
 		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + h.token}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	conn, resp, err := websocket.Dial(ctx, h.wsURL(q), opts)
+	conn, resp, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
 		cancel()
 		if resp != nil {
 			body, _ := io.ReadAll(resp.Body)
-			return nil, fmt.Errorf("%w (status %d, body %s)", err, resp.StatusCode, body)
+			return nil, nil, nil, nil, fmt.Errorf("%w (status %d, body %s)", err, resp.StatusCode, body)
 		}
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	conn.SetReadLimit(64 << 20)
-	return h.newClient(query, wsClientConn{conn}, ctx, cancel), nil
+	return conn, resp, ctx, cancel, nil
 }
 
 // clientConn is a client's connection: WebSocket or the hub's socket.

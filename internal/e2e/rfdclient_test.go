@@ -302,26 +302,15 @@ func (h *hubProc) dialRFD(name string, hc *http.Client, sessionStreams bool) (*c
 
 // dialRFDWebSocket is a client of the standard endpoint over a WebSocket:
 // GET /acp with Upgrade: websocket, Acp-Connection-Id in the 101.
-func (h *hubProc) dialRFDWebSocket(name, query string) (*client, error) {
+func (h *hubProc) dialRFDWebSocket(name string) (*client, error) {
 	h.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	url := "ws://" + h.addr + "/acp"
-	if query != "" {
-		url += "?" + query
-	}
-	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + h.token}}})
+	conn, resp, ctx, cancel, err := h.wsDial("ws://"+h.addr+"/acp", &websocket.DialOptions{})
 	if err != nil {
-		cancel()
-		if resp != nil {
-			body, _ := io.ReadAll(resp.Body)
-			return nil, fmt.Errorf("%w (status %d, body %s)", err, resp.StatusCode, body)
-		}
 		return nil, err
 	}
 	if resp.Header.Get("Acp-Connection-Id") == "" {
 		cancel()
 		return nil, errors.New("the 101 has no Acp-Connection-Id")
 	}
-	conn.SetReadLimit(64 << 20)
 	return h.newClient(name, wsClientConn{conn}, ctx, cancel), nil
 }

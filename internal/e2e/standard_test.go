@@ -44,7 +44,7 @@ func TestStandard_WholeSessionLifecycle(t *testing.T) {
 				c, rc = h.dialRFD(tt.name, tt.hc, tt.sessionStreams)
 			} else {
 				var err error
-				if c, err = h.dialRFDWebSocket(tt.name, ""); err != nil {
+				if c, err = h.dialRFDWebSocket(tt.name); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -281,7 +281,7 @@ func TestStandard_EveryRefusalIsJSON(t *testing.T) {
 func TestStandard_JSONRPCErrors(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "--max-frame", "4096")
-	c, err := h.dialRFDWebSocket("ws", "")
+	c, err := h.dialRFDWebSocket("ws")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestStandard_NewSessionJoinsANamedHubSession(t *testing.T) {
 	h := startHub(t)
 	a := h.dial("shared", "peer=a")
 	sid := a.handshake()
-	c, err := h.dialRFDWebSocket("ws", "")
+	c, err := h.dialRFDWebSocket("ws")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestStandard_HubStopEndsConnections(t *testing.T) {
 	h := startHub(t)
 	c, _ := h.dialRFD("http", http.DefaultClient, false)
 	c.mustCall("initialize", map[string]any{"protocolVersion": 1})
-	w, err := h.dialRFDWebSocket("ws", "")
+	w, err := h.dialRFDWebSocket("ws")
 	if err != nil {
 		t.Fatal(err)
 	}

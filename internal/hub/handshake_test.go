@@ -18,15 +18,40 @@ import (
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
-// countedDemo is the demo agent run through sh, which appends a line to
-// count each time it starts.
-func countedDemo(t *testing.T, count string) agent.Spec {
+func testExecutable(t *testing.T) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	demo := demoSpec(exe)
+	return exe
+}
+
+// openSession joins the hub session key, initializes and creates its ACP
+// session; it returns the client and the sessionId.
+func openSession(t *testing.T, ctx context.Context, h *hub.Hub, key string, opts hub.JoinOptions) (*testClient, string) {
+	t.Helper()
+	c, err := h.Join(ctx, key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &testClient{t: t, ctx: ctx, c: c}
+	tc.call(jsonrpc.MethodInitialize, initParams)
+	_, f := tc.call(jsonrpc.MethodSessionNew, `{"cwd":"/tmp","mcpServers":[]}`)
+	var created struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(f.Result, &created); err != nil || created.SessionID == "" {
+		t.Fatalf("session/new: %s %s", f.Result, f.Error)
+	}
+	return tc, created.SessionID
+}
+
+// countedDemo is the demo agent run through sh, which appends a line to
+// count each time it starts.
+func countedDemo(t *testing.T, count string) agent.Spec {
+	t.Helper()
+	demo := demoSpec(testExecutable(t))
 	return agent.Spec{Command: "/bin/sh", Args: append([]string{"-c", `echo started >> "$0"; exec "$@"`, count, demo.Command}, demo.Args...), Env: demo.Env}
 }
 
@@ -174,34 +199,22 @@ func TestHub_Initialize(t *testing.T) {
 // ListSessions and FindSession answer from the log, without a session.
 func TestHub_ListAndFindSessions(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := testExecutable(t)
 	h, ctx := newTestHub(t, map[string]agent.Spec{"demo": demoSpec(exe), "other": demoSpec(exe)})
-	c, err := h.Join(ctx, "k", hub.JoinOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := &testClient{t: t, ctx: ctx, c: c}
-	tc.call(jsonrpc.MethodInitialize, initParams)
-	_, f := tc.call(jsonrpc.MethodSessionNew, `{"cwd":"/tmp","mcpServers":[]}`)
-	var created struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := json.Unmarshal(f.Result, &created); err != nil || created.SessionID == "" {
-		t.Fatalf("session/new: %s %s", f.Result, f.Error)
-	}
+	_, sid := openSession(t, ctx, h, "k", hub.JoinOptions{})
 
-	if key, err := h.FindSession(ctx, created.SessionID); key != "k" || err != nil {
-		t.Errorf("FindSession(%s) = %q, %v; want k", created.SessionID, key, err)
+	if key, err := h.FindSession(ctx, sid); key != "k" || err != nil {
+		t.Errorf("FindSession(%s) = %q, %v; want k", sid, key, err)
 	}
 	if key, err := h.FindSession(ctx, "nope"); key != "" || err != nil {
 		t.Errorf("FindSession(nope) = %q, %v; want none", key, err)
 	}
 	list, e := h.ListSessions(ctx, "demo", nil)
-	if e != nil || !strings.Contains(string(list), `"sessionId":"`+created.SessionID+`"`) || !strings.Contains(string(list), `"_meta":{"acphub.dev/key":"k"}`) {
+	if e != nil || !strings.Contains(string(list), `"sessionId":"`+sid+`"`) || !strings.Contains(string(list), `"_meta":{"acphub.dev/key":"k"}`) {
 		t.Errorf("ListSessions(demo) = %s, %v", list, e)
+	}
+	if dflt, e := h.ListSessions(ctx, "", nil); e != nil || string(dflt) != string(list) {
+		t.Errorf("ListSessions of the default agent = %s, %v; want %s", dflt, e, list)
 	}
 	if list, e := h.ListSessions(ctx, "demo", []byte(`{"cwd":"/elsewhere"}`)); e != nil || string(list) != `{"sessions":[]}` {
 		t.Errorf("ListSessions of another cwd = %s, %v", list, e)
@@ -218,28 +231,14 @@ func TestHub_ListAndFindSessions(t *testing.T) {
 // differ across their sessions.
 func TestHub_JoinWithSharedIDs(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, ctx := newTestHub(t, map[string]agent.Spec{"demo": demoSpec(exe)})
+	h, ctx := newTestHub(t, map[string]agent.Spec{"demo": demoSpec(testExecutable(t))})
 	var ids atomic.Int64
 	var seen []string
 	for _, key := range []string{"a", "b"} {
-		c, err := h.Join(ctx, key, hub.JoinOptions{IDs: &ids})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tc := &testClient{t: t, ctx: ctx, c: c}
-		tc.call(jsonrpc.MethodInitialize, initParams)
-		_, f := tc.call(jsonrpc.MethodSessionNew, `{"cwd":"/tmp","mcpServers":[]}`)
-		var created struct {
-			SessionID string `json:"sessionId"`
-		}
-		_ = json.Unmarshal(f.Result, &created)
+		tc, sid := openSession(t, ctx, h, key, hub.JoinOptions{IDs: &ids})
 		tc.id++
-		if err := c.Send(ctx, request(tc.id, jsonrpc.MethodSessionPrompt, map[string]any{
-			"sessionId": created.SessionID, "prompt": []map[string]string{{"type": "text", "text": "/permission"}},
+		if err := tc.c.Send(ctx, request(tc.id, jsonrpc.MethodSessionPrompt, map[string]any{
+			"sessionId": sid, "prompt": []map[string]string{{"type": "text", "text": "/permission"}},
 		})); err != nil {
 			t.Fatal(err)
 		}
