@@ -134,7 +134,7 @@ func (s *Server) standardInitialize(w http.ResponseWriter, r *http.Request, q ur
 	resp, ok, err := mux.Initialize(r.Context(), m)
 	if !ok {
 		mux.Close(nil)
-		out.end(nil)
+		out.end()
 	}
 	switch {
 	case err != nil && r.Context().Err() != nil:
@@ -204,7 +204,7 @@ func (cs *stdConns) add(r *http.Request, mux *acpconn.Conn, out *outlet) string 
 		delete(cs.conns, key)
 		cs.mu.Unlock()
 		if out != nil {
-			out.end(mux.Why())
+			out.end()
 		}
 	}()
 	return id

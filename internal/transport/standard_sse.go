@@ -34,7 +34,6 @@ type outlet struct {
 	changed chan struct{}           // closed and made again whenever streams change
 	idle    *time.Timer             // ends the connection while no stream is open
 	onStall func()
-	why     *hub.Disconnect // why the connection ended
 	isEnded bool
 }
 
@@ -74,15 +73,15 @@ func (o *outlet) armLocked() {
 	}
 }
 
-// end ends the streams: each writes the closing notification when why is
-// not nil.
-func (o *outlet) end(why *hub.Disconnect) {
+// end ends the streams, once the connection ended: each tells the client
+// why, when it ended for a reason.
+func (o *outlet) end() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.isEnded {
 		return
 	}
-	o.isEnded, o.why = true, why
+	o.isEnded = true
 	if o.idle != nil {
 		o.idle.Stop()
 	}
