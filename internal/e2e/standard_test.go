@@ -371,7 +371,7 @@ func TestStandard_NewSessionJoinsANamedHubSession(t *testing.T) {
 // stream is open stays, however quiet.
 func TestStandard_ConnectionWithoutAStreamEnds(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "--client-stall-timeout", "500ms")
+	h := startHub(t, "--client-stall-timeout", "2s")
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
 	resp := h.stdRequest(http.MethodPost, "", "", "application/json", init)
 	resp.Body.Close()
