@@ -197,6 +197,27 @@ func (c *Conn) WriteBatch(msgs [][]byte) error {
 	return c.writeLocked(c.stall, OpText, msgs...)
 }
 
+// WriteBatchParts sends n text messages in as few writes to the socket as
+// fit: message i is the two parts part(i) returns, written one after the
+// other without being joined in memory first. tail is copied before part
+// is called again.
+func (c *Conn) WriteBatchParts(n int, part func(i int) (body, tail []byte)) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed {
+		return net.ErrClosed
+	}
+	c.w.Begin(c.stall)
+	for i := range n {
+		body, tail := part(i)
+		head := c.header(OpText, len(body)+len(tail))
+		if c.w.Add(head, body, tail) != nil {
+			break
+		}
+	}
+	return c.w.End()
+}
+
 // writeLocked writes each payload as one frame of type op in one batch,
 // each write to the socket within timeout.
 func (c *Conn) writeLocked(timeout time.Duration, op byte, payloads ...[]byte) error {
