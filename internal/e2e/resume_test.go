@@ -218,7 +218,7 @@ func TestResume_FencesTheOldTransport(t *testing.T) {
 			t.Fatalf("the fenced transport's prompt ran: %s", m.raw)
 		}
 	}
-	if events := h.readLog("s"); strings.Contains(fmt.Sprint(events), "/echo late") {
+	if strings.Contains(logText(h.readLog("s")), "/echo late") {
 		t.Fatal("the fenced transport's prompt is in the log")
 	}
 }
