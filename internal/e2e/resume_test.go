@@ -21,13 +21,20 @@ type resumable struct {
 	h          *hubProc
 	credential string
 	pos        uint64 // the last position received
+	socket     bool   // it connects over the hub's Unix socket
 }
 
 // dialResumable joins session as peer with resume=new and reads the
 // connection's first record.
 func (h *hubProc) dialResumable(session, peer string) *resumable {
 	h.t.Helper()
-	r := &resumable{client: h.dial(session, "peer="+peer+"&resume=new"), h: h}
+	return h.newResumable(h.dial(session, "peer="+peer+"&resume=new"), false)
+}
+
+// newResumable reads the first record of c, a new resumable connection.
+func (h *hubProc) newResumable(c *client, socket bool) *resumable {
+	h.t.Helper()
+	r := &resumable{client: c, h: h, socket: socket}
 	hello := r.next()
 	if hello.Method != "_acphub/connection" {
 		h.t.Fatalf("first record is %s, want _acphub/connection", hello.raw)
@@ -106,7 +113,11 @@ func (r *resumable) handshake() string {
 // drop ends the transport without a close frame, as a network that goes
 // away does.
 func (r *resumable) drop() {
-	r.client.conn.(wsClientConn).CloseNow()
+	if ws, ok := r.client.conn.(wsClientConn); ok {
+		ws.CloseNow() // a close frame would say goodbye
+	} else {
+		r.client.conn.Close()
+	}
 	r.client.cancel()
 	for range r.client.frames {
 		// what was already read is lost with the transport
@@ -116,10 +127,18 @@ func (r *resumable) drop() {
 // resume connects again and continues from the last position received.
 func (r *resumable) resume() {
 	r.t.Helper()
-	c, status, body := r.h.tryResume(r.credential, strconv.FormatUint(r.pos, 10))
+	pos := strconv.FormatUint(r.pos, 10)
+	if r.socket {
+		c := r.h.dialSocketQuery("resume=" + r.credential + "&position=" + pos)
+		c.nextID = r.client.nextID
+		r.client = c
+		return
+	}
+	c, status, body := r.h.tryResume(r.credential, pos)
 	if c == nil {
 		r.t.Fatalf("resume at %d: %d %s", r.pos, status, body)
 	}
+	c.nextID = r.client.nextID // one id space for the whole connection
 	r.client = c
 }
 
@@ -295,5 +314,24 @@ func TestResume_AcknowledgedRecordsAreForgotten(t *testing.T) {
 	a.mustCall("session/list", map[string]any{})
 	if _, status, body := h.tryResume(a.credential, "1"); status != http.StatusConflict || !strings.Contains(body, "position_unknown") {
 		t.Fatalf("resume before an acknowledged position: %d %s", status, body)
+	}
+}
+
+func TestResume_OverTheUnixSocket(t *testing.T) {
+	h := startHub(t)
+	a := h.newResumable(h.dialSocket("s", "peer=a&resume=new"), true)
+	sid := a.handshake()
+	id := a.prompt(sid, "/chunks 2000")
+	var text strings.Builder
+	for range 300 {
+		text.WriteString(a.next().text())
+	}
+	a.drop()
+	a.resume()
+	for _, m := range a.until(func(m msg) bool { return m.isResponseTo(id) }) {
+		text.WriteString(m.text())
+	}
+	if got, want := text.String(), chunkText(2000); got != want {
+		t.Fatalf("text after the resume differs: got %d bytes, want %d", len(got), len(want))
 	}
 }

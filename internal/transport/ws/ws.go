@@ -380,7 +380,7 @@ func (c *Conn) ReadMessage(max, hardMax int) (op byte, msg []byte, err error) {
 		case opPing, opPong, opClose:
 			payload, _, err := c.readPayload(nil, h, 125)
 			if err != nil {
-				return 0, nil, err
+				return 0, nil, c.failRead(err)
 			}
 			if cerr := c.control(h.op, payload); cerr != nil {
 				return 0, nil, cerr
@@ -405,7 +405,7 @@ func (c *Conn) ReadMessage(max, hardMax int) (op byte, msg []byte, err error) {
 		}
 		var ok bool
 		if msg, ok, err = c.readPayload(msg, h, max); err != nil {
-			return 0, nil, err
+			return 0, nil, c.failRead(err)
 		}
 		fits = fits && ok
 		if !h.fin {
@@ -439,11 +439,7 @@ func (c *Conn) control(op byte, payload []byte) error {
 		case !utf8.ValidString(reason):
 			return c.failRead(errInvalidData("a close reason that is not UTF-8"))
 		}
-		select {
-		case <-c.peerClosed:
-		default:
-			close(c.peerClosed)
-		}
+		c.markPeerClosed()
 		echo := payload
 		if len(echo) >= 2 {
 			echo = echo[:2]
@@ -485,6 +481,20 @@ func (c *Conn) failRead(err error) error {
 		_ = c.Close(StatusProtocolError, string(pe))
 	case errors.As(err, &ie):
 		_ = c.Close(StatusInvalidData, string(ie))
+	default:
+		// The connection failed or the peer shut it: no close frame can
+		// come any more, and Close need not wait for one.
+		c.markPeerClosed()
 	}
 	return err
+}
+
+// markPeerClosed notes that nothing more will come from the peer. Only the
+// reading goroutine calls it.
+func (c *Conn) markPeerClosed() {
+	select {
+	case <-c.peerClosed:
+	default:
+		close(c.peerClosed)
+	}
 }
