@@ -48,6 +48,9 @@ type hubProc struct {
 	serving time.Time // when the serving line was read
 	debug   string    // the profiler's address, with -profile
 	socket  bool      // clients connect over <data-dir>/acphub.sock (see dial)
+	// resumable: clients join with resume=new, and every frame they get
+	// carries its delivery position (docs/resume.md).
+	resumable bool
 }
 
 var (

@@ -264,12 +264,15 @@ func runRTT(cfg *config) (*rttResult, error) {
 }
 
 // withHub runs f with a fresh hub and k clients joined to one session.
-func withHub(cfg *config, k int, f func(h *hubProc, clients []*client) error) error {
+func withHub(cfg *config, k int, f func(h *hubProc, clients []*client) error, configure ...func(*hubProc)) error {
 	h, err := cfg.startHub()
 	if err != nil {
 		return err
 	}
 	defer h.stop()
+	for _, c := range configure {
+		c(h)
+	}
 	clients, _, err := joinClients(h, "bench", k)
 	if err != nil {
 		return err
