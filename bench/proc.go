@@ -360,3 +360,13 @@ func (t *tailBuffer) String() string {
 
 // selfCPU returns the tool's own CPU time.
 func selfCPU() time.Duration { return cpuTime(os.Getpid()) }
+
+// get sends GET path to the hub's HTTP API with its token.
+func (h *hubProc) get(path string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+h.addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	return http.DefaultClient.Do(req)
+}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"time"
@@ -212,9 +211,7 @@ func positionOf(b []byte) string {
 // logSeqOfChunk finds the log seq of flood chunk number chunk in session
 // bench's log.
 func (h *hubProc) logSeqOfChunk(chunk int64) (int64, error) {
-	req, _ := http.NewRequest(http.MethodGet, "http://"+h.addr+"/api/sessions/bench/events", nil)
-	req.Header.Set("Authorization", "Bearer "+h.token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.get("/api/sessions/bench/events")
 	if err != nil {
 		return 0, err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -623,9 +622,7 @@ func runReplay(cfg *config) (*replayResult, error) {
 
 // lastSeq returns the last seq of session key's log, from the HTTP API.
 func lastSeq(h *hubProc, key string) (int64, error) {
-	req, _ := http.NewRequest(http.MethodGet, "http://"+h.addr+"/api/sessions", nil)
-	req.Header.Set("Authorization", "Bearer "+h.token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.get("/api/sessions")
 	if err != nil {
 		return 0, err
 	}

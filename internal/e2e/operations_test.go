@@ -18,11 +18,11 @@ func (c *client) promptOp(sid, text, op string) int {
 	})
 }
 
-// turnsStarted counts the turn.started events of session key's log.
-func (h *hubProc) turnsStarted(key string) int {
+// countEvents counts the events of type typ in session key's log.
+func (h *hubProc) countEvents(key, typ string) int {
 	n := 0
 	for _, ev := range h.readLog(key) {
-		if ev.Type == "turn.started" {
+		if ev.Type == typ {
 			n++
 		}
 	}
@@ -41,7 +41,7 @@ func TestOperations_RetryGetsTheStoredOutcome(t *testing.T) {
 	// The other client saw one prompt; the log holds one turn.
 	b.until(isMethod("_acphub/turn_complete"))
 	b.quiet(300 * time.Millisecond)
-	if n := h.turnsStarted("s"); n != 1 {
+	if n := h.countEvents("s", "turn.started"); n != 1 {
 		t.Fatalf("%d turns started, want 1", n)
 	}
 }
@@ -62,7 +62,7 @@ func TestOperations_RetryOfARunningPromptWaitsForIt(t *testing.T) {
 		t.Fatalf("the first prompt was answered %d times before its retry", answered)
 	}
 	mustStop(t, "the retry", lastOf(got), "end_turn")
-	if n := h.turnsStarted("s"); n != 1 {
+	if n := h.countEvents("s", "turn.started"); n != 1 {
 		t.Fatalf("%d turns started, want 1", n)
 	}
 }
@@ -83,7 +83,7 @@ func TestOperations_ReuseWithOtherContentIsAConflict(t *testing.T) {
 	if data.Reason != "operation_conflict" || data.Condition != "operation_conflict" || data.OperationID != "op-2" || data.Retryable == nil || *data.Retryable {
 		t.Fatalf("conflict data %s", resp.Error.Data)
 	}
-	if n := h.turnsStarted("s"); n != 1 {
+	if n := h.countEvents("s", "turn.started"); n != 1 {
 		t.Fatalf("%d turns started, want 1", n)
 	}
 }
@@ -102,13 +102,7 @@ func TestOperations_RepeatedAnswerIsDropped(t *testing.T) {
 	a.quiet(300 * time.Millisecond)
 	a.respond(second.ID, allowAnswer)
 	mustStop(t, "the prompt", lastOf(a.untilResponse(id)), "end_turn")
-	resolved := 0
-	for _, ev := range h.readLog("s") {
-		if ev.Type == "permission.resolved" {
-			resolved++
-		}
-	}
-	if resolved != 2 {
+	if resolved := h.countEvents("s", "permission.resolved"); resolved != 2 {
 		t.Fatalf("%d permission.resolved events, want 2", resolved)
 	}
 }

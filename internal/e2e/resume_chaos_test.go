@@ -130,16 +130,7 @@ func TestResume_RandomCuts(t *testing.T) {
 		}
 	}
 	// One turn per prompt, one resolution per permission request.
-	events := h.readLog("s")
-	turns, resolved := 0, 0
-	for _, ev := range events {
-		switch ev.Type {
-		case "turn.started":
-			turns++
-		case "permission.resolved":
-			resolved++
-		}
-	}
+	turns, resolved := h.countEvents("s", "turn.started"), h.countEvents("s", "permission.resolved")
 	if turns != cuts || resolved != permissions {
 		t.Fatalf("the log has %d turns and %d permission resolutions, want %d and %d", turns, resolved, cuts, permissions)
 	}

@@ -171,11 +171,18 @@ func chunkText(n int) string {
 
 func TestResume_DropMidStreamMissesNothing(t *testing.T) {
 	h := startHub(t)
-	a := h.dialResumable("s", "a")
+	dropMidStream(t, h.dialResumable("s", "a"), 3000, 700)
+}
+
+// dropMidStream has a prompt stream n chunks to a, drops a's transport
+// after it read the first k records, resumes, and checks a gets the whole
+// text exactly.
+func dropMidStream(t *testing.T, a *resumable, n, k int) {
+	t.Helper()
 	sid := a.handshake()
-	id := a.prompt(sid, "/chunks 3000")
+	id := a.prompt(sid, fmt.Sprintf("/chunks %d", n))
 	var text strings.Builder
-	for range 700 {
+	for range k {
 		text.WriteString(a.next().text())
 	}
 	a.drop()
@@ -186,7 +193,7 @@ func TestResume_DropMidStreamMissesNothing(t *testing.T) {
 			mustStop(t, "the resumed prompt", m, "end_turn")
 		}
 	}
-	if got, want := text.String(), chunkText(3000); got != want {
+	if got, want := text.String(), chunkText(n); got != want {
 		t.Fatalf("text after the resume differs: got %d bytes, want %d", len(got), len(want))
 	}
 }
@@ -319,19 +326,5 @@ func TestResume_AcknowledgedRecordsAreForgotten(t *testing.T) {
 
 func TestResume_OverTheUnixSocket(t *testing.T) {
 	h := startHub(t)
-	a := h.newResumable(h.dialSocket("s", "peer=a&resume=new"), true)
-	sid := a.handshake()
-	id := a.prompt(sid, "/chunks 2000")
-	var text strings.Builder
-	for range 300 {
-		text.WriteString(a.next().text())
-	}
-	a.drop()
-	a.resume()
-	for _, m := range a.until(func(m msg) bool { return m.isResponseTo(id) }) {
-		text.WriteString(m.text())
-	}
-	if got, want := text.String(), chunkText(2000); got != want {
-		t.Fatalf("text after the resume differs: got %d bytes, want %d", len(got), len(want))
-	}
+	dropMidStream(t, h.newResumable(h.dialSocket("s", "peer=a&resume=new"), true), 2000, 300)
 }

@@ -47,19 +47,25 @@ func operationID(m *jsonrpc.Message) string {
 	if m.Kind == jsonrpc.KindResponse {
 		body = m.Result
 	}
-	meta, ok := jsonrpc.Field(body, "_meta")
+	if id := metaString(body, metaOperationID); len(id) <= opsMaxIDSize {
+		return id
+	}
+	return ""
+}
+
+// metaString returns the string member key of obj's _meta, or "".
+func metaString(obj []byte, key string) string {
+	meta, ok := jsonrpc.Field(obj, "_meta")
 	if !ok {
 		return ""
 	}
-	raw, ok := jsonrpc.Field(meta, metaOperationID)
+	raw, ok := jsonrpc.Field(meta, key)
 	if !ok {
 		return ""
 	}
-	var id string
-	if json.Unmarshal(raw, &id) != nil || id == "" || len(id) > opsMaxIDSize {
-		return ""
-	}
-	return id
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
 }
 
 // digest identifies an operation's content: its method and params, or the

@@ -321,16 +321,4 @@ func toolCallIDOf(params []byte) string {
 
 // answeredToolCall returns the tool call an answer names in
 // result._meta["acphub.dev/toolCallId"], or "".
-func answeredToolCall(m *jsonrpc.Message) string {
-	meta, ok := jsonrpc.Field(m.Result, "_meta")
-	if !ok {
-		return ""
-	}
-	raw, ok := jsonrpc.Field(meta, metaToolCallID)
-	if !ok {
-		return ""
-	}
-	var id string
-	_ = json.Unmarshal(raw, &id)
-	return id
-}
+func answeredToolCall(m *jsonrpc.Message) string { return metaString(m.Result, metaToolCallID) }
