@@ -404,6 +404,52 @@ func (v *ClosedParams) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *ClosedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// ConnectionParams is generated from the schema.
+type ConnectionParams struct {
+	// The connection's public id.
+	Connection string `json:"connection"`
+	// The secret that resumes the connection: GET /acp?resume=CREDENTIAL&position=N. Keep it as the token.
+	Credential string `json:"credential"`
+	// How long, in milliseconds, the hub keeps the connection for its client after its transport drops (--resume-window).
+	Window int64 `json:"window"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ConnectionParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "connection")
+	b = appendString(b, v.Connection)
+	b = member(b, &n, "credential")
+	b = appendString(b, v.Credential)
+	b = member(b, &n, "window")
+	b = strconv.AppendInt(b, v.Window, 10)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ConnectionParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// AckParams is generated from the schema.
+type AckParams struct {
+	// The last position the client holds, a decimal string.
+	Position string `json:"position"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AckParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "position")
+	b = appendString(b, v.Position)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AckParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // Methods acphub defines.
 const (
 	MethodSessionAttach      = "session/attach"
@@ -417,6 +463,9 @@ const (
 	MethodTerminalOutput     = "_acphub/terminal_output"
 	MethodTerminalExited     = "_acphub/terminal_exited"
 	MethodClosed             = "_acphub/closed"
+	MethodConnection         = "_acphub/connection"
+	MethodAck                = "_acphub/ack"
+	MethodBye                = "_acphub/bye"
 )
 
 // Methods describes each method acphub defines.
@@ -432,6 +481,9 @@ var Methods = map[string]MethodInfo{
 	MethodTerminalOutput:     {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
 	MethodTerminalExited:     {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
 	MethodClosed:             {Kind: "notification", Direction: "hub→client", Stability: "stable"},
+	MethodConnection:         {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
+	MethodAck:                {Kind: "notification", Direction: "client→hub", Stability: "experimental"},
+	MethodBye:                {Kind: "notification", Direction: "client→hub", Stability: "experimental"},
 }
 
 // Health is generated from the schema.
@@ -598,35 +650,37 @@ func (v *HTTPError) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), ni
 
 // acphub's own error codes, in the range -32010…-32099.
 const (
-	CodePolicyBlocked    = -32010
-	CodeQueueFull        = -32011
-	CodeAgentExited      = -32012
-	CodeAgentStartFailed = -32013
-	CodeFrameTooLarge    = -32014
-	CodeNoSession        = -32015
-	CodeNotInitialized   = -32016
-	CodeUnknownSession   = -32018
-	CodeNoExecutor       = -32020
-	CodeExecutorLeft     = -32021
-	CodeUnknownTerminal  = -32022
-	CodePathInvalid      = -32023
-	CodePathOutsideRoot  = -32024
-	CodePathDenied       = -32025
-	CodeIsDirectory      = -32026
-	CodeNotDirectory     = -32027
-	CodeNotRegularFile   = -32028
-	CodeTooLarge         = -32029
-	CodeNotText          = -32030
-	CodePermissionDenied = -32031
-	CodeIoError          = -32032
-	CodeStartFailed      = -32033
-	CodeTerminalLimit    = -32034
-	CodeNoRoot           = -32035
-	CodeExecutorClosed   = -32036
-	CodeCloneFailed      = -32037
-	CodeNoAnswer         = -32038
-	CodeTooManySessions  = -32050
-	CodeShuttingDown     = -32051
+	CodePolicyBlocked     = -32010
+	CodeQueueFull         = -32011
+	CodeAgentExited       = -32012
+	CodeAgentStartFailed  = -32013
+	CodeFrameTooLarge     = -32014
+	CodeNoSession         = -32015
+	CodeNotInitialized    = -32016
+	CodeUnknownSession    = -32018
+	CodeNoExecutor        = -32020
+	CodeExecutorLeft      = -32021
+	CodeUnknownTerminal   = -32022
+	CodePathInvalid       = -32023
+	CodePathOutsideRoot   = -32024
+	CodePathDenied        = -32025
+	CodeIsDirectory       = -32026
+	CodeNotDirectory      = -32027
+	CodeNotRegularFile    = -32028
+	CodeTooLarge          = -32029
+	CodeNotText           = -32030
+	CodePermissionDenied  = -32031
+	CodeIoError           = -32032
+	CodeStartFailed       = -32033
+	CodeTerminalLimit     = -32034
+	CodeNoRoot            = -32035
+	CodeExecutorClosed    = -32036
+	CodeCloneFailed       = -32037
+	CodeNoAnswer          = -32038
+	CodeConnectionFenced  = -32040
+	CodeOperationConflict = -32041
+	CodeTooManySessions   = -32050
+	CodeShuttingDown      = -32051
 )
 
 // Values of data.reason in acphub's errors.
@@ -651,6 +705,7 @@ const (
 	ReasonBadQuery          = "bad_query"
 	ReasonBadReplay         = "bad_replay"
 	ReasonBadResponse       = "bad_response"
+	ReasonBadResume         = "bad_resume"
 	ReasonBadSession        = "bad_session"
 	ReasonBadUpgrade        = "bad_upgrade"
 	ReasonBadVersion        = "bad_version"
@@ -658,6 +713,7 @@ const (
 	ReasonBinaryFrame       = "binary_frame"
 	ReasonCancelled         = "cancelled"
 	ReasonCloneFailed       = "clone_failed"
+	ReasonConnectionFenced  = "connection_fenced"
 	ReasonDuplicateID       = "duplicate_id"
 	ReasonDuplicateMember   = "duplicate_member"
 	ReasonExecutorClosed    = "executor_closed"
@@ -681,6 +737,7 @@ const (
 	ReasonNotObject         = "not_object"
 	ReasonNotRegularFile    = "not_regular_file"
 	ReasonNotText           = "not_text"
+	ReasonOperationConflict = "operation_conflict"
 	ReasonParseError        = "parse_error"
 	ReasonPastEnd           = "past_end"
 	ReasonPathDenied        = "path_denied"
@@ -689,7 +746,9 @@ const (
 	ReasonPeerTaken         = "peer_taken"
 	ReasonPermissionDenied  = "permission_denied"
 	ReasonPolicyBlocked     = "policy_blocked"
+	ReasonPositionUnknown   = "position_unknown"
 	ReasonQueueFull         = "queue_full"
+	ReasonResumeUnknown     = "resume_unknown"
 	ReasonSessionMismatch   = "session_mismatch"
 	ReasonShuttingDown      = "shutting_down"
 	ReasonStartFailed       = "start_failed"
@@ -755,6 +814,8 @@ var Errors = []ErrorInfo{
 	{Code: -32036, Reason: "executor_closed", Message: "Session tools closed", Description: "self_handle: the request was still running when its terminals were closed, because the agent ended or the hub is stopping.", Condition: "temporarily_unavailable", Retryable: true},
 	{Code: -32037, Reason: "clone_failed", Message: "Remote could not be checked out", Description: "session/new with remote: git could not fetch the repository or branch (unreachable host, no access, no such branch). data: url, stderrTail.", Condition: "", Retryable: true},
 	{Code: -32038, Reason: "no_answer", Message: "No answer before acphub attach stopped waiting", Description: "acphub attach: its stdin ended and a request it had forwarded got no answer within --eof-wait; written by attach itself, one for each such request, before it exits. data: eofWait.", Condition: "temporarily_unavailable", Retryable: true},
+	{Code: -32040, Reason: "connection_fenced", Message: "Connection fenced", Description: "A frame arrived on a transport of a resumable connection after another transport resumed the connection: it reached nobody. The transport is closed (WebSocket 1008 with reason connection_fenced: …).", Condition: "connection_fenced", Retryable: false},
+	{Code: -32041, Reason: "operation_conflict", Message: "Operation id reused with other content", Description: "A request or answer carried an operation id (_meta acphub.dev/operationId) the session remembers for another method or other params: it caused nothing. data: operationId.", Condition: "operation_conflict", Retryable: false},
 	{Code: -32050, Reason: "too_many_sessions", Message: "Too many sessions", Description: "The standard /acp endpoint: session/new, session/load or session/attach needs a hub session while the hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Code: -32051, Reason: "shutting_down", Message: "The hub is stopping", Description: "The standard /acp endpoint: the hub is stopping and opens no session.", Condition: "temporarily_unavailable", Retryable: true},
 }
@@ -787,6 +848,9 @@ var HTTPErrors = []HTTPErrorInfo{
 	{Status: 500, Reason: "internal", Description: "The hub could not read its log or open the session; its log says why.", Condition: "", Retryable: true},
 	{Status: 503, Reason: "too_many_sessions", Description: "The hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Status: 503, Reason: "shutting_down", Description: "The hub is stopping.", Condition: "temporarily_unavailable", Retryable: true},
+	{Status: 400, Reason: "bad_resume", Description: "/acp: a resume without position, a position that is not a decimal string, or resume=CREDENTIAL with session, peer, agent or replay (param names which).", Condition: "", Retryable: false},
+	{Status: 409, Reason: "position_unknown", Description: "/acp resume: the position is ahead of what the hub sent the connection, or behind what it still keeps: start over (docs/resume.md).", Condition: "cursor_gap", Retryable: false},
+	{Status: 410, Reason: "resume_unknown", Description: "/acp resume: no such connection (a wrong credential, the resume window passed, the client said goodbye, the hub restarted): start over (docs/resume.md).", Condition: "cursor_gap", Retryable: false},
 	{Status: 400, Reason: "no_connection", Description: "The standard /acp endpoint: a POST other than initialize, an event stream or a DELETE without Acp-Connection-Id (param: Acp-Connection-Id).", Condition: "", Retryable: false},
 	{Status: 404, Reason: "unknown_connection", Description: "The standard /acp endpoint: Acp-Connection-Id names no connection this token (or the Unix socket) opened, or one that ended (param: Acp-Connection-Id).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "no_session_header", Description: "The standard /acp endpoint: a POSTed request or notification whose params name a sessionId, without Acp-Session-Id (param: Acp-Session-Id).", Condition: "", Retryable: false},

@@ -119,14 +119,42 @@ type socketTransport struct {
 // <data-dir>/acphub.sock (no token: the socket's file mode is its
 // authentication).
 func dialSocket(h *hubProc, key, peer string) (*socketTransport, error) {
+	q := url.Values{"session": {key}, "peer": {peer}}
+	if h.resumable {
+		q.Set("resume", "new")
+	}
+	return upgradeSocket(h, q)
+}
+
+// dialResume resumes a resumable connection at pos, over the transport
+// the run measures.
+func dialResume(h *hubProc, credential, pos string) (transport, error) {
+	q := url.Values{"resume": {credential}, "position": {pos}}
+	if h.socket {
+		return upgradeSocket(h, q)
+	}
+	return dialWSQuery(h, q)
+}
+
+// who names the client a query dials, for errors: its peer, never a
+// resume credential.
+func who(q url.Values) string {
+	if p := q.Get("peer"); p != "" {
+		return p
+	}
+	return "a resumed connection"
+}
+
+// upgradeSocket upgrades GET /acp?q on the hub's socket to NDJSON.
+func upgradeSocket(h *hubProc, q url.Values) (*socketTransport, error) {
 	conn, err := net.DialTimeout("unix", hubtransport.SocketPath(h.dataDir), 20*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", peer, err)
+		return nil, fmt.Errorf("dial %s: %w", who(q), err)
 	}
-	br, err := hubtransport.UpgradeNDJSON(conn, url.Values{"session": {key}, "peer": {peer}})
+	br, err := hubtransport.UpgradeNDJSON(conn, q)
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("dial %s: %w", peer, err)
+		return nil, fmt.Errorf("dial %s: %w", who(q), err)
 	}
 	// A larger buffer than the handshake's: a 4 KiB chunk's line fits.
 	return &socketTransport{lines: lines{w: conn, r: bufio.NewReaderSize(br, 1<<20)}, conn: conn}, nil
@@ -153,18 +181,26 @@ func dial(h *hubProc, key, peer string) (transport, error) {
 
 // dialWS connects a WebSocket client to session key of h as peer.
 func dialWS(h *hubProc, key, peer string) (*wsTransport, error) {
+	q := url.Values{"session": {key}, "peer": {peer}}
+	if h.resumable {
+		q.Set("resume", "new")
+	}
+	return dialWSQuery(h, q)
+}
+
+// dialWSQuery connects a WebSocket client to GET /acp?q of h.
+func dialWSQuery(h *hubProc, q url.Values) (*wsTransport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	url := "ws://" + h.addr + "/acp?session=" + key + "&peer=" + peer
-	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+	conn, resp, err := websocket.Dial(ctx, "ws://"+h.addr+"/acp?"+q.Encode(), &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + h.token}},
 	})
 	if err != nil {
 		if resp != nil {
 			body, _ := io.ReadAll(resp.Body)
-			return nil, fmt.Errorf("dial %s: %w (status %d: %s)", peer, err, resp.StatusCode, body)
+			return nil, fmt.Errorf("dial %s: %w (status %d: %s)", who(q), err, resp.StatusCode, body)
 		}
-		return nil, fmt.Errorf("dial %s: %w", peer, err)
+		return nil, fmt.Errorf("dial %s: %w", who(q), err)
 	}
 	// A joining client's history may come as one coalesced chunk far
 	// bigger than any live frame: accept anything.

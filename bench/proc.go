@@ -48,6 +48,9 @@ type hubProc struct {
 	serving time.Time // when the serving line was read
 	debug   string    // the profiler's address, with -profile
 	socket  bool      // clients connect over <data-dir>/acphub.sock (see dial)
+	// resumable: clients join with resume=new, and every frame they get
+	// carries its delivery position (docs/resume.md).
+	resumable bool
 }
 
 var (
@@ -357,3 +360,13 @@ func (t *tailBuffer) String() string {
 
 // selfCPU returns the tool's own CPU time.
 func selfCPU() time.Duration { return cpuTime(os.Getpid()) }
+
+// get sends GET path to the hub's HTTP API with its token.
+func (h *hubProc) get(path string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+h.addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	return http.DefaultClient.Do(req)
+}

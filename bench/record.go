@@ -72,7 +72,9 @@ func newRecorder(n, size int, mode stampMode) *recorder {
 // was a flood chunk.
 func (r *recorder) frame(b []byte, now int64) bool {
 	if r.mode == stampMeta {
-		tail := b[max(0, len(b)-96):]
+		// The stamp is near the end: before the delivery position of a
+		// resumable client's frame, if there is one.
+		tail := b[max(0, len(b)-160):]
 		i := bytes.LastIndex(tail, keySeq)
 		if i < 0 {
 			return false

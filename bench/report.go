@@ -25,6 +25,7 @@ type report struct {
 	joins   []*joinResult
 	wide    *wideResult
 	attach  *attachResult
+	resume  *resumeResult
 	long    *longResult
 	replay  *replayResult
 	idle    *idleResult
@@ -349,7 +350,7 @@ func signed(d time.Duration) string {
 
 func (r *report) adversarial(b *strings.Builder) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	if r.stopped == nil && r.joins == nil && r.wide == nil && r.attach == nil && r.long == nil && r.replay == nil {
+	if r.stopped == nil && r.joins == nil && r.wide == nil && r.attach == nil && r.resume == nil && r.long == nil && r.replay == nil {
 		return
 	}
 	p("### Adversarial\n\n")
@@ -418,6 +419,22 @@ func (r *report) adversarial(b *strings.Builder) {
 			fmt.Sprintf("%s, %d chunks, %d errors", dur(a.joinTime), j.count, j.errors()), a.joinTime <= 2*time.Second && j.errors() == 0 && j.count == int64(a.spec.n))
 		r.judge("attach: live clients' paced p99 moves < 5 ms", signed(moved), moved < 5*time.Millisecond)
 	}
+	if rs := r.resume; rs != nil {
+		cost := median(rs.stamped) / median(rs.plain)
+		ratio := float64(medianDur(rs.resumes)) / float64(medianDur(rs.attaches))
+		p("**Resumable connections** ([docs/resume.md](resume.md)). Positions: a flood of %d chunks of %s to K=%d clients, %d times each way, alternating: plain clients, then resumable ones, whose every frame carries its delivery position. Resume: a resumable client reads half of a %d-chunk flood and its transport drops; after the turn it resumes from its last position and reads to the turn's end, and, for comparison, a new client attaches with the `afterSeq` of the last chunk the dropped one had and reads the same; %d times each.\n\n",
+			rs.spec.n, sizeName(rs.spec.size), rs.k, len(rs.plain), rs.drop.n, len(rs.resumes))
+		p("| | value |\n|---|---|\n")
+		p("| per-client median rate, plain clients (each run) | %s |\n", rates(rs.plain))
+		p("| the same with positions | %s |\n", rates(rs.stamped))
+		p("| with positions ÷ plain (medians) | %.3f× |\n", cost)
+		p("| chunks missed by the dropped client | %v |\n", rs.missed)
+		p("| resume → the turn's end read, exact | %s |\n", durs(rs.resumes))
+		p("| new client, `initialize` + `session/attach` with `afterSeq` → the same read | %s |\n", durs(rs.attaches))
+		p("| resume ÷ attach (medians) | %.2f× |\n\n", ratio)
+		r.judge(fmt.Sprintf("positions on every frame cost ≤ 5%% of the K=%d flood rate", rs.k), fmt.Sprintf("%.3f× the plain rate", cost), cost >= 0.95)
+		r.judge("resume delivers what it missed within 2× a fresh attach with afterSeq", fmt.Sprintf("%s vs %s (%.2f×)", dur(medianDur(rs.resumes)), dur(medianDur(rs.attaches)), ratio), ratio <= 2)
+	}
 	if l := r.long; l != nil {
 		f := l.flood
 		p("**A long turn**: %d chunks of %s to %d clients in one turn.\n\n", l.spec.n, sizeName(l.spec.size), l.k)
@@ -450,3 +467,21 @@ func (r *report) adversarial(b *strings.Builder) {
 }
 
 func numCPU() int { return runtime.NumCPU() }
+
+// rates formats per-run rates.
+func rates(xs []float64) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = rate(x)
+	}
+	return strings.Join(out, ", ")
+}
+
+// durs formats per-run durations.
+func durs(ds []time.Duration) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = dur(d)
+	}
+	return strings.Join(out, ", ")
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,12 +263,15 @@ func runRTT(cfg *config) (*rttResult, error) {
 }
 
 // withHub runs f with a fresh hub and k clients joined to one session.
-func withHub(cfg *config, k int, f func(h *hubProc, clients []*client) error) error {
+func withHub(cfg *config, k int, f func(h *hubProc, clients []*client) error, configure ...func(*hubProc)) error {
 	h, err := cfg.startHub()
 	if err != nil {
 		return err
 	}
 	defer h.stop()
+	for _, c := range configure {
+		c(h)
+	}
 	clients, _, err := joinClients(h, "bench", k)
 	if err != nil {
 		return err
@@ -620,9 +622,7 @@ func runReplay(cfg *config) (*replayResult, error) {
 
 // lastSeq returns the last seq of session key's log, from the HTTP API.
 func lastSeq(h *hubProc, key string) (int64, error) {
-	req, _ := http.NewRequest(http.MethodGet, "http://"+h.addr+"/api/sessions", nil)
-	req.Header.Set("Authorization", "Bearer "+h.token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.get("/api/sessions")
 	if err != nil {
 		return 0, err
 	}

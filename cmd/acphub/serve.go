@@ -40,6 +40,7 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.IntVar(&cfg.PromptQueue, "prompt-queue", cfg.PromptQueue, "prompts that may wait behind a running turn (0: 16)")
 	fs.IntVar(&cfg.ClientQueue, "client-queue", cfg.ClientQueue, "bytes queued toward one client; past a quarter of it (at most 256 KiB) the client reads from the log (0: 16 MiB)")
 	fs.DurationVar(&cfg.ClientStall.Duration, "client-stall-timeout", cfg.ClientStall.Duration, "disconnect a client whose connection takes none of its output for this long (0: 1m)")
+	fs.DurationVar(&cfg.ResumeWindow.Duration, "resume-window", cfg.ResumeWindow.Duration, "keep a resumable client whose connection dropped in its session this long (0: 2m)")
 	fs.IntVar(&cfg.MaxFrame, "max-frame", cfg.MaxFrame, "largest JSON-RPC frame in bytes, either way (0: 16 MiB)")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", cfg.MaxSessions, "sessions held at once (0: 256)")
 	fs.DurationVar(&cfg.PermissionTimeout.Duration, "permission-timeout", cfg.PermissionTimeout.Duration, "answer unanswered permission requests as cancelled after this long (0: never)")
@@ -147,7 +148,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	h := hub.New(hcfg)
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Token: token, AllowedOrigins: cfg.AllowedOrigins, MaxFrame: cfg.MaxFrame,
-		StallTimeout: cfg.ClientStall.Duration, Version: version, Logger: log,
+		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: version, Logger: log,
 	})
 	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
 }
@@ -511,6 +512,7 @@ func checkNotNegative(cfg *config.Config) error {
 		{"--prompt-queue", int64(cfg.PromptQueue), ""},
 		{"--client-queue", int64(cfg.ClientQueue), ""},
 		{"--client-stall-timeout", int64(cfg.ClientStall.Duration), cfg.ClientStall.Duration.String()},
+		{"--resume-window", int64(cfg.ResumeWindow.Duration), cfg.ResumeWindow.Duration.String()},
 		{"--max-frame", int64(cfg.MaxFrame), ""},
 		{"--max-sessions", int64(cfg.MaxSessions), ""},
 		{"--permission-timeout", int64(cfg.PermissionTimeout.Duration), cfg.PermissionTimeout.Duration.String()},

@@ -64,6 +64,7 @@ type Config struct {
 	PromptQueue       int      `toml:"prompt_queue"`
 	ClientQueue       int      `toml:"client_queue"`
 	ClientStall       Duration `toml:"client_stall_timeout"`
+	ResumeWindow      Duration `toml:"resume_window"`
 	MaxFrame          int      `toml:"max_frame"`
 	MaxSessions       int      `toml:"max_sessions"`
 	PermissionTimeout Duration `toml:"permission_timeout"`

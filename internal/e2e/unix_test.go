@@ -69,6 +69,12 @@ func (h *hubProc) dialSocket(session, query string) *client {
 	if query != "" {
 		q += "&" + query
 	}
+	return h.dialSocketQuery(q)
+}
+
+// dialSocketQuery upgrades GET /acp?q on the hub's socket to NDJSON.
+func (h *hubProc) dialSocketQuery(q string) *client {
+	h.t.Helper()
 	nc, err := net.Dial("unix", h.socketPath())
 	if err != nil {
 		h.t.Fatal(err)
@@ -86,7 +92,7 @@ func (h *hubProc) dialSocket(session, query string) *client {
 		h.t.Fatalf("socket upgrade: %s %v %s", resp.Status, resp.Header, body)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return h.newClient("socket "+query, socketConn{nc, br}, ctx, cancel)
+	return h.newClient("socket "+q, socketConn{nc, br}, ctx, cancel)
 }
 
 // agentChunks returns the raw agent_message_chunk frames of ms.

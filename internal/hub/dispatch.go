@@ -19,6 +19,9 @@ func (s *Session) clientFrame(p *peer, frame []byte) {
 		s.log.Debug("invalid frame from client", "peer", p.id, "err", err)
 		return
 	}
+	if !s.admit(p, &m) {
+		return
+	}
 	switch m.Kind {
 	case jsonrpc.KindResponse:
 		s.clientResponse(p, &m)

@@ -23,6 +23,7 @@ type peer struct {
 	nextID      int64                   // hub ids toward this peer
 	ids         *atomic.Int64           // shared hub ids toward this peer's connection (JoinOptions.IDs), or nil
 	copies      map[int64]*agentRequest // agent requests this peer holds, by hub id
+	ops         map[string]*operation   // its operations waiting for their response, by its request id
 	initialized bool                    // initialize was answered
 	attached    bool                    // receives the session's broadcasts
 	caps        json.RawMessage         // clientCapabilities from its initialize

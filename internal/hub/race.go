@@ -12,12 +12,13 @@ import (
 // attached peer holds a copy under its own hub id; the first valid answer
 // goes to the agent and the other copies are withdrawn.
 type agentRequest struct {
-	key    string          // the agent's raw id
-	msg    jsonrpc.Message // the request as the agent sent it
-	copies map[*peer]int64 // outstanding copies
-	timer  *time.Timer     // the permission timeout, if any
-	exec   *peer           // the only peer that gets it (single_pass_through), or nil for all
-	tool   *toolCall       // a client-tool request's audit, or nil
+	key        string          // the agent's raw id
+	toolCallID string          // a permission request's toolCall.toolCallId
+	msg        jsonrpc.Message // the request as the agent sent it
+	copies     map[*peer]int64 // outstanding copies
+	timer      *time.Timer     // the permission timeout, if any
+	exec       *peer           // the only peer that gets it (single_pass_through), or nil for all
+	tool       *toolCall       // a client-tool request's audit, or nil
 }
 
 // race sends an agent request to every attached peer. With no peer
@@ -50,6 +51,9 @@ func (s *Session) openAgentRequest(m *jsonrpc.Message, exec *peer, tool *toolCal
 		return nil
 	}
 	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64), exec: exec, tool: tool}
+	if m.Method == jsonrpc.MethodRequestPermission {
+		r.toolCallID = toolCallIDOf(m.Params)
+	}
 	s.agentReqs = append(s.agentReqs, r)
 	return r
 }
@@ -120,7 +124,21 @@ func (s *Session) closeRequest(r *agentRequest) {
 func (s *Session) clientResponse(p *peer, m *jsonrpc.Message) {
 	n, err := parseHubID(m.ID)
 	r := p.copies[n]
-	if err != nil || r == nil {
+	if err != nil {
+		r = nil
+	}
+	// An answer that names its tool call goes to the request for it, or
+	// nowhere: never to another request that happens to have its id.
+	if named := answeredToolCall(m); named != "" && (r == nil || r.toolCallID != named) {
+		r = nil
+		for k, q := range p.copies {
+			if q.toolCallID == named {
+				n, r = k, q
+				break
+			}
+		}
+	}
+	if r == nil {
 		s.log.Debug("response to no open request", "peer", p.id, "id", string(m.ID))
 		return
 	}
@@ -284,3 +302,23 @@ func cancelledOutcome(id []byte) *jsonrpc.Message {
 	}
 	return &m
 }
+
+// metaToolCallID is the member of an answer's result._meta that names the
+// tool call of the permission request it answers.
+const metaToolCallID = "acphub.dev/toolCallId"
+
+// toolCallIDOf returns the toolCall.toolCallId of permission request
+// params, or "".
+func toolCallIDOf(params []byte) string {
+	var p struct {
+		ToolCall struct {
+			ToolCallID string `json:"toolCallId"`
+		} `json:"toolCall"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.ToolCall.ToolCallID
+}
+
+// answeredToolCall returns the tool call an answer names in
+// result._meta["acphub.dev/toolCallId"], or "".
+func answeredToolCall(m *jsonrpc.Message) string { return metaString(m.Result, metaToolCallID) }

@@ -67,6 +67,7 @@ type Session struct {
 	// Owned by the actor.
 	peers      []*peer // attached or not, in join order
 	peerSerial int
+	ops        ledger // the client operations the session remembers
 	agent      *agentConn
 	agentGen   int
 	nextCallID int64
@@ -462,6 +463,14 @@ func (s *Session) flush() {
 // request. A lagging p is first given the log up to now, so the frame
 // comes after everything that happened before it.
 func (s *Session) send(p *peer, frame []byte) {
+	s.push(p, frame)
+	if len(p.ops) > 0 {
+		s.settle(p, frame)
+	}
+}
+
+// push queues frame for p (see send).
+func (s *Session) push(p *peer, frame []byte) {
 	if p.gone || p.dropped {
 		return
 	}

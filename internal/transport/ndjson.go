@@ -14,6 +14,7 @@ import (
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/transport/netbatch"
+	"github.com/acphub/acphub/internal/transport/resume"
 	"github.com/acphub/acphub/internal/transport/ws"
 )
 
@@ -77,13 +78,13 @@ func (c *ndjsonConn) readFrame() ([]byte, error) {
 
 var newline = []byte{'\n'}
 
-func (c *ndjsonConn) WriteBatch(frames [][]byte) error {
+func (c *ndjsonConn) WriteBatch(frames [][]byte, first uint64) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.closed {
 		return net.ErrClosed
 	}
-	err := c.writeLocked(c.stall, nil, frames)
+	err := c.writeLocked(c.stall, nil, frames, first)
 	if err != nil && c.cut == nil {
 		rest := c.w.Unwritten()
 		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
@@ -94,19 +95,26 @@ func (c *ndjsonConn) WriteBatch(frames [][]byte) error {
 }
 
 // writeLocked writes prefix, then frames as lines, in one batch, each
-// write to the socket within timeout. A frame with line breaks (JSON white
-// space) has them made spaces.
-func (c *ndjsonConn) writeLocked(timeout time.Duration, prefix []byte, frames [][]byte) error {
+// write to the socket within timeout; when first is not 0, frames are
+// records with the positions from first on. A frame with line breaks (JSON
+// white space) has them made spaces.
+func (c *ndjsonConn) writeLocked(timeout time.Duration, prefix []byte, frames [][]byte, first uint64) error {
 	c.w.Begin(timeout)
 	if len(prefix) > 0 {
 		_ = c.w.Add(nil, prefix, nil)
 	}
-	for _, f := range frames {
+	var buf [64]byte
+	for i, f := range frames {
 		if bytes.ContainsAny(f, "\r\n") {
 			f = jsonrpc.AppendLine(nil, f)
 			f = f[:len(f)-1]
 		}
-		if c.w.Add(nil, f, newline) != nil {
+		tail := newline
+		if first != 0 {
+			f, tail = resume.Split(f, first+uint64(i), buf[:0])
+			tail = append(tail, '\n')
+		}
+		if c.w.Add(nil, f, tail) != nil {
 			break
 		}
 	}
@@ -125,7 +133,7 @@ func (c *ndjsonConn) closeFor(why *hub.Disconnect) error {
 	var err error
 	if !c.closed && why != nil {
 		line := jsonrpc.NewNotification(api.MethodClosed, &api.ClosedParams{Reason: why.Text, Condition: why.Condition})
-		err = c.writeLocked(closeTimeout, c.cut, [][]byte{line})
+		err = c.writeLocked(closeTimeout, c.cut, [][]byte{line}, 0)
 	}
 	c.closed = true
 	c.wmu.Unlock()

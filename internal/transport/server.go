@@ -18,6 +18,7 @@ import (
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/transport/resume"
 	"github.com/acphub/acphub/internal/transport/ws"
 )
 
@@ -32,6 +33,9 @@ type Options struct {
 	// its output for that long (see ws.Conn.SetStallTimeout); 0 means
 	// DefaultStallTimeout.
 	StallTimeout time.Duration
+	// ResumeWindow is how long a resumable connection whose transport
+	// dropped is kept for its client; 0 means resume.DefaultWindow.
+	ResumeWindow time.Duration
 	Version      string // reported by /healthz
 	Logger       *slog.Logger
 }
@@ -42,10 +46,11 @@ const DefaultStallTimeout = time.Minute
 
 // Server serves the hub over HTTP and WebSocket.
 type Server struct {
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
-	std  stdConns // connections of the standard endpoint
+	opts    Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	resumes *resume.Registry[*hub.Client]
+	std     stdConns // connections of the standard endpoint
 }
 
 // NewServer returns a Server; it is an http.Handler.
@@ -59,7 +64,7 @@ func NewServer(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), resumes: resume.NewRegistry[*hub.Client](opts.ResumeWindow)}
 	s.handle("/healthz", route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.healthz})
 	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, auth: true, params: acpParams, serve: s.acp})
 	s.handle("/api/sessions", route{auth: true, serve: s.listSessions})
@@ -123,25 +128,35 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // acpParams are the query parameters of /acp.
 var acpParams = map[string]string{
-	"session": api.ReasonBadSession,
-	"peer":    api.ReasonBadPeer,
-	"agent":   api.ReasonBadAgent,
-	"replay":  api.ReasonBadReplay,
+	"session":  api.ReasonBadSession,
+	"peer":     api.ReasonBadPeer,
+	"agent":    api.ReasonBadAgent,
+	"replay":   api.ReasonBadReplay,
+	"resume":   api.ReasonBadResume,
+	"position": api.ReasonBadResume,
 }
 
 // acp joins the client to a session over WebSocket or, when it asks for
-// it, NDJSON. Everything is checked before the client joins: a refusal is
-// an HTTP error. Without a session to join it is the standard endpoint
-// (standard.go).
+// it, NDJSON; or resumes a resumable connection. Everything is checked
+// before the client joins: a refusal is an HTTP error. Without a session to
+// join or a connection to resume it is the standard endpoint (standard.go).
 func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
 	if standardRequest(q) {
 		s.standard(w, r, q)
 		return
 	}
 	if r.Method != http.MethodGet {
-		f := refuse(http.StatusMethodNotAllowed, api.ReasonMethodNotAllowed, "", "/acp?session= answers GET, not %s", r.Method)
+		f := refuse(http.StatusMethodNotAllowed, api.ReasonMethodNotAllowed, "", "/acp with session= or resume= answers GET, not %s", r.Method)
 		f.header = http.Header{"Allow": {http.MethodGet}}
 		f.write(w)
+		return
+	}
+	if q.Has("resume") && q.Get("resume") != resumeNew {
+		s.resumeConn(w, r, q)
+		return
+	}
+	if q.Has("position") {
+		refuse(http.StatusBadRequest, api.ReasonBadResume, "position", "position goes with resume=CREDENTIAL, to resume a connection").write(w)
 		return
 	}
 	opts, f := s.joinOptions(r, q)
@@ -154,25 +169,33 @@ func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
 		s.hubRefusal(err).write(w)
 		return
 	}
-	defer client.Leave()
-	framing := "websocket"
-	var conn frameConn
-	if wantsNDJSON(r) {
-		framing = NDJSONUpgrade
-		conn, err = acceptNDJSON(w, s.opts.MaxFrame)
-	} else {
-		var c *ws.Conn
-		if c, err = ws.Accept(w, r); err == nil {
-			conn = wsConn{c, s.opts.MaxFrame}
-		}
-	}
+	conn, framing, err := s.upgrade(w, r)
 	if err != nil {
+		client.Leave()
 		s.log.Debug("upgrade", "framing", framing, "err", err)
 		return
 	}
+	l := link{client: client}
+	if q.Get("resume") == resumeNew {
+		l = s.newResumable(client)
+	}
 	log := s.log.With("session", client.Session(), "peer", client.Peer())
-	log.Debug("client connected", "framing", framing, "listener", listener(r))
-	s.serveConn(r.Context(), conn, client, log)
+	log.Debug("client connected", "framing", framing, "listener", listener(r), "resumable", l.hold != nil)
+	s.serveConn(r.Context(), conn, l, log)
+}
+
+// upgrade switches r's connection to the framing it asks for: NDJSON or
+// WebSocket.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (frameConn, string, error) {
+	if wantsNDJSON(r) {
+		conn, err := acceptNDJSON(w, s.opts.MaxFrame)
+		return conn, NDJSONUpgrade, err
+	}
+	c, err := ws.Accept(w, r)
+	if err != nil {
+		return nil, "websocket", err
+	}
+	return wsConn{c, s.opts.MaxFrame}, "websocket", nil
 }
 
 // listener names the kind of listener r came in on: "unix" for the hub's
@@ -195,12 +218,21 @@ func (s *Server) joinOptions(r *http.Request, q url.Values) (hub.JoinOptions, *r
 	if err != nil {
 		return hub.JoinOptions{}, refuse(http.StatusBadRequest, api.ReasonBadReplay, "replay", "%v", err)
 	}
+	if f := s.checkUpgrade(r); f != nil {
+		return hub.JoinOptions{}, f
+	}
+	return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay}, nil
+}
+
+// checkUpgrade checks that r may upgrade: its origin, and that it asks for
+// WebSocket or NDJSON in due form.
+func (s *Server) checkUpgrade(r *http.Request) *refusal {
 	if !originAllowed(r, s.opts.AllowedOrigins) {
 		s.log.Warn("websocket origin refused", "origin", r.Header.Get("Origin"))
-		return hub.JoinOptions{}, refuse(http.StatusForbidden, api.ReasonBadOrigin, "", "origin not allowed")
+		return refuse(http.StatusForbidden, api.ReasonBadOrigin, "", "origin not allowed")
 	}
 	if wantsNDJSON(r) {
-		return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay}, nil
+		return nil
 	}
 	if e := ws.CheckUpgrade(r); e != nil {
 		f := refuse(e.Status, api.ReasonBadUpgrade, "", "%s", e.Msg)
@@ -210,9 +242,9 @@ func (s *Server) joinOptions(r *http.Request, q url.Values) (hub.JoinOptions, *r
 			f.header = e.Header.Clone()
 			f.header.Add("Upgrade", NDJSONUpgrade)
 		}
-		return hub.JoinOptions{}, f
+		return f
 	}
-	return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay}, nil
+	return nil
 }
 
 // frameConn is a client's connection in either framing: ws.Conn (through
@@ -220,11 +252,13 @@ func (s *Server) joinOptions(r *http.Request, q url.Values) (hub.JoinOptions, *r
 type frameConn interface {
 	// readFrame returns the next frame: errFrameTooLarge for one over the
 	// limit and errBinaryFrame for a binary message, each discarded with
-	// the connection usable; io.EOF when the peer closed.
+	// the connection usable; errBye when the peer closed saying it is done,
+	// io.EOF when it closed otherwise.
 	readFrame() ([]byte, error)
 	// WriteBatch writes frames in as few writes as fit, each within the
-	// stall timeout.
-	WriteBatch(frames [][]byte) error
+	// stall timeout; unless first is 0, they are records of a resumable
+	// connection with the positions from first on.
+	WriteBatch(frames [][]byte, first uint64) error
 	SetStallTimeout(d time.Duration)
 	// closeFor tells the peer why the hub ends the connection (nil: a
 	// normal close) and closes it.
@@ -237,6 +271,7 @@ type frameConn interface {
 var (
 	errFrameTooLarge = errors.New("frame over the size limit")
 	errBinaryFrame   = errors.New("binary frame")
+	errBye           = errors.New("closed by the client, done")
 )
 
 // wsConn is a ws.Conn as a frameConn.
@@ -251,6 +286,8 @@ func (c wsConn) readFrame() ([]byte, error) {
 	switch {
 	case errors.Is(err, ws.ErrMessageTooLarge):
 		return nil, errFrameTooLarge
+	case errors.As(err, &ce) && ce.Code == ws.StatusNormal:
+		return nil, errBye
 	case errors.As(err, &ce):
 		return nil, io.EOF
 	case err == nil && op != ws.OpText:
@@ -259,10 +296,21 @@ func (c wsConn) readFrame() ([]byte, error) {
 	return frame, err
 }
 
+func (c wsConn) WriteBatch(frames [][]byte, first uint64) error {
+	if first == 0 {
+		return c.Conn.WriteBatch(frames)
+	}
+	var buf [64]byte
+	return c.WriteBatchParts(len(frames), func(i int) ([]byte, []byte) {
+		return resume.Split(frames[i], first+uint64(i), buf[:0])
+	})
+}
+
 // closeStatus is the WebSocket close status of each condition a
 // connection ends for (a slow or stalled client, a stopping hub, a failure).
 var closeStatus = map[string]int{
 	"backpressure":            ws.StatusPolicyViolation,
+	"connection_fenced":       ws.StatusPolicyViolation,
 	"temporarily_unavailable": ws.StatusGoingAway,
 	"internal_error":          ws.StatusInternalError,
 }
@@ -281,22 +329,26 @@ func (c wsConn) closeFor(why *hub.Disconnect) error {
 // errServeFailed ends a connection the hub failed to serve.
 var errServeFailed = &hub.Disconnect{Text: "the hub failed to serve this connection", Condition: "internal_error"}
 
-// serveConn pumps frames both ways until either side ends.
-func (s *Server) serveConn(ctx context.Context, conn frameConn, client *hub.Client, log *slog.Logger) {
+// serveConn pumps frames both ways until either side ends, then lets go
+// of the client: it leaves, or, resumable, is kept for the resume window
+// unless it said goodbye.
+func (s *Server) serveConn(ctx context.Context, conn frameConn, l link, log *slog.Logger) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	conn.SetStallTimeout(s.opts.StallTimeout)
+	out := &recordWriter{conn: conn, hold: l.hold}
+	var bye bool
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
 		defer cancel()
-		s.readLoop(ctx, conn, client, log)
+		bye = s.readLoop(ctx, conn, l, out, log)
 	}()
 	// A client the hub removed may be one that stopped reading, with the
 	// writer stuck on a full socket: give the write a moment to finish so
 	// the closing words can follow, then tear the connection down.
 	written := make(chan struct{})
-	stop := client.AfterRemoved(func() {
+	stop := l.client.AfterRemoved(func() {
 		t := time.NewTimer(closeGrace)
 		defer t.Stop()
 		select {
@@ -305,12 +357,19 @@ func (s *Server) serveConn(ctx context.Context, conn frameConn, client *hub.Clie
 		case <-written:
 		}
 	})
-	why := s.writeLoop(ctx, conn, client)
+	stopFence := watchFence(l.hold, cancel, conn)
+	why := s.writeLoop(ctx, out, l)
 	close(written)
 	stop()
 	cancel()
 	_ = conn.closeFor(why)
 	<-readDone
+	stopFence()
+	if l.hold == nil {
+		l.client.Leave()
+		return
+	}
+	l.hold.Release(bye)
 }
 
 // closeGrace is how long a removed client's pending write may take before
@@ -319,10 +378,15 @@ const closeGrace = time.Second
 
 // writeLoop sends the client its frames, each batch with one flush, and
 // returns why the connection ends (nil: normally).
-func (s *Server) writeLoop(ctx context.Context, conn frameConn, client *hub.Client) *hub.Disconnect {
+func (s *Server) writeLoop(ctx context.Context, out *recordWriter, l link) *hub.Disconnect {
+	if err := out.writeKept(l.first); err != nil {
+		return nil
+	}
 	for {
-		frames, err := client.Next(ctx)
+		frames, err := l.client.Next(ctx)
 		switch {
+		case err != nil && l.hold != nil && l.hold.Fenced().Err() != nil:
+			return errFenced
 		case errors.Is(err, hub.ErrSlowClient):
 			return hub.ErrSlowClient
 		case errors.Is(err, hub.ErrSessionGone):
@@ -332,51 +396,79 @@ func (s *Server) writeLoop(ctx context.Context, conn frameConn, client *hub.Clie
 		case err != nil:
 			return errServeFailed
 		}
-		if err := conn.WriteBatch(frames); err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil
-			}
+		err = out.write(frames)
+		switch {
+		case err == nil:
+		case errors.Is(err, errFenced):
+			return errFenced
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return nil
+		default:
 			// The client took nothing for the stall timeout: the closing
-			// words reach it only if it reads again within closeGrace.
+			// words reach it only if it reads again within closeGrace. A
+			// resumable one is kept for the resume window.
 			stalled := hub.ErrStalled(s.opts.StallTimeout)
-			client.LeaveBecause(stalled)
+			if l.hold == nil {
+				l.client.LeaveBecause(stalled)
+			}
 			return stalled
 		}
 	}
 }
 
-// readLoop hands the client's frames to the session.
-func (s *Server) readLoop(ctx context.Context, conn frameConn, client *hub.Client, log *slog.Logger) {
+// readLoop hands the client's frames to the session. It returns whether
+// the client said it is done.
+func (s *Server) readLoop(ctx context.Context, conn frameConn, l link, out *recordWriter, log *slog.Logger) (bye bool) {
 	for {
 		frame, err := conn.readFrame()
 		switch {
 		case errors.Is(err, errFrameTooLarge):
 			log.Warn("client frame over the size limit", "limit", s.opts.MaxFrame)
-			if s.reply(conn, FrameTooLarge(s.opts.MaxFrame)) != nil {
-				return
+			if out.write([][]byte{jsonrpc.NewErrorResponse(nil, FrameTooLarge(s.opts.MaxFrame))}) != nil {
+				return false
 			}
 			continue
 		case errors.Is(err, errBinaryFrame):
 			e := jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonBinaryFrame, "Invalid request: send JSON-RPC as text frames", nil)
-			if s.reply(conn, e) != nil {
-				return
+			if out.write([][]byte{jsonrpc.NewErrorResponse(nil, e)}) != nil {
+				return false
 			}
 			continue
+		case errors.Is(err, errBye):
+			return true
 		case err != nil:
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
 				log.Debug("client read", "err", err)
 			}
-			return
+			return false
 		}
-		if err := client.Send(ctx, frame); err != nil {
-			return
+		if l.hold != nil {
+			if l.hold.Fenced().Err() != nil {
+				refuseFenced(conn, frame)
+				continue
+			}
+			if handled, said := control(l.hold, frame); handled {
+				if said {
+					return true
+				}
+				continue
+			}
+		}
+		if err := l.client.Send(ctx, frame); err != nil {
+			return false
 		}
 	}
 }
 
-// reply answers a frame the transport refused itself; its id is unknown.
-func (s *Server) reply(conn frameConn, e *jsonrpc.Error) error {
-	return conn.WriteBatch([][]byte{jsonrpc.NewErrorResponse(nil, e)})
+// refuseFenced answers a request that arrived on a fenced transport; it
+// is no record of the connection, and reaches nobody else.
+func refuseFenced(conn frameConn, frame []byte) {
+	id, ok := jsonrpc.Field(frame, "id")
+	if _, isRequest := jsonrpc.Field(frame, "method"); !ok || !isRequest {
+		return
+	}
+	e := jsonrpc.NewError(api.CodeConnectionFenced, api.ReasonConnectionFenced, "Connection fenced: the connection was resumed on another transport", nil)
+	_ = conn.WriteBatch([][]byte{jsonrpc.NewErrorResponse(id, e)}, 0)
 }
 
 // FrameTooLarge is the error for a frame over the size limit.

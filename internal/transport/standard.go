@@ -39,9 +39,13 @@ func standardRequest(q url.Values) bool { return !q.Has("session") && !q.Has("re
 
 // standard serves the standard endpoint.
 func (s *Server) standard(w http.ResponseWriter, r *http.Request, q url.Values) {
-	for _, p := range []struct{ name, reason string }{{"peer", api.ReasonBadPeer}, {"replay", api.ReasonBadReplay}} {
+	for _, p := range []struct{ name, reason, why string }{
+		{"peer", api.ReasonBadPeer, "peer goes with session=: a connection of the standard endpoint joins the sessions it opens as a peer the hub names"},
+		{"replay", api.ReasonBadReplay, "replay goes with session=: a connection of the standard endpoint gets a session's history with session/load"},
+		{"position", api.ReasonBadResume, "position goes with resume=CREDENTIAL, to resume a connection"},
+	} {
 		if q.Has(p.name) {
-			refuse(http.StatusBadRequest, p.reason, p.name, "%s goes with session=: a connection of the standard endpoint joins the sessions it opens as a peer the hub names", p.name).write(w)
+			refuse(http.StatusBadRequest, p.reason, p.name, "%s", p.why).write(w)
 			return
 		}
 	}

@@ -202,6 +202,27 @@ func (c *Conn) WriteBatch(msgs [][]byte) error {
 	return c.writeLocked(c.stall, OpText, msgs...)
 }
 
+// WriteBatchParts sends n text messages in as few writes to the socket as
+// fit: message i is the two parts part(i) returns, written one after the
+// other without being joined in memory first. tail is copied before part
+// is called again.
+func (c *Conn) WriteBatchParts(n int, part func(i int) (body, tail []byte)) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed {
+		return net.ErrClosed
+	}
+	c.w.Begin(c.stall)
+	for i := range n {
+		body, tail := part(i)
+		head := c.header(OpText, len(body)+len(tail))
+		if c.w.Add(head, body, tail) != nil {
+			break
+		}
+	}
+	return c.w.End()
+}
+
 // writeLocked writes each payload as one frame of type op in one batch,
 // each write to the socket within timeout.
 func (c *Conn) writeLocked(timeout time.Duration, op byte, payloads ...[]byte) error {
@@ -364,7 +385,7 @@ func (c *Conn) ReadMessage(max, hardMax int) (op byte, msg []byte, err error) {
 		case opPing, opPong, opClose:
 			payload, _, err := c.readPayload(nil, h, 125)
 			if err != nil {
-				return 0, nil, err
+				return 0, nil, c.failRead(err)
 			}
 			if cerr := c.control(h.op, payload); cerr != nil {
 				return 0, nil, cerr
@@ -389,7 +410,7 @@ func (c *Conn) ReadMessage(max, hardMax int) (op byte, msg []byte, err error) {
 		}
 		var ok bool
 		if msg, ok, err = c.readPayload(msg, h, max); err != nil {
-			return 0, nil, err
+			return 0, nil, c.failRead(err)
 		}
 		fits = fits && ok
 		if !h.fin {
@@ -423,11 +444,7 @@ func (c *Conn) control(op byte, payload []byte) error {
 		case !utf8.ValidString(reason):
 			return c.failRead(errInvalidData("a close reason that is not UTF-8"))
 		}
-		select {
-		case <-c.peerClosed:
-		default:
-			close(c.peerClosed)
-		}
+		c.markPeerClosed()
 		echo := payload
 		if len(echo) >= 2 {
 			echo = echo[:2]
@@ -469,6 +486,20 @@ func (c *Conn) failRead(err error) error {
 		_ = c.Close(StatusProtocolError, string(pe))
 	case errors.As(err, &ie):
 		_ = c.Close(StatusInvalidData, string(ie))
+	default:
+		// The connection failed or the peer shut it: no close frame can
+		// come any more, and Close need not wait for one.
+		c.markPeerClosed()
 	}
 	return err
+}
+
+// markPeerClosed notes that nothing more will come from the peer. Only the
+// reading goroutine calls it.
+func (c *Conn) markPeerClosed() {
+	select {
+	case <-c.peerClosed:
+	default:
+		close(c.peerClosed)
+	}
 }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// ---------------------------------------------------------------------------
+// Resumable connections (docs/resume.md): what the delivery position on
+// every frame costs a flood, and how fast a client that dropped gets what
+// it missed, against a fresh client attaching with afterSeq.
+
+type resumeResult struct {
+	k        int
+	spec     floodSpec
+	plain    []float64 // median per-client rate of each run, plain clients
+	stamped  []float64 // the same with resumable clients (positions on every frame)
+	drop     floodSpec // the flood a client drops out of halfway
+	missed   []int64   // chunks it missed, per repetition
+	resumes  []time.Duration
+	attaches []time.Duration
+}
+
+// positionsRuns is how many floods each kind of client gets, alternating.
+const positionsRuns = 3
+
+func runResume(cfg *config) (*resumeResult, error) {
+	k := 10
+	n := cfg.floodN(k, 100)
+	res := &resumeResult{k: k, spec: floodSpec{n: n, size: 100, mode: stampMeta}}
+	for range positionsRuns {
+		for _, resumable := range []bool{false, true} {
+			var rate float64
+			err := withHubAs(cfg, k, resumable, func(h *hubProc, clients []*client) error {
+				fr := &floodRun{hub: h, clients: clients, readers: everyone(k)}
+				f, err := fr.run(res.spec)
+				if err == nil && f.errors() != 0 {
+					err = fmt.Errorf("%d chunks lost, duplicated or reordered", f.errors())
+				}
+				if err == nil {
+					rate = f.medianRate()
+				}
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("positions, resumable=%v: %w", resumable, err)
+			}
+			if resumable {
+				res.stamped = append(res.stamped, rate)
+			} else {
+				res.plain = append(res.plain, rate)
+			}
+		}
+	}
+	res.drop = floodSpec{n: max(n/5, 2000), size: 100, mode: stampMeta}
+	if err := res.dropAndCatchUp(cfg); err != nil {
+		return nil, err
+	}
+	cfg.progress("positions K=%d: plain %.0f/s, with positions %.0f/s (%.3f×); resume %v vs attach afterSeq %v", k,
+		median(res.plain), median(res.stamped), median(res.stamped)/median(res.plain), medianDur(res.resumes), medianDur(res.attaches))
+	return res, nil
+}
+
+// withHubAs is withHub with clients that are resumable or not.
+func withHubAs(cfg *config, k int, resumable bool, f func(h *hubProc, clients []*client) error) error {
+	return withHub(cfg, k, f, func(h *hubProc) { h.resumable = resumable })
+}
+
+// dropAndCatchUp runs three floods, each with a resumable client that
+// drops its transport halfway; once the turn is over it times the client's
+// resume to the turn's end against a new client that attaches with the
+// afterSeq of the last chunk the dropped one had.
+func (res *resumeResult) dropAndCatchUp(cfg *config) error {
+	h, err := cfg.startHub()
+	if err != nil {
+		return err
+	}
+	defer h.stop()
+	prompter, _, err := joinClients(h, "bench", 1)
+	if err != nil {
+		return err
+	}
+	defer closeAll(prompter)
+	for rep := range positionsRuns {
+		h.resumable = true
+		t, err := dial(h, "bench", fmt.Sprintf("dropper%d", rep))
+		h.resumable = false
+		if err != nil {
+			return err
+		}
+		dropper := &client{name: "dropper", t: t}
+		credential, pos, err := dropper.hello()
+		if err != nil {
+			return err
+		}
+		if err := dropper.handshake(); err != nil {
+			return err
+		}
+		id, err := prompter[0].prompt(res.drop.prompt())
+		if err != nil {
+			return err
+		}
+		// The dropper reads half the flood, then its transport goes away.
+		rec := newRecorder(res.drop.n, res.drop.size, res.drop.mode)
+		for rec.count < int64(res.drop.n/2) {
+			b, err := t.read()
+			if err != nil {
+				return err
+			}
+			rec.frame(b, time.Now().UnixNano())
+			pos = positionOf(b)
+		}
+		last := rec.maxSeq
+		t.close()
+		if err := prompter[0].readUntil(func(b []byte) bool {
+			return looksLikeResponse(b) && bytes.Contains(b, []byte(`"id":`+strconv.Itoa(id)+`,`))
+		}); err != nil {
+			return err
+		}
+		afterSeq, err := h.logSeqOfChunk(last)
+		if err != nil {
+			return err
+		}
+		res.missed = append(res.missed, int64(res.drop.n)-last)
+
+		start := time.Now()
+		rt, err := dialResume(h, credential, pos)
+		if err != nil {
+			return err
+		}
+		err = readRest(&client{name: "resumed", t: rt}, res.drop, last)
+		rt.close()
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		res.resumes = append(res.resumes, time.Since(start))
+
+		start = time.Now()
+		at, err := dial(h, "bench", fmt.Sprintf("fresh%d", rep))
+		if err != nil {
+			return err
+		}
+		fresh := &client{name: "fresh", t: at}
+		if _, err := fresh.call("initialize", `{"protocolVersion":1,"clientCapabilities":{},"clientInfo":{"name":"acphub-bench","version":"1"}}`); err != nil {
+			return err
+		}
+		if _, err := fresh.request("session/attach", fmt.Sprintf(`{"sessionId":%q,"afterSeq":%d}`, prompter[0].sid, afterSeq)); err != nil {
+			return err
+		}
+		err = readRest(fresh, res.drop, last)
+		at.close()
+		if err != nil {
+			return fmt.Errorf("attach: %w", err)
+		}
+		res.attaches = append(res.attaches, time.Since(start))
+	}
+	return nil
+}
+
+// readRest reads a flood's chunks after last up to the turn's end, and
+// checks it got every one of them once and in order.
+func readRest(c *client, spec floodSpec, last int64) error {
+	rec := newRecorder(spec.n, spec.size, spec.mode)
+	rec.latency = false
+	if err := c.readFlood(rec, 0, readHooks{}); err != nil {
+		return err
+	}
+	if want := int64(spec.n) - last; rec.count != want || rec.dup != 0 || rec.reorder != 0 || rec.bad != 0 {
+		return fmt.Errorf("%s: %d chunks (want %d), %d dup, %d reordered, %d bad", c.name, rec.count, want, rec.dup, rec.reorder, rec.bad)
+	}
+	return nil
+}
+
+// hello reads a resumable connection's first record and returns its
+// credential and position.
+func (c *client) hello() (string, string, error) {
+	b, err := c.t.read()
+	if err != nil {
+		return "", "", err
+	}
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Credential string `json:"credential"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.Method != "_acphub/connection" || m.Params.Credential == "" {
+		return "", "", fmt.Errorf("%s: first record %.200s", c.name, b)
+	}
+	return m.Params.Credential, positionOf(b), nil
+}
+
+var keyPosition = []byte(`"acphub.dev/position":"`)
+
+// positionOf returns the delivery position of a record, the last member of
+// its message.
+func positionOf(b []byte) string {
+	i := bytes.LastIndex(b, keyPosition)
+	if i < 0 {
+		return ""
+	}
+	rest := b[i+len(keyPosition):]
+	return string(rest[:bytes.IndexByte(rest, '"')])
+}
+
+// logSeqOfChunk finds the log seq of flood chunk number chunk in session
+// bench's log.
+func (h *hubProc) logSeqOfChunk(chunk int64) (int64, error) {
+	resp, err := h.get("/api/sessions/bench/events")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	want := fmt.Appendf(nil, `"acphub.dev/seq":%d,`, chunk)
+	var found int64 = -1
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		if bytes.Contains(sc.Bytes(), want) {
+			var ev struct {
+				Seq int64 `json:"seq"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				return 0, err
+			}
+			found = ev.Seq
+		}
+	}
+	if found < 0 {
+		return 0, fmt.Errorf("chunk %d is not in the log", chunk)
+	}
+	return found, sc.Err()
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func medianDur(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,135 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// promptOp sends a text prompt carrying operation id op and returns its
+// request id.
+func (c *client) promptOp(sid, text, op string) int {
+	return c.request("session/prompt", map[string]any{
+		"sessionId": sid,
+		"prompt":    []any{map[string]any{"type": "text", "text": text}},
+		"_meta":     map[string]any{"acphub.dev/operationId": op},
+	})
+}
+
+// countEvents counts the events of type typ in session key's log.
+func (h *hubProc) countEvents(key, typ string) int {
+	n := 0
+	for _, ev := range h.readLog(key) {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOperations_RetryGetsTheStoredOutcome(t *testing.T) {
+	h := startHub(t)
+	a, b, sid := h.pair()
+	first := lastOf(a.untilResponse(a.promptOp(sid, "/echo once", "op-1")))
+	mustStop(t, "the prompt", first, "end_turn")
+	retry := lastOf(a.untilResponse(a.promptOp(sid, "/echo once", "op-1")))
+	if string(retry.Result) != string(first.Result) || retry.Error != nil {
+		t.Fatalf("retry answered %s, want the stored %s", retry.raw, first.raw)
+	}
+	// The other client saw one prompt; the log holds one turn.
+	b.until(isMethod("_acphub/turn_complete"))
+	b.quiet(300 * time.Millisecond)
+	if n := h.countEvents("s", "turn.started"); n != 1 {
+		t.Fatalf("%d turns started, want 1", n)
+	}
+}
+
+func TestOperations_RetryOfARunningPromptWaitsForIt(t *testing.T) {
+	h := startHub(t)
+	a, _, sid := h.pair()
+	first := a.promptOp(sid, "/slow 20", "op-slow")
+	retry := a.promptOp(sid, "/slow 20", "op-slow")
+	got := a.until(func(m msg) bool { return m.isResponseTo(retry) })
+	var answered int
+	for _, m := range got {
+		if m.isResponseTo(first) {
+			answered++
+		}
+	}
+	if answered != 1 {
+		t.Fatalf("the first prompt was answered %d times before its retry", answered)
+	}
+	mustStop(t, "the retry", lastOf(got), "end_turn")
+	if n := h.countEvents("s", "turn.started"); n != 1 {
+		t.Fatalf("%d turns started, want 1", n)
+	}
+}
+
+func TestOperations_ReuseWithOtherContentIsAConflict(t *testing.T) {
+	h := startHub(t)
+	a, _, sid := h.pair()
+	mustStop(t, "the prompt", lastOf(a.untilResponse(a.promptOp(sid, "/echo one", "op-2"))), "end_turn")
+	resp := lastOf(a.untilResponse(a.promptOp(sid, "/echo two", "op-2")))
+	if resp.Error == nil || resp.Error.Code != -32041 {
+		t.Fatalf("reuse answered %s, want -32041", resp.raw)
+	}
+	var data struct {
+		Reason, Condition, OperationID string
+		Retryable                      *bool
+	}
+	_ = json.Unmarshal(resp.Error.Data, &data)
+	if data.Reason != "operation_conflict" || data.Condition != "operation_conflict" || data.OperationID != "op-2" || data.Retryable == nil || *data.Retryable {
+		t.Fatalf("conflict data %s", resp.Error.Data)
+	}
+	if n := h.countEvents("s", "turn.started"); n != 1 {
+		t.Fatalf("%d turns started, want 1", n)
+	}
+}
+
+func TestOperations_RepeatedAnswerIsDropped(t *testing.T) {
+	h := startHub(t)
+	a, _, sid := h.pair()
+	id := a.prompt(sid, "/permtime 2")
+	first := lastOf(a.until(isMethod("session/request_permission")))
+	answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow"},"_meta":{"acphub.dev/operationId":"ans-1"}}}`, first.ID)
+	a.send(answer)
+	second := lastOf(a.until(isMethod("session/request_permission")))
+	// The same answer again, as a client that did not know the first one
+	// arrived would send it: the second request stays open.
+	a.send(answer)
+	a.quiet(300 * time.Millisecond)
+	a.respond(second.ID, allowAnswer)
+	mustStop(t, "the prompt", lastOf(a.untilResponse(id)), "end_turn")
+	if resolved := h.countEvents("s", "permission.resolved"); resolved != 2 {
+		t.Fatalf("%d permission.resolved events, want 2", resolved)
+	}
+}
+
+func TestOperations_AnswerNamesItsToolCall(t *testing.T) {
+	h := startHub(t)
+	a, _, sid := h.pair()
+	id := a.prompt(sid, "/permission")
+	req := lastOf(a.until(isMethod("session/request_permission")))
+	// The right id, naming another tool call: dropped, the request stays.
+	a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"reject"},"_meta":{"acphub.dev/toolCallId":"other"}}}`, req.ID))
+	a.quiet(300 * time.Millisecond)
+	// An id that means nothing any more, naming the tool call: applied.
+	a.send(`{"jsonrpc":"2.0","id":424242,"result":{"outcome":{"outcome":"selected","optionId":"allow"},"_meta":{"acphub.dev/toolCallId":"demo-2"}}}`)
+	got := a.untilResponse(id)
+	mustStop(t, "the prompt", lastOf(got), "end_turn")
+	if !strings.Contains(logText(h.readLog("s")), `"optionId":"allow"`) {
+		t.Fatal("the named answer was not the one applied")
+	}
+}
+
+// logText is a log's events as JSON lines.
+func logText(events []logEvent) string {
+	var b strings.Builder
+	for _, ev := range events {
+		b.Write(ev.raw)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

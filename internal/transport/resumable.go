@@ -1,0 +1,211 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/hub"
+	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/transport/resume"
+)
+
+// resumeNew is the value of /acp's resume parameter that asks for a
+// resumable connection; any other value is the credential of one to resume.
+const resumeNew = "new"
+
+// link is what one transport serves: the hub's handle on a client and, for
+// a resumable connection, the transport's hold on it and the records it
+// writes before the session's.
+type link struct {
+	client *hub.Client
+	hold   *resume.Hold[*hub.Client] // nil: not resumable
+	first  []resume.Record           // consecutive positions
+}
+
+// errFenced ends a transport whose connection another transport resumed.
+var errFenced = &hub.Disconnect{Text: "resumed on another connection", Condition: "connection_fenced"}
+
+// takeWait bounds how long a resume waits for the transport it fences to
+// let go of the connection.
+const takeWait = 5 * time.Second
+
+// newResumable makes client's connection resumable. Its first record is
+// _acphub/connection, with the credential.
+func (s *Server) newResumable(client *hub.Client) link {
+	c, hold, credential := s.resumes.New(client, func(expired bool) {
+		if expired {
+			client.LeaveBecause(&hub.Disconnect{
+				Text:      "did not come back within " + s.resumes.Window().String(),
+				Condition: "temporarily_unavailable",
+			})
+			return
+		}
+		client.Leave()
+	})
+	client.AfterRemoved(c.End)
+	hello := jsonrpc.NewNotification(api.MethodConnection, &api.ConnectionParams{
+		Connection: c.ID(),
+		Credential: credential,
+		Window:     s.resumes.Window().Milliseconds(),
+	})
+	pos, _ := hold.Stamp([][]byte{hello})
+	return link{client: client, hold: hold, first: []resume.Record{{Pos: pos, Frame: hello}}}
+}
+
+// resumeParams are the only query parameters a resume takes.
+var resumeParams = []string{"resume", "position"}
+
+// resumeConn serves GET /acp?resume=CREDENTIAL&position=N: it checks the
+// request, takes the connection over from the transport that still holds
+// it, and serves it from the record after N.
+func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values) {
+	for k := range q {
+		if k != resumeParams[0] && k != resumeParams[1] {
+			refuse(http.StatusBadRequest, api.ReasonBadResume, k, "a resume takes only resume and position, not %s", k).write(w)
+			return
+		}
+	}
+	pos, err := strconv.ParseUint(q.Get("position"), 10, 64)
+	if err != nil {
+		refuse(http.StatusBadRequest, api.ReasonBadResume, "position", "position must be the last position the client holds, a decimal integer >= 0").write(w)
+		return
+	}
+	if f := s.checkUpgrade(r); f != nil {
+		f.write(w)
+		return
+	}
+	c, err := s.resumes.Find(q.Get("resume"))
+	if err == nil {
+		err = c.Check(pos)
+	}
+	if f := resumeRefusal(err); f != nil {
+		f.write(w)
+		return
+	}
+	conn, framing, err := s.upgrade(w, r)
+	if err != nil {
+		s.log.Debug("upgrade", "framing", framing, "err", err)
+		return
+	}
+	hold, kept, err := c.Take(pos, takeWait)
+	if err != nil {
+		// The window passed or the records went while the old transport
+		// let go: start over, as the HTTP refusal would have said.
+		_ = conn.closeFor(&hub.Disconnect{Text: resumeRefusal(err).err.Message, Condition: "cursor_gap"})
+		return
+	}
+	client := c.Client()
+	log := s.log.With("session", client.Session(), "peer", client.Peer())
+	log.Debug("client resumed", "framing", framing, "position", pos, "resent", len(kept))
+	s.serveConn(r.Context(), conn, link{client: client, hold: hold, first: kept}, log)
+}
+
+// resumeRefusal is the HTTP refusal of a resume that failed with err, or
+// nil when err is nil.
+func resumeRefusal(err error) *refusal {
+	switch err {
+	case nil:
+		return nil
+	case resume.ErrPosition:
+		return refuse(http.StatusConflict, api.ReasonPositionUnknown, "position",
+			"the hub cannot go on from that position: start over (join with resume=new and attach with afterSeq)")
+	default:
+		return refuse(http.StatusGone, api.ReasonResumeUnknown, "resume",
+			"no such connection (the resume window passed, the client said goodbye, or the hub restarted): start over (join with resume=new and attach with afterSeq)")
+	}
+}
+
+// recordWriter writes a transport's frames. For a resumable connection it
+// gives each frame the next position as it writes it, under one lock, so
+// that the positions are the order on the wire.
+type recordWriter struct {
+	conn frameConn
+	hold *resume.Hold[*hub.Client] // nil: not resumable
+
+	mu sync.Mutex
+}
+
+// write writes frames; after the hold was fenced it writes nothing and
+// returns errFenced.
+func (w *recordWriter) write(frames [][]byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first uint64
+	if w.hold != nil {
+		var ok bool
+		if first, ok = w.hold.Stamp(frames); !ok {
+			return errFenced
+		}
+		if w.hold.Fenced().Err() != nil {
+			return errFenced // stamped, so the next transport sends them
+		}
+	}
+	return w.conn.WriteBatch(frames, first)
+}
+
+// writeKept writes records that have their positions already.
+func (w *recordWriter) writeKept(records []resume.Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	frames := make([][]byte, len(records))
+	for i, r := range records {
+		frames[i] = r.Frame
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conn.WriteBatch(frames, records[0].Pos)
+}
+
+// control handles a resumable connection's own notifications, _acphub/ack
+// and _acphub/bye, which go no further. It reports whether frame was one,
+// and whether it was a goodbye.
+func control(hold *resume.Hold[*hub.Client], frame []byte) (handled, bye bool) {
+	if !bytes.Contains(frame, []byte(`"_acphub/`)) {
+		return false, false
+	}
+	if _, isRequest := jsonrpc.Field(frame, "id"); isRequest {
+		return false, false
+	}
+	raw, _ := jsonrpc.Field(frame, "method")
+	var method string
+	if json.Unmarshal(raw, &method) != nil {
+		return false, false
+	}
+	switch method {
+	case api.MethodAck:
+		// An acknowledgement the hub cannot read acknowledges nothing.
+		params, _ := jsonrpc.Field(frame, "params")
+		raw, _ := jsonrpc.Field(params, "position")
+		var position string
+		if json.Unmarshal(raw, &position) == nil {
+			if pos, err := strconv.ParseUint(position, 10, 64); err == nil {
+				hold.Ack(pos)
+			}
+		}
+		return true, false
+	case api.MethodBye:
+		return true, true
+	}
+	return false, false
+}
+
+// watchFence ends a transport once its connection is resumed elsewhere:
+// cancel stops it, and its connection is torn down if its last write does
+// not finish within closeGrace. The returned stop undoes it.
+func watchFence(hold *resume.Hold[*hub.Client], cancel context.CancelFunc, conn frameConn) (stop func() bool) {
+	if hold == nil {
+		return func() bool { return false }
+	}
+	return context.AfterFunc(hold.Fenced(), func() {
+		cancel()
+		time.AfterFunc(closeGrace, func() { _ = conn.Abort() })
+	})
+}
