@@ -256,6 +256,8 @@ func TestStandard_EveryRefusalIsJSON(t *testing.T) {
 		{"DELETE", "", map[string]string{"Acp-Connection-Id": unixConn}, "", 404, "unknown_connection", "Acp-Connection-Id", ""},
 		{"PATCH", "", nil, "", 405, "method_not_allowed", "", "Allow: GET, POST, DELETE"},
 		{"DELETE", "?session=s", nil, "", 405, "method_not_allowed", "", "Allow: GET"},
+		{"POST", "?resume=abc&position=1", map[string]string{"Content-Type": jsonType}, init, 405, "method_not_allowed", "", "Allow: GET"},
+		{"POST", "?position=3", map[string]string{"Content-Type": jsonType}, init, 400, "bad_resume", "position", ""},
 	} {
 		req, err := http.NewRequest(tt.method, "http://"+h.addr+"/acp"+tt.query, strings.NewReader(tt.body))
 		if err != nil {
