@@ -12,9 +12,9 @@ import (
 
 	"github.com/acphub/acphub/internal/acpconn"
 	"github.com/acphub/acphub/internal/agent"
-	"github.com/acphub/acphub/internal/demoagent"
 	"github.com/acphub/acphub/internal/eventlog/mem"
 	"github.com/acphub/acphub/internal/hub"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // demoAgentEnv makes the test binary run the demo agent on stdin and
@@ -22,13 +22,7 @@ import (
 const demoAgentEnv = "ACPCONN_TEST_DEMO_AGENT"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(demoAgentEnv) == "1" {
-		if err := demoagent.Run(context.Background(), os.Stdin, os.Stdout, demoagent.Options{Delay: -1}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	testutil.DemoAgentMain(demoAgentEnv)
 	os.Exit(m.Run())
 }
 

@@ -15,12 +15,12 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
-	"github.com/acphub/acphub/internal/demoagent"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/mem"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // demoAgentEnv makes the test binary run the demo agent on stdin and stdout
@@ -29,14 +29,7 @@ import (
 const demoAgentEnv = "HUB_BENCH_DEMO_AGENT"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(demoAgentEnv) == "1" {
-		err := demoagent.Run(context.Background(), os.Stdin, os.Stdout, demoagent.Options{Delay: -1})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	testutil.DemoAgentMain(demoAgentEnv)
 	os.Exit(m.Run())
 }
 
