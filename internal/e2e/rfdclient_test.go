@@ -43,6 +43,7 @@ type rfdConn struct {
 	reqSession map[string]string // sessionId of the requests received, by id
 	lastIDs    map[string]int64  // the last SSE id read on each stream
 	events     map[string]int    // events read on each stream
+	breaks     map[string]func() // each open stream's: cut its GET and wait for its reader
 	proto      string            // the HTTP version initialize was answered in
 }
 
@@ -51,7 +52,7 @@ func newRFDConn(t *testing.T, hc *http.Client, url string, header http.Header, s
 	t.Cleanup(cancel)
 	return &rfdConn{t: t, hc: hc, url: url, header: header, sessionStreams: sessionStreams,
 		frames: make(chan []byte, 1<<14), errs: make(chan error, 1), ctx: ctx, cancel: cancel,
-		streams: map[string]bool{}, reqSession: map[string]string{}, lastIDs: map[string]int64{}, events: map[string]int{}}
+		streams: map[string]bool{}, reqSession: map[string]string{}, lastIDs: map[string]int64{}, events: map[string]int{}, breaks: map[string]func(){}}
 }
 
 // envelope is what the client reads of a message to route it.
@@ -141,27 +142,60 @@ func (c *rfdConn) openStream(session string) error {
 		return nil
 	}
 	c.streams[session] = true
+	c.mu.Unlock()
+	return c.getStream(session, nil)
+}
+
+// getStream GETs the event stream of session with the extra header.
+func (c *rfdConn) getStream(session string, extra http.Header) error {
+	c.mu.Lock()
 	h := http.Header{"Accept": {"text/event-stream"}, "Acp-Connection-Id": {c.conn}}
 	c.mu.Unlock()
 	if session != "" {
 		h.Set("Acp-Session-Id", session)
 	}
-	resp, err := c.do(c.ctx, http.MethodGet, h, nil)
+	for k, v := range extra {
+		h[k] = v
+	}
+	ctx, cut := context.WithCancel(c.ctx)
+	resp, err := c.do(ctx, http.MethodGet, h, nil)
 	if err != nil {
+		cut()
 		return err
 	}
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		cut()
 		return fmt.Errorf("GET stream %q: %s %s", session, resp.Status, body)
 	}
-	go c.readStream(session, resp.Body)
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.breaks[session] = func() { cut(); <-done }
+	c.mu.Unlock()
+	go func() {
+		defer close(done)
+		c.readStream(ctx, session, resp.Body)
+	}()
 	return nil
+}
+
+// reopen cuts the stream of session, as a network that drops it does,
+// and GETs it again with Last-Event-ID, the last id it read.
+func (c *rfdConn) reopen(session string) error {
+	c.mu.Lock()
+	cut := c.breaks[session]
+	c.mu.Unlock()
+	cut()
+	c.mu.Lock()
+	last := c.lastIDs[session]
+	c.mu.Unlock()
+	return c.getStream(session, http.Header{"Last-Event-Id": {strconv.FormatInt(last, 10)}})
 }
 
 // readStream reads server-sent events: each has an id, greater than the
 // last one's, and one JSON-RPC message as its data.
-func (c *rfdConn) readStream(session string, body io.ReadCloser) {
+func (c *rfdConn) readStream(ctx context.Context, session string, body io.ReadCloser) {
 	defer body.Close()
 	sc := bufio.NewScanner(body)
 	sc.Buffer(nil, 64<<20)
@@ -189,7 +223,7 @@ func (c *rfdConn) readStream(session string, body io.ReadCloser) {
 			data, id = nil, -1
 		}
 	}
-	if session == "" {
+	if session == "" && ctx.Err() == nil {
 		c.fail(fmt.Errorf("the connection's event stream ended: %v", sc.Err()))
 	}
 }

@@ -246,6 +246,8 @@ func TestStandard_EveryRefusalIsJSON(t *testing.T) {
 		{"GET", "", map[string]string{"Accept": sse}, "", 400, "no_connection", "Acp-Connection-Id", ""},
 		{"GET", "", map[string]string{"Accept": sse, "Acp-Connection-Id": "nope"}, "", 404, "unknown_connection", "Acp-Connection-Id", ""},
 		{"GET", "", map[string]string{"Accept": sse, "Acp-Connection-Id": conn}, "", 409, "stream_open", "", ""},
+		{"GET", "", map[string]string{"Accept": sse, "Acp-Connection-Id": conn, "Last-Event-Id": "x"}, "", 400, "bad_last_event_id", "Last-Event-ID", ""},
+		{"GET", "", map[string]string{"Accept": sse, "Acp-Connection-Id": conn, "Last-Event-Id": "999999"}, "", 409, "position_unknown", "Last-Event-ID", ""},
 		{"GET", "", map[string]string{"Connection": "Upgrade", "Upgrade": "acphub-ndjson"}, "", 400, "bad_session", "session", ""},
 		{"GET", "", with(wsUpgrade, "Origin", "https://evil.example"), "", 403, "bad_origin", "", ""},
 		{"GET", "?agent=nope", wsUpgrade, "", 404, "unknown_agent", "agent", ""},
@@ -428,5 +430,30 @@ func TestStandard_HubStopEndsConnections(t *testing.T) {
 	}
 	if err := <-w.closed; websocket.CloseStatus(err) != websocket.StatusGoingAway {
 		t.Errorf("the WebSocket ended with %v, want 1001", err)
+	}
+}
+
+// An event stream that drops is opened again with Last-Event-ID and goes
+// on from there: the events the broken one wrote after that id come again,
+// with their ids, and nothing comes twice (the client checks each id is
+// above the last).
+func TestStandard_LastEventIDResumesTheStream(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	c, rc := h.dialRFD("rfd", http.DefaultClient, false)
+	sid := c.handshake()
+	id := c.prompt(sid, "/chunks 3000")
+	var text strings.Builder
+	for range 500 {
+		text.WriteString(c.next().text())
+	}
+	if err := rc.reopen(""); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.untilResponse(id) {
+		text.WriteString(m.text())
+	}
+	if got, want := text.String(), chunkText(3000); got != want {
+		t.Fatalf("text after the stream came back differs: got %d bytes, want %d", len(got), len(want))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/transport/resume"
 )
 
 // outlet carries an HTTP connection's frames to its event streams: a
@@ -35,6 +36,54 @@ type outlet struct {
 	idle    *time.Timer             // ends the connection while no stream is open
 	onStall func()
 	isEnded bool
+
+	keptMu sync.Mutex // guards kept and keptBytes
+	kept   []keptEvent
+	// keptBytes is the size of kept's frames, bounded as a resumable
+	// connection's records are (resume.KeepRecords, resume.KeepBytes).
+	keptBytes int
+}
+
+// keptEvent is an event a stream wrote, kept for a stream of the same
+// kind opened again with Last-Event-ID.
+type keptEvent struct {
+	id     int64
+	stream string // the stream's session, "" for the connection's
+	frame  []byte
+}
+
+// keep notes an event a stream wrote, forgetting the oldest past the
+// bounds.
+func (o *outlet) keep(id int64, stream string, frame []byte) {
+	o.keptMu.Lock()
+	defer o.keptMu.Unlock()
+	o.kept = append(o.kept, keptEvent{id, stream, frame})
+	o.keptBytes += len(frame)
+	n := 0
+	for len(o.kept)-n > resume.KeepRecords || (o.keptBytes > resume.KeepBytes && len(o.kept)-n > 1) {
+		o.keptBytes -= len(o.kept[n].frame)
+		n++
+	}
+	clear(o.kept[:n])
+	o.kept = o.kept[n:]
+}
+
+// since returns the events after id that a stream of the kind stream
+// wrote, for it to write again; false when the connection has not come
+// that far, or forgot some event after id.
+func (o *outlet) since(id int64, stream string) ([]keptEvent, bool) {
+	o.keptMu.Lock()
+	defer o.keptMu.Unlock()
+	if id > o.nextID.Load() || (id < o.nextID.Load() && (len(o.kept) == 0 || o.kept[0].id > id+1)) {
+		return nil, false
+	}
+	var out []keptEvent
+	for _, ev := range o.kept {
+		if ev.id > id && ev.stream == stream {
+			out = append(out, ev)
+		}
+	}
+	return out, true
 }
 
 // eventStream is one open GET: its handler writes the batches it takes.
@@ -203,6 +252,23 @@ func (s *Server) standardGet(w http.ResponseWriter, r *http.Request, q url.Value
 		return
 	}
 	session := r.Header.Get(HeaderSessionID)
+	var (
+		again []keptEvent
+		ok    bool
+	)
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		id, err := strconv.ParseInt(last, 10, 64)
+		if err != nil || id < 0 {
+			refuse(http.StatusBadRequest, api.ReasonBadLastEventID, "Last-Event-ID",
+				"Last-Event-ID must be the id of an event of this connection, an integer >= 0, not %q", last).write(w)
+			return
+		}
+		if again, ok = c.out.since(id, session); !ok {
+			refuse(http.StatusConflict, api.ReasonPositionUnknown, "Last-Event-ID",
+				"Last-Event-ID %d: the connection has not sent that event, or no longer keeps what followed it; open a new connection and load the session", id).write(w)
+			return
+		}
+	}
 	st, ok := c.out.open(session)
 	if !ok {
 		what := "the connection"
@@ -213,7 +279,7 @@ func (s *Server) standardGet(w http.ResponseWriter, r *http.Request, q url.Value
 		return
 	}
 	defer c.out.release(session, st)
-	s.serveEvents(r.Context(), w, c, st, session)
+	s.serveEvents(r.Context(), w, c, st, session, again)
 }
 
 // acceptsEvents says whether r's Accept names text/event-stream.
@@ -232,20 +298,32 @@ func acceptsEvents(r *http.Request) bool {
 // serveEvents writes the stream's batches as server-sent events, each
 // message one event whose id counts the connection's events, until the
 // client goes, the stream breaks or the connection ends.
-func (s *Server) serveEvents(ctx context.Context, w http.ResponseWriter, c *stdConn, st *eventStream, session string) {
+func (s *Server) serveEvents(ctx context.Context, w http.ResponseWriter, c *stdConn, st *eventStream, session string, again []keptEvent) {
 	sw := s.newStreamWriter(w, session, "text/event-stream")
 	beat := time.NewTicker(sseHeartbeat)
 	defer beat.Stop()
 	var buf []byte
+	// Events a broken stream of this kind wrote after Last-Event-ID come
+	// first, with their ids.
+	for _, ev := range again {
+		if sw.send(appendEvent(buf[:0], ev.id, ev.frame)) != nil {
+			return
+		}
+	}
+	if len(again) > 0 && sw.push() != nil {
+		return
+	}
 	for {
 		select {
 		case b := <-st.batches:
 			n, err := 0, error(nil)
 			for _, f := range b.frames {
-				buf = appendEvent(buf[:0], c.out.nextID.Add(1), f)
+				id := c.out.nextID.Add(1)
+				buf = appendEvent(buf[:0], id, f)
 				if err = sw.send(buf); err != nil {
-					break
+					break // not the stream's: the next one sends it
 				}
+				c.out.keep(id, session, f)
 				n++
 			}
 			if err == nil {
