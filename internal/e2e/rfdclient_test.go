@@ -44,6 +44,7 @@ type rfdConn struct {
 	lastIDs    map[string]int64  // the last SSE id read on each stream
 	events     map[string]int    // events read on each stream
 	breaks     map[string]func() // each open stream's: cut its GET and wait for its reader
+	replaced   map[string]bool   // streams whose GET a new one with Last-Event-ID replaces
 	proto      string            // the HTTP version initialize was answered in
 }
 
@@ -52,7 +53,7 @@ func newRFDConn(t *testing.T, hc *http.Client, url string, header http.Header, s
 	t.Cleanup(cancel)
 	return &rfdConn{t: t, hc: hc, url: url, header: header, sessionStreams: sessionStreams,
 		frames: make(chan []byte, 1<<14), errs: make(chan error, 1), ctx: ctx, cancel: cancel,
-		streams: map[string]bool{}, reqSession: map[string]string{}, lastIDs: map[string]int64{}, events: map[string]int{}, breaks: map[string]func(){}}
+		streams: map[string]bool{}, reqSession: map[string]string{}, lastIDs: map[string]int64{}, events: map[string]int{}, breaks: map[string]func(){}, replaced: map[string]bool{}}
 }
 
 // envelope is what the client reads of a message to route it.
@@ -180,6 +181,17 @@ func (c *rfdConn) getStream(session string, extra http.Header) error {
 	return nil
 }
 
+// replace GETs the stream of session again with Last-Event-ID while the
+// old one is open, as a client does that gave up on a stream the hub
+// still thinks is fine; the hub ends the old one.
+func (c *rfdConn) replace(session string) error {
+	c.mu.Lock()
+	last := c.lastIDs[session]
+	c.replaced[session] = true
+	c.mu.Unlock()
+	return c.getStream(session, http.Header{"Last-Event-Id": {strconv.FormatInt(last, 10)}})
+}
+
 // reopen cuts the stream of session, as a network that drops it does,
 // and GETs it again with Last-Event-ID, the last id it read.
 func (c *rfdConn) reopen(session string) error {
@@ -223,7 +235,11 @@ func (c *rfdConn) readStream(ctx context.Context, session string, body io.ReadCl
 			data, id = nil, -1
 		}
 	}
-	if session == "" && ctx.Err() == nil {
+	c.mu.Lock()
+	replaced := c.replaced[session]
+	c.replaced[session] = false
+	c.mu.Unlock()
+	if session == "" && ctx.Err() == nil && !replaced {
 		c.fail(fmt.Errorf("the connection's event stream ended: %v", sc.Err()))
 	}
 }

@@ -457,3 +457,23 @@ func TestStandard_LastEventIDResumesTheStream(t *testing.T) {
 		t.Fatalf("text after the stream came back differs: got %d bytes, want %d", len(got), len(want))
 	}
 }
+
+// A stream opened with Last-Event-ID while the hub still holds the old
+// one (the client gave up on it first) replaces it: the old one ends, the
+// new one carries what follows.
+func TestStandard_LastEventIDReplacesAStreamStillOpen(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	c, rc := h.dialRFD("rfd", http.DefaultClient, false)
+	sid := c.handshake()
+	mustStop(t, "the first prompt", lastOf(c.untilResponse(c.prompt(sid, "/echo one"))), "end_turn")
+	before := rc.eventsOn("")
+	if err := rc.replace(""); err != nil {
+		t.Fatal(err)
+	}
+	got := c.untilResponse(c.prompt(sid, "/echo two"))
+	mustStop(t, "the prompt on the new stream", lastOf(got), "end_turn")
+	if text := got[0].text(); text != "two" || rc.eventsOn("") != before+len(got) {
+		t.Fatalf("after the replacement: %d events, first text %q", rc.eventsOn("")-before, text)
+	}
+}

@@ -88,8 +88,9 @@ func (o *outlet) since(id int64, stream string) ([]keptEvent, bool) {
 
 // eventStream is one open GET: its handler writes the batches it takes.
 type eventStream struct {
-	batches chan eventBatch
-	gone    chan struct{} // closed when its handler returns
+	batches  chan eventBatch
+	gone     chan struct{} // closed when its handler returns
+	replaced chan struct{} // closed when a stream opened with Last-Event-ID takes its place
 }
 
 type eventBatch struct {
@@ -138,14 +139,30 @@ func (o *outlet) end() {
 }
 
 // open makes a stream for session ("" the connection's); ok is false when
-// it has one open.
-func (o *outlet) open(session string) (st *eventStream, ok bool) {
+// it has one open. With replace, a stream open already is ended first (a
+// client that comes back with Last-Event-ID before the hub saw its old
+// stream break), if it ends within closeGrace.
+func (o *outlet) open(session string, replace bool) (st *eventStream, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.streams[session] != nil {
-		return nil, false
+	if old := o.streams[session]; old != nil {
+		if !replace {
+			return nil, false
+		}
+		close(old.replaced)
+		o.mu.Unlock()
+		t := time.NewTimer(closeGrace)
+		select {
+		case <-old.gone:
+		case <-t.C:
+		}
+		t.Stop()
+		o.mu.Lock()
+		if o.streams[session] != nil {
+			return nil, false
+		}
 	}
-	st = &eventStream{batches: make(chan eventBatch), gone: make(chan struct{})}
+	st = &eventStream{batches: make(chan eventBatch), gone: make(chan struct{}), replaced: make(chan struct{})}
 	o.streams[session] = st
 	if o.idle != nil {
 		o.idle.Stop()
@@ -252,24 +269,22 @@ func (s *Server) standardGet(w http.ResponseWriter, r *http.Request, q url.Value
 		return
 	}
 	session := r.Header.Get(HeaderSessionID)
-	var (
-		again []keptEvent
-		ok    bool
-	)
-	if last := r.Header.Get("Last-Event-ID"); last != "" {
-		id, err := strconv.ParseInt(last, 10, 64)
-		if err != nil || id < 0 {
+	last, resuming := int64(0), r.Header.Get("Last-Event-ID") != ""
+	if resuming {
+		var err error
+		if last, err = strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64); err != nil || last < 0 {
 			refuse(http.StatusBadRequest, api.ReasonBadLastEventID, "Last-Event-ID",
-				"Last-Event-ID must be the id of an event of this connection, an integer >= 0, not %q", last).write(w)
+				"Last-Event-ID must be the id of an event of this connection, an integer >= 0, not %q", r.Header.Get("Last-Event-ID")).write(w)
 			return
 		}
-		if again, ok = c.out.since(id, session); !ok {
-			refuse(http.StatusConflict, api.ReasonPositionUnknown, "Last-Event-ID",
-				"Last-Event-ID %d: the connection has not sent that event, or no longer keeps what followed it; open a new connection and load the session", id).write(w)
+		// Checked before a stream open already is replaced; what to send
+		// again is read once it is gone and writes no more.
+		if _, ok := c.out.since(last, session); !ok {
+			refusePosition(last).write(w)
 			return
 		}
 	}
-	st, ok := c.out.open(session)
+	st, ok := c.out.open(session, resuming)
 	if !ok {
 		what := "the connection"
 		if session != "" {
@@ -279,7 +294,21 @@ func (s *Server) standardGet(w http.ResponseWriter, r *http.Request, q url.Value
 		return
 	}
 	defer c.out.release(session, st)
+	var again []keptEvent
+	if resuming {
+		if again, ok = c.out.since(last, session); !ok {
+			refusePosition(last).write(w)
+			return
+		}
+	}
 	s.serveEvents(r.Context(), w, c, st, session, again)
+}
+
+// refusePosition refuses a Last-Event-ID the connection cannot go on
+// after.
+func refusePosition(last int64) *refusal {
+	return refuse(http.StatusConflict, api.ReasonPositionUnknown, "Last-Event-ID",
+		"Last-Event-ID %d: the connection has not sent that event, or no longer keeps what followed it; open a new connection and load the session", last)
 }
 
 // acceptsEvents says whether r's Accept names text/event-stream.
@@ -340,6 +369,8 @@ func (s *Server) serveEvents(ctx context.Context, w http.ResponseWriter, c *stdC
 				}
 				return
 			}
+		case <-st.replaced:
+			return
 		case <-c.out.ended:
 			if why := c.mux.Why(); why != nil {
 				closed := jsonrpc.NewNotification(api.MethodClosed, &api.ClosedParams{Reason: why.Text, Condition: why.Condition})
