@@ -72,6 +72,13 @@ type MethodInfo struct {
 	Kind      string // "request" or "notification"
 	Direction string // "client→hub" or "hub→client"
 	Stability string // "stable" or "experimental"
+	// Scope is "session" for a method that acts on the session the client
+	// is in, "connection" for the others.
+	Scope string
+	// Operation is true for a mutation: it may carry an operation id in
+	// _meta["acphub.dev/operationId"], and a retry gets the stored outcome
+	// (docs/resume.md).
+	Operation bool
 }
 
 // ErrorInfo describes one error acphub sends.

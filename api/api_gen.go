@@ -470,20 +470,846 @@ const (
 
 // Methods describes each method acphub defines.
 var Methods = map[string]MethodInfo{
-	MethodSessionAttach:      {Kind: "request", Direction: "client→hub", Stability: "experimental"},
-	MethodSessionDetach:      {Kind: "request", Direction: "client→hub", Stability: "experimental"},
-	MethodPeerJoined:         {Kind: "notification", Direction: "hub→client", Stability: "stable"},
-	MethodPeerLeft:           {Kind: "notification", Direction: "hub→client", Stability: "stable"},
-	MethodPromptReceived:     {Kind: "notification", Direction: "hub→client", Stability: "stable"},
-	MethodTurnComplete:       {Kind: "notification", Direction: "hub→client", Stability: "stable"},
-	MethodPermissionResolved: {Kind: "notification", Direction: "hub→client", Stability: "stable"},
-	MethodAgentExited:        {Kind: "notification", Direction: "hub→client", Stability: "stable"},
-	MethodTerminalOutput:     {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
-	MethodTerminalExited:     {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
-	MethodClosed:             {Kind: "notification", Direction: "hub→client", Stability: "stable"},
-	MethodConnection:         {Kind: "notification", Direction: "hub→client", Stability: "experimental"},
-	MethodAck:                {Kind: "notification", Direction: "client→hub", Stability: "experimental"},
-	MethodBye:                {Kind: "notification", Direction: "client→hub", Stability: "experimental"},
+	MethodSessionAttach:      {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: true},
+	MethodSessionDetach:      {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "session", Operation: true},
+	MethodPeerJoined:         {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodPeerLeft:           {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodPromptReceived:     {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodTurnComplete:       {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodPermissionResolved: {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodAgentExited:        {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodTerminalOutput:     {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodTerminalExited:     {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodClosed:             {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodConnection:         {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodAck:                {Kind: "notification", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodBye:                {Kind: "notification", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+}
+
+// Implementation: A client's or agent's name and version.
+type Implementation struct {
+	Name    string `json:"name"`
+	Title   string `json:"title,omitempty"`
+	Version string `json:"version"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *Implementation) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "name")
+	b = appendString(b, v.Name)
+	if v.Title != "" {
+		b = member(b, &n, "title")
+		b = appendString(b, v.Title)
+	}
+	b = member(b, &n, "version")
+	b = appendString(b, v.Version)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *Implementation) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// InitializeParams is generated from the schema.
+type InitializeParams struct {
+	// ACP's major version; 1.
+	ProtocolVersion int64 `json:"protocolVersion"`
+	// What the client can do (fs, terminal), kept as it was.
+	ClientCapabilities json.RawMessage `json:"clientCapabilities"`
+	ClientInfo         *Implementation `json:"clientInfo,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *InitializeParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "protocolVersion")
+	b = strconv.AppendInt(b, v.ProtocolVersion, 10)
+	b = member(b, &n, "clientCapabilities")
+	b = appendRaw(b, v.ClientCapabilities)
+	if v.ClientInfo != nil {
+		b = member(b, &n, "clientInfo")
+		b = v.ClientInfo.AppendJSON(b)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *InitializeParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// InitializeResult is generated from the schema.
+type InitializeResult struct {
+	ProtocolVersion int64 `json:"protocolVersion"`
+	// What the agent can do as acphub presents it (loadSession, sessionCapabilities.list), kept as it was.
+	AgentCapabilities json.RawMessage   `json:"agentCapabilities,omitempty"`
+	AgentInfo         *Implementation   `json:"agentInfo,omitempty"`
+	AuthMethods       []json.RawMessage `json:"authMethods,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *InitializeResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "protocolVersion")
+	b = strconv.AppendInt(b, v.ProtocolVersion, 10)
+	if len(v.AgentCapabilities) != 0 {
+		b = member(b, &n, "agentCapabilities")
+		b = appendRaw(b, v.AgentCapabilities)
+	}
+	if v.AgentInfo != nil {
+		b = member(b, &n, "agentInfo")
+		b = v.AgentInfo.AppendJSON(b)
+	}
+	if len(v.AuthMethods) != 0 {
+		b = member(b, &n, "authMethods")
+		b = append(b, '[')
+		for i := range v.AuthMethods {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRaw(b, v.AuthMethods[i])
+		}
+		b = append(b, ']')
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *InitializeResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// NewSessionParams is generated from the schema.
+type NewSessionParams struct {
+	// The working directory, absolute.
+	Cwd string `json:"cwd"`
+	// MCP servers for the agent to connect to, kept as they were.
+	MCPServers []json.RawMessage `json:"mcpServers"`
+	// A git repository for acphub to clone and run the session in (seed 002).
+	Remote json.RawMessage `json:"remote,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *NewSessionParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "cwd")
+	b = appendString(b, v.Cwd)
+	b = member(b, &n, "mcpServers")
+	b = append(b, '[')
+	for i := range v.MCPServers {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRaw(b, v.MCPServers[i])
+	}
+	b = append(b, ']')
+	if len(v.Remote) != 0 {
+		b = member(b, &n, "remote")
+		b = appendRaw(b, v.Remote)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *NewSessionParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// NewSessionResult is generated from the schema.
+type NewSessionResult struct {
+	SessionID string `json:"sessionId"`
+	// The session's modes, kept as they were.
+	Modes json.RawMessage `json:"modes,omitempty"`
+	// The session's models, kept as they were.
+	Models json.RawMessage `json:"models,omitempty"`
+	// The session's configuration options, kept as they were.
+	ConfigOptions []json.RawMessage `json:"configOptions,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *NewSessionResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	if len(v.Modes) != 0 {
+		b = member(b, &n, "modes")
+		b = appendRaw(b, v.Modes)
+	}
+	if len(v.Models) != 0 {
+		b = member(b, &n, "models")
+		b = appendRaw(b, v.Models)
+	}
+	if len(v.ConfigOptions) != 0 {
+		b = member(b, &n, "configOptions")
+		b = append(b, '[')
+		for i := range v.ConfigOptions {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRaw(b, v.ConfigOptions[i])
+		}
+		b = append(b, ']')
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *NewSessionResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// LoadSessionParams is generated from the schema.
+type LoadSessionParams struct {
+	SessionID string `json:"sessionId"`
+	Cwd       string `json:"cwd"`
+	// MCP servers for the agent to connect to, kept as they were.
+	MCPServers []json.RawMessage `json:"mcpServers"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *LoadSessionParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "cwd")
+	b = appendString(b, v.Cwd)
+	b = member(b, &n, "mcpServers")
+	b = append(b, '[')
+	for i := range v.MCPServers {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRaw(b, v.MCPServers[i])
+	}
+	b = append(b, ']')
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *LoadSessionParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// LoadSessionResult is generated from the schema.
+type LoadSessionResult struct {
+	// The session's modes, kept as they were.
+	Modes json.RawMessage `json:"modes,omitempty"`
+	// The session's models, kept as they were.
+	Models json.RawMessage `json:"models,omitempty"`
+	// The session's configuration options, kept as they were.
+	ConfigOptions []json.RawMessage `json:"configOptions,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *LoadSessionResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	if len(v.Modes) != 0 {
+		b = member(b, &n, "modes")
+		b = appendRaw(b, v.Modes)
+	}
+	if len(v.Models) != 0 {
+		b = member(b, &n, "models")
+		b = appendRaw(b, v.Models)
+	}
+	if len(v.ConfigOptions) != 0 {
+		b = member(b, &n, "configOptions")
+		b = append(b, '[')
+		for i := range v.ConfigOptions {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRaw(b, v.ConfigOptions[i])
+		}
+		b = append(b, ']')
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *LoadSessionResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ListSessionsParams is generated from the schema.
+type ListSessionsParams struct {
+	// Only sessions in this directory.
+	Cwd string `json:"cwd,omitempty"`
+	// nextCursor of the previous page.
+	Cursor string `json:"cursor,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ListSessionsParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	if v.Cwd != "" {
+		b = member(b, &n, "cwd")
+		b = appendString(b, v.Cwd)
+	}
+	if v.Cursor != "" {
+		b = member(b, &n, "cursor")
+		b = appendString(b, v.Cursor)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ListSessionsParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SessionInfo: One session session/list returns.
+type SessionInfo struct {
+	SessionID string `json:"sessionId"`
+	Cwd       string `json:"cwd"`
+	Title     string `json:"title,omitempty"`
+	// RFC 3339.
+	UpdatedAt string `json:"updatedAt,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionInfo) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "cwd")
+	b = appendString(b, v.Cwd)
+	if v.Title != "" {
+		b = member(b, &n, "title")
+		b = appendString(b, v.Title)
+	}
+	if v.UpdatedAt != "" {
+		b = member(b, &n, "updatedAt")
+		b = appendString(b, v.UpdatedAt)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionInfo) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ListSessionsResult is generated from the schema.
+type ListSessionsResult struct {
+	Sessions   []SessionInfo `json:"sessions"`
+	NextCursor string        `json:"nextCursor,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ListSessionsResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessions")
+	b = append(b, '[')
+	for i := range v.Sessions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = (&v.Sessions[i]).AppendJSON(b)
+	}
+	b = append(b, ']')
+	if v.NextCursor != "" {
+		b = member(b, &n, "nextCursor")
+		b = appendString(b, v.NextCursor)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ListSessionsResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// PromptParams is generated from the schema.
+type PromptParams struct {
+	SessionID string `json:"sessionId"`
+	// The user's message: ACP content blocks, kept as they were.
+	Prompt []json.RawMessage `json:"prompt"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PromptParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "prompt")
+	b = append(b, '[')
+	for i := range v.Prompt {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRaw(b, v.Prompt[i])
+	}
+	b = append(b, ']')
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PromptParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// PromptResult is generated from the schema.
+type PromptResult struct {
+	// end_turn, max_tokens, max_turn_requests, refusal or cancelled.
+	StopReason string `json:"stopReason"`
+	// A remote session's result branch, pushed after the turn.
+	Target json.RawMessage `json:"target,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PromptResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "stopReason")
+	b = appendString(b, v.StopReason)
+	if len(v.Target) != 0 {
+		b = member(b, &n, "target")
+		b = appendRaw(b, v.Target)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PromptResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// CancelParams is generated from the schema.
+type CancelParams struct {
+	SessionID string `json:"sessionId"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *CancelParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *CancelParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SetModeParams is generated from the schema.
+type SetModeParams struct {
+	SessionID string `json:"sessionId"`
+	ModeID    string `json:"modeId"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SetModeParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "modeId")
+	b = appendString(b, v.ModeID)
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SetModeParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SetModeResult is generated from the schema.
+type SetModeResult struct {
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SetModeResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SetModeResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SetConfigOptionParams is generated from the schema.
+type SetConfigOptionParams struct {
+	SessionID string `json:"sessionId"`
+	ConfigID  string `json:"configId"`
+	// The id of the value chosen.
+	Value string `json:"value"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SetConfigOptionParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "configId")
+	b = appendString(b, v.ConfigID)
+	b = member(b, &n, "value")
+	b = appendString(b, v.Value)
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SetConfigOptionParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SetConfigOptionResult is generated from the schema.
+type SetConfigOptionResult struct {
+	// Every configuration option with its current value, kept as they were.
+	ConfigOptions []json.RawMessage `json:"configOptions"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SetConfigOptionResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "configOptions")
+	b = append(b, '[')
+	for i := range v.ConfigOptions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRaw(b, v.ConfigOptions[i])
+	}
+	b = append(b, ']')
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SetConfigOptionResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SessionNotification is generated from the schema.
+type SessionNotification struct {
+	SessionID string `json:"sessionId"`
+	// The update, with its kind in sessionUpdate (agent_message_chunk, tool_call, plan, …), kept as it was.
+	Update json.RawMessage `json:"update"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionNotification) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "update")
+	b = appendRaw(b, v.Update)
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionNotification) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// PermissionToolCall: The tool call a permission request is about: ACP's ToolCallUpdate; members not listed are kept in the frame, not here.
+type PermissionToolCall struct {
+	ToolCallID string            `json:"toolCallId"`
+	Title      string            `json:"title,omitempty"`
+	Kind       string            `json:"kind,omitempty"`
+	Status     string            `json:"status,omitempty"`
+	Content    []json.RawMessage `json:"content,omitempty"`
+	// The tool's input, kept as it was.
+	RawInput json.RawMessage `json:"rawInput,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PermissionToolCall) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "toolCallId")
+	b = appendString(b, v.ToolCallID)
+	if v.Title != "" {
+		b = member(b, &n, "title")
+		b = appendString(b, v.Title)
+	}
+	if v.Kind != "" {
+		b = member(b, &n, "kind")
+		b = appendString(b, v.Kind)
+	}
+	if v.Status != "" {
+		b = member(b, &n, "status")
+		b = appendString(b, v.Status)
+	}
+	if len(v.Content) != 0 {
+		b = member(b, &n, "content")
+		b = append(b, '[')
+		for i := range v.Content {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRaw(b, v.Content[i])
+		}
+		b = append(b, ']')
+	}
+	if len(v.RawInput) != 0 {
+		b = member(b, &n, "rawInput")
+		b = appendRaw(b, v.RawInput)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PermissionToolCall) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// PermissionOption is generated from the schema.
+type PermissionOption struct {
+	OptionID string `json:"optionId"`
+	Name     string `json:"name"`
+	// allow_once, allow_always, reject_once or reject_always.
+	Kind string `json:"kind"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PermissionOption) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "optionId")
+	b = appendString(b, v.OptionID)
+	b = member(b, &n, "name")
+	b = appendString(b, v.Name)
+	b = member(b, &n, "kind")
+	b = appendString(b, v.Kind)
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PermissionOption) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// RequestPermissionParams is generated from the schema.
+type RequestPermissionParams struct {
+	SessionID string             `json:"sessionId"`
+	ToolCall  PermissionToolCall `json:"toolCall"`
+	Options   []PermissionOption `json:"options"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *RequestPermissionParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "toolCall")
+	b = v.ToolCall.AppendJSON(b)
+	b = member(b, &n, "options")
+	b = append(b, '[')
+	for i := range v.Options {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = (&v.Options[i]).AppendJSON(b)
+	}
+	b = append(b, ']')
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *RequestPermissionParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// PermissionOutcome is generated from the schema.
+type PermissionOutcome struct {
+	// selected or cancelled.
+	Outcome string `json:"outcome"`
+	// With selected: the option chosen.
+	OptionID string `json:"optionId,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PermissionOutcome) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "outcome")
+	b = appendString(b, v.Outcome)
+	if v.OptionID != "" {
+		b = member(b, &n, "optionId")
+		b = appendString(b, v.OptionID)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PermissionOutcome) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// RequestPermissionResult is generated from the schema.
+type RequestPermissionResult struct {
+	Outcome PermissionOutcome `json:"outcome"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *RequestPermissionResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "outcome")
+	b = v.Outcome.AppendJSON(b)
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *RequestPermissionResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// Methods of ACP a client uses through acphub.
+const (
+	MethodInitialize               = "initialize"
+	MethodSessionNew               = "session/new"
+	MethodSessionLoad              = "session/load"
+	MethodSessionList              = "session/list"
+	MethodSessionPrompt            = "session/prompt"
+	MethodSessionCancel            = "session/cancel"
+	MethodSessionSetMode           = "session/set_mode"
+	MethodSessionSetConfigOption   = "session/set_config_option"
+	MethodSessionUpdate            = "session/update"
+	MethodSessionRequestPermission = "session/request_permission"
+)
+
+// ACPMethods describes each method of ACP a client uses through acphub.
+var ACPMethods = map[string]MethodInfo{
+	MethodInitialize:               {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
+	MethodSessionNew:               {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
+	MethodSessionLoad:              {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
+	MethodSessionList:              {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodSessionPrompt:            {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},
+	MethodSessionCancel:            {Kind: "notification", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},
+	MethodSessionSetMode:           {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},
+	MethodSessionSetConfigOption:   {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "session", Operation: true},
+	MethodSessionUpdate:            {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodSessionRequestPermission: {Kind: "request", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 }
 
 // Health is generated from the schema.

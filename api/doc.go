@@ -8,4 +8,4 @@
 // not know: DecodeEventData returns *Unknown holding the raw data.
 package api
 
-//go:generate go run ../internal/cmd/schemagen -events ../schema/session-events.schema.json -api ../schema/api.schema.json -out .
+//go:generate go run ../internal/cmd/schemagen -events ../schema/session-events.schema.json -api ../schema/api.schema.json -out . -client ../client

@@ -15,27 +15,32 @@ func genAPI(doc *object, source string, done map[string]*object) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	methods, ok := doc.get("x-acphub-methods").(*object)
-	if !ok {
-		return nil, errors.New("no x-acphub-methods")
-	}
-	var consts, infos strings.Builder
-	for _, name := range methods.keys {
-		m := methods.get(name).(*object)
-		ident := "Method" + exported(strings.TrimPrefix(name, "_acphub/"))
-		fmt.Fprintf(&consts, "\t%s = %q\n", ident, name)
-		for _, part := range []string{"params", "result"} {
-			if s, ok := m.get(part).(*object); ok {
-				if _, err := g.goType(s, ""); err != nil {
-					return nil, fmt.Errorf("method %s %s: %w", name, part, err)
+	for _, cat := range []struct{ key, what, name string }{
+		{"x-acphub-methods", "acphub defines", "Methods"},
+		{"x-acphub-acp-methods", "of ACP a client uses through acphub", "ACPMethods"},
+	} {
+		methods, ok := doc.get(cat.key).(*object)
+		if !ok {
+			return nil, fmt.Errorf("no %s", cat.key)
+		}
+		var consts, infos strings.Builder
+		for _, name := range methods.keys {
+			m := methods.get(name).(*object)
+			ident := methodConst(name)
+			fmt.Fprintf(&consts, "\t%s = %q\n", ident, name)
+			for _, part := range []string{"params", "result"} {
+				if s, ok := m.get(part).(*object); ok {
+					if _, err := g.goType(s, ""); err != nil {
+						return nil, fmt.Errorf("method %s %s: %w", name, part, err)
+					}
 				}
 			}
+			fmt.Fprintf(&infos, "\t%s: {Kind: %q, Direction: %q, Stability: %q, Scope: %q, Operation: %t},\n",
+				ident, str(m, "kind"), str(m, "direction"), str(m, "stability"), scope(m), m.get("operation") == true)
 		}
-		fmt.Fprintf(&infos, "\t%s: {Kind: %q, Direction: %q, Stability: %q},\n",
-			ident, str(m, "kind"), str(m, "direction"), str(m, "stability"))
+		g.printf("// Methods %s.\nconst (\n%s)\n\n", cat.what, consts.String())
+		g.printf("// %s describes each method %s.\nvar %s = map[string]MethodInfo{\n%s}\n\n", cat.name, cat.what, cat.name, infos.String())
 	}
-	g.printf("// Methods acphub defines.\nconst (\n%s)\n\n", consts.String())
-	g.printf("// Methods describes each method acphub defines.\nvar Methods = map[string]MethodInfo{\n%s}\n\n", infos.String())
 
 	if err := genHTTP(g, doc); err != nil {
 		return nil, err
@@ -52,6 +57,20 @@ func genAPI(doc *object, source string, done map[string]*object) ([]byte, error)
 		return nil, err
 	}
 	return g.file(source)
+}
+
+// methodConst is the name of a method's constant in package api.
+func methodConst(name string) string {
+	return "Method" + exported(strings.TrimPrefix(name, "_acphub/"))
+}
+
+// scope is "session" for a method that acts on the session the client is
+// in (its params' sessionId is that session's), else "connection".
+func scope(m *object) string {
+	if str(m, "scope") == "session" {
+		return "session"
+	}
+	return "connection"
 }
 
 func str(o *object, k string) string {

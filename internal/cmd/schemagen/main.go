@@ -1,7 +1,8 @@
 // Command schemagen writes the Go types of package api from acphub's two
 // schemas: schema/session-events.schema.json (the session-event union) and
-// schema/api.schema.json (methods, HTTP payloads, error codes). It is run by
-// go generate in package api; CI fails when its output is stale.
+// schema/api.schema.json (methods, HTTP payloads, error codes), and the
+// typed surface of package client from the latter. It is run by go
+// generate in package api; a test fails when its output is stale.
 //
 // It understands the subset of JSON Schema those files use, and refuses
 // anything else rather than guess: objects with properties, strings
@@ -28,14 +29,15 @@ func main() {
 	events := flag.String("events", "../schema/session-events.schema.json", "session-event schema")
 	apiSchema := flag.String("api", "../schema/api.schema.json", "API schema")
 	out := flag.String("out", ".", "directory of package api")
+	clientOut := flag.String("client", "../client", "directory of package client")
 	flag.Parse()
-	if err := run(*events, *apiSchema, *out); err != nil {
+	if err := run(*events, *apiSchema, *out, *clientOut); err != nil {
 		fmt.Fprintln(os.Stderr, "schemagen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(eventsPath, apiPath, outDir string) error {
+func run(eventsPath, apiPath, outDir, clientDir string) error {
 	files, err := Generate(eventsPath, apiPath)
 	if err != nil {
 		return err
@@ -45,8 +47,15 @@ func run(eventsPath, apiPath, outDir string) error {
 			return err
 		}
 	}
-	return nil
+	src, err := GenerateClient(apiPath)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(clientDir, ClientFile), src, 0o644)
 }
+
+// ClientFile is the file of package client that GenerateClient writes.
+const ClientFile = "api_gen.go"
 
 // Generate returns the generated files by name.
 func Generate(eventsPath, apiPath string) (map[string][]byte, error) {
@@ -383,6 +392,9 @@ func exported(s string) string {
 		}
 	}
 	out := b.String()
+	if rest, ok := strings.CutPrefix(out, "Mcp"); ok {
+		out = "MCP" + rest
+	}
 	for _, acr := range []string{"Id", "Url", "Http", "Json", "Rpc", "Acp"} {
 		if strings.HasSuffix(out, acr) {
 			out = strings.TrimSuffix(out, acr) + strings.ToUpper(acr)

@@ -26,6 +26,17 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 			t.Errorf("api/%s is stale: run go generate ./api", name)
 		}
 	}
+	want, err := GenerateClient(filepath.Join(root, "schema", "api.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "client", ClientFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("client/%s is stale: run go generate ./api", ClientFile)
+	}
 }
 
 func TestGenerate_RefusesWhatItDoesNotUnderstand(t *testing.T) {

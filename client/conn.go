@@ -1,0 +1,952 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// The members acphub adds to a message's _meta (docs/resume.md).
+const (
+	MetaPosition    = "acphub.dev/position"    // a record's delivery position
+	MetaRequestID   = "acphub.dev/requestId"   // the hub's name of an agent request
+	MetaOperationID = "acphub.dev/operationId" // a mutation's operation id
+	MetaLastSeq     = "acphub.dev/lastSeq"     // the log seq a join's history ends at
+)
+
+// The methods of a resumable connection (docs/resume.md).
+const (
+	methodConnection = "_acphub/connection"
+	methodAck        = "_acphub/ack"
+	methodBye        = "_acphub/bye"
+)
+
+// Defaults of a resumable connection.
+const (
+	// AckRecords and AckBytes: a resumable Conn acknowledges what it
+	// received every AckRecords records or AckBytes bytes, whichever comes
+	// first, so the hub can forget them.
+	AckRecords = 256
+	AckBytes   = 64 << 10
+	// DefaultReconnectTimeout is how long a dropped connection tries to
+	// come back, resumed or started over, before it fails.
+	DefaultReconnectTimeout = 5 * time.Minute
+	// Reconnect attempts wait from minBackoff, doubling up to maxBackoff,
+	// each wait ±20%.
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// ErrClosed is what Read and Write return once Close was called.
+var ErrClosed = errors.New("acphub client: connection closed")
+
+// DialOptions says how a client joins a hub session.
+type DialOptions struct {
+	// Endpoint is where the hub is: &WebSocket{…} or &UnixSocket{…}.
+	Endpoint Endpoint
+	// Session is the hub session key; the hub creates the session on first
+	// use.
+	Session string
+	Peer    string // the client's peer id, unique in the session; "" lets the hub choose
+	Agent   string // the agent of a session this join creates; "" means the hub's default
+	Replay  string // "full" (default) or "skip": the history a session/new join gets
+	// NoResume joins without a resume credential: the frames carry no
+	// delivery positions, mutations no operation ids, and a dropped
+	// transport ends the connection.
+	NoResume bool
+	// ReconnectTimeout bounds how long a dropped connection tries to come
+	// back before Read fails; 0 means DefaultReconnectTimeout.
+	ReconnectTimeout time.Duration
+}
+
+func (o *DialOptions) join() url.Values {
+	q := url.Values{"session": {o.Session}}
+	for k, v := range map[string]string{"peer": o.Peer, "agent": o.Agent, "replay": o.Replay} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if !o.NoResume {
+		q.Set("resume", "new")
+	}
+	return q
+}
+
+// A Record is one message the hub sent a Conn, or the news that the
+// connection started over.
+type Record struct {
+	// Frame is the JSON-RPC message as the session sent it: the member the
+	// hub adds to carry the delivery position is taken out again, so an
+	// agent's frame is the bytes the agent sent (with the id the hub gave
+	// it).
+	Frame []byte
+	// Restart is set, and Frame nil, when the connection could not be
+	// resumed and was joined anew. The records after it are the history
+	// the new join was given, then the live session.
+	Restart *Restart
+}
+
+// Restart says that a dropped connection could not be resumed — the hub
+// restarted, the resume window passed, or the position was gone — and was
+// joined anew: initialize sent again, the session attached again with the
+// history after AfterSeq, and every request still unanswered sent again
+// with its operation id, so that those the hub already had take effect
+// once.
+type Restart struct {
+	Cause     error  // the hub's refusal to resume (a *RefusedError), or why there was nothing to resume
+	SessionID string // the ACP session attached again; "" when none was joined
+	// AfterSeq is the log seq the history given again starts after; 0
+	// means the whole history.
+	AfterSeq int64
+	Peer     string // the connection's peer id now
+	// Withdrawn are the ids of the agent requests that were open: they
+	// cannot be answered under those ids, and the ones still open come
+	// again under new ids. An answer already given under an old id still
+	// lands, by the request's name (docs/resume.md).
+	Withdrawn []json.RawMessage
+}
+
+// A Conn is the raw frame layer of a client's connection to a hub session:
+// one JSON-RPC message per Read or Write, forwarded as it is, with the
+// resume contract of docs/resume.md kept underneath.
+//
+// A Conn from DialConn is resumable unless DialOptions.NoResume: it tracks
+// the delivery position of what it read, acknowledges it every AckRecords
+// records or AckBytes bytes, and when the transport drops it reconnects
+// with backoff and resumes, so Read goes on with the next record, nothing
+// missed and nothing twice. Every request still unanswered and every
+// other frame the hub may not have read is sent again, unchanged: each
+// mutation (the methods api.MethodInfo.Operation marks, and every answer
+// to an agent request) got an operation id in its _meta when it was first
+// written, so the hub applies it once. An answer to an agent request also
+// names the request (acphub.dev/requestId). When the hub cannot resume the
+// connection, the Conn joins anew (see Restart).
+//
+// Read is for one goroutine; Write may be called from any.
+type Conn struct {
+	opts      DialOptions
+	resumable bool // asked for resume=new and got a credential
+	opPrefix  string
+
+	ctx    context.Context // the Conn's life; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	records chan Record
+	done    chan struct{} // closed when the reader stopped; err says why
+	err     error
+
+	// wlock serializes writes, so frames reach the transport in the order
+	// of their index. It is a channel so that waiting on it respects ctx.
+	wlock chan struct{}
+
+	mu sync.Mutex // guards all following fields
+	// t is the transport; nil while the connection is coming back.
+	t        Transport
+	closing  bool
+	outbox   []*outFrame          // frames the hub may not have read, by index
+	pending  map[string]*outFrame // requests not answered yet, by id
+	resent   map[string]bool      // ids of requests sent again: a second answer is dropped
+	nextIdx  uint64
+	confirm  uint64            // every frame up to this index has reached the hub
+	reqNames map[string][]byte // agent request id → its acphub.dev/requestId
+	nextOp   uint64
+	// What a new join needs to restore the connection.
+	credential string
+	position   uint64 // of the last record read
+	unacked    int    // records and bytes read since the last acknowledgement
+	unackedB   int
+	initialize []byte // params of the first initialize answered
+	sessionID  string // the ACP session joined
+	lastSeq    int64  // the last log seq known of it
+	peer       string
+	nextOwn    int // ids of the Conn's own requests
+}
+
+// outFrame is a frame written to the Conn.
+type outFrame struct {
+	frame  []byte
+	idx    uint64
+	id     string // a request's id, else ""
+	method string
+	params []byte
+}
+
+// NewConn returns a Conn over t that is not resumable: it reads and writes
+// frames as they are, and fails when t does.
+func NewConn(t Transport) *Conn {
+	c := newConn(DialOptions{NoResume: true})
+	c.t = t
+	c.start()
+	return c
+}
+
+// DialConn joins a hub session (see DialOptions) and returns its raw
+// frame layer.
+func DialConn(ctx context.Context, o DialOptions) (*Conn, error) {
+	if o.Endpoint == nil {
+		return nil, errors.New("acphub client: no Endpoint")
+	}
+	if o.ReconnectTimeout == 0 {
+		o.ReconnectTimeout = DefaultReconnectTimeout
+	}
+	c := newConn(o)
+	t, first, err := c.join(ctx, o.Peer)
+	if err != nil {
+		return nil, err
+	}
+	c.t = t
+	c.start()
+	if first != nil {
+		c.receive(first)
+	}
+	return c, nil
+}
+
+func newConn(o DialOptions) *Conn {
+	c := &Conn{
+		opts:     o,
+		records:  make(chan Record, 64),
+		done:     make(chan struct{}),
+		wlock:    make(chan struct{}, 1),
+		pending:  make(map[string]*outFrame),
+		resent:   make(map[string]bool),
+		reqNames: make(map[string][]byte),
+		opPrefix: fmt.Sprintf("op-%016x-", rand.Uint64()),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
+}
+
+func (c *Conn) start() {
+	c.wg.Go(c.run)
+}
+
+// join opens a transport with a join query as peer. For a resumable join
+// it reads the first record, _acphub/connection, and keeps the
+// credential; a hub that does not know resume=new is joined without it.
+// A first record that is something else is returned to be delivered.
+func (c *Conn) join(ctx context.Context, peer string) (Transport, []byte, error) {
+	o := c.opts
+	o.Peer = peer
+	t, err := o.Endpoint.Open(ctx, o.join())
+	if re, ok := errors.AsType[*RefusedError](err); ok && !o.NoResume && re.Reason == api.ReasonUnknownParameter {
+		// A hub without resumable connections: join without.
+		o.NoResume = true
+		c.opts.NoResume = true
+		t, err = o.Endpoint.Open(ctx, o.join())
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.NoResume {
+		return t, nil, nil
+	}
+	msg, err := t.Read(ctx)
+	if err != nil {
+		t.Close()
+		return nil, nil, err
+	}
+	if !c.connectionRecord(msg) {
+		return t, msg, nil
+	}
+	c.mu.Lock()
+	c.resumable = true
+	c.position = 1
+	c.mu.Unlock()
+	return t, nil, nil
+}
+
+// connectionRecord keeps the credential an _acphub/connection record
+// gives and reports whether msg was one.
+func (c *Conn) connectionRecord(msg []byte) bool {
+	m, err := jsonrpc.Parse(msg)
+	if err != nil || m.Kind != jsonrpc.KindNotification || m.Method != methodConnection {
+		return false
+	}
+	var p struct {
+		Credential string `json:"credential"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil || p.Credential == "" {
+		return false
+	}
+	c.mu.Lock()
+	c.credential = p.Credential
+	c.mu.Unlock()
+	return true
+}
+
+// Read returns the next record. Once the connection has ended it returns
+// why: ErrClosed after Close, ctx.Err() when ctx ends, else the error the
+// connection failed with (a *ClosedError when the hub ended it).
+func (c *Conn) Read(ctx context.Context) (Record, error) {
+	select {
+	case r := <-c.records:
+		return r, nil
+	case <-ctx.Done():
+		return Record{}, ctx.Err()
+	case <-c.done:
+		select {
+		case r := <-c.records:
+			return r, nil
+		default:
+			return Record{}, c.err
+		}
+	}
+}
+
+// Done is closed when the connection has ended; Err then says why.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended, or nil while it lasts.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Resumable reports whether the connection comes back after a drop.
+func (c *Conn) Resumable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resumable
+}
+
+// At says where the connection goes: the hub's host:port or socket path.
+func (c *Conn) At() string {
+	if c.opts.Endpoint == nil {
+		return ""
+	}
+	return c.opts.Endpoint.String()
+}
+
+// Write sends one JSON-RPC message. On a resumable Conn, a mutation gets an
+// operation id and an answer to an agent request its name, and the frame
+// is kept until the hub has surely read it: when the transport is down or
+// drops, Write returns nil and the frame goes out when the connection is
+// back. A Conn that is not resumable returns the transport's error.
+func (c *Conn) Write(ctx context.Context, frame []byte) error {
+	select {
+	case c.wlock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.err
+	}
+	defer func() { <-c.wlock }()
+	c.mu.Lock()
+	t, closing := c.t, c.closing
+	if closing {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if !c.resumable {
+		c.mu.Unlock()
+		if t == nil {
+			<-c.done
+			return c.err
+		}
+		return t.Write(ctx, frame)
+	}
+	f := c.recordLocked(frame)
+	c.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	if err := t.Write(ctx, f.frame); err != nil {
+		// The reader sees the transport fail and brings the connection
+		// back; the frame goes out again then.
+		c.drop(t)
+	}
+	return nil
+}
+
+// recordLocked prepares a frame for the hub and keeps it until the hub
+// has read it.
+func (c *Conn) recordLocked(frame []byte) *outFrame {
+	f := &outFrame{frame: frame, idx: c.nextIdx}
+	c.nextIdx++
+	m, err := jsonrpc.Parse(frame)
+	if err == nil {
+		switch m.Kind {
+		case jsonrpc.KindRequest:
+			f.id, f.method, f.params = string(m.ID), m.Method, m.Params
+			if operation(m.Method) {
+				f.frame = c.withOperationLocked(&m)
+				f.params = nil
+				if p, err := jsonrpc.Parse(f.frame); err == nil {
+					f.params = p.Params
+				}
+			}
+			c.pending[f.id] = f
+		case jsonrpc.KindNotification:
+			if operation(m.Method) {
+				f.frame = c.withOperationLocked(&m)
+			}
+		case jsonrpc.KindResponse:
+			f.frame = c.answerLocked(&m)
+		}
+	}
+	c.outbox = append(c.outbox, f)
+	return f
+}
+
+// operation says whether a method is a mutation that takes an operation id.
+func operation(method string) bool {
+	if info, ok := api.ACPMethods[method]; ok {
+		return info.Operation
+	}
+	return api.Methods[method].Operation
+}
+
+// withOperationLocked returns the frame of m with an operation id in
+// params._meta, unless it has one.
+func (c *Conn) withOperationLocked(m *jsonrpc.Message) []byte {
+	if m.Params == nil || m.Params[0] != '{' {
+		return m.Raw
+	}
+	if meta, ok := jsonrpc.Field(m.Params, "_meta"); ok {
+		if _, ok := jsonrpc.Field(meta, MetaOperationID); ok {
+			return m.Raw
+		}
+	}
+	params, ok := setMeta(m.Params, MetaOperationID, c.newOperationLocked())
+	if !ok {
+		return m.Raw
+	}
+	return m.WithParams(params)
+}
+
+func (c *Conn) newOperationLocked() []byte {
+	c.nextOp++
+	return strconv.AppendQuote(nil, c.opPrefix+strconv.FormatUint(c.nextOp, 10))
+}
+
+// answerLocked returns an answer to an agent request with the request's
+// name, and for a success an operation id, in its _meta.
+func (c *Conn) answerLocked(m *jsonrpc.Message) []byte {
+	name, ok := c.reqNames[string(m.ID)]
+	if !ok {
+		return m.Raw
+	}
+	delete(c.reqNames, string(m.ID))
+	if m.Result != nil {
+		res, ok := setMeta(m.Result, MetaRequestID, name)
+		if ok {
+			res, _ = setMeta(res, MetaOperationID, c.newOperationLocked())
+			res, ok = jsonrpc.SetField(m.Raw, "result", res)
+		}
+		if !ok {
+			return m.Raw
+		}
+		return res
+	}
+	e := m.Error
+	data, ok := jsonrpc.Field(e, "data")
+	if !ok || len(data) == 0 || data[0] != '{' {
+		data = []byte("{}")
+	}
+	if data, ok = setMeta(data, MetaRequestID, name); !ok {
+		return m.Raw
+	}
+	if e, ok = jsonrpc.SetField(e, "data", data); !ok {
+		return m.Raw
+	}
+	out, ok := jsonrpc.SetField(m.Raw, "error", e)
+	if !ok {
+		return m.Raw
+	}
+	return out
+}
+
+// setMeta returns the object obj with _meta[key] set to the raw JSON val.
+func setMeta(obj []byte, key string, val []byte) ([]byte, bool) {
+	meta, ok := jsonrpc.Field(obj, "_meta")
+	if !ok || len(meta) == 0 || meta[0] != '{' {
+		meta = []byte("{}")
+	}
+	meta, ok = jsonrpc.SetField(meta, key, val)
+	if !ok {
+		return obj, false
+	}
+	return jsonrpc.SetField(obj, "_meta", meta)
+}
+
+// drop closes t if it is still the connection's transport, so that the
+// reader notices and brings the connection back.
+func (c *Conn) drop(t Transport) {
+	c.mu.Lock()
+	if c.t == t {
+		c.t = nil
+	}
+	c.mu.Unlock()
+	_ = t.Close()
+}
+
+// Close ends the connection: the hub is told the client is done
+// (_acphub/bye, and a WebSocket close with status 1000), and Read and
+// Write return ErrClosed.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		c.wg.Wait()
+		return nil
+	}
+	c.closing = true
+	t, resumable := c.t, c.resumable
+	c.mu.Unlock()
+	var err error
+	if t != nil {
+		if resumable {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = t.Write(ctx, []byte(`{"jsonrpc":"2.0","method":"`+methodBye+`"}`))
+			cancel()
+		}
+		err = t.Close()
+	}
+	c.cancel()
+	c.wg.Wait()
+	return err
+}
+
+// finish ends the connection with err.
+func (c *Conn) finish(err error) {
+	c.mu.Lock()
+	if c.closing {
+		err = ErrClosed
+	}
+	t := c.t
+	c.t = nil
+	c.mu.Unlock()
+	if t != nil {
+		_ = t.Close()
+	}
+	c.err = err
+	close(c.done)
+}
+
+// run reads the transport until the connection ends, bringing it back
+// after each drop.
+func (c *Conn) run() {
+	for {
+		c.mu.Lock()
+		t, resumable, closing := c.t, c.resumable, c.closing
+		c.mu.Unlock()
+		if closing {
+			c.finish(ErrClosed)
+			return
+		}
+		var err error
+		if t != nil {
+			var msg []byte
+			if msg, err = t.Read(c.ctx); err == nil {
+				if !c.receive(msg) {
+					c.finish(ErrClosed)
+					return
+				}
+				continue
+			}
+		}
+		if c.ctx.Err() != nil {
+			c.finish(ErrClosed)
+			return
+		}
+		if !resumable || fatal(err) {
+			c.finish(err)
+			return
+		}
+		if t != nil {
+			c.drop(t)
+		} else {
+			err = errors.New("the transport failed")
+		}
+		if err := c.reconnect(err); err != nil {
+			c.finish(err)
+			return
+		}
+	}
+}
+
+// fatal says whether a transport's end cannot be undone by resuming: the
+// connection was resumed elsewhere.
+func fatal(err error) bool {
+	ce, ok := errors.AsType[*ClosedError](err)
+	return ok && ce.Condition == "connection_fenced"
+}
+
+// receive handles one message from the hub and reports whether it could be
+// delivered (false once the Conn is closing).
+func (c *Conn) receive(msg []byte) bool {
+	c.mu.Lock()
+	resumable := c.resumable
+	c.mu.Unlock()
+	if !resumable {
+		return c.deliver(Record{Frame: msg})
+	}
+	frame, pos, name := stripPosition(msg)
+	c.mu.Lock()
+	if pos != 0 {
+		if pos <= c.position {
+			c.mu.Unlock()
+			return true // sent again after a resume: had it
+		}
+		c.position = pos
+		c.unacked++
+		c.unackedB += len(msg)
+	}
+	keep := c.bookkeepLocked(frame, name)
+	c.mu.Unlock()
+	if keep && !c.deliver(Record{Frame: frame}) {
+		return false
+	}
+	c.maybeAck()
+	return true
+}
+
+// bookkeepLocked notes what a frame from the hub tells the connection and
+// reports whether it is for the reader: the credential record and second
+// answers to requests sent again are not.
+func (c *Conn) bookkeepLocked(frame, name []byte) bool {
+	m, err := jsonrpc.Parse(frame)
+	if err != nil {
+		return true
+	}
+	switch m.Kind {
+	case jsonrpc.KindNotification:
+		if m.Method == methodConnection {
+			return false
+		}
+	case jsonrpc.KindRequest:
+		if name != nil {
+			c.reqNames[string(m.ID)] = name
+		}
+	case jsonrpc.KindResponse:
+		id := string(m.ID)
+		f := c.pending[id]
+		if f == nil {
+			if c.resent[id] {
+				delete(c.resent, id)
+				return false
+			}
+			return true
+		}
+		delete(c.pending, id)
+		c.confirmLocked(f)
+		if m.Result != nil {
+			c.learnLocked(f, m.Result)
+		}
+	}
+	return true
+}
+
+// confirmLocked notes that the hub read every frame up to f, which it
+// answered: frames reach it in the order of their index on every
+// transport, and a frame is sent again on a new transport before any
+// later one.
+func (c *Conn) confirmLocked(f *outFrame) {
+	c.confirm = max(c.confirm, f.idx)
+	c.outbox = slices.DeleteFunc(c.outbox, func(o *outFrame) bool {
+		return o == f || (o.idx <= c.confirm && c.pending[o.id] != o)
+	})
+}
+
+// learnLocked keeps what a new join needs from the answer to f.
+func (c *Conn) learnLocked(f *outFrame, result []byte) {
+	switch f.method {
+	case api.MethodInitialize:
+		if c.initialize == nil {
+			c.initialize = f.params
+		}
+	case api.MethodSessionNew, api.MethodSessionAttach:
+		var r struct {
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(result, &r) == nil && r.SessionID != "" {
+			c.sessionID, c.lastSeq = r.SessionID, 0
+		}
+	case api.MethodSessionLoad:
+		var p struct {
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(f.params, &p) == nil && p.SessionID != "" {
+			c.sessionID, c.lastSeq = p.SessionID, 0
+		}
+	case api.MethodSessionDetach:
+		c.sessionID = ""
+	}
+	if seq, ok := lastSeq(result); ok {
+		c.lastSeq = seq
+	}
+}
+
+// lastSeq reads _meta["acphub.dev/lastSeq"] of a result.
+func lastSeq(result []byte) (int64, bool) {
+	var r struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return 0, false
+	}
+	var seq int64
+	if raw, ok := r.Meta[MetaLastSeq]; !ok || json.Unmarshal(raw, &seq) != nil {
+		return 0, false
+	}
+	return seq, true
+}
+
+// stripPosition returns msg without the _meta member the hub added to it,
+// the position that member carried (0 when none) and the request name it
+// carried (nil when none).
+func stripPosition(msg []byte) (frame []byte, pos uint64, name []byte) {
+	meta, ok := jsonrpc.Field(msg, "_meta")
+	if !ok {
+		return msg, 0, nil
+	}
+	raw, ok := jsonrpc.Field(meta, MetaPosition)
+	if !ok {
+		return msg, 0, nil
+	}
+	s, err := strconv.Unquote(string(raw))
+	if err != nil {
+		return msg, 0, nil
+	}
+	if pos, err = strconv.ParseUint(s, 10, 64); err != nil {
+		return msg, 0, nil
+	}
+	name, _ = jsonrpc.Field(meta, MetaRequestID)
+	frame, _ = jsonrpc.DeleteField(msg, "_meta")
+	return frame, pos, name
+}
+
+// deliver hands a record to Read; false when the Conn is closing.
+func (c *Conn) deliver(r Record) bool {
+	select {
+	case c.records <- r:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// maybeAck acknowledges what was read once enough has come. When a writer
+// holds the transport, it waits for the next record.
+func (c *Conn) maybeAck() {
+	c.mu.Lock()
+	if c.unacked < AckRecords && c.unackedB < AckBytes {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	select {
+	case c.wlock <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-c.wlock }()
+	c.mu.Lock()
+	t, pos := c.t, c.position
+	c.unacked, c.unackedB = 0, 0
+	c.mu.Unlock()
+	if t == nil {
+		return
+	}
+	ack := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"%s","params":{"position":"%d"}}`, methodAck, pos)
+	if err := t.Write(c.ctx, ack); err != nil {
+		c.drop(t)
+	}
+}
+
+// reconnect brings a dropped connection back: it resumes it, or, when the
+// hub cannot, joins anew. It gives up after ReconnectTimeout.
+func (c *Conn) reconnect(cause error) error {
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.ReconnectTimeout)
+	defer cancel()
+	delay := minBackoff
+	wait := func() error {
+		d := time.Duration(float64(delay) * (0.8 + 0.4*rand.Float64()))
+		delay = min(2*delay, maxBackoff)
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("acphub client: the connection dropped (%w) and did not come back within %s", cause, c.opts.ReconnectTimeout)
+		}
+	}
+	for {
+		c.mu.Lock()
+		q := url.Values{"resume": {c.credential}, "position": {strconv.FormatUint(c.position, 10)}}
+		c.mu.Unlock()
+		t, err := c.opts.Endpoint.Open(ctx, q)
+		if err == nil {
+			c.adopt(t, false)
+			return nil
+		}
+		if re, ok := errors.AsType[*RefusedError](err); ok {
+			if re.Condition == "cursor_gap" {
+				return c.startOver(ctx, re, wait)
+			}
+			if re.Code < 500 {
+				return err
+			}
+		}
+		if werr := wait(); werr != nil {
+			return werr
+		}
+	}
+}
+
+// adopt makes t the connection's transport and sends on it, in order, the
+// frames the hub may not have read: after a resume those it may have
+// missed, after a new join every request still unanswered too.
+func (c *Conn) adopt(t Transport, joined bool) {
+	c.wlock <- struct{}{}
+	defer func() { <-c.wlock }()
+	c.mu.Lock()
+	var again []*outFrame
+	for _, f := range c.outbox {
+		if f.idx > c.confirm || (joined && c.pending[f.id] == f) {
+			again = append(again, f)
+			if f.id != "" {
+				c.resent[f.id] = true
+			}
+		}
+	}
+	c.t = t
+	c.mu.Unlock()
+	for _, f := range again {
+		if err := t.Write(c.ctx, f.frame); err != nil {
+			c.drop(t)
+			return
+		}
+	}
+}
+
+// startOver joins anew after the hub refused to resume: initialize as the
+// first time, attach to the session with the history after the last log
+// seq known, then the frames still owed (see adopt). The reader gets a
+// Restart record first, then the history.
+func (c *Conn) startOver(ctx context.Context, cause error, wait func() error) error {
+	c.mu.Lock()
+	peer := c.opts.Peer
+	c.mu.Unlock()
+	var t Transport
+	for {
+		var err error
+		var first []byte
+		t, first, err = c.join(ctx, peer)
+		if err == nil {
+			if first != nil {
+				t.Close()
+				return fmt.Errorf("acphub client: joining anew: the hub's first message is not %s", methodConnection)
+			}
+			break
+		}
+		if IsPeerTaken(err) && peer != "" {
+			// The old connection still holds the peer id until the
+			// resume window passes: take the one the hub gives.
+			peer = ""
+			continue
+		}
+		if re, ok := errors.AsType[*RefusedError](err); ok && re.Code < 500 {
+			return err
+		}
+		if werr := wait(); werr != nil {
+			return werr
+		}
+	}
+	c.mu.Lock()
+	init, sid, seq := c.initialize, c.sessionID, c.lastSeq
+	withdrawn := make([]json.RawMessage, 0, len(c.reqNames))
+	for id := range c.reqNames {
+		withdrawn = append(withdrawn, json.RawMessage(id))
+	}
+	clear(c.reqNames)
+	c.mu.Unlock()
+	slices.SortFunc(withdrawn, func(a, b json.RawMessage) int { return slices.Compare(a, b) })
+	restart := &Restart{Cause: cause, AfterSeq: seq, Withdrawn: withdrawn}
+	if init != nil {
+		if _, err := c.ownCall(ctx, t, api.MethodInitialize, init); err != nil {
+			t.Close()
+			return fmt.Errorf("acphub client: joining anew: initialize: %w", err)
+		}
+	}
+	var history []json.RawMessage
+	if sid != "" {
+		p := api.AttachParams{SessionID: sid, AfterSeq: seq}
+		res, err := c.ownCall(ctx, t, api.MethodSessionAttach, p.AppendJSON(nil))
+		if err != nil {
+			t.Close()
+			return fmt.Errorf("acphub client: joining anew: session/attach: %w", err)
+		}
+		var r api.AttachResult
+		if err := json.Unmarshal(res, &r); err != nil {
+			t.Close()
+			return fmt.Errorf("acphub client: joining anew: session/attach: %w", err)
+		}
+		restart.SessionID, restart.Peer, history = r.SessionID, r.ClientID, r.History
+		c.mu.Lock()
+		c.peer = r.ClientID
+		if s, ok := lastSeq(res); ok {
+			c.lastSeq = s
+		}
+		c.mu.Unlock()
+	}
+	if !c.deliver(Record{Restart: restart}) {
+		t.Close()
+		return ErrClosed
+	}
+	for _, h := range history {
+		if !c.deliver(Record{Frame: h}) {
+			t.Close()
+			return ErrClosed
+		}
+	}
+	c.adopt(t, true)
+	return nil
+}
+
+// ownCall sends a request of the Conn's own on t, before t is the
+// connection's transport, and returns its result. What the hub sends
+// meanwhile is received as usual.
+func (c *Conn) ownCall(ctx context.Context, t Transport, method string, params []byte) ([]byte, error) {
+	c.mu.Lock()
+	c.nextOwn++
+	id := strconv.AppendQuote(nil, fmt.Sprintf("acphub-client-%d", c.nextOwn))
+	c.mu.Unlock()
+	if err := t.Write(ctx, jsonrpc.NewRequest(id, method, json.RawMessage(params))); err != nil {
+		return nil, err
+	}
+	for {
+		msg, err := t.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		frame, pos, _ := stripPosition(msg)
+		if m, err := jsonrpc.Parse(frame); err == nil && m.Kind == jsonrpc.KindResponse && string(m.ID) == string(id) {
+			c.mu.Lock()
+			c.position = max(c.position, pos)
+			c.mu.Unlock()
+			if m.Error != nil {
+				return nil, decodeError(m.Error)
+			}
+			return m.Result, nil
+		}
+		if !c.receive(msg) {
+			return nil, ErrClosed
+		}
+	}
+}
