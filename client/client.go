@@ -24,7 +24,7 @@ type Client struct {
 	mu       sync.Mutex // guards all following fields
 	nextID   int64
 	calls    map[string]func(result json.RawMessage, err error) // by request id
-	requests map[string]*RawRequest                           // open agent requests, by id
+	requests map[string]*RawRequest                             // open agent requests, by id
 }
 
 // Dial joins a hub session (see DialOptions) and returns a client whose
