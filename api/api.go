@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -127,3 +128,29 @@ var conditions = sync.OnceValue(func() map[string]errorCondition {
 	}
 	return m
 })
+
+// Kind returns the update's kind, its sessionUpdate member
+// ("agent_message_chunk", "tool_call", …), or "" when it has none.
+func (n *SessionNotification) Kind() string {
+	var u struct {
+		SessionUpdate string `json:"sessionUpdate"`
+	}
+	_ = json.Unmarshal(n.Update, &u)
+	return u.SessionUpdate
+}
+
+// Text returns the text of a message chunk update (agent_message_chunk,
+// agent_thought_chunk, user_message_chunk) whose content is a text block,
+// or "".
+func (n *SessionNotification) Text() string {
+	var u struct {
+		Content struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if !strings.HasSuffix(n.Kind(), "_chunk") || json.Unmarshal(n.Update, &u) != nil || u.Content.Type != "text" {
+		return ""
+	}
+	return u.Content.Text
+}

@@ -214,30 +214,6 @@ func (s *Session) GoDetach(ctx context.Context, params *api.DetachParams, done f
 	return goCall(ctx, s.c, api.MethodSessionDetach, p.AppendJSON(nil), done)
 }
 
-// Ack sends _acphub/ack: A resumable connection's client acknowledges every
-// record up to position: the hub stops keeping them for a resume.
-//
-// Stability: experimental. It may change in a later version.
-func (c *Client) Ack(ctx context.Context, params *api.AckParams) error {
-	var p api.AckParams
-	if params != nil {
-		p = *params
-	}
-	return c.notify(ctx, api.MethodAck, p.AppendJSON(nil))
-}
-
-// Bye sends _acphub/bye: A resumable connection's client is done: it leaves
-// the session at once instead of being kept for the resume window.
-//
-// Stability: experimental. It may change in a later version.
-func (c *Client) Bye(ctx context.Context, params *api.Empty) error {
-	var p api.Empty
-	if params != nil {
-		p = *params
-	}
-	return c.notify(ctx, api.MethodBye, p.AppendJSON(nil))
-}
-
 // Handlers receive what the hub sends a client unasked. Each runs on the
 // client's reading goroutine, one at a time, in the order of the session's
 // stream, and must not block: it must not wait for an answer from the hub
@@ -308,13 +284,6 @@ type Handlers struct {
 	//
 	// Stability: experimental. It may change in a later version.
 	TerminalExited func(*api.TerminalExited)
-
-	// Connection receives _acphub/connection: The first record of a resumable
-	// connection (joined with resume=new; docs/resume.md), position 1: its id,
-	// the credential that resumes it, and the resume window.
-	//
-	// Stability: experimental. It may change in a later version.
-	Connection func(*api.ConnectionParams)
 
 	// Notification receives every other notification, raw, and those a
 	// typed handler is nil for or could not decode.
@@ -400,13 +369,6 @@ func (h *Handlers) notification(method string, params json.RawMessage) {
 		if h.TerminalExited != nil {
 			if p, ok := decode[api.TerminalExited](params); ok {
 				h.TerminalExited(p)
-				return
-			}
-		}
-	case api.MethodConnection:
-		if h.Connection != nil {
-			if p, ok := decode[api.ConnectionParams](params); ok {
-				h.Connection(p)
 				return
 			}
 		}

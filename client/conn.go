@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,16 +20,9 @@ import (
 // The members acphub adds to a message's _meta (docs/resume.md).
 const (
 	MetaPosition    = "acphub.dev/position"    // a record's delivery position
-	MetaRequestID   = "acphub.dev/requestId"   // the hub's name of an agent request
 	MetaOperationID = "acphub.dev/operationId" // a mutation's operation id
+	MetaToolCallID  = "acphub.dev/toolCallId"  // the tool call a permission answer is for
 	MetaLastSeq     = "acphub.dev/lastSeq"     // the log seq a join's history ends at
-)
-
-// The methods of a resumable connection (docs/resume.md).
-const (
-	methodConnection = "_acphub/connection"
-	methodAck        = "_acphub/ack"
-	methodBye        = "_acphub/bye"
 )
 
 // Defaults of a resumable connection.
@@ -111,8 +105,9 @@ type Restart struct {
 	Peer     string // the connection's peer id now
 	// Withdrawn are the ids of the agent requests that were open: they
 	// cannot be answered under those ids, and the ones still open come
-	// again under new ids. An answer already given under an old id still
-	// lands, by the request's name (docs/resume.md).
+	// again under new ids. An answer to a permission request given under
+	// an old id still lands, by its tool call (docs/resume.md); other
+	// answers the hub may not have read are dropped.
 	Withdrawn []json.RawMessage
 }
 
@@ -128,9 +123,10 @@ type Restart struct {
 // other frame the hub may not have read is sent again, unchanged: each
 // mutation (the methods api.MethodInfo.Operation marks, and every answer
 // to an agent request) got an operation id in its _meta when it was first
-// written, so the hub applies it once. An answer to an agent request also
-// names the request (acphub.dev/requestId). When the hub cannot resume the
-// connection, the Conn joins anew (see Restart).
+// written, so the hub applies it once; an answer to a permission request
+// also names its tool call (acphub.dev/toolCallId), so it lands on the
+// request meant. When the hub cannot resume the connection, the Conn joins
+// anew (see Restart).
 //
 // Read is for one goroutine; Write may be called from any.
 type Conn struct {
@@ -159,7 +155,9 @@ type Conn struct {
 	resent   map[string]bool      // ids of requests sent again: a second answer is dropped
 	nextIdx  uint64
 	confirm  uint64            // every frame up to this index has reached the hub
-	reqNames map[string][]byte // agent request id → its acphub.dev/requestId
+	// open are the agent requests the hub sent and the reader has not
+	// answered, by id, each with the tool call of a permission request.
+	open map[string]string
 	nextOp   uint64
 	// What a new join needs to restore the connection.
 	credential string
@@ -180,6 +178,8 @@ type outFrame struct {
 	id     string // a request's id, else ""
 	method string
 	params []byte
+	answer bool // an answer to an agent request
+	named  bool // an answer that names its tool call
 }
 
 // NewConn returns a Conn over t that is not resumable: it reads and writes
@@ -221,7 +221,7 @@ func newConn(o DialOptions) *Conn {
 		wlock:    make(chan struct{}, 1),
 		pending:  make(map[string]*outFrame),
 		resent:   make(map[string]bool),
-		reqNames: make(map[string][]byte),
+		open:     make(map[string]string),
 		opPrefix: fmt.Sprintf("op-%016x-", rand.Uint64()),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -257,12 +257,13 @@ func (c *Conn) join(ctx context.Context, peer string) (Transport, []byte, error)
 		t.Close()
 		return nil, nil, err
 	}
-	if !c.connectionRecord(msg) {
+	frame, pos := stripPosition(msg)
+	if pos == 0 || !c.connectionRecord(frame) {
 		return t, msg, nil
 	}
 	c.mu.Lock()
 	c.resumable = true
-	c.position = 1
+	c.position, c.unacked, c.unackedB = pos, 1, len(msg)
 	c.mu.Unlock()
 	return t, nil, nil
 }
@@ -271,7 +272,7 @@ func (c *Conn) join(ctx context.Context, peer string) (Transport, []byte, error)
 // gives and reports whether msg was one.
 func (c *Conn) connectionRecord(msg []byte) bool {
 	m, err := jsonrpc.Parse(msg)
-	if err != nil || m.Kind != jsonrpc.KindNotification || m.Method != methodConnection {
+	if err != nil || m.Kind != jsonrpc.KindNotification || m.Method != api.MethodConnection {
 		return false
 	}
 	var p struct {
@@ -334,7 +335,7 @@ func (c *Conn) At() string {
 }
 
 // Write sends one JSON-RPC message. On a resumable Conn, a mutation gets an
-// operation id and an answer to an agent request its name, and the frame
+// operation id and an answer to an agent request its tool call, and the frame
 // is kept until the hub has surely read it: when the transport is down or
 // drops, Write returns nil and the frame goes out when the connection is
 // back. A Conn that is not resumable returns the transport's error.
@@ -397,7 +398,8 @@ func (c *Conn) recordLocked(frame []byte) *outFrame {
 				f.frame = c.withOperationLocked(&m)
 			}
 		case jsonrpc.KindResponse:
-			f.frame = c.answerLocked(&m)
+			f.answer = true
+			f.frame, f.named = c.answerLocked(&m)
 		}
 	}
 	c.outbox = append(c.outbox, f)
@@ -435,41 +437,27 @@ func (c *Conn) newOperationLocked() []byte {
 	return strconv.AppendQuote(nil, c.opPrefix+strconv.FormatUint(c.nextOp, 10))
 }
 
-// answerLocked returns an answer to an agent request with the request's
-// name, and for a success an operation id, in its _meta.
-func (c *Conn) answerLocked(m *jsonrpc.Message) []byte {
-	name, ok := c.reqNames[string(m.ID)]
+// answerLocked returns an answer to an agent request with an operation
+// id and, for a permission request, the tool call it is for in
+// result._meta, so that sent again it is applied once, to the request
+// meant.
+func (c *Conn) answerLocked(m *jsonrpc.Message) (frame []byte, named bool) {
+	tool := c.open[string(m.ID)]
+	delete(c.open, string(m.ID))
+	if m.Result == nil || m.Result[0] != '{' {
+		return m.Raw, false
+	}
+	res, ok := setMeta(m.Result, MetaOperationID, c.newOperationLocked())
+	if ok && tool != "" {
+		res, ok = setMeta(res, MetaToolCallID, strconv.AppendQuote(nil, tool))
+	}
+	if ok {
+		res, ok = jsonrpc.SetField(m.Raw, "result", res)
+	}
 	if !ok {
-		return m.Raw
+		return m.Raw, false
 	}
-	delete(c.reqNames, string(m.ID))
-	if m.Result != nil {
-		res, ok := setMeta(m.Result, MetaRequestID, name)
-		if ok {
-			res, _ = setMeta(res, MetaOperationID, c.newOperationLocked())
-			res, ok = jsonrpc.SetField(m.Raw, "result", res)
-		}
-		if !ok {
-			return m.Raw
-		}
-		return res
-	}
-	e := m.Error
-	data, ok := jsonrpc.Field(e, "data")
-	if !ok || len(data) == 0 || data[0] != '{' {
-		data = []byte("{}")
-	}
-	if data, ok = setMeta(data, MetaRequestID, name); !ok {
-		return m.Raw
-	}
-	if e, ok = jsonrpc.SetField(e, "data", data); !ok {
-		return m.Raw
-	}
-	out, ok := jsonrpc.SetField(m.Raw, "error", e)
-	if !ok {
-		return m.Raw
-	}
-	return out
+	return res, tool != ""
 }
 
 // setMeta returns the object obj with _meta[key] set to the raw JSON val.
@@ -513,7 +501,7 @@ func (c *Conn) Close() error {
 	if t != nil {
 		if resumable {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = t.Write(ctx, []byte(`{"jsonrpc":"2.0","method":"`+methodBye+`"}`))
+			_ = t.Write(ctx, []byte(`{"jsonrpc":"2.0","method":"`+api.MethodBye+`"}`))
 			cancel()
 		}
 		err = t.Close()
@@ -597,18 +585,14 @@ func (c *Conn) receive(msg []byte) bool {
 	if !resumable {
 		return c.deliver(Record{Frame: msg})
 	}
-	frame, pos, name := stripPosition(msg)
+	frame, pos := stripPosition(msg)
 	c.mu.Lock()
 	if pos != 0 {
-		if pos <= c.position {
-			c.mu.Unlock()
-			return true // sent again after a resume: had it
-		}
 		c.position = pos
 		c.unacked++
 		c.unackedB += len(msg)
 	}
-	keep := c.bookkeepLocked(frame, name)
+	keep := c.bookkeepLocked(frame)
 	c.mu.Unlock()
 	if keep && !c.deliver(Record{Frame: frame}) {
 		return false
@@ -620,20 +604,33 @@ func (c *Conn) receive(msg []byte) bool {
 // bookkeepLocked notes what a frame from the hub tells the connection and
 // reports whether it is for the reader: the credential record and second
 // answers to requests sent again are not.
-func (c *Conn) bookkeepLocked(frame, name []byte) bool {
+func (c *Conn) bookkeepLocked(frame []byte) bool {
 	m, err := jsonrpc.Parse(frame)
 	if err != nil {
 		return true
 	}
 	switch m.Kind {
 	case jsonrpc.KindNotification:
-		if m.Method == methodConnection {
+		switch m.Method {
+		case api.MethodConnection:
 			return false
+		case jsonrpc.MethodCancelRequest:
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			if json.Unmarshal(m.Params, &p) == nil {
+				delete(c.open, string(p.RequestID))
+			}
 		}
 	case jsonrpc.KindRequest:
-		if name != nil {
-			c.reqNames[string(m.ID)] = name
+		var tool string
+		if m.Method == api.MethodSessionRequestPermission {
+			var p api.RequestPermissionParams
+			if json.Unmarshal(m.Params, &p) == nil {
+				tool = p.ToolCall.ToolCallID
+			}
 		}
+		c.open[string(m.ID)] = tool
 	case jsonrpc.KindResponse:
 		id := string(m.ID)
 		f := c.pending[id]
@@ -708,28 +705,28 @@ func lastSeq(result []byte) (int64, bool) {
 	return seq, true
 }
 
-// stripPosition returns msg without the _meta member the hub added to it,
-// the position that member carried (0 when none) and the request name it
-// carried (nil when none).
-func stripPosition(msg []byte) (frame []byte, pos uint64, name []byte) {
-	meta, ok := jsonrpc.Field(msg, "_meta")
+// positionMember is how the _meta member the hub appends to a record of
+// a resumable connection starts.
+const positionMember = `"_meta":{"` + MetaPosition + `":"`
+
+// stripPosition returns msg without the _meta member the hub appended to
+// it, as it was before (docs/resume.md), and the position that member
+// carried; 0 when it has none.
+func stripPosition(msg []byte) (frame []byte, pos uint64) {
+	i := bytes.LastIndex(msg, []byte(positionMember))
+	if i < 0 {
+		return msg, 0
+	}
+	digits, ok := bytes.CutSuffix(msg[i+len(positionMember):], []byte(`"}}`))
 	if !ok {
-		return msg, 0, nil
+		return msg, 0
 	}
-	raw, ok := jsonrpc.Field(meta, MetaPosition)
-	if !ok {
-		return msg, 0, nil
+	pos, err := strconv.ParseUint(string(digits), 10, 64)
+	if err != nil || pos == 0 {
+		return msg, 0
 	}
-	s, err := strconv.Unquote(string(raw))
-	if err != nil {
-		return msg, 0, nil
-	}
-	if pos, err = strconv.ParseUint(s, 10, 64); err != nil {
-		return msg, 0, nil
-	}
-	name, _ = jsonrpc.Field(meta, MetaRequestID)
-	frame, _ = jsonrpc.DeleteField(msg, "_meta")
-	return frame, pos, name
+	body := bytes.TrimSuffix(msg[:i], []byte(","))
+	return append(bytes.Clone(body), '}'), pos
 }
 
 // deliver hands a record to Read; false when the Conn is closing.
@@ -764,7 +761,7 @@ func (c *Conn) maybeAck() {
 	if t == nil {
 		return
 	}
-	ack := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"%s","params":{"position":"%d"}}`, methodAck, pos)
+	ack := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"%s","params":{"position":"%d"}}`, api.MethodAck, pos)
 	if err := t.Write(c.ctx, ack); err != nil {
 		c.drop(t)
 	}
@@ -775,7 +772,7 @@ func (c *Conn) maybeAck() {
 func (c *Conn) reconnect(cause error) error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.ReconnectTimeout)
 	defer cancel()
-	delay := minBackoff
+	delay := minBackoff // after the first attempt, which is at once
 	wait := func() error {
 		d := time.Duration(float64(delay) * (0.8 + 0.4*rand.Float64()))
 		delay = min(2*delay, maxBackoff)
@@ -851,7 +848,7 @@ func (c *Conn) startOver(ctx context.Context, cause error, wait func() error) er
 		if err == nil {
 			if first != nil {
 				t.Close()
-				return fmt.Errorf("acphub client: joining anew: the hub's first message is not %s", methodConnection)
+				return fmt.Errorf("acphub client: joining anew: the hub's first message is not %s", api.MethodConnection)
 			}
 			break
 		}
@@ -870,11 +867,15 @@ func (c *Conn) startOver(ctx context.Context, cause error, wait func() error) er
 	}
 	c.mu.Lock()
 	init, sid, seq := c.initialize, c.sessionID, c.lastSeq
-	withdrawn := make([]json.RawMessage, 0, len(c.reqNames))
-	for id := range c.reqNames {
+	withdrawn := make([]json.RawMessage, 0, len(c.open))
+	for id := range c.open {
 		withdrawn = append(withdrawn, json.RawMessage(id))
 	}
-	clear(c.reqNames)
+	clear(c.open)
+	// An answer under an old id could land on another request of the new
+	// connection: only a permission answer, which names its tool call,
+	// goes again.
+	c.outbox = slices.DeleteFunc(c.outbox, func(f *outFrame) bool { return f.answer && !f.named })
 	c.mu.Unlock()
 	slices.SortFunc(withdrawn, func(a, b json.RawMessage) int { return slices.Compare(a, b) })
 	restart := &Restart{Cause: cause, AfterSeq: seq, Withdrawn: withdrawn}
@@ -935,7 +936,7 @@ func (c *Conn) ownCall(ctx context.Context, t Transport, method string, params [
 		if err != nil {
 			return nil, err
 		}
-		frame, pos, _ := stripPosition(msg)
+		frame, pos := stripPosition(msg)
 		if m, err := jsonrpc.Parse(frame); err == nil && m.Kind == jsonrpc.KindResponse && string(m.ID) == string(id) {
 			c.mu.Lock()
 			c.position = max(c.position, pos)

@@ -1,0 +1,339 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/client"
+)
+
+const testTimeout = 20 * time.Second
+
+func text(s string) []json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"type": "text", "text": s})
+	return []json.RawMessage{b}
+}
+
+var allow = &api.RequestPermissionResult{Outcome: api.PermissionOutcome{Outcome: "selected", OptionID: "allow"}}
+
+// recorder keeps the chunks a client was sent, in order.
+type recorder struct {
+	mu     sync.Mutex
+	chunks []string
+}
+
+func (r *recorder) add(n *api.SessionNotification) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.chunks = append(r.chunks, n.Text())
+}
+
+func (r *recorder) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.chunks)
+}
+
+func expectedChunks(from, to int) []string {
+	var want []string
+	for n := from; n <= to; n++ {
+		for _, s := range []string{"a", "b", "c", "d"} {
+			want = append(want, fmt.Sprintf("%d.%s", n, s))
+		}
+	}
+	return want
+}
+
+// The transport under a client is cut at random points of its turns —
+// before a prompt reaches the hub, before its answer comes back, while a
+// permission request is open, mid-stream — at least 100 times. After
+// every resume the client holds every record exactly once, in order, and
+// every prompt and every permission answer took effect exactly once.
+func TestClient_ResumesAfterEveryCut(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	h := newFakeHub(t)
+	var rec recorder
+	cl, err := client.Dial(ctx, client.DialOptions{Endpoint: h, Session: "s"}, client.Handlers{
+		SessionUpdate: rec.add,
+		RequestPermission: func(r *client.Request[api.RequestPermissionParams, api.RequestPermissionResult]) {
+			if err := r.Respond(ctx, allow); err != nil {
+				t.Errorf("Respond: %v", err)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if !cl.Conn().Resumable() {
+		t.Fatal("the connection is not resumable")
+	}
+	if _, err := cl.Initialize(ctx, &api.InitializeParams{ProtocolVersion: 1, ClientCapabilities: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.NewSession(ctx, &api.NewSessionParams{Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cl.Session(res.SessionID)
+	h.mu.Lock()
+	h.cut = randomCuts(uint64(time.Now().UnixNano()), 0.1)
+	h.mu.Unlock()
+	n := 0
+	for {
+		h.mu.Lock()
+		cuts := h.cuts
+		h.mu.Unlock()
+		if cuts >= 100 {
+			break
+		}
+		n++
+		r, err := s.Prompt(ctx, &api.PromptParams{Prompt: text(fmt.Sprintf("turn %d", n))})
+		if err != nil {
+			t.Fatalf("turn %d: %v", n, err)
+		}
+		if r.StopReason != "end_turn" {
+			t.Fatalf("turn %d: stop reason %q", n, r.StopReason)
+		}
+	}
+	h.mu.Lock()
+	h.cut = nil
+	h.mu.Unlock()
+	// The last turn's chunks come before its answer.
+	if got, want := rec.get(), expectedChunks(1, n); !slices.Equal(got, want) {
+		t.Errorf("after %d turns and %d cuts the client holds %d chunks:\n%v\nwant %d:\n%v", n, h.cuts, len(got), got, len(want), want)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := 1; i <= n; i++ {
+		if h.turns[i] != 1 || h.answers[fmt.Sprintf("t%d", i)] != 1 {
+			t.Errorf("turn %d ran %d times and its permission was answered %d times", i, h.turns[i], h.answers[fmt.Sprintf("t%d", i)])
+		}
+	}
+}
+
+// When the hub cannot resume the connection (it restarted, or the window
+// passed), the client joins anew: initialize again, session/attach with
+// the history, the prompt still running sent again under its operation id
+// — answered once, when its turn ends — and the permission request it had
+// open withdrawn and asked again under a new id.
+func TestClient_StartsOverWhenTheHubCannotResume(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	h := newFakeHub(t)
+	var rec recorder
+	asked := make(chan *client.Request[api.RequestPermissionParams, api.RequestPermissionResult], 4)
+	restarts := make(chan *client.Restart, 1)
+	withdrawn := make(chan string, 4)
+	cl, err := client.Dial(ctx, client.DialOptions{Endpoint: h, Session: "s", Peer: "ada"}, client.Handlers{
+		SessionUpdate:     rec.add,
+		RequestPermission: func(r *client.Request[api.RequestPermissionParams, api.RequestPermissionResult]) { asked <- r },
+		Restarted:         func(r *client.Restart) { restarts <- r },
+		Withdrawn:         func(r *client.RawRequest) { withdrawn <- string(r.ID) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Initialize(ctx, &api.InitializeParams{ProtocolVersion: 1, ClientCapabilities: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.NewSession(ctx, &api.NewSessionParams{Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cl.Session(res.SessionID)
+	done := make(chan *api.PromptResult, 1)
+	if err := s.GoPrompt(ctx, &api.PromptParams{Prompt: text("turn 1")}, func(r *api.PromptResult, err error) {
+		if err != nil {
+			t.Errorf("prompt: %v", err)
+		}
+		done <- r
+	}); err != nil {
+		t.Fatal(err)
+	}
+	first := <-asked
+	h.forget()
+
+	var r *client.Restart
+	select {
+	case r = <-restarts:
+	case <-ctx.Done():
+		t.Fatal("no restart")
+	}
+	if re, ok := errors.AsType[*client.RefusedError](r.Cause); !ok || re.Reason != "resume_unknown" {
+		t.Errorf("restart cause %v", r.Cause)
+	}
+	if r.SessionID != "s1" || r.AfterSeq != 0 || r.Peer == "" || len(r.Withdrawn) != 1 || string(r.Withdrawn[0]) != string(first.Raw.ID) {
+		t.Errorf("restart %+v", r)
+	}
+	if id := <-withdrawn; id != string(first.Raw.ID) {
+		t.Errorf("withdrawn %s, want %s", id, first.Raw.ID)
+	}
+	select {
+	case <-first.Withdrawn():
+	default:
+		t.Error("the old copy of the permission request is not withdrawn")
+	}
+	again := <-asked
+	if again.Params.ToolCall.ToolCallID != "t1" {
+		t.Errorf("asked again for %+v", again.Params.ToolCall)
+	}
+	if err := again.Respond(ctx, allow); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r == nil || r.StopReason != "end_turn" {
+		t.Errorf("prompt result %+v", r)
+	}
+	// The history came again from the start (the client joined with
+	// session/new, which names no log seq), then the rest of the turn.
+	want := []string{"1.a", "1.b", "1.c", "1.a", "1.b", "1.c", "1.d"}
+	if got := rec.get(); !slices.Equal(got, want) {
+		t.Errorf("chunks %v, want %v", got, want)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.turns[1] != 1 || h.answers["t1"] != 1 {
+		t.Errorf("the turn ran %d times, its permission was answered %d times", h.turns[1], h.answers["t1"])
+	}
+	var inits int
+	for _, f := range h.received {
+		if strings.Contains(string(f), `"method":"initialize"`) {
+			inits++
+		}
+	}
+	if inits != 2 {
+		t.Errorf("initialize sent %d times, want twice", inits)
+	}
+}
+
+// The raw frame layer gives the reader the hub's frames without the
+// position member, byte for byte; puts an operation id on mutations and
+// the tool call on permission answers; acknowledges every 256 records; and
+// says goodbye on Close.
+func TestConn_Frames(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	h := newFakeHub(t)
+	c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	for i := range 600 {
+		h.broadcastLocked(fmt.Sprint(i))
+	}
+	h.askLocked(h.anyConnLocked(), "t9")
+	h.mu.Unlock()
+	for i := range 600 {
+		r, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Frame) != string(h.log[i]) {
+			t.Fatalf("record %d: %s, want %s", i, r.Frame, h.log[i])
+		}
+	}
+	r, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"t9","title":"Edit"},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"}]}}`; string(r.Frame) != want {
+		t.Errorf("permission request %s, want %s", r.Frame, want)
+	}
+	writes := []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"turn 1"}]}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"session/list","params":{}}`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1","_meta":{"x":1}}}`,
+	}
+	for _, w := range writes {
+		if err := c.Write(ctx, []byte(w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(ctx); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Read after Close: %v", err)
+	}
+	waitFor(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.byes == 1
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.acks) < 2 || h.acks[0] != 256 || h.acks[1] != 512 {
+		t.Errorf("acknowledged %v, want 256, 512", h.acks)
+	}
+	var sent []string
+	for _, f := range h.received {
+		if !strings.Contains(string(f), "_acphub/") {
+			sent = append(sent, string(f))
+		}
+	}
+	want := []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"selected","optionId":"allow"},"_meta":{"acphub.dev/operationId":"OP","acphub.dev/toolCallId":"t9"}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"turn 1"}],"_meta":{"acphub.dev/operationId":"OP"}}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"session/list","params":{}}`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1","_meta":{"x":1,"acphub.dev/operationId":"OP"}}}`,
+	}
+	ops := map[string]bool{}
+	for i := range sent {
+		id := operationID(jsonField(sent[i], "params", "result"))
+		if id != "" {
+			if ops[id] {
+				t.Errorf("operation id %s used twice", id)
+			}
+			ops[id] = true
+			sent[i] = strings.Replace(sent[i], id, "OP", 1)
+		}
+	}
+	if !slices.Equal(sent, want) {
+		t.Errorf("the hub got\n%s\nwant\n%s", strings.Join(sent, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// jsonField returns the first of keys the object s has.
+func jsonField(s string, keys ...string) []byte {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(s), &m)
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			return v
+		}
+	}
+	return nil
+}
+
+func (h *fakeHub) anyConnLocked() *fakeConn {
+	for _, c := range h.conns {
+		return c
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
