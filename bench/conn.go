@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	hubclient "github.com/acphub/acphub/client"
 	hubtransport "github.com/acphub/acphub/internal/transport"
 )
 
@@ -151,7 +152,7 @@ func upgradeSocket(h *hubProc, q url.Values) (*socketTransport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", who(q), err)
 	}
-	br, err := hubtransport.UpgradeNDJSON(conn, q)
+	br, err := hubclient.UpgradeNDJSON(conn, q)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("dial %s: %w", who(q), err)

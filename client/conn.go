@@ -126,7 +126,10 @@ type Restart struct {
 // written, so the hub applies it once; an answer to a permission request
 // also names its tool call (acphub.dev/toolCallId), so it lands on the
 // request meant. When the hub cannot resume the connection, the Conn joins
-// anew (see Restart).
+// anew (see Restart). When the hub ends the connection on purpose — it is
+// stopping, or another transport resumed the connection — Read fails with
+// its *ClosedError; a cut for taking none of the session's output
+// (condition backpressure) is resumed like a drop.
 //
 // Read is for one goroutine; Write may be called from any.
 type Conn struct {
@@ -148,17 +151,17 @@ type Conn struct {
 
 	mu sync.Mutex // guards all following fields
 	// t is the transport; nil while the connection is coming back.
-	t        Transport
-	closing  bool
-	outbox   []*outFrame          // frames the hub may not have read, by index
-	pending  map[string]*outFrame // requests not answered yet, by id
-	resent   map[string]bool      // ids of requests sent again: a second answer is dropped
-	nextIdx  uint64
-	confirm  uint64            // every frame up to this index has reached the hub
+	t       Transport
+	closing bool
+	outbox  []*outFrame          // frames the hub may not have read, by index
+	pending map[string]*outFrame // requests not answered yet, by id
+	resent  map[string]bool      // ids of requests sent again: a second answer is dropped
+	nextIdx uint64
+	confirm uint64 // every frame up to this index has reached the hub
 	// open are the agent requests the hub sent and the reader has not
 	// answered, by id, each with the tool call of a permission request.
-	open map[string]string
-	nextOp   uint64
+	open   map[string]string
+	nextOp uint64
 	// What a new join needs to restore the connection.
 	credential string
 	position   uint64 // of the last record read
@@ -570,10 +573,12 @@ func (c *Conn) run() {
 }
 
 // fatal says whether a transport's end cannot be undone by resuming: the
-// connection was resumed elsewhere.
+// hub ended the connection on purpose — it is stopping, or another
+// transport resumed the connection — rather than cut a client that took
+// none of its output (backpressure), which may resume.
 func fatal(err error) bool {
 	ce, ok := errors.AsType[*ClosedError](err)
-	return ok && ce.Condition == "connection_fenced"
+	return ok && ce.Condition != "backpressure"
 }
 
 // receive handles one message from the hub and reports whether it could be

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/acphub/acphub/client"
+	"github.com/acphub/acphub/internal/bridge"
 	"github.com/acphub/acphub/internal/chat"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/demoagent"
@@ -41,13 +43,12 @@ func runChat(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	conn, err := joinAsPeer(ctx, stdio.Out, session, peer, func(ctx context.Context, peer string) (*transport.Conn, error) {
-		return dialHub(ctx, cfg, addr, transport.DialOptions{Session: session, Peer: peer, Replay: replay})
+	conn, err := joinAsPeer(ctx, stdio.Out, session, peer, func(ctx context.Context, peer string) (*client.Conn, error) {
+		return dialHub(ctx, cfg, addr, client.DialOptions{Session: session, Peer: peer, Replay: replay})
 	})
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
 	return chat.Run(ctx, conn, stdio.In, stdio.Out, chat.Options{})
 }
 
@@ -73,7 +74,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	if session == "" {
 		session = "attach-" + randomHex(4)
 	}
-	opts := transport.DialOptions{Session: session, Peer: peer, Agent: agentName}
+	opts := client.DialOptions{Session: session, Peer: peer, Agent: agentName}
 	conn, err := dialHub(ctx, cfg, addr, opts)
 	if err != nil && !noStart && isConnRefused(err) {
 		if err = startLocalHub(ctx, cfg, addr, agentCmd); err == nil {
@@ -85,7 +86,13 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, addr)...)
 	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: %s\n", session, conn.At(), pasteCommand(join...))
-	return transport.Bridge(ctx, conn, stdio.In, stdio.Out, transport.BridgeOptions{MaxFrame: cfg.MaxFrame, EOFWait: eofWait})
+	return bridge.Run(ctx, conn, stdio.In, stdio.Out, bridge.Options{
+		MaxFrame: cfg.MaxFrame,
+		EOFWait:  eofWait,
+		Restarted: func(r *client.Restart) {
+			fmt.Fprintf(stdio.Err, "acphub: the hub could not resume the connection (%v): joined session %s anew\n", r.Cause, session)
+		},
+	})
 }
 
 func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
@@ -115,15 +122,15 @@ func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 	return err
 }
 
-// dialHub connects to a hub session: over the data dir's Unix socket when
-// the hub is local (see hubSocket) and the socket answers, otherwise over
-// WebSocket at addr with the token from the data dir.
-func dialHub(ctx context.Context, cfg *config.Config, addr string, opts transport.DialOptions) (*transport.Conn, error) {
-	opts.MaxFrame = cfg.MaxFrame
+// dialHub joins a hub session with a resumable connection: over the data
+// dir's Unix socket when the hub is local (see hubSocket) and the socket
+// answers, otherwise over WebSocket at addr with the token from the data
+// dir.
+func dialHub(ctx context.Context, cfg *config.Config, addr string, opts client.DialOptions) (*client.Conn, error) {
 	if sock := hubSocket(cfg, addr); sock != "" {
 		o := opts
-		o.Socket = sock
-		conn, err := transport.Dial(ctx, o)
+		o.Endpoint = &client.UnixSocket{Path: sock, MaxFrame: cfg.MaxFrame}
+		conn, err := client.DialConn(ctx, o)
 		if err == nil || !socketAbsent(err) {
 			return conn, wrapDial(sock, err)
 		}
@@ -140,8 +147,8 @@ func dialHub(ctx context.Context, cfg *config.Config, addr string, opts transpor
 		}
 		return nil, fmt.Errorf("no token in %s: start the hub with the same --data-dir", cfg.DataDir)
 	}
-	opts.Addr, opts.Token = addr, token
-	conn, err := transport.Dial(ctx, opts)
+	opts.Endpoint = &client.WebSocket{Addr: addr, Token: token, MaxFrame: cfg.MaxFrame}
+	conn, err := client.DialConn(ctx, opts)
 	return conn, wrapDial(addr, err)
 }
 

@@ -5,9 +5,9 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/acphub/acphub/client"
 	"github.com/acphub/acphub/internal/chat"
 	"github.com/acphub/acphub/internal/config"
-	"github.com/acphub/acphub/internal/transport"
 )
 
 // DemoSession is the session acphub demo opens.
@@ -42,16 +42,15 @@ func runDemo(ctx context.Context, args []string, stdio Stdio) error {
 	fmt.Fprintf(stdio.Out, "acphub demo: hub at http://%s, session %q, demo agent\n", addr, DemoSession)
 	join := append([]string{"chat", "--session", DemoSession}, hubFlags(fs, cfg, addr)...)
 	fmt.Fprintf(stdio.Out, "join from another terminal: %s\n\n", pasteCommand(join...))
-	conn, err := joinAsPeer(ctx, stdio.Out, DemoSession, "", func(ctx context.Context, peer string) (*transport.Conn, error) {
-		o := transport.DialOptions{Addr: addr, Token: d.token, Session: DemoSession, Peer: peer, MaxFrame: cfg.MaxFrame}
+	conn, err := joinAsPeer(ctx, stdio.Out, DemoSession, "", func(ctx context.Context, peer string) (*client.Conn, error) {
+		o := client.DialOptions{Endpoint: &client.WebSocket{Addr: addr, Token: d.token, MaxFrame: cfg.MaxFrame}, Session: DemoSession, Peer: peer}
 		if d.sock != nil {
-			o.Socket = d.sock.Addr().String()
+			o.Endpoint = &client.UnixSocket{Path: d.sock.Addr().String(), MaxFrame: cfg.MaxFrame}
 		}
-		return transport.Dial(ctx, o)
+		return client.DialConn(ctx, o)
 	})
 	if err == nil {
 		err = chat.Run(ctx, conn, stdio.In, stdio.Out, chat.Options{})
-		conn.Close()
 	}
 	cancel()
 	if serr := <-served; err == nil {

@@ -9,7 +9,7 @@ import (
 	"os/user"
 	"strings"
 
-	"github.com/acphub/acphub/internal/transport"
+	"github.com/acphub/acphub/client"
 )
 
 // maxPeerTries bounds the names joinAsPeer tries: NAME, NAME-2 … NAME-100.
@@ -52,7 +52,7 @@ func peerID(name string) string {
 // that is empty, as the user's name. A name of the user's the session holds
 // already is followed by NAME-2, NAME-3 … until one is free; a --peer that
 // is taken is an error. It says on out which name it joined as.
-func joinAsPeer(ctx context.Context, out io.Writer, session, peer string, dial func(ctx context.Context, peer string) (*transport.Conn, error)) (*transport.Conn, error) {
+func joinAsPeer(ctx context.Context, out io.Writer, session, peer string, dial func(ctx context.Context, peer string) (*client.Conn, error)) (*client.Conn, error) {
 	explicit := peer != ""
 	base := cmp.Or(peer, userPeer())
 	for i := 1; ; i++ {
@@ -65,7 +65,7 @@ func joinAsPeer(ctx context.Context, out io.Writer, session, peer string, dial f
 		case err == nil:
 			fmt.Fprintf(out, "acphub: joined session %s as %s\n", session, cmp.Or(name, "a peer the hub named"))
 			return conn, nil
-		case explicit || base == "" || !transport.IsPeerTaken(err):
+		case explicit || base == "" || !client.IsPeerTaken(err):
 			return nil, err
 		case i == maxPeerTries:
 			return nil, fmt.Errorf("session %s has peers %s to %s already; choose another with --peer: %w", session, base, name, err)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acphub/acphub/client"
 	"github.com/acphub/acphub/internal/hub"
-	"github.com/acphub/acphub/internal/transport"
 )
 
 func TestPeerID(t *testing.T) {
@@ -46,7 +46,7 @@ func TestUserPeer(t *testing.T) {
 
 func TestJoinAsPeer(t *testing.T) {
 	t.Setenv("USER", "ada")
-	taken := &transport.RefusedError{Status: "409 Conflict", Reason: "peer_taken"}
+	taken := &client.RefusedError{Status: "409 Conflict", Reason: "peer_taken"}
 	other := errors.New("connection refused")
 	for _, tc := range []struct {
 		name    string
@@ -65,7 +65,7 @@ func TestJoinAsPeer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var tried []string
 			var out bytes.Buffer
-			_, err := joinAsPeer(context.Background(), &out, "s", tc.peer, func(_ context.Context, peer string) (*transport.Conn, error) {
+			_, err := joinAsPeer(context.Background(), &out, "s", tc.peer, func(_ context.Context, peer string) (*client.Conn, error) {
 				tried = append(tried, peer)
 				return nil, tc.refuse[peer]
 			})
@@ -76,7 +76,7 @@ func TestJoinAsPeer(t *testing.T) {
 	}
 	t.Run("every name taken", func(t *testing.T) {
 		n := 0
-		_, err := joinAsPeer(context.Background(), &bytes.Buffer{}, "s", "", func(context.Context, string) (*transport.Conn, error) {
+		_, err := joinAsPeer(context.Background(), &bytes.Buffer{}, "s", "", func(context.Context, string) (*client.Conn, error) {
 			n++
 			return nil, taken
 		})

@@ -4,19 +4,15 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
-)
 
-// Conn is one connection to a hub session: one JSON-RPC message per Read or Write.
-// Read and Write must return soon after their ctx is done.
-type Conn interface {
-	Read(ctx context.Context) ([]byte, error)
-	Write(ctx context.Context, msg []byte) error
-}
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/client"
+)
 
 // Options configures Run. The zero value is valid.
 type Options struct {
@@ -28,55 +24,52 @@ type Options struct {
 // DefaultClientName is the clientInfo.name sent when Options.ClientName is empty.
 const DefaultClientName = "acphub-chat"
 
-// Run runs the chat until in reaches EOF (and our prompts are answered), the user types
-// /quit, ctx ends, or the connection fails. It returns nil for the first two, ctx.Err()
-// when ctx ends, the read error or the wrapped write error when the connection fails,
-// and an error when the hub refuses initialize or session/new.
+// Run runs the chat over conn until in reaches EOF (and our prompts are answered), the
+// user types /quit, ctx ends, or the connection fails. It returns nil for the first two,
+// ctx.Err() when ctx ends, the connection's error when it fails, and an error when the
+// hub refuses initialize or session/new.
 //
-// Run does not close conn. The goroutine reading in may stay blocked in in.Read after Run
+// Run closes conn. The goroutine reading in may stay blocked in in.Read after Run
 // returns, until in reaches its end.
-func Run(ctx context.Context, conn Conn, in io.Reader, out io.Writer, opts Options) error {
+func Run(ctx context.Context, conn *client.Conn, in io.Reader, out io.Writer, opts Options) error {
 	cwd, err := filepath.Abs(opts.Cwd) // Abs("") is the working directory
 	if err != nil {
+		conn.Close()
 		return fmt.Errorf("chat: working directory: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-
-	frames := make(chan frame)
-	lines := make(chan string)
-	wg.Go(func() { readFrames(ctx, conn, frames) })
-	go readLines(ctx, in, lines)
-
-	c := &client{
+	c := &chat{
 		ctx:        ctx,
-		conn:       conn,
+		events:     make(chan func() error, 64),
 		out:        &renderer{w: out, color: opts.Color},
 		cwd:        cwd,
 		name:       cmp.Or(opts.ClientName, DefaultClientName),
-		pending:    make(map[int64]string),
 		toolTitles: make(map[string]string),
 		announced:  make(map[string]int),
 		terminals:  make(map[string]*strings.Builder),
 	}
+	c.hub = client.New(conn, c.handlers())
+	defer c.hub.Close()
+	defer cancel() // first: a handler waiting to post gives up
+	lines := make(chan string)
+	go readLines(ctx, in, lines)
 	defer c.out.endLine()
-	return c.loop(frames, lines)
+	return c.loop(lines)
 }
 
-// client is the state of one chat; only the loop goroutine touches it.
-type client struct {
+// chat is the state of one chat; only the loop goroutine touches it. The client's
+// handlers and answers come to the loop as functions on events, in the order the hub
+// sent them.
+type chat struct {
 	ctx       context.Context
-	conn      Conn
+	hub       *client.Client
+	events    chan func() error
 	out       *renderer
 	cwd, name string
 
-	nextID    int64
-	pending   map[int64]string // id of our request → its method
 	agentName string
-	sessionID string // set once session/new has answered; input is read from then on
-	prompts   int    // our session/prompt requests not yet answered
+	session   *client.Session // set once session/new has answered; input is read from then on
+	prompts   int             // our session/prompt requests not yet answered
 	inputDone bool
 
 	perms      []permission                // open permission requests, oldest first
@@ -85,35 +78,52 @@ type client struct {
 	terminals  map[string]*strings.Builder // terminalId → output streamed since its last full line
 }
 
-// frame is one message read from the connection, or the error that ended reading.
-type frame struct {
-	data []byte
-	err  error
+// post runs f on the loop. Called by the client's handlers, it waits while the loop is
+// busy, which holds back the client's reading, never the loop.
+func (c *chat) post(f func() error) {
+	select {
+	case c.events <- f:
+	case <-c.ctx.Done():
+	}
 }
 
-func (c *client) loop(frames <-chan frame, lines <-chan string) error {
-	err := c.call("initialize", initializeParams{
-		ProtocolVersion: 1,
-		ClientInfo:      implementation{Name: c.name, Version: "1"},
-	})
+// show runs f, which only prints, on the loop.
+func (c *chat) show(f func()) { c.post(func() error { f(); return nil }) }
+
+func (c *chat) loop(lines <-chan string) error {
+	err := c.hub.GoInitialize(c.ctx, &api.InitializeParams{
+		ProtocolVersion:    1,
+		ClientCapabilities: json.RawMessage(`{}`), // no fs, no terminal
+		ClientInfo:         &api.Implementation{Name: c.name, Version: "1"},
+	}, func(r *api.InitializeResult, err error) { c.post(func() error { return c.initialized(r, err) }) })
 	if err != nil {
-		return err
+		return fmt.Errorf("chat: send: %w", err)
 	}
 	for {
 		var input <-chan string // nil (never ready) until the session exists
-		if c.sessionID != "" && !c.inputDone {
+		if c.session != nil && !c.inputDone {
 			input = lines
 		}
 		select {
 		case <-c.ctx.Done():
 			return c.ctx.Err()
-		case f := <-frames:
-			if f.err != nil {
-				return c.disconnected(f.err)
-			}
-			if err := c.handleFrame(f.data); err != nil {
+		case f := <-c.events:
+			if err := f(); err != nil {
 				return err
 			}
+		case <-c.hub.Done():
+			// What the hub sent before the end comes first.
+			for more := true; more; {
+				select {
+				case f := <-c.events:
+					if err := f(); err != nil {
+						return err
+					}
+				default:
+					more = false
+				}
+			}
+			return c.disconnected(c.hub.Err())
 		case line, ok := <-input:
 			if !ok {
 				c.inputDone = true
@@ -130,7 +140,7 @@ func (c *client) loop(frames <-chan frame, lines <-chan string) error {
 	}
 }
 
-func (c *client) disconnected(err error) error {
+func (c *chat) disconnected(err error) error {
 	if c.ctx.Err() != nil {
 		return c.ctx.Err()
 	}
@@ -139,7 +149,7 @@ func (c *client) disconnected(err error) error {
 }
 
 // handleLine acts on one input line and reports whether the user asked to quit.
-func (c *client) handleLine(line string) (quit bool, err error) {
+func (c *chat) handleLine(line string) (quit bool, err error) {
 	line = strings.TrimSpace(line)
 	switch {
 	case line == "":
@@ -155,41 +165,38 @@ func (c *client) handleLine(line string) (quit bool, err error) {
 	}
 }
 
-func (c *client) prompt(text string) error {
+func (c *chat) prompt(text string) error {
+	block, err := json.Marshal(contentBlock{Type: "text", Text: text})
+	if err != nil {
+		return err
+	}
 	c.prompts++
-	return c.call("session/prompt", promptParams{
-		SessionID: c.sessionID,
-		Prompt:    []contentBlock{{Type: "text", Text: text}},
-	})
+	err = c.session.GoPrompt(c.ctx, &api.PromptParams{Prompt: []json.RawMessage{block}},
+		func(r *api.PromptResult, err error) { c.show(func() { c.promptDone(r, err) }) })
+	return sent(err)
 }
 
 // cancelTurn sends session/cancel and, as ACP asks of a client that cancels, answers
 // the open permission requests with cancelled.
-func (c *client) cancelTurn() error {
-	if err := c.notify("session/cancel", sessionParams{SessionID: c.sessionID}); err != nil {
-		return err
+func (c *chat) cancelTurn() error {
+	if err := c.session.Cancel(c.ctx, nil); err != nil {
+		return sent(err)
 	}
 	for _, p := range c.perms {
-		if err := c.reply(p.id, permissionResult{Outcome: outcome{Outcome: "cancelled"}}); err != nil {
-			return err
+		if err := p.req.Respond(c.ctx, &api.RequestPermissionResult{Outcome: api.PermissionOutcome{Outcome: "cancelled"}}); err != nil {
+			return sent(err)
 		}
 	}
 	c.perms = nil
 	return nil
 }
 
-func readFrames(ctx context.Context, conn Conn, frames chan<- frame) {
-	for {
-		data, err := conn.Read(ctx)
-		select {
-		case frames <- frame{data: data, err: err}:
-		case <-ctx.Done():
-			return
-		}
-		if err != nil {
-			return
-		}
+// sent wraps the error of a message that could not be sent.
+func sent(err error) error {
+	if err != nil {
+		return fmt.Errorf("chat: send: %w", err)
 	}
+	return nil
 }
 
 // readLines sends each line of in, without its line ending, and closes lines at the end

@@ -1,9 +1,11 @@
 // Package chat implements `acphub chat`, a plain terminal client for one hub session.
 //
-// Run speaks ACP as a client over a [Conn] (one JSON-RPC message per Read or Write): it
-// sends initialize and session/new, then prints what happens in the session as
-// line-oriented text and turns the lines a person types into prompts, cancels and
-// permission answers. It needs no terminal: stdin and stdout may be pipes, and the output
+// Run speaks ACP as a client of a hub session through acphub's Go client (package
+// client, over a client.Conn): it sends initialize and session/new, then prints what
+// happens in the session as line-oriented text and turns the lines a person types into
+// prompts, cancels and permission answers. Over a resumable connection a dropped
+// transport is resumed without a trace; a connection the hub could not resume starts
+// over and says so. It needs no terminal: stdin and stdout may be pipes, and the output
 // has no escape codes unless [Options].Color is set.
 //
 // # Output
@@ -30,6 +32,7 @@
 //	[turn complete: <stopReason>]       another peer's prompt finished (or ": error ...")
 //	[<peer> joined]  [<peer> left: <reason>]
 //	[agent exited: code <n>]            or "signal <s>", then the last stderr line indented
+//	[reconnected anew (<why>); the session since <where> follows]   then the history again
 //	[disconnected: <err>]
 //
 // Non-text content blocks show as "[<type>]". Usage and config option updates, unknown
@@ -44,6 +47,7 @@
 //
 // # Concurrency
 //
-// One goroutine reads the connection and one reads the input; both feed a single loop
-// that owns all state, writes to the connection and writes the output.
+// The client's reading goroutine and one that reads the input feed a single loop that
+// owns all state, writes to the connection and writes the output: the client's handlers
+// and the answers to the chat's requests come to it in the order the hub sent them.
 package chat

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acphub/acphub/internal/testutil"
-
+	"github.com/acphub/acphub/client"
 	"github.com/acphub/acphub/internal/chat"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 const timeout = 5 * time.Second
 
-// fakeHub is a chat.Conn whose other end is the test, playing the hub.
+// fakeHub is a client.Transport whose other end is the test, playing the hub.
 type fakeHub struct {
 	toClient   chan []byte // closed by the test to end the connection
 	fromClient chan []byte
@@ -34,6 +34,8 @@ func (h *fakeHub) Read(ctx context.Context) ([]byte, error) {
 		return nil, ctx.Err()
 	}
 }
+
+func (h *fakeHub) Close() error { return nil }
 
 func (h *fakeHub) Write(ctx context.Context, msg []byte) error {
 	select {
@@ -88,7 +90,7 @@ func startRaw(t *testing.T, opts chat.Options) *session {
 		done:   make(chan error, 1),
 		cancel: cancel,
 	}
-	go func() { s.done <- chat.Run(ctx, s.hub, pr, s.out, opts) }()
+	go func() { s.done <- chat.Run(ctx, client.NewConn(s.hub), pr, s.out, opts) }()
 	t.Cleanup(func() {
 		cancel()
 		pw.Close()

@@ -8,67 +8,55 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/client"
 )
 
-// handleFrame dispatches one message from the hub. Messages that are not JSON-RPC
-// objects are ignored.
-func (c *client) handleFrame(data []byte) error {
-	m, ok := decode[message](data)
-	switch {
-	case !ok:
-		return nil
-	case m.Method == "":
-		return c.handleResponse(m)
-	case m.hasID():
-		return c.handleRequest(m)
-	default:
-		c.handleNotification(m)
-		return nil
+// permissionRequest is a session/request_permission the hub sends.
+type permissionRequest = client.Request[api.RequestPermissionParams, api.RequestPermissionResult]
+
+// handlers passes what the hub sends to the loop. Requests other than permission
+// requests are answered -32601 by the client: this chat has no file system and no
+// terminals.
+func (c *chat) handlers() client.Handlers {
+	return client.Handlers{
+		SessionUpdate:      func(n *api.SessionNotification) { c.show(func() { c.sessionUpdate(n.Update) }) },
+		RequestPermission:  func(r *permissionRequest) { c.show(func() { c.permissionAsked(r) }) },
+		Withdrawn:          func(r *client.RawRequest) { c.show(func() { c.requestWithdrawn(r.ID) }) },
+		PermissionResolved: func(p *api.PermissionResolvedParams) { c.show(func() { c.permissionResolved(p) }) },
+		PromptReceived:     func(p *api.PromptReceivedParams) { c.show(func() { c.promptReceived(p) }) },
+		TurnComplete:       func(p *api.TurnCompleteParams) { c.show(func() { c.turnComplete(p) }) },
+		PeerJoined:         func(p *api.PeerJoinedParams) { c.show(func() { c.peerChanged(p.Peer, "joined", "") }) },
+		PeerLeft:           func(p *api.PeerLeftParams) { c.show(func() { c.peerChanged(p.Peer, "left", p.Reason) }) },
+		AgentExited:        func(p *api.AgentExitedParams) { c.show(func() { c.agentExited(p) }) },
+		TerminalOutput:     func(p *api.TerminalOutput) { c.show(func() { c.terminalOutput(p) }) },
+		TerminalExited:     func(p *api.TerminalExited) { c.show(func() { c.terminalExited(p) }) },
+		Restarted:          func(r *client.Restart) { c.show(func() { c.restarted(r) }) },
 	}
 }
 
-func (c *client) handleResponse(m message) error {
-	var method string
-	if id, ok := decode[int64](m.ID); ok {
-		method = c.pending[id]
-		delete(c.pending, id)
+func (c *chat) initialized(r *api.InitializeResult, err error) error {
+	if err != nil {
+		return fmt.Errorf("chat: initialize: %w", err)
 	}
-	switch method {
-	case "initialize":
-		return c.initialized(m)
-	case "session/new":
-		return c.sessionCreated(m)
-	case "session/prompt":
-		c.promptDone(m)
-	default:
-		if m.Error != nil {
-			c.out.line(styleError, "["+m.Error.Error()+"]")
-		}
+	if r.AgentInfo != nil { // agentInfo is optional
+		c.agentName = r.AgentInfo.Name
 	}
-	return nil
+	err = c.hub.GoNewSession(c.ctx, &api.NewSessionParams{Cwd: c.cwd, MCPServers: []json.RawMessage{}},
+		func(r *api.NewSessionResult, err error) { c.post(func() error { return c.sessionCreated(r, err) }) })
+	return sent(err)
 }
 
-func (c *client) initialized(m message) error {
-	if m.Error != nil {
-		return fmt.Errorf("chat: initialize: %w", m.Error)
+func (c *chat) sessionCreated(r *api.NewSessionResult, err error) error {
+	if err != nil {
+		return fmt.Errorf("chat: session/new: %w", err)
 	}
-	res, _ := decode[struct {
-		AgentInfo implementation `json:"agentInfo"`
-	}](m.Result) // agentInfo is optional
-	c.agentName = res.AgentInfo.Name
-	return c.call("session/new", newSessionParams{Cwd: c.cwd, MCPServers: []json.RawMessage{}})
-}
-
-func (c *client) sessionCreated(m message) error {
-	if m.Error != nil {
-		return fmt.Errorf("chat: session/new: %w", m.Error)
-	}
-	res, _ := decode[sessionParams](m.Result)
-	if res.SessionID == "" {
+	if r.SessionID == "" {
 		return errors.New("chat: session/new: no sessionId in the result")
 	}
-	c.sessionID = res.SessionID
-	connected := "connected: session " + c.sessionID
+	c.session = c.hub.Session(r.SessionID)
+	connected := "connected: session " + r.SessionID
 	if c.agentName != "" {
 		connected += " (agent " + c.agentName + ")"
 	}
@@ -77,61 +65,24 @@ func (c *client) sessionCreated(m message) error {
 	return nil
 }
 
-func (c *client) promptDone(m message) {
+func (c *chat) promptDone(r *api.PromptResult, err error) {
 	c.prompts--
-	if m.Error != nil {
-		c.out.line(styleError, "["+m.Error.Error()+"]")
+	if err != nil {
+		c.out.line(styleError, "["+err.Error()+"]")
 		return
 	}
-	res, _ := decode[struct {
-		StopReason string `json:"stopReason"`
-	}](m.Result)
-	c.out.line(styleInfo, "[done: "+res.StopReason+"]")
+	c.out.line(styleInfo, "[done: "+r.StopReason+"]")
 }
 
-// handleRequest answers requests from the hub. Only permission requests are served:
-// this client has no file system and no terminals.
-func (c *client) handleRequest(m message) error {
-	if m.Method != "session/request_permission" {
-		return c.replyError(m.ID, codeMethodNotFound, "Method not found")
+// restarted says that the connection started over and the history since AfterSeq
+// follows again.
+func (c *chat) restarted(r *client.Restart) {
+	c.perms = nil
+	since := "the start"
+	if r.AfterSeq > 0 {
+		since = "log seq " + strconv.FormatInt(r.AfterSeq, 10)
 	}
-	p, ok := decode[permissionParams](m.Params)
-	if !ok {
-		return c.replyError(m.ID, codeInvalidParams, "Invalid params")
-	}
-	title := p.ToolCall.Title
-	if title == "" {
-		title = c.toolName(p.ToolCall.ToolCallID)
-	}
-	perm := permission{id: m.ID, title: title, options: p.Options}
-	c.perms = append(c.perms, perm)
-	c.showPermission(perm, len(c.perms) == 1)
-	return nil
-}
-
-func (c *client) handleNotification(m message) {
-	switch m.Method {
-	case "session/update":
-		c.sessionUpdate(m.Params)
-	case "$/cancel_request":
-		c.requestWithdrawn(m.Params)
-	case "_acphub/permission_resolved":
-		c.permissionResolved(m.Params)
-	case "_acphub/prompt_received":
-		c.promptReceived(m.Params)
-	case "_acphub/turn_complete":
-		c.turnComplete(m.Params)
-	case "_acphub/peer_joined":
-		c.peerChanged(m.Params, "joined")
-	case "_acphub/peer_left":
-		c.peerChanged(m.Params, "left")
-	case "_acphub/agent_exited":
-		c.agentExited(m.Params)
-	case "_acphub/terminal_output":
-		c.terminalOutput(m.Params)
-	case "_acphub/terminal_exited":
-		c.terminalExited(m.Params)
-	}
+	c.out.line(styleError, fmt.Sprintf("[reconnected anew (%v); the session since %s follows]", r.Cause, since))
 }
 
 // maxTerminalLine is the most of a terminal's line the chat holds back.
@@ -139,14 +90,7 @@ const maxTerminalLine = 4 << 10
 
 // terminalOutput shows the complete lines of a terminal's output as they
 // come, indented; a partial line waits for the rest.
-func (c *client) terminalOutput(params json.RawMessage) {
-	p, ok := decode[struct {
-		TerminalID string `json:"terminalId"`
-		Output     string `json:"output"`
-	}](params)
-	if !ok {
-		return
-	}
+func (c *chat) terminalOutput(p *api.TerminalOutput) {
 	buf := c.terminals[p.TerminalID]
 	if buf == nil {
 		buf = new(strings.Builder)
@@ -167,7 +111,7 @@ func (c *client) terminalOutput(params json.RawMessage) {
 	buf.WriteString(text[i+1:])
 }
 
-func (c *client) showTerminalLines(text string) {
+func (c *chat) showTerminalLines(text string) {
 	for _, l := range strings.Split(text, "\n") {
 		c.out.line(styleTool, "  | "+l)
 	}
@@ -176,19 +120,7 @@ func (c *client) showTerminalLines(text string) {
 // terminalExited shows how a terminal ended: the rest of its streamed
 // output, or, for a terminal this client did not follow (its history),
 // its final output.
-func (c *client) terminalExited(params json.RawMessage) {
-	p, ok := decode[struct {
-		TerminalID string   `json:"terminalId"`
-		Command    string   `json:"command"`
-		Args       []string `json:"args"`
-		ExitCode   *int     `json:"exitCode"`
-		Signal     string   `json:"signal"`
-		Output     string   `json:"output"`
-		Truncated  bool     `json:"truncated"`
-	}](params)
-	if !ok {
-		return
-	}
+func (c *chat) terminalExited(p *api.TerminalExited) {
 	rest := p.Output
 	if buf, followed := c.terminals[p.TerminalID]; followed {
 		rest = buf.String()
@@ -211,15 +143,22 @@ func (c *client) terminalExited(params json.RawMessage) {
 
 // permission is an open session/request_permission that this client may answer.
 type permission struct {
-	id      json.RawMessage // the hub's request id
-	title   string
-	options []permissionOption
+	req   *permissionRequest
+	title string
+}
+
+// permissionAsked shows a permission request and queues it for an answer.
+func (c *chat) permissionAsked(r *permissionRequest) {
+	title := cmp.Or(r.Params.ToolCall.Title, c.toolName(r.Params.ToolCall.ToolCallID))
+	perm := permission{req: r, title: title}
+	c.perms = append(c.perms, perm)
+	c.showPermission(perm, len(c.perms) == 1)
 }
 
 // showPermission prints p; head says whether a number typed now answers it.
-func (c *client) showPermission(p permission, head bool) {
+func (c *chat) showPermission(p permission, head bool) {
 	c.out.line(stylePermission, "permission: "+p.title)
-	for i, o := range p.options {
+	for i, o := range p.req.Params.Options {
 		c.out.line(stylePermission, fmt.Sprintf("  %d) %s (%s)", i+1, o.Name, o.Kind))
 	}
 	if head {
@@ -230,17 +169,18 @@ func (c *client) showPermission(p permission, head bool) {
 }
 
 // answerPermission answers the oldest open permission with the option numbered line.
-func (c *client) answerPermission(line string) error {
+func (c *chat) answerPermission(line string) error {
 	p := c.perms[0]
+	options := p.req.Params.Options
 	n, err := strconv.Atoi(line)
-	if err != nil || n < 1 || n > len(p.options) {
-		c.out.line(stylePermission, fmt.Sprintf("choose 1-%d, or /cancel", len(p.options)))
+	if err != nil || n < 1 || n > len(options) {
+		c.out.line(stylePermission, fmt.Sprintf("choose 1-%d, or /cancel", len(options)))
 		return nil
 	}
-	opt := p.options[n-1]
-	err = c.reply(p.id, permissionResult{Outcome: outcome{Outcome: "selected", OptionID: opt.OptionID}})
+	opt := options[n-1]
+	err = p.req.Respond(c.ctx, &api.RequestPermissionResult{Outcome: api.PermissionOutcome{Outcome: "selected", OptionID: opt.OptionID}})
 	if err != nil {
-		return err
+		return sent(err)
 	}
 	c.out.line(stylePermission, "[permission] you chose "+opt.Name)
 	c.dropPermission(0)
@@ -248,59 +188,39 @@ func (c *client) answerPermission(line string) error {
 }
 
 // dropPermission forgets the open permission at i and shows the next one to answer.
-func (c *client) dropPermission(i int) {
+func (c *chat) dropPermission(i int) {
 	c.perms = slices.Delete(c.perms, i, i+1)
 	if i == 0 && len(c.perms) > 0 {
 		c.showPermission(c.perms[0], true)
 	}
 }
 
-// requestWithdrawn handles $/cancel_request: the hub no longer wants our answer,
-// because another peer answered first.
-func (c *client) requestWithdrawn(params json.RawMessage) {
-	p, ok := decode[struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}](params)
-	if !ok {
-		return
-	}
+// requestWithdrawn forgets a permission request the hub no longer wants our answer
+// to, because another peer answered first.
+func (c *chat) requestWithdrawn(id json.RawMessage) {
 	i := slices.IndexFunc(c.perms, func(perm permission) bool {
-		return string(perm.id) == string(p.RequestID)
+		return string(perm.req.Raw.ID) == string(id)
 	})
 	if i >= 0 {
 		c.dropPermission(i)
 	}
 }
 
-func (c *client) permissionResolved(params json.RawMessage) {
-	p, ok := decode[struct {
-		Peer       string  `json:"peer"`
-		Outcome    outcome `json:"outcome"`
-		OptionName string  `json:"optionName"`
-	}](params)
-	if !ok {
-		return
-	}
-	if p.Outcome.Outcome != "selected" {
+func (c *chat) permissionResolved(p *api.PermissionResolvedParams) {
+	o, _ := decode[outcome](p.Outcome)
+	if o.Outcome != "selected" {
 		c.out.line(stylePermission, "[permission] "+p.Peer+" cancelled")
 		return
 	}
-	c.out.line(stylePermission, "[permission] "+p.Peer+" chose "+cmp.Or(p.OptionName, p.Outcome.OptionID))
+	c.out.line(stylePermission, "[permission] "+p.Peer+" chose "+cmp.Or(p.OptionName, o.OptionID))
 }
 
 // promptReceived shows another peer's prompt and remembers its text, so that the
 // user_message_chunk updates repeating it are not shown again.
-func (c *client) promptReceived(params json.RawMessage) {
-	p, ok := decode[struct {
-		Peer   string         `json:"peer"`
-		Prompt []contentBlock `json:"prompt"`
-		Queued int            `json:"queued"`
-	}](params)
-	if !ok {
-		return
-	}
+func (c *chat) promptReceived(p *api.PromptReceivedParams) {
 	texts := make([]string, len(p.Prompt))
-	for i, b := range p.Prompt {
+	for i, raw := range p.Prompt {
+		b, _ := decode[contentBlock](raw)
 		texts[i] = blockText(b)
 		c.announced[texts[i]]++
 	}
@@ -311,55 +231,30 @@ func (c *client) promptReceived(params json.RawMessage) {
 	c.out.line(stylePeer, line)
 }
 
-func (c *client) turnComplete(params json.RawMessage) {
-	p, ok := decode[struct {
-		StopReason string          `json:"stopReason"`
-		Error      json.RawMessage `json:"error"`
-	}](params)
-	if !ok {
-		return
-	}
+func (c *chat) turnComplete(p *api.TurnCompleteParams) {
 	result := p.StopReason
-	if e := errorText(p.Error); e != "" {
-		result = e
+	if p.Error != nil {
+		result = (&client.Error{Code: p.Error.Code, Message: p.Error.Message, Data: p.Error.Data}).Error()
 	}
 	c.out.line(styleInfo, "[turn complete: "+result+"]")
 }
 
-func (c *client) peerChanged(params json.RawMessage, change string) {
-	p, ok := decode[struct {
-		Peer   string `json:"peer"`
-		Reason string `json:"reason"`
-	}](params)
-	if !ok {
-		return
-	}
-	line := "[" + p.Peer + " " + change
-	if p.Reason != "" {
-		line += ": " + p.Reason
+func (c *chat) peerChanged(peer, change, reason string) {
+	line := "[" + peer + " " + change
+	if reason != "" {
+		line += ": " + reason
 	}
 	c.out.line(styleInfo, line+"]")
 }
 
 // agentExited reports the end of the agent process. Its open permission requests can no
 // longer be answered, so they are dropped.
-func (c *client) agentExited(params json.RawMessage) {
-	p, ok := decode[struct {
-		Code       *int            `json:"code"`
-		Signal     string          `json:"signal"`
-		StderrTail json.RawMessage `json:"stderrTail"`
-	}](params)
-	if !ok {
-		return
-	}
+func (c *chat) agentExited(p *api.AgentExitedParams) {
 	c.perms = nil
-	switch {
-	case p.Signal != "": // the code is -1 then
+	if p.Signal != "" { // the code is -1 then
 		c.out.line(styleError, "[agent killed by "+p.Signal+"]")
-	case p.Code != nil:
-		c.out.line(styleError, fmt.Sprintf("[agent exited: code %d]", *p.Code))
-	default:
-		c.out.line(styleError, "[agent exited]")
+	} else {
+		c.out.line(styleError, fmt.Sprintf("[agent exited: code %d]", p.Code))
 	}
 	if last := lastLine(p.StderrTail); last != "" {
 		c.out.line(styleError, "  "+last)

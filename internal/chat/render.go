@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"encoding/json"
 	"io"
 	"strings"
 )
@@ -103,19 +102,8 @@ func planMark(status string) string {
 	}
 }
 
-// errorText describes an error sent by the hub as a JSON-RPC error object or a string;
-// it is "" when there is none.
-func errorText(raw json.RawMessage) string {
-	if e, ok := decode[*rpcError](raw); ok && e != nil {
-		return e.Error()
-	}
-	s, _ := decode[string](raw)
-	return s
-}
-
-// lastLine is the last non-blank line of a JSON string, or "" if raw is not one.
-func lastLine(raw json.RawMessage) string {
-	s, _ := decode[string](raw)
+// lastLine is the last non-blank line of s, or "".
+func lastLine(s string) string {
 	lines := strings.Split(s, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if l := strings.TrimSpace(lines[i]); l != "" {

@@ -7,51 +7,45 @@ import (
 	"strings"
 )
 
-// sessionUpdate renders one session/update. Variants without a case here (usage and
-// config option updates, unstable and future ones) are ignored.
-func (c *client) sessionUpdate(params json.RawMessage) {
-	p, ok := decode[struct {
-		Update json.RawMessage `json:"update"`
-	}](params)
-	if !ok {
-		return
-	}
+// sessionUpdate renders the update of one session/update. Variants without a case here
+// (usage and config option updates, unstable and future ones) are ignored.
+func (c *chat) sessionUpdate(update json.RawMessage) {
 	kind, ok := decode[struct {
 		SessionUpdate string `json:"sessionUpdate"`
-	}](p.Update)
+	}](update)
 	if !ok {
 		return
 	}
 	switch kind.SessionUpdate {
 	case "agent_message_chunk":
-		c.agentChunk(p.Update, false)
+		c.agentChunk(update, false)
 	case "agent_thought_chunk":
-		c.agentChunk(p.Update, true)
+		c.agentChunk(update, true)
 	case "user_message_chunk":
-		c.userChunk(p.Update)
+		c.userChunk(update)
 	case "tool_call":
-		c.toolCallStarted(p.Update)
+		c.toolCallStarted(update)
 	case "tool_call_update":
-		c.toolCallUpdated(p.Update)
+		c.toolCallUpdated(update)
 	case "plan":
-		c.plan(p.Update)
+		c.plan(update)
 	case "available_commands_update":
-		c.commands(p.Update)
+		c.commands(update)
 	case "current_mode_update":
-		c.mode(p.Update)
+		c.mode(update)
 	case "session_info_update":
-		c.sessionInfo(p.Update)
+		c.sessionInfo(update)
 	}
 }
 
-func (c *client) agentChunk(raw json.RawMessage, thought bool) {
+func (c *chat) agentChunk(raw json.RawMessage, thought bool) {
 	if u, ok := decode[chunkUpdate](raw); ok {
 		c.out.stream(blockText(u.Content), thought)
 	}
 }
 
 // userChunk shows a user message unless prompt_received already announced it.
-func (c *client) userChunk(raw json.RawMessage) {
+func (c *chat) userChunk(raw json.RawMessage) {
 	u, ok := decode[chunkUpdate](raw)
 	if !ok {
 		return
@@ -68,7 +62,7 @@ func (c *client) userChunk(raw json.RawMessage) {
 	c.out.line(stylePeer, prefixLines("> ", text))
 }
 
-func (c *client) toolCallStarted(raw json.RawMessage) {
+func (c *chat) toolCallStarted(raw json.RawMessage) {
 	u, ok := decode[toolCall](raw)
 	if !ok {
 		return
@@ -82,7 +76,7 @@ func (c *client) toolCallStarted(raw json.RawMessage) {
 
 // toolCallUpdated shows a changed status or new content; other changes only update
 // what the client knows about the tool call.
-func (c *client) toolCallUpdated(raw json.RawMessage) {
+func (c *chat) toolCallUpdated(raw json.RawMessage) {
 	u, ok := decode[toolCall](raw)
 	if !ok {
 		return
@@ -102,11 +96,11 @@ func (c *client) toolCallUpdated(raw json.RawMessage) {
 }
 
 // toolName is the title of a tool call, or its id when the title is unknown.
-func (c *client) toolName(id string) string {
+func (c *chat) toolName(id string) string {
 	return cmp.Or(c.toolTitles[id], id)
 }
 
-func (c *client) toolContent(content []toolCallContent) {
+func (c *chat) toolContent(content []toolCallContent) {
 	for _, tc := range content {
 		var text string
 		switch tc.Type {
@@ -121,7 +115,7 @@ func (c *client) toolContent(content []toolCallContent) {
 	}
 }
 
-func (c *client) plan(raw json.RawMessage) {
+func (c *chat) plan(raw json.RawMessage) {
 	u, ok := decode[planUpdate](raw)
 	if !ok {
 		return
@@ -132,7 +126,7 @@ func (c *client) plan(raw json.RawMessage) {
 	}
 }
 
-func (c *client) commands(raw json.RawMessage) {
+func (c *chat) commands(raw json.RawMessage) {
 	u, ok := decode[struct {
 		AvailableCommands []struct {
 			Name string `json:"name"`
@@ -148,7 +142,7 @@ func (c *client) commands(raw json.RawMessage) {
 	c.out.line(styleInfo, "[commands: "+strings.Join(names, " ")+"]")
 }
 
-func (c *client) mode(raw json.RawMessage) {
+func (c *chat) mode(raw json.RawMessage) {
 	if u, ok := decode[struct {
 		CurrentModeID string `json:"currentModeId"`
 	}](raw); ok {
@@ -156,7 +150,7 @@ func (c *client) mode(raw json.RawMessage) {
 	}
 }
 
-func (c *client) sessionInfo(raw json.RawMessage) {
+func (c *chat) sessionInfo(raw json.RawMessage) {
 	if u, ok := decode[struct {
 		Title string `json:"title"`
 	}](raw); ok && u.Title != "" {

@@ -1,4 +1,4 @@
-package transport
+package client_test
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+
+	"github.com/acphub/acphub/client"
 )
 
 // A client reads the hub's close frame as a *ClosedError that says, in
@@ -23,22 +25,22 @@ func TestConnReadsTheHubsCloseReason(t *testing.T) {
 	for _, tt := range []struct {
 		status websocket.StatusCode
 		reason string
-		want   ClosedError
+		want   client.ClosedError
 		text   string
 	}{
 		{websocket.StatusGoingAway, "temporarily_unavailable: the hub is stopping",
-			ClosedError{1001, "temporarily_unavailable", "the hub is stopping"},
+			client.ClosedError{1001, "temporarily_unavailable", "the hub is stopping"},
 			"closed by the hub: the hub is stopping (temporarily_unavailable)"},
 		{websocket.StatusPolicyViolation, "backpressure: fell too far behind the session's output",
-			ClosedError{1008, "backpressure", "fell too far behind the session's output"},
+			client.ClosedError{1008, "backpressure", "fell too far behind the session's output"},
 			"closed by the hub: fell too far behind the session's output (backpressure)"},
 		{websocket.StatusInternalError, "something: with words",
-			ClosedError{1011, "something", "with words"},
+			client.ClosedError{1011, "something", "with words"},
 			"closed by the hub: with words (something)"},
 		{websocket.StatusInternalError, "no condition here: at all",
-			ClosedError{1011, "", "no condition here: at all"},
+			client.ClosedError{1011, "", "no condition here: at all"},
 			"closed by the hub: no condition here: at all"},
-		{websocket.StatusGoingAway, "", ClosedError{1001, "", ""}, "closed by the hub (status 1001)"},
+		{websocket.StatusGoingAway, "", client.ClosedError{1001, "", ""}, "closed by the hub (status 1001)"},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ws, err := websocket.Accept(w, r, nil)
@@ -47,12 +49,12 @@ func TestConnReadsTheHubsCloseReason(t *testing.T) {
 			}
 			ws.Close(tt.status, tt.reason)
 		}))
-		conn, err := Dial(context.Background(), DialOptions{Addr: strings.TrimPrefix(srv.URL, "http://"), Session: "s"})
+		conn, err := client.DialConn(context.Background(), client.DialOptions{Endpoint: &client.WebSocket{Addr: strings.TrimPrefix(srv.URL, "http://")}, Session: "s", NoResume: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = conn.Read(context.Background())
-		ce, ok := errors.AsType[*ClosedError](err)
+		ce, ok := errors.AsType[*client.ClosedError](err)
 		if !ok || *ce != tt.want || ce.Error() != tt.text {
 			t.Errorf("close %d %q: Read returned %#v (%v), want %#v %q", tt.status, tt.reason, err, err, tt.want, tt.text)
 		}
@@ -77,7 +79,7 @@ func serveSocket(t *testing.T, answer string) string {
 				return
 			}
 			req, err := http.ReadRequest(bufio.NewReader(c))
-			if err == nil && req.Header.Get("Upgrade") == NDJSONUpgrade && req.URL.Query().Get("session") == "s" {
+			if err == nil && req.Header.Get("Upgrade") == client.NDJSONUpgrade && req.URL.Query().Get("session") == "s" {
 				_, _ = io.WriteString(c, answer)
 			}
 			c.Close()
@@ -95,19 +97,22 @@ func TestConnOverTheSocket(t *testing.T) {
 	const upgraded = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: acphub-ndjson\r\n\r\n"
 	sock := serveSocket(t, upgraded+`{"jsonrpc":"2.0","method":"x","params":{}}`+"\n"+
 		`{"jsonrpc":"2.0","method":"_acphub/closed","params":{"reason":"the hub is stopping","condition":"temporarily_unavailable"}}`+"\n")
-	conn, err := Dial(ctx, DialOptions{Socket: sock, Session: "s"})
+	dial := func(sock string) (*client.Conn, error) {
+		return client.DialConn(ctx, client.DialOptions{Endpoint: &client.UnixSocket{Path: sock}, Session: "s", NoResume: true})
+	}
+	conn, err := dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg, err := conn.Read(ctx); err != nil || string(msg) != `{"jsonrpc":"2.0","method":"x","params":{}}` {
-		t.Errorf("first line: %q, %v", msg, err)
+	if r, err := conn.Read(ctx); err != nil || string(r.Frame) != `{"jsonrpc":"2.0","method":"x","params":{}}` {
+		t.Errorf("first line: %q, %v", r.Frame, err)
 	}
 	_, err = conn.Read(ctx)
-	if ce, ok := errors.AsType[*ClosedError](err); !ok || *ce != (ClosedError{0, "temporarily_unavailable", "the hub is stopping"}) {
+	if ce, ok := errors.AsType[*client.ClosedError](err); !ok || *ce != (client.ClosedError{0, "temporarily_unavailable", "the hub is stopping"}) {
 		t.Errorf("closing line: %#v (%v)", err, err)
 	}
 
-	conn, err = Dial(ctx, DialOptions{Socket: serveSocket(t, upgraded), Session: "s"})
+	conn, err = dial(serveSocket(t, upgraded))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +121,8 @@ func TestConnOverTheSocket(t *testing.T) {
 	}
 
 	body := `{"error":{"code":409,"reason":"peer_taken","message":"a client with that peer id is connected to the session","param":"peer"}}`
-	_, err = Dial(ctx, DialOptions{Socket: serveSocket(t, fmt.Sprintf("HTTP/1.1 409 Conflict\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)), Session: "s"})
-	if re, ok := errors.AsType[*RefusedError](err); !ok || re.Status != "409 Conflict" || !IsPeerTaken(err) {
+	_, err = dial(serveSocket(t, fmt.Sprintf("HTTP/1.1 409 Conflict\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)))
+	if re, ok := errors.AsType[*client.RefusedError](err); !ok || re.Status != "409 Conflict" || re.Code != 409 || !client.IsPeerTaken(err) {
 		t.Errorf("refusal: %#v (%v)", err, err)
 	}
 }
