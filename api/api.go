@@ -154,3 +154,29 @@ func (n *SessionNotification) Text() string {
 	}
 	return u.Content.Text
 }
+
+// Error formats e as "error CODE: MESSAGE (REASON)", without the reason
+// when data has none.
+func (e *RPCError) Error() string {
+	s := fmt.Sprintf("error %d: %s", e.Code, e.Message)
+	if r := e.Reason(); r != "" {
+		s += " (" + r + ")"
+	}
+	return s
+}
+
+// Is reports whether target is an *RPCError with the same code.
+func (e *RPCError) Is(target error) bool {
+	t, ok := target.(*RPCError)
+	return ok && t.Code == e.Code
+}
+
+// Reason returns data.reason ("queue_full"), or "" when the error has
+// none.
+func (e *RPCError) Reason() string {
+	var d struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	return d.Reason
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -321,9 +322,9 @@ func (r *RawRequest) Respond(ctx context.Context, result any) error {
 }
 
 // Fail answers the request with an error.
-func (r *RawRequest) Fail(ctx context.Context, e *Error) error {
+func (r *RawRequest) Fail(ctx context.Context, e *api.RPCError) error {
 	r.forget()
-	return r.c.conn.Write(ctx, jsonrpc.NewErrorResponse(r.ID, &jsonrpc.Error{Code: e.Code, Message: e.Message, Data: e.Data}))
+	return r.c.conn.Write(ctx, jsonrpc.NewErrorResponse(r.ID, e))
 }
 
 // Withdrawn is closed when the request is no longer open for the client
@@ -340,12 +341,12 @@ func (r *RawRequest) forget() {
 
 // invalidParams answers a request whose params do not decode.
 func (r *RawRequest) invalidParams() {
-	_ = r.Fail(context.Background(), &Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params"})
+	_ = r.Fail(context.Background(), &api.RPCError{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params"})
 }
 
 // methodNotFound answers a request no handler takes.
 func (r *RawRequest) methodNotFound() {
-	_ = r.Fail(context.Background(), &Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"})
+	_ = r.Fail(context.Background(), &api.RPCError{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"})
 }
 
 // A Request is an agent request with typed params P, answered with a
@@ -361,7 +362,7 @@ func (r *Request[P, R]) Respond(ctx context.Context, result *R) error {
 }
 
 // Fail answers the request with an error.
-func (r *Request[P, R]) Fail(ctx context.Context, e *Error) error { return r.Raw.Fail(ctx, e) }
+func (r *Request[P, R]) Fail(ctx context.Context, e *api.RPCError) error { return r.Raw.Fail(ctx, e) }
 
 // Withdrawn is closed when the request is no longer open for the client.
 func (r *Request[P, R]) Withdrawn() <-chan struct{} { return r.Raw.Withdrawn() }
@@ -375,45 +376,13 @@ func decode[T any](raw json.RawMessage) (*T, bool) {
 	return v, true
 }
 
-// Error is an error answer from the hub or the agent: a JSON-RPC error
-// object. acphub's own errors carry data.reason, data.condition and
-// data.retryable (see the README's errors table and api.Errors).
-type Error struct {
-	Code    int64           `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-// Error formats e as "error CODE: MESSAGE (REASON)", without the reason
-// when data has none.
-func (e *Error) Error() string {
-	s := fmt.Sprintf("error %d: %s", e.Code, e.Message)
-	if r := e.Reason(); r != "" {
-		s += " (" + r + ")"
-	}
-	return s
-}
-
-// Is reports whether target is an *Error with the same code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
-
-// Reason returns data.reason ("queue_full"), or "".
-func (e *Error) Reason() string {
-	var d struct {
-		Reason string `json:"reason"`
-	}
-	_ = json.Unmarshal(e.Data, &d)
-	return d.Reason
-}
-
-// decodeError reads the error object of a response.
-func decodeError(raw []byte) *Error {
-	var e Error
+// decodeError reads the error object of a response: an *api.RPCError, whose
+// Reason is acphub's data.reason (see the README's errors table and
+// api.Errors).
+func decodeError(raw []byte) *api.RPCError {
+	var e api.RPCError
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return &Error{Code: jsonrpc.CodeInternal, Message: "malformed error object"}
+		return &api.RPCError{Code: jsonrpc.CodeInternal, Message: "malformed error object"}
 	}
 	return &e
 }

@@ -24,6 +24,19 @@ func text(s string) []json.RawMessage {
 
 var allow = &api.RequestPermissionResult{Outcome: api.PermissionOutcome{Outcome: "selected", OptionID: "allow"}}
 
+// handshake initializes cl and creates a session.
+func handshake(ctx context.Context, t *testing.T, cl *client.Client) *client.Session {
+	t.Helper()
+	if _, err := cl.Initialize(ctx, &api.InitializeParams{ProtocolVersion: 1, ClientCapabilities: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.NewSession(ctx, &api.NewSessionParams{Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl.Session(res.SessionID)
+}
+
 // recorder keeps the chunks a client was sent, in order.
 type recorder struct {
 	mu     sync.Mutex
@@ -78,14 +91,7 @@ func TestClient_ResumesAfterEveryCut(t *testing.T) {
 	if !cl.Conn().Resumable() {
 		t.Fatal("the connection is not resumable")
 	}
-	if _, err := cl.Initialize(ctx, &api.InitializeParams{ProtocolVersion: 1, ClientCapabilities: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := cl.NewSession(ctx, &api.NewSessionParams{Cwd: "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := cl.Session(res.SessionID)
+	s := handshake(ctx, t, cl)
 	h.mu.Lock()
 	h.cut = randomCuts(uint64(time.Now().UnixNano()), 0.1)
 	h.mu.Unlock()
@@ -146,23 +152,15 @@ func TestClient_StartsOverWhenTheHubCannotResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Initialize(ctx, &api.InitializeParams{ProtocolVersion: 1, ClientCapabilities: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := cl.NewSession(ctx, &api.NewSessionParams{Cwd: "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := cl.Session(res.SessionID)
+	s := handshake(ctx, t, cl)
 	done := make(chan *api.PromptResult, 1)
-	if err := s.GoPrompt(ctx, &api.PromptParams{Prompt: text("turn 1")}, func(r *api.PromptResult, err error) {
+	go func() {
+		r, err := s.Prompt(ctx, &api.PromptParams{Prompt: text("turn 1")})
 		if err != nil {
 			t.Errorf("prompt: %v", err)
 		}
 		done <- r
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}()
 	first := <-asked
 	h.forget()
 

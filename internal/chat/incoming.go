@@ -234,7 +234,7 @@ func (c *chat) promptReceived(p *api.PromptReceivedParams) {
 func (c *chat) turnComplete(p *api.TurnCompleteParams) {
 	result := p.StopReason
 	if p.Error != nil {
-		result = (&client.Error{Code: p.Error.Code, Message: p.Error.Message, Data: p.Error.Data}).Error()
+		result = p.Error.Error()
 	}
 	c.out.line(styleInfo, "[turn complete: "+result+"]")
 }

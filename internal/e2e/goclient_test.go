@@ -167,6 +167,21 @@ func promptText(s string) []json.RawMessage {
 	return []json.RawMessage{b}
 }
 
+// goPrompt sends a prompt; its result comes on the channel returned.
+func goPrompt(ctx context.Context, t *testing.T, s *hubclient.Session, prompt string) <-chan *api.PromptResult {
+	t.Helper()
+	done := make(chan *api.PromptResult, 1)
+	if err := s.GoPrompt(ctx, &api.PromptParams{Prompt: promptText(prompt)}, func(r *api.PromptResult, err error) {
+		if err != nil {
+			t.Errorf("prompt %q: %v", prompt, err)
+		}
+		done <- r
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return done
+}
+
 // The Go client's transport is cut 100 times at random points of its
 // turns — mid-stream, before a prompt's response, during a permission
 // request (before or after the answer) — and it resumes each time on its
@@ -190,19 +205,8 @@ func TestGoClient_ResumesAfterRandomCuts(t *testing.T) {
 	const cuts = 100
 	permissions := 0
 	for i := range cuts {
-		done := make(chan *api.PromptResult, 1)
-		prompt := func(s2 string) {
-			t.Helper()
-			err := s.GoPrompt(ctx, &api.PromptParams{Prompt: promptText(s2)}, func(r *api.PromptResult, err error) {
-				if err != nil {
-					t.Errorf("cut %d: prompt %q: %v", i, s2, err)
-				}
-				done <- r
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		var done <-chan *api.PromptResult
+		prompt := func(text string) { done = goPrompt(ctx, t, s, text) }
 		wait := func() {
 			t.Helper()
 			select {
@@ -283,15 +287,7 @@ func TestGoClient_StartsOverAfterTheResumeWindow(t *testing.T) {
 	if _, err := s.Prompt(ctx, &api.PromptParams{Prompt: promptText("/echo before")}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan *api.PromptResult, 1)
-	if err := s.GoPrompt(ctx, &api.PromptParams{Prompt: promptText("/permission")}, func(r *api.PromptResult, err error) {
-		if err != nil {
-			t.Errorf("prompt: %v", err)
-		}
-		done <- r
-	}); err != nil {
-		t.Fatal(err)
-	}
+	done := goPrompt(ctx, t, s, "/permission")
 	first := <-asked
 
 	p.setRefuse(true)

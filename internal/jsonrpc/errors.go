@@ -2,7 +2,6 @@ package jsonrpc
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/acphub/acphub/api"
 )
@@ -19,30 +18,10 @@ const (
 	CodeCancelled      = -32800
 )
 
-// Error is a JSON-RPC error object. Errors compare equal under errors.Is when
-// their codes match, so a wrapped Error keeps its code on the wire.
-type Error struct {
-	Code    int64           `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
-
-// Is reports whether target is an *Error with the same code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
-
-// Reason returns data.reason, or "" when the error has none.
-func (e *Error) Reason() string {
-	var d struct {
-		Reason string `json:"reason"`
-	}
-	_ = json.Unmarshal(e.Data, &d)
-	return d.Reason
-}
+// Error is a JSON-RPC error object: api.RPCError, the schema's, whose
+// errors compare equal under errors.Is when their codes match, so a
+// wrapped Error keeps its code on the wire.
+type Error = api.RPCError
 
 // NewError builds an error whose data holds reason and the extra members.
 func NewError(code int64, reason, message string, extra map[string]any) *Error {
