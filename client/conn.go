@@ -294,6 +294,12 @@ func (c *Conn) connectionRecord(msg []byte) bool {
 // why: ErrClosed after Close, ctx.Err() when ctx ends, else the error the
 // connection failed with (a *ClosedError when the hub ended it).
 func (c *Conn) Read(ctx context.Context) (Record, error) {
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if closing {
+		return Record{}, ErrClosed
+	}
 	select {
 	case r := <-c.records:
 		return r, nil
@@ -351,6 +357,9 @@ func (c *Conn) Write(ctx context.Context, frame []byte) error {
 		return c.err
 	}
 	defer func() { <-c.wlock }()
+	if err := c.Err(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	t, closing := c.t, c.closing
 	if closing {
@@ -517,11 +526,11 @@ func (c *Conn) Close() error {
 // finish ends the connection with err.
 func (c *Conn) finish(err error) {
 	c.mu.Lock()
-	if c.closing {
-		err = ErrClosed
-	}
 	t := c.t
 	c.t = nil
+	if c.closing {
+		err, t = ErrClosed, nil // Close says goodbye on t, then closes it
+	}
 	c.mu.Unlock()
 	if t != nil {
 		_ = t.Close()

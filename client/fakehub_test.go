@@ -45,6 +45,13 @@ type fakeHub struct {
 	cut func() bool
 	// frames the client sent, raw, in order.
 	received [][]byte
+	// oldHub refuses the query parameter resume, as a hub without
+	// resumable connections does.
+	oldHub bool
+	// down refuses every connection, as a hub that is not running.
+	down bool
+	// lostPositions refuses every resume with position_unknown.
+	lostPositions bool
 }
 
 type fakeConn struct {
@@ -53,6 +60,7 @@ type fakeConn struct {
 	records [][]byte // every record sent, position = index+1
 	base    uint64   // records up to base were acknowledged
 	t       *pipeEnd // the hub's end of the transport serving it; nil when parked
+	plain   bool     // joined without resume=new: no positions
 	nextID  int
 	copies  map[string]string // ids of permission copies it holds → tool call
 }
@@ -92,6 +100,9 @@ func (h *fakeHub) String() string { return "fake hub" }
 func (h *fakeHub) Open(ctx context.Context, q url.Values) (client.Transport, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.down {
+		return nil, errors.New("connection refused")
+	}
 	hubEnd, clientEnd := newPipe()
 	if cred := q.Get("resume"); cred != "" && cred != "new" {
 		c := h.conns[cred]
@@ -99,7 +110,7 @@ func (h *fakeHub) Open(ctx context.Context, q url.Values) (client.Transport, err
 			return nil, &client.RefusedError{Code: 410, Status: "410 Gone", Reason: "resume_unknown", Condition: "cursor_gap"}
 		}
 		pos, err := strconv.ParseUint(q.Get("position"), 10, 64)
-		if err != nil || pos > uint64(len(c.records)) || pos < c.base {
+		if err != nil || pos > uint64(len(c.records)) || pos < c.base || h.lostPositions {
 			return nil, &client.RefusedError{Code: 409, Status: "409 Conflict", Reason: "position_unknown", Condition: "cursor_gap"}
 		}
 		if c.t != nil {
@@ -114,10 +125,24 @@ func (h *fakeHub) Open(ctx context.Context, q url.Values) (client.Transport, err
 		go h.serve(c, hubEnd)
 		return clientEnd, nil
 	}
+	if h.oldHub && q.Has("resume") {
+		return nil, &client.RefusedError{Code: 400, Status: "400 Bad Request", Reason: "unknown_parameter"}
+	}
 	h.nextCon++
-	c := &fakeConn{cred: fmt.Sprintf("c%d.secret", h.nextCon), peer: fmt.Sprintf("p%d", h.nextCon), t: hubEnd, copies: make(map[string]string)}
+	peer := q.Get("peer")
+	for _, c := range h.conns {
+		if peer != "" && c.peer == peer {
+			return nil, &client.RefusedError{Code: 409, Status: "409 Conflict", Reason: "peer_taken"}
+		}
+	}
+	if peer == "" {
+		peer = fmt.Sprintf("p%d", h.nextCon)
+	}
+	c := &fakeConn{cred: fmt.Sprintf("c%d.secret", h.nextCon), peer: peer, t: hubEnd, copies: make(map[string]string), plain: !q.Has("resume")}
 	h.conns[c.cred] = c
-	h.sendLocked(c, jsonrpc.NewNotification("_acphub/connection", map[string]any{"connection": c.cred[:2], "credential": c.cred, "window": 120000}))
+	if !c.plain {
+		h.sendLocked(c, jsonrpc.NewNotification("_acphub/connection", map[string]any{"connection": c.cred[:2], "credential": c.cred, "window": 120000}))
+	}
 	go h.serve(c, hubEnd)
 	return clientEnd, nil
 }
@@ -137,6 +162,12 @@ func (h *fakeHub) forget() {
 // sendLocked gives frame the connection's next position and writes it, if
 // the connection has a transport.
 func (h *fakeHub) sendLocked(c *fakeConn, frame []byte) {
+	if c.plain {
+		if c.t != nil {
+			h.writeLocked(c, frame)
+		}
+		return
+	}
 	rec := bytes.TrimSuffix(frame, []byte("}"))
 	rec = fmt.Appendf(bytes.Clone(rec), `,"_meta":{"acphub.dev/position":"%d"}}`, len(c.records)+1)
 	c.records = append(c.records, rec)
@@ -378,6 +409,7 @@ type pipeEnd struct {
 	in, out  chan []byte
 	cut, eof chan struct{}
 	once     *sync.Once
+	why      *error // what a read returns once the transport is cut
 	client   bool
 }
 
@@ -385,22 +417,23 @@ var errCut = errors.New("transport cut")
 
 func newPipe() (hubEnd, clientEnd *pipeEnd) {
 	ab, ba := make(chan []byte, 4096), make(chan []byte, 4096)
-	cut, eof, once := make(chan struct{}), make(chan struct{}), new(sync.Once)
-	return &pipeEnd{in: ba, out: ab, cut: cut, eof: eof, once: once},
-		&pipeEnd{in: ab, out: ba, cut: cut, eof: eof, once: once, client: true}
+	cut, eof, once, why := make(chan struct{}), make(chan struct{}), new(sync.Once), new(error)
+	*why = errCut
+	return &pipeEnd{in: ba, out: ab, cut: cut, eof: eof, once: once, why: why},
+		&pipeEnd{in: ab, out: ba, cut: cut, eof: eof, once: once, why: why, client: true}
 }
 
 func (e *pipeEnd) Read(ctx context.Context) ([]byte, error) {
 	select {
 	case <-e.cut:
-		return nil, errCut
+		return nil, *e.why
 	default:
 	}
 	select {
 	case m := <-e.in:
 		return m, nil
 	case <-e.cut:
-		return nil, errCut
+		return nil, *e.why
 	case <-e.eof:
 		select {
 		case m := <-e.in:
@@ -429,6 +462,15 @@ func (e *pipeEnd) Write(ctx context.Context, m []byte) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// closeWith cuts the transport; the client's reads fail with why, as when
+// the hub closes a connection for a reason.
+func (e *pipeEnd) closeWith(why error) {
+	e.once.Do(func() {
+		*e.why = why
+		close(e.cut)
+	})
 }
 
 func (e *pipeEnd) Close() error {

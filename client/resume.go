@@ -61,6 +61,11 @@ func (c *Conn) adopt(t Transport, joined bool) {
 	c.wlock <- struct{}{}
 	defer func() { <-c.wlock }()
 	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		t.Close()
+		return
+	}
 	var again []*outFrame
 	for _, f := range c.outbox {
 		if f.idx > c.confirm || (joined && c.pending[f.id] == f) {

@@ -306,6 +306,137 @@ func TestConn_Frames(t *testing.T) {
 	}
 }
 
+// A hub without resumable connections refuses resume=new as an unknown
+// parameter; the client joins it without, and sends its frames as they
+// are.
+func TestConn_JoinsAHubWithoutResumeAsItIs(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	h := newFakeHub(t)
+	h.oldHub = true
+	c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Resumable() {
+		t.Error("resumable on a hub without resume")
+	}
+	const prompt = `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"turn 1"}]}}`
+	if err := c.Write(ctx, []byte(prompt)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"1.a"}}}}`; string(r.Frame) != want {
+		t.Errorf("read %s, want %s", r.Frame, want)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.received) != 1 || string(h.received[0]) != prompt {
+		t.Errorf("the hub got %q, want the prompt as it was", h.received)
+	}
+}
+
+// When the hub closes the connection for a reason, the client resumes
+// after a cut for backpressure (it took none of its output) and ends with
+// the hub's reason otherwise.
+func TestConn_HubClosingForAReason(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		condition string
+		resumes   bool
+	}{
+		{"backpressure", true},
+		{"temporarily_unavailable", false},
+		{"connection_fenced", false},
+	} {
+		t.Run(tt.condition, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			h := newFakeHub(t)
+			c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			why := &client.ClosedError{Status: 1008, Condition: tt.condition, Text: "closed"}
+			h.mu.Lock()
+			conn := h.anyConnLocked()
+			conn.t.closeWith(why)
+			conn.t = nil
+			h.broadcastLocked("after")
+			h.mu.Unlock()
+			r, err := c.Read(ctx)
+			switch {
+			case tt.resumes && (err != nil || !strings.Contains(string(r.Frame), `"after"`)):
+				t.Errorf("read %s, %v; want the record sent while it was away", r.Frame, err)
+			case !tt.resumes && !errors.Is(err, why):
+				t.Errorf("read %s, %v; want %v", r.Frame, err, why)
+			}
+		})
+	}
+}
+
+// A connection that cannot come back within ReconnectTimeout fails, saying
+// why it dropped.
+func TestConn_GivesUpAfterTheReconnectTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	h := newFakeHub(t)
+	c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s", ReconnectTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h.mu.Lock()
+	h.down = true
+	h.anyConnLocked().t.Close()
+	h.mu.Unlock()
+	_, err = c.Read(ctx)
+	if err == nil || !strings.Contains(err.Error(), "did not come back within 300ms") || !errors.Is(err, errCut) {
+		t.Errorf("Read = %v", err)
+	}
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","method":"x"}`)); err == nil {
+		t.Error("Write on a failed connection succeeded")
+	}
+}
+
+// A resume refused with position_unknown leaves the old connection in the
+// session, holding the client's peer id, for the resume window: the client
+// joins anew under the peer id the hub gives it.
+func TestClient_StartsOverUnderAnotherPeerWhileItsOwnIsHeld(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	h := newFakeHub(t)
+	restarts := make(chan *client.Restart, 1)
+	cl, err := client.Dial(ctx, client.DialOptions{Endpoint: h, Session: "s", Peer: "ada"}, client.Handlers{
+		Restarted: func(r *client.Restart) { restarts <- r },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	handshake(ctx, t, cl)
+	h.mu.Lock()
+	h.lostPositions = true
+	h.anyConnLocked().t.Close()
+	h.mu.Unlock()
+	r := <-restarts
+	if re, ok := errors.AsType[*client.RefusedError](r.Cause); !ok || re.Reason != "position_unknown" {
+		t.Errorf("cause %v", r.Cause)
+	}
+	if r.Peer == "ada" || r.Peer == "" || r.SessionID != "s1" {
+		t.Errorf("restart %+v", r)
+	}
+}
+
 // jsonField returns the first of keys the object s has.
 func jsonField(s string, keys ...string) []byte {
 	var m map[string]json.RawMessage
