@@ -9,7 +9,7 @@ import (
 	"github.com/acphub/acphub/api"
 )
 
-// Initialize sends initialize and waits for the answer: Negotiate the
+// Initialize sends initialize and waits for the answer: negotiate the
 // protocol and capabilities. The first client's starts the agent; later
 // clients get the cached result.
 //
@@ -29,7 +29,7 @@ func (c *Client) GoInitialize(ctx context.Context, params *api.InitializeParams,
 	return goCall(ctx, c, api.MethodInitialize, p.AppendJSON(nil), done)
 }
 
-// NewSession sends session/new and waits for the answer: Create the hub
+// NewSession sends session/new and waits for the answer: create the hub
 // session's ACP session, or join it when it has one (the cached result). With
 // remote, acphub clones the repository first.
 //
@@ -49,7 +49,7 @@ func (c *Client) GoNewSession(ctx context.Context, params *api.NewSessionParams,
 	return goCall(ctx, c, api.MethodSessionNew, p.AppendJSON(nil), done)
 }
 
-// LoadSession sends session/load and waits for the answer: Join a hub session
+// LoadSession sends session/load and waits for the answer: join a hub session
 // by its ACP session id, with its history replayed before the response; an id
 // of another hub session moves the connection there.
 //
@@ -69,7 +69,7 @@ func (c *Client) GoLoadSession(ctx context.Context, params *api.LoadSessionParam
 	return goCall(ctx, c, api.MethodSessionLoad, p.AppendJSON(nil), done)
 }
 
-// ListSessions sends session/list and waits for the answer: The hub's
+// ListSessions sends session/list and waits for the answer: the hub's
 // sessions of the same agent, most recently updated first, from the log.
 //
 // Stability: experimental. It may change in a later version.
@@ -88,7 +88,7 @@ func (c *Client) GoListSessions(ctx context.Context, params *api.ListSessionsPar
 	return goCall(ctx, c, api.MethodSessionList, p.AppendJSON(nil), done)
 }
 
-// Prompt sends session/prompt for the session and waits for the answer: Run a
+// Prompt sends session/prompt for the session and waits for the answer: run a
 // turn. One runs at a time; others queue FIFO (queue_full when the queue is
 // full). The answer comes when the turn ends.
 //
@@ -110,7 +110,7 @@ func (s *Session) GoPrompt(ctx context.Context, params *api.PromptParams, done f
 	return goCall(ctx, s.c, api.MethodSessionPrompt, p.AppendJSON(nil), done)
 }
 
-// Cancel sends session/cancel for the session: Cancel the running turn,
+// Cancel sends session/cancel for the session: cancel the running turn,
 // whoever sent it; acphub answers the open permission requests with
 // cancelled.
 //
@@ -126,7 +126,7 @@ func (s *Session) Cancel(ctx context.Context, params *api.CancelParams) error {
 }
 
 // SetMode sends session/set_mode for the session and waits for the answer:
-// Switch the session's mode; forwarded to the agent.
+// switch the session's mode; forwarded to the agent.
 //
 // Stability: stable. A mutation: on a resumable connection it carries an
 // operation id, so that sent again after a drop it takes effect once.
@@ -147,7 +147,7 @@ func (s *Session) GoSetMode(ctx context.Context, params *api.SetModeParams, done
 }
 
 // SetConfigOption sends session/set_config_option for the session and waits
-// for the answer: Set one of the session's configuration options; forwarded
+// for the answer: set one of the session's configuration options; forwarded
 // to the agent.
 //
 // Stability: experimental. It may change in a later version. A mutation: on a
@@ -170,7 +170,7 @@ func (s *Session) GoSetConfigOption(ctx context.Context, params *api.SetConfigOp
 	return goCall(ctx, s.c, api.MethodSessionSetConfigOption, p.AppendJSON(nil), done)
 }
 
-// Attach sends session/attach and waits for the answer: Join a hub session as
+// Attach sends session/attach and waits for the answer: join a hub session as
 // a client of its conversation, choosing how much history comes back. Another
 // hub session's id moves the connection there.
 //
@@ -192,7 +192,7 @@ func (c *Client) GoAttach(ctx context.Context, params *api.AttachParams, done fu
 	return goCall(ctx, c, api.MethodSessionAttach, p.AppendJSON(nil), done)
 }
 
-// Detach sends session/detach for the session and waits for the answer: Stop
+// Detach sends session/detach for the session and waits for the answer: stop
 // receiving the session's updates and requests; the connection stays.
 //
 // Stability: experimental. It may change in a later version. A mutation: on a
@@ -220,7 +220,7 @@ func (s *Session) GoDetach(ctx context.Context, params *api.DetachParams, done f
 // (use the Go… methods, or a goroutine). A nil typed handler passes its
 // messages to Notification or Request, raw.
 type Handlers struct {
-	// SessionUpdate receives session/update: An update of the session from the
+	// SessionUpdate receives session/update: an update of the session from the
 	// agent (message chunks, tool calls, plans, …), or the history replayed as
 	// updates. update is kept as it was: a variant acphub does not know passes
 	// through.
@@ -229,7 +229,7 @@ type Handlers struct {
 	SessionUpdate func(*api.SessionNotification)
 
 	// RequestPermission receives session/request_permission and answers it with
-	// the request's Respond or Fail, now or later: The agent asks to run a tool
+	// the request's Respond or Fail, now or later: the agent asks to run a tool
 	// call. Every client that may answer gets a copy; the first answer wins and
 	// the others see the copy withdrawn with $/cancel_request.
 	//
@@ -247,13 +247,13 @@ type Handlers struct {
 	// Stability: stable.
 	PeerLeft func(*api.PeerLeftParams)
 
-	// PromptReceived receives _acphub/prompt_received: Another client sent
+	// PromptReceived receives _acphub/prompt_received: another client sent
 	// session/prompt.
 	//
 	// Stability: stable.
 	PromptReceived func(*api.PromptReceivedParams)
 
-	// TurnComplete receives _acphub/turn_complete: Another client's turn ended;
+	// TurnComplete receives _acphub/turn_complete: another client's turn ended;
 	// also replayed for every finished turn.
 	//
 	// Stability: stable.
@@ -265,13 +265,13 @@ type Handlers struct {
 	// Stability: stable.
 	PermissionResolved func(*api.PermissionResolvedParams)
 
-	// AgentExited receives _acphub/agent_exited: The agent process ended on its
+	// AgentExited receives _acphub/agent_exited: the agent process ended on its
 	// own.
 	//
 	// Stability: stable.
 	AgentExited func(*api.AgentExitedParams)
 
-	// TerminalOutput receives _acphub/terminal_output: Output of a terminal
+	// TerminalOutput receives _acphub/terminal_output: output of a terminal
 	// acphub runs for the agent (self_handle), as it is read; live only, never
 	// replayed.
 	//

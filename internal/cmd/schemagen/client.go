@@ -84,6 +84,7 @@ func clientMethods(doc *object) ([]clientMethod, error) {
 				operation: m.get("operation") == true,
 				desc:      str(m, "description"),
 			}
+			cm.desc = sentenceTail(cm.desc)
 			if cm.goName == "" {
 				cm.goName = exported(name[strings.LastIndexByte(name, '/')+1:])
 			}
@@ -122,6 +123,16 @@ func refType(m *object, part string) (string, error) {
 		return "", errors.New(part + ": not a $ref into $defs")
 	}
 	return "api." + name, nil
+}
+
+// sentenceTail returns a description to follow a colon: its first letter
+// in lower case, unless its first word is an acronym ("ACP's").
+func sentenceTail(desc string) string {
+	word, _, _ := strings.Cut(desc, " ")
+	if len(word) < 2 || strings.ToUpper(word[:2]) == word[:2] {
+		return desc
+	}
+	return strings.ToLower(desc[:1]) + desc[1:]
 }
 
 // comment returns the doc comment lines of text.
