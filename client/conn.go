@@ -35,6 +35,11 @@ const (
 	// DefaultReconnectTimeout is how long a dropped connection tries to
 	// come back, resumed or started over, before it fails.
 	DefaultReconnectTimeout = 5 * time.Minute
+	// MaxUnconfirmed bounds the notifications and answers a resumable Conn
+	// keeps to send again: only a response to a later request tells it the
+	// hub read them, and a client may send thousands of answers and no
+	// request.
+	MaxUnconfirmed = 4096
 	// Reconnect attempts wait from minBackoff, doubling up to maxBackoff,
 	// each wait ±20%.
 	minBackoff = 100 * time.Millisecond
@@ -415,6 +420,12 @@ func (c *Conn) recordLocked(frame []byte) *outFrame {
 		}
 	}
 	c.outbox = append(c.outbox, f)
+	if len(c.outbox)-len(c.pending) > MaxUnconfirmed {
+		// The oldest frame no answer has confirmed: thousands of frames
+		// later it has reached the hub, or the connection is long gone.
+		i := slices.IndexFunc(c.outbox, func(o *outFrame) bool { return c.pending[o.id] != o })
+		c.outbox = slices.Delete(c.outbox, i, i+1)
+	}
 	return f
 }
 

@@ -437,6 +437,42 @@ func TestClient_StartsOverUnderAnotherPeerWhileItsOwnIsHeld(t *testing.T) {
 	}
 }
 
+// A client that sends notifications and no request keeps at most
+// MaxUnconfirmed of them to send again after a drop: the most recent.
+func TestConn_KeepsTheLatestUnconfirmedFrames(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	h := newFakeHub(t)
+	c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h.mu.Lock()
+	h.cut = func() bool { return true } // every frame is lost in flight
+	h.mu.Unlock()
+	const n = client.MaxUnconfirmed + 10
+	for i := range n {
+		if err := c.Write(ctx, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"_x/note","params":{"n":%d}}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	h.cut = nil
+	h.mu.Unlock()
+	waitFor(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.received) > 0 && strings.Contains(string(h.received[len(h.received)-1]), fmt.Sprintf(`"n":%d}`, n-1))
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if got := string(h.received[0]); !strings.Contains(got, `"n":10}`) || len(h.received) != client.MaxUnconfirmed {
+		t.Errorf("the hub got %d frames from %s, want %d from n 10", len(h.received), got, client.MaxUnconfirmed)
+	}
+}
+
 // jsonField returns the first of keys the object s has.
 func jsonField(s string, keys ...string) []byte {
 	var m map[string]json.RawMessage
