@@ -28,8 +28,8 @@ type Client struct {
 	requests map[string]*RawRequest                             // open agent requests, by id
 }
 
-// Dial joins a hub session (see DialOptions) and returns a client whose
-// handlers are h. Call Initialize, then NewSession, LoadSession or Attach,
+// Dial joins a hub session (see DialOptions and DialConn) and returns a
+// client whose handlers are h. Call Initialize, then NewSession, LoadSession or Attach,
 // as an ACP client does.
 func Dial(ctx context.Context, o DialOptions, h Handlers) (*Client, error) {
 	conn, err := DialConn(ctx, o)

@@ -200,7 +200,8 @@ func NewConn(t Transport) *Conn {
 }
 
 // DialConn joins a hub session (see DialOptions) and returns its raw
-// frame layer.
+// frame layer. ctx bounds the join; the connection lasts until Close or
+// until it fails.
 func DialConn(ctx context.Context, o DialOptions) (*Conn, error) {
 	if o.Endpoint == nil {
 		return nil, errors.New("acphub client: no Endpoint")
