@@ -23,6 +23,7 @@ const (
 	MetaOperationID = "acphub.dev/operationId" // a mutation's operation id
 	MetaToolCallID  = "acphub.dev/toolCallId"  // the tool call a permission answer is for
 	MetaLastSeq     = "acphub.dev/lastSeq"     // the log seq a join's history ends at
+	MetaKey         = "acphub.dev/key"         // the hub session a standard session/new joins
 )
 
 // Defaults of a resumable connection.
@@ -54,11 +55,12 @@ type DialOptions struct {
 	// Endpoint is where the hub is: &WebSocket{…} or &UnixSocket{…}.
 	Endpoint Endpoint
 	// Session is the hub session key; the hub creates the session on first
-	// use.
+	// use. On the standard endpoint, where a connection joins a hub session
+	// with session/new, the Conn names it there (acphub.dev/key).
 	Session string
-	Peer    string // the client's peer id, unique in the session; "" lets the hub choose
+	Peer    string // the client's peer id, unique in the session; "" lets the hub choose (acphub's endpoint only)
 	Agent   string // the agent of a session this join creates; "" means the hub's default
-	Replay  string // "full" (default) or "skip": the history a session/new join gets
+	Replay  string // "full" (default) or "skip": the history a session/new join gets (acphub's endpoint only)
 	// NoResume joins without a resume credential: the frames carry no
 	// delivery positions, mutations no operation ids, and a dropped
 	// transport ends the connection.
@@ -138,8 +140,10 @@ type Restart struct {
 //
 // Read is for one goroutine; Write may be called from any.
 type Conn struct {
-	opts      DialOptions
-	resumable bool // asked for resume=new and got a credential
+	opts DialOptions
+	// resumable: the Conn comes back after a drop, by resuming (with
+	// credential) or by joining anew; it keeps what it needs for that.
+	resumable bool
 	opPrefix  string
 
 	ctx    context.Context // the Conn's life; cancelled by Close
@@ -244,7 +248,8 @@ func (c *Conn) start() {
 // join opens a transport with a join query as peer. For a resumable join
 // it reads the first record, _acphub/connection, and keeps the
 // credential; a hub that does not know resume=new is joined without it.
-// A first record that is something else is returned to be delivered.
+// A first record that is something else is returned to be delivered. A
+// join through an Endpoint that does not resume reads nothing.
 func (c *Conn) join(ctx context.Context, peer string) (Transport, []byte, error) {
 	o := c.opts
 	o.Peer = peer
@@ -259,6 +264,13 @@ func (c *Conn) join(ctx context.Context, peer string) (Transport, []byte, error)
 		return nil, nil, err
 	}
 	if o.NoResume {
+		return t, nil, nil
+	}
+	if !o.Endpoint.Resumes() {
+		// It comes back by joining anew; nothing comes before initialize.
+		c.mu.Lock()
+		c.resumable = true
+		c.mu.Unlock()
 		return t, nil, nil
 	}
 	msg, err := t.Read(ctx)
@@ -403,6 +415,11 @@ func (c *Conn) recordLocked(frame []byte) *outFrame {
 		switch m.Kind {
 		case jsonrpc.KindRequest:
 			f.id, f.method, f.params = string(m.ID), m.Method, m.Params
+			if m.Method == api.MethodSessionNew && c.opts.Session != "" && c.opts.Endpoint != nil && !c.opts.Endpoint.Resumes() {
+				f.frame = withKey(&m, c.opts.Session)
+				m, _ = jsonrpc.Parse(f.frame)
+				f.params = m.Params
+			}
 			if operation(m.Method) {
 				f.frame = c.withOperationLocked(&m)
 				f.params = nil
@@ -428,6 +445,24 @@ func (c *Conn) recordLocked(frame []byte) *outFrame {
 		c.outbox = slices.Delete(c.outbox, i, i+1)
 	}
 	return f
+}
+
+// withKey returns the frame of a session/new with the hub session key in
+// params._meta, unless it names one.
+func withKey(m *jsonrpc.Message, key string) []byte {
+	if m.Params == nil || m.Params[0] != '{' {
+		return m.Raw
+	}
+	if meta, ok := jsonrpc.Field(m.Params, "_meta"); ok {
+		if _, ok := jsonrpc.Field(meta, MetaKey); ok {
+			return m.Raw
+		}
+	}
+	params, ok := setMeta(m.Params, MetaKey, strconv.AppendQuote(nil, key))
+	if !ok {
+		return m.Raw
+	}
+	return m.WithParams(params)
 }
 
 // operation says whether a method is a mutation that takes an operation id.
@@ -519,11 +554,11 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	c.closing = true
-	t, resumable := c.t, c.resumable
+	t, credential := c.t, c.credential
 	c.mu.Unlock()
 	var err error
 	if t != nil {
-		if resumable {
+		if credential != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = t.Write(ctx, []byte(`{"jsonrpc":"2.0","method":"`+api.MethodBye+`"}`))
 			cancel()

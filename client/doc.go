@@ -21,9 +21,12 @@
 //
 // Dial joins a hub session through an Endpoint: UnixSocket (the hub's
 // <data-dir>/acphub.sock, newline-delimited JSON-RPC, no token) or
-// WebSocket (GET /acp with the hub's token). Another transport plugs in
-// as an Endpoint of its own. A refusal is a *RefusedError with the hub's
-// reason; the hub ending the connection is a *ClosedError.
+// WebSocket (GET /acp?session=KEY with the hub's token), acphub's own
+// endpoint; or StandardWebSocket, the standard endpoint of ACP's
+// transport RFD (GET /acp, no session=), which joins the hub session with
+// session/new. Another transport plugs in as an Endpoint of its own. A
+// refusal is a *RefusedError with the hub's reason; the hub ending the
+// connection is a *ClosedError.
 //
 // # Methods and handlers
 //
@@ -59,8 +62,9 @@
 // once and answers it once; a permission answer also names its tool call.
 // A caller sees none of it, but for the time it took.
 //
-// When the hub cannot resume the connection — it restarted, or the client
-// stayed away past the resume window — the client joins anew: initialize
+// When the hub cannot resume the connection — it restarted, the client
+// stayed away past the resume window, or the endpoint resumes nothing
+// (the standard endpoint) — the client joins anew: initialize
 // as before, session/attach with the history after the last log seq it
 // knows, then its unanswered requests again. Handlers.Restarted is told
 // first (see Restart). When the hub ends the connection on purpose (it is

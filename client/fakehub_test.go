@@ -93,6 +93,9 @@ func newFakeHub(t *testing.T) *fakeHub {
 	}
 }
 
+// Resumes implements client.Endpoint.
+func (h *fakeHub) Resumes() bool { return true }
+
 // String implements client.Endpoint.
 func (h *fakeHub) String() string { return "fake hub" }
 

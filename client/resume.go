@@ -33,8 +33,12 @@ func (c *Conn) reconnect(cause error) error {
 	}
 	for {
 		c.mu.Lock()
-		q := url.Values{"resume": {c.credential}, "position": {strconv.FormatUint(c.position, 10)}}
+		credential := c.credential
+		q := url.Values{"resume": {credential}, "position": {strconv.FormatUint(c.position, 10)}}
 		c.mu.Unlock()
+		if credential == "" {
+			return c.startOver(ctx, cause, wait)
+		}
 		t, err := c.opts.Endpoint.Open(ctx, q)
 		if err == nil {
 			c.adopt(t, false)

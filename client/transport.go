@@ -32,17 +32,24 @@ type Transport interface {
 	Close() error
 }
 
-// An Endpoint opens transports to a hub's GET /acp. The query is that of
-// a join (session, and optionally peer, agent, replay and resume=new) or
-// of a resume (resume=CREDENTIAL and position); see the README's wire
+// An Endpoint opens transports to a hub's /acp. The query is that of a
+// join (session, and optionally peer, agent, replay and resume=new) or of
+// a resume (resume=CREDENTIAL and position); see the README's wire
 // contract and docs/resume.md. A hub that refuses the request answers
 // with an HTTP error, which Open returns as a *RefusedError.
 //
-// WebSocket and UnixSocket are acphub's own two framings. Another
-// transport (the standard ACP endpoint of the Streamable HTTP & WebSocket
-// transport RFD, for one) plugs in by implementing Endpoint.
+// WebSocket and UnixSocket are acphub's own endpoint in its two framings;
+// StandardWebSocket is the standard endpoint of ACP's Streamable HTTP &
+// WebSocket transport RFD. Another transport plugs in by implementing
+// Endpoint.
 type Endpoint interface {
+	// Open opens a transport. An Endpoint takes from q what its endpoint
+	// understands.
 	Open(ctx context.Context, q url.Values) (Transport, error)
+	// Resumes says whether the hub can resume the endpoint's connections
+	// (resume=new, then resume=CREDENTIAL). A Conn over one that cannot
+	// comes back from a drop by joining anew (see Restart).
+	Resumes() bool
 	// String says where the endpoint goes, for messages: a host:port or a
 	// socket's path.
 	String() string
@@ -63,6 +70,11 @@ type WebSocket struct {
 
 // Open implements Endpoint.
 func (e *WebSocket) Open(ctx context.Context, q url.Values) (Transport, error) {
+	return e.open(ctx, q)
+}
+
+// open dials GET /acp?q with a WebSocket upgrade.
+func (e *WebSocket) open(ctx context.Context, q url.Values) (Transport, error) {
 	scheme := "ws"
 	if e.TLS {
 		scheme = "wss"
@@ -82,7 +94,33 @@ func (e *WebSocket) Open(ctx context.Context, q url.Values) (Transport, error) {
 	return wsTransport{ws}, nil
 }
 
+// Resumes implements Endpoint: acphub's own endpoint resumes.
+func (e *WebSocket) Resumes() bool { return true }
+
 func (e *WebSocket) String() string { return e.Addr }
+
+// StandardWebSocket is the standard endpoint of ACP's Streamable HTTP &
+// WebSocket transport RFD over WebSocket (docs/standard-endpoint.md): GET
+// /acp without session=, initialize first, one JSON-RPC message per text
+// frame. Its connection is bound to no hub session: session/new creates
+// one, joined by DialOptions.Session (acphub.dev/key) when that is set.
+// The hub cannot resume it: a Conn over it comes back from a drop by
+// joining anew. Of a join's query it sends only agent.
+type StandardWebSocket WebSocket
+
+// Open implements Endpoint.
+func (e *StandardWebSocket) Open(ctx context.Context, q url.Values) (Transport, error) {
+	std := url.Values{}
+	if a := q.Get("agent"); a != "" {
+		std.Set("agent", a)
+	}
+	return (*WebSocket)(e).open(ctx, std)
+}
+
+// Resumes implements Endpoint: the standard endpoint does not.
+func (e *StandardWebSocket) Resumes() bool { return false }
+
+func (e *StandardWebSocket) String() string { return e.Addr }
 
 // UnixSocket is a hub's GET /acp over its Unix socket (<data-dir>/acphub.sock),
 // upgraded to newline-delimited JSON-RPC. The socket's file mode is its
@@ -107,6 +145,9 @@ func (e *UnixSocket) Open(ctx context.Context, q url.Values) (Transport, error) 
 	}
 	return &ndjsonTransport{nc: nc, r: jsonrpc.NewReader(br, 4*maxFrame(e.MaxFrame))}, nil
 }
+
+// Resumes implements Endpoint: acphub's own endpoint resumes.
+func (e *UnixSocket) Resumes() bool { return true }
 
 func (e *UnixSocket) String() string { return e.Path }
 

@@ -433,3 +433,72 @@ func TestAttach_ResumesWhenItsHubConnectionIsCut(t *testing.T) {
 		t.Errorf("attach started over:\n%s", ed.err.String())
 	}
 }
+
+// The Go client over the standard endpoint (ACP's transport RFD, over
+// WebSocket): it names its hub session in session/new, runs a turn, and
+// when its WebSocket drops — which ends a standard connection — it joins
+// anew, attaches to its session, and its prompt, sent again under its
+// operation id, runs once and is answered.
+func TestGoClient_StandardEndpoint(t *testing.T) {
+	h := startHub(t)
+	p := newCutProxy(t, h.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var text chunkCollector
+	asked := make(chan *permissionRequest, 2)
+	restarted := make(chan *hubclient.Restart, 1)
+	cl, err := hubclient.Dial(ctx, hubclient.DialOptions{
+		Endpoint: &hubclient.StandardWebSocket{Addr: p.Addr(), Token: h.token},
+		Session:  "std",
+	}, hubclient.Handlers{
+		SessionUpdate:     text.add,
+		RequestPermission: func(r *permissionRequest) { asked <- r },
+		Restarted:         func(r *hubclient.Restart) { restarted <- r },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Initialize(ctx, &api.InitializeParams{ProtocolVersion: 1, ClientCapabilities: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.NewSession(ctx, &api.NewSessionParams{Cwd: t.TempDir(), MCPServers: []json.RawMessage{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitLog(`msg="client joined" session=std `)
+	s := cl.Session(res.SessionID)
+	if _, err := s.Prompt(ctx, &api.PromptParams{Prompt: promptText("/echo one")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := text.take(); got != "one" {
+		t.Errorf("text %q", got)
+	}
+	done := goPrompt(ctx, t, s, "/permission")
+	first := <-asked
+	p.cut()
+	var r *hubclient.Restart
+	select {
+	case r = <-restarted:
+	case <-ctx.Done():
+		t.Fatal("the client did not join anew")
+	}
+	if r.SessionID != s.ID() || len(r.Withdrawn) != 1 || string(r.Withdrawn[0]) != string(first.Raw.ID) {
+		t.Errorf("restart %+v", r)
+	}
+	again := <-asked
+	if err := again.Respond(ctx, allowOnce); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res == nil || res.StopReason != "end_turn" {
+			t.Fatalf("the prompt ended %+v", res)
+		}
+	case <-ctx.Done():
+		t.Fatal("the prompt was not answered after the restart")
+	}
+	if n := h.countEvents("std", "turn.started"); n != 2 {
+		t.Errorf("%d turns, want 2: the prompt sent again ran again", n)
+	}
+}
