@@ -24,6 +24,24 @@ func text(s string) []json.RawMessage {
 
 var allow = &api.RequestPermissionResult{Outcome: api.PermissionOutcome{Outcome: "selected", OptionID: "allow"}}
 
+// dialFake joins a new fake hub with a raw Conn, after prepare, if any,
+// set the hub up. ctx ends with the test.
+func dialFake(t *testing.T, prepare func(*fakeHub)) (context.Context, *fakeHub, *client.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	h := newFakeHub(t)
+	if prepare != nil {
+		prepare(h)
+	}
+	c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, h, c
+}
+
 // handshake initializes cl and creates a session.
 func handshake(ctx context.Context, t *testing.T, cl *client.Client) *client.Session {
 	t.Helper()
@@ -222,13 +240,7 @@ func TestClient_StartsOverWhenTheHubCannotResume(t *testing.T) {
 // says goodbye on Close.
 func TestConn_Frames(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	h := newFakeHub(t)
-	c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, h, c := dialFake(t, nil)
 	h.mu.Lock()
 	for i := range 600 {
 		h.broadcastLocked(fmt.Sprint(i))
@@ -311,15 +323,7 @@ func TestConn_Frames(t *testing.T) {
 // are.
 func TestConn_JoinsAHubWithoutResumeAsItIs(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	h := newFakeHub(t)
-	h.oldHub = true
-	c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, h, c := dialFake(t, func(h *fakeHub) { h.oldHub = true })
 	if c.Resumable() {
 		t.Error("resumable on a hub without resume")
 	}
@@ -356,14 +360,7 @@ func TestConn_HubClosingForAReason(t *testing.T) {
 	} {
 		t.Run(tt.condition, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-			defer cancel()
-			h := newFakeHub(t)
-			c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			ctx, h, c := dialFake(t, nil)
 			why := &client.ClosedError{Status: 1008, Condition: tt.condition, Text: "closed"}
 			h.mu.Lock()
 			conn := h.anyConnLocked()
@@ -441,13 +438,7 @@ func TestClient_StartsOverUnderAnotherPeerWhileItsOwnIsHeld(t *testing.T) {
 // MaxUnconfirmed of them to send again after a drop: the most recent.
 func TestConn_KeepsTheLatestUnconfirmedFrames(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	h := newFakeHub(t)
-	c, err := client.DialConn(ctx, client.DialOptions{Endpoint: h, Session: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, h, c := dialFake(t, nil)
 	defer c.Close()
 	h.mu.Lock()
 	h.cut = func() bool { return true } // every frame is lost in flight

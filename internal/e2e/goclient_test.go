@@ -345,24 +345,7 @@ func TestGoClient_StartsOverAfterTheResumeWindow(t *testing.T) {
 	default:
 		t.Error("the old copy of the permission request is still open")
 	}
-	again := <-asked
-	if again.Params.ToolCall.ToolCallID != first.Params.ToolCall.ToolCallID {
-		t.Errorf("asked again about %q, first about %q", again.Params.ToolCall.ToolCallID, first.Params.ToolCall.ToolCallID)
-	}
-	if err := again.Respond(ctx, allowOnce); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case res := <-done:
-		if res == nil || res.StopReason != "end_turn" {
-			t.Fatalf("the prompt ended %+v", res)
-		}
-	case <-ctx.Done():
-		t.Fatal("the prompt was not answered after the restart")
-	}
-	if n := h.countEvents("s", "turn.started"); n != 2 {
-		t.Errorf("%d turns, want 2: the prompt sent again ran again", n)
-	}
+	finishAfterRestart(ctx, t, h, "s", first, asked, done)
 	// The history came again, from the start: a join with session/new
 	// names no log seq.
 	if got := text.take(); strings.Count(got, "before") != 2 {
@@ -486,7 +469,19 @@ func TestGoClient_StandardEndpoint(t *testing.T) {
 	if r.SessionID != s.ID() || len(r.Withdrawn) != 1 || string(r.Withdrawn[0]) != string(first.Raw.ID) {
 		t.Errorf("restart %+v", r)
 	}
+	finishAfterRestart(ctx, t, h, "std", first, asked, done)
+}
+
+// finishAfterRestart answers the permission request asked again after a
+// restart, first asked as first, and checks that the prompt of the
+// session key that asked it ends and ran once: its turn is the session's
+// second.
+func finishAfterRestart(ctx context.Context, t *testing.T, h *hubProc, key string, first *permissionRequest, asked <-chan *permissionRequest, done <-chan *api.PromptResult) {
+	t.Helper()
 	again := <-asked
+	if again.Params.ToolCall.ToolCallID != first.Params.ToolCall.ToolCallID {
+		t.Errorf("asked again about %q, first about %q", again.Params.ToolCall.ToolCallID, first.Params.ToolCall.ToolCallID)
+	}
 	if err := again.Respond(ctx, allowOnce); err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +493,7 @@ func TestGoClient_StandardEndpoint(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the prompt was not answered after the restart")
 	}
-	if n := h.countEvents("std", "turn.started"); n != 2 {
+	if n := h.countEvents(key, "turn.started"); n != 2 {
 		t.Errorf("%d turns, want 2: the prompt sent again ran again", n)
 	}
 }
