@@ -134,9 +134,10 @@ type Restart struct {
 // also names its tool call (acphub.dev/toolCallId), so it lands on the
 // request meant. When the hub cannot resume the connection, the Conn joins
 // anew (see Restart). When the hub ends the connection on purpose — it is
-// stopping, or another transport resumed the connection — Read fails with
-// its *ClosedError; a cut for taking none of the session's output
-// (condition backpressure) is resumed like a drop.
+// stopping — Read fails with its *ClosedError; a cut for taking none of
+// the session's output (condition backpressure), or a fence (a late
+// attempt of the client's resumed the connection), is resumed like a
+// drop.
 //
 // Read is for one goroutine; Write may be called from any.
 type Conn struct {
@@ -533,13 +534,19 @@ func setMeta(obj []byte, key string, val []byte) ([]byte, bool) {
 }
 
 // drop closes t if it is still the connection's transport, so that the
-// reader notices and brings the connection back.
+// reader notices and brings the connection back. A WebSocket is closed
+// without its close handshake: status 1000 would tell the hub the client
+// is done.
 func (c *Conn) drop(t Transport) {
 	c.mu.Lock()
 	if c.t == t {
 		c.t = nil
 	}
 	c.mu.Unlock()
+	if a, ok := t.(interface{ abort() }); ok {
+		a.abort()
+		return
+	}
 	_ = t.Close()
 }
 
@@ -629,12 +636,13 @@ func (c *Conn) run() {
 }
 
 // fatal says whether a transport's end cannot be undone by resuming: the
-// hub ended the connection on purpose — it is stopping, or another
-// transport resumed the connection — rather than cut a client that took
-// none of its output (backpressure), which may resume.
+// hub ended the connection on purpose (it is stopping), rather than cut a
+// client that took none of its output (backpressure) or fenced a transport
+// because another resumed the connection — one of the client's own
+// attempts, which reached the hub late — and either may resume.
 func fatal(err error) bool {
 	ce, ok := errors.AsType[*ClosedError](err)
-	return ok && ce.Condition != "backpressure"
+	return ok && ce.Condition != "backpressure" && ce.Condition != "connection_fenced"
 }
 
 // receive handles one message from the hub and reports whether it could be

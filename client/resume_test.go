@@ -355,8 +355,9 @@ func TestConn_HubClosingForAReason(t *testing.T) {
 		resumes   bool
 	}{
 		{"backpressure", true},
+		{"connection_fenced", true},
 		{"temporarily_unavailable", false},
-		{"connection_fenced", false},
+		{"internal_error", false},
 	} {
 		t.Run(tt.condition, func(t *testing.T) {
 			t.Parallel()
@@ -439,9 +440,9 @@ func TestClient_StartsOverUnderAnotherPeerWhileItsOwnIsHeld(t *testing.T) {
 func TestConn_KeepsTheLatestUnconfirmedFrames(t *testing.T) {
 	t.Parallel()
 	ctx, h, c := dialFake(t, nil)
-	defer c.Close()
 	h.mu.Lock()
-	h.cut = func() bool { return true } // every frame is lost in flight
+	h.down = true // no transport while the client writes
+	h.anyConnLocked().t.Close()
 	h.mu.Unlock()
 	const n = client.MaxUnconfirmed + 10
 	for i := range n {
@@ -450,7 +451,7 @@ func TestConn_KeepsTheLatestUnconfirmedFrames(t *testing.T) {
 		}
 	}
 	h.mu.Lock()
-	h.cut = nil
+	h.down = false
 	h.mu.Unlock()
 	waitFor(t, func() bool {
 		h.mu.Lock()

@@ -287,6 +287,10 @@ func (t wsTransport) Write(ctx context.Context, msg []byte) error {
 // Close closes with status 1000, which tells the hub the client is done.
 func (t wsTransport) Close() error { return t.ws.Close(websocket.StatusNormalClosure, "") }
 
+// abort closes the connection without a close frame, as a network that
+// fails: the hub keeps a resumable connection for its client.
+func (t wsTransport) abort() { _ = t.ws.CloseNow() }
+
 // ndjsonTransport is a Transport over the hub's Unix socket: one message
 // per line each way.
 type ndjsonTransport struct {
