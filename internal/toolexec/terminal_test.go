@@ -239,9 +239,9 @@ func TestExecutor_Handle_terminalReleaseKillsTheGroup(t *testing.T) {
 	e := newExecutor(t, toolexec.Options{Root: t.TempDir()})
 	term := create(t, e, sh(`sleep 60 & echo $$ $!; sleep 60`))
 	ps := pids(t, e, term, 2)
-	if live := liveProcesses(t, ps[0]); len(live) != 3 { // sh and two sleeps
-		t.Fatalf("group %d: %v", ps[0], live)
-	}
+	// sh and two sleeps; the second sleep starts after the echo that
+	// printed the pids.
+	eventually(t, "three processes in the group", func() bool { return len(liveProcesses(t, ps[0])) == 3 })
 	_, audit, err := call[struct{}](t, e, "terminal/release", id(term))
 	if err != nil {
 		t.Fatal(err)
