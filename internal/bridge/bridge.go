@@ -27,7 +27,6 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/client"
 	"github.com/acphub/acphub/internal/jsonrpc"
-	"github.com/acphub/acphub/internal/transport"
 )
 
 // Options are the limits of Run.
@@ -217,7 +216,7 @@ func pumpIn(ctx context.Context, c *client.Conn, r *jsonrpc.Reader, lines chan<-
 		frame, err := r.Read()
 		if errors.Is(err, jsonrpc.ErrFrameTooLarge) {
 			select {
-			case lines <- jsonrpc.NewErrorResponse(nil, transport.FrameTooLarge(maxFrame)):
+			case lines <- jsonrpc.NewErrorResponse(nil, jsonrpc.FrameTooLarge(maxFrame)):
 				continue
 			case <-ctx.Done():
 				return ctx.Err()

@@ -129,3 +129,9 @@ func DecodeError(raw []byte) *Error {
 	}
 	return &e
 }
+
+// FrameTooLarge is the error for a frame over the size limit, answered
+// with id null: the connection stays.
+func FrameTooLarge(limit int) *Error {
+	return NewError(api.CodeFrameTooLarge, api.ReasonFrameTooLarge, "Frame exceeds the size limit", map[string]any{"limit": limit})
+}

@@ -424,7 +424,7 @@ func (s *Server) readLoop(ctx context.Context, conn frameConn, l link, out *reco
 		switch {
 		case errors.Is(err, errFrameTooLarge):
 			log.Warn("client frame over the size limit", "limit", s.opts.MaxFrame)
-			if out.write([][]byte{jsonrpc.NewErrorResponse(nil, FrameTooLarge(s.opts.MaxFrame))}) != nil {
+			if out.write([][]byte{jsonrpc.NewErrorResponse(nil, jsonrpc.FrameTooLarge(s.opts.MaxFrame))}) != nil {
 				return false
 			}
 			continue
@@ -469,10 +469,4 @@ func refuseFenced(conn frameConn, frame []byte) {
 	}
 	e := jsonrpc.NewError(api.CodeConnectionFenced, api.ReasonConnectionFenced, "Connection fenced: the connection was resumed on another transport", nil)
 	_ = conn.WriteBatch([][]byte{jsonrpc.NewErrorResponse(id, e)}, 0)
-}
-
-// FrameTooLarge is the error for a frame over the size limit.
-func FrameTooLarge(limit int) *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeFrameTooLarge, api.ReasonFrameTooLarge,
-		"Frame exceeds the size limit", map[string]any{"limit": limit})
 }

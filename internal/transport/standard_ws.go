@@ -69,7 +69,7 @@ func (s *Server) readStandard(ctx context.Context, conn wsConn, mux *acpconn.Con
 		frame, err := conn.readFrame()
 		switch {
 		case errors.Is(err, errFrameTooLarge):
-			if conn.Conn.WriteBatch([][]byte{jsonrpc.NewErrorResponse(nil, FrameTooLarge(s.opts.MaxFrame))}) != nil {
+			if conn.Conn.WriteBatch([][]byte{jsonrpc.NewErrorResponse(nil, jsonrpc.FrameTooLarge(s.opts.MaxFrame))}) != nil {
 				return
 			}
 			continue
