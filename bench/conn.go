@@ -174,10 +174,17 @@ type wsTransport struct {
 // dial connects a client to session key of h as peer: over the hub's Unix
 // socket when the run measures that, else over WebSocket.
 func dial(h *hubProc, key, peer string) (transport, error) {
+	var t transport
+	var err error
 	if h.socket {
-		return dialSocket(h, key, peer)
+		t, err = dialSocket(h, key, peer)
+	} else {
+		t, err = dialWS(h, key, peer)
 	}
-	return dialWS(h, key, peer)
+	if err != nil || !h.resumable {
+		return t, err
+	}
+	return &acking{transport: t}, nil
 }
 
 // dialWS connects a WebSocket client to session key of h as peer.

@@ -420,19 +420,22 @@ func (r *report) adversarial(b *strings.Builder) {
 		r.judge("attach: live clients' paced p99 moves < 5 ms", signed(moved), moved < 5*time.Millisecond)
 	}
 	if rs := r.resume; rs != nil {
-		cost := median(rs.stamped) / median(rs.plain)
 		ratio := float64(medianDur(rs.resumes)) / float64(medianDur(rs.attaches))
-		p("**Resumable connections** ([docs/resume.md](resume.md)). Positions: a flood of %d chunks of %s to K=%d clients, %d times each way, alternating: plain clients, then resumable ones, whose every frame carries its delivery position. Resume: a resumable client reads half of a %d-chunk flood and its transport drops; after the turn it resumes from its last position and reads to the turn's end, and, for comparison, a new client attaches with the `afterSeq` of the last chunk the dropped one had and reads the same; %d times each.\n\n",
-			rs.spec.n, sizeName(rs.spec.size), rs.k, len(rs.plain), rs.drop.n, len(rs.resumes))
-		p("| | value |\n|---|---|\n")
-		p("| per-client median rate, plain clients (each run) | %s |\n", rates(rs.plain))
-		p("| the same with positions | %s |\n", rates(rs.stamped))
-		p("| with positions ÷ plain (medians) | %.3f× |\n", cost)
+		p("**Resumable connections** ([docs/resume.md](resume.md)). Positions: for each chunk size, a flood to K=%d clients, %d times each way, alternating: plain clients, then resumable ones, whose every frame carries its delivery position and which acknowledge every 256 records or 64 KiB as acphub's Go client does. Resume: a resumable client reads half of a %d-chunk flood and its transport drops; after the turn it resumes from its last position and reads to the turn's end, and, for comparison, a new client attaches with the `afterSeq` of the last chunk the dropped one had and reads the same; %d times each.\n\n",
+			rs.k, positionsRuns, rs.drop.n, len(rs.resumes))
+		p("| S | chunks | per-client median rate, plain (each run) | with positions | positions ÷ plain (medians) | CPU hub / bench clients, plain → with positions (cores) |\n|---:|---:|---|---|---:|---|\n")
+		for _, ps := range rs.positions {
+			p("| %s | %d | %s | %s | %.3f× | %.2f / %.2f → %.2f / %.2f |\n", sizeName(ps.spec.size), ps.spec.n, rates(ps.plain.rates), rates(ps.stamped.rates), ps.cost(),
+				median(ps.plain.hubCPU), median(ps.plain.benchCPU), median(ps.stamped.hubCPU), median(ps.stamped.benchCPU))
+		}
+		p("\n| | value |\n|---|---|\n")
 		p("| chunks missed by the dropped client | %v |\n", rs.missed)
 		p("| resume → the turn's end read, exact | %s |\n", durs(rs.resumes))
 		p("| new client, `initialize` + `session/attach` with `afterSeq` → the same read | %s |\n", durs(rs.attaches))
 		p("| resume ÷ attach (medians) | %.2f× |\n\n", ratio)
-		r.judge(fmt.Sprintf("positions on every frame cost ≤ 5%% of the K=%d flood rate", rs.k), fmt.Sprintf("%.3f× the plain rate", cost), cost >= 0.95)
+		for _, ps := range rs.positions {
+			r.judge(fmt.Sprintf("positions on every frame cost ≤ 5%% of the K=%d flood rate, S=%s", rs.k, sizeName(ps.spec.size)), fmt.Sprintf("%.3f× the plain rate", ps.cost()), ps.cost() >= 0.95)
+		}
 		r.judge("resume delivers what it missed within 2× a fresh attach with afterSeq", fmt.Sprintf("%s vs %s (%.2f×)", dur(medianDur(rs.resumes)), dur(medianDur(rs.attaches)), ratio), ratio <= 2)
 	}
 	if l := r.long; l != nil {

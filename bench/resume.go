@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	hubclient "github.com/acphub/acphub/client"
 )
 
 // ---------------------------------------------------------------------------
@@ -16,53 +18,78 @@ import (
 // it missed, against a fresh client attaching with afterSeq.
 
 type resumeResult struct {
-	k        int
-	spec     floodSpec
-	plain    []float64 // median per-client rate of each run, plain clients
-	stamped  []float64 // the same with resumable clients (positions on every frame)
-	drop     floodSpec // the flood a client drops out of halfway
-	missed   []int64   // chunks it missed, per repetition
-	resumes  []time.Duration
-	attaches []time.Duration
+	k         int
+	positions []*positionsResult // one per chunk size
+	drop      floodSpec          // the flood a client drops out of halfway
+	missed    []int64            // chunks it missed, per repetition
+	resumes   []time.Duration
+	attaches  []time.Duration
 }
 
+// positionsResult compares floods to plain and to resumable clients.
+type positionsResult struct {
+	spec           floodSpec
+	plain, stamped positionRuns
+}
+
+// positionRuns are the runs of one kind of client: the median per-client
+// rate of each, and its CPU in cores, the hub's and the bench's (its
+// clients').
+type positionRuns struct {
+	rates, hubCPU, benchCPU []float64
+}
+
+func (r *positionRuns) add(f *floodResult) {
+	r.rates = append(r.rates, f.medianRate())
+	r.hubCPU = append(r.hubCPU, f.hubCPU)
+	r.benchCPU = append(r.benchCPU, f.benchCPU)
+}
+
+// cost is the median rate with positions over the median rate without.
+func (p *positionsResult) cost() float64 { return median(p.stamped.rates) / median(p.plain.rates) }
+
 // positionsRuns is how many floods each kind of client gets, alternating.
-const positionsRuns = 3
+const positionsRuns = 5
 
 func runResume(cfg *config) (*resumeResult, error) {
-	k := 10
-	n := cfg.floodN(k, 100)
-	res := &resumeResult{k: k, spec: floodSpec{n: n, size: 100, mode: stampMeta}}
-	for range positionsRuns {
-		for _, resumable := range []bool{false, true} {
-			var rate float64
-			err := withHubAs(cfg, k, resumable, func(h *hubProc, clients []*client) error {
-				fr := &floodRun{hub: h, clients: clients, readers: everyone(k)}
-				f, err := fr.run(res.spec)
-				if err == nil && f.errors() != 0 {
-					err = fmt.Errorf("%d chunks lost, duplicated or reordered", f.errors())
+	res := &resumeResult{k: 10}
+	for _, size := range cfg.sizes {
+		p := &positionsResult{spec: floodSpec{n: cfg.floodN(res.k, size), size: size, mode: stampMeta}}
+		for range positionsRuns {
+			for _, resumable := range []bool{false, true} {
+				err := withHubAs(cfg, res.k, resumable, func(h *hubProc, clients []*client) error {
+					fr := &floodRun{hub: h, clients: clients, readers: everyone(res.k)}
+					profiled := cfg.profile(h, fmt.Sprintf("cpu-positions-s%d-%v.pprof", size, resumable), "profile?seconds=2")
+					f, err := fr.run(p.spec)
+					if perr := profiled(); perr != nil {
+						cfg.progress("profile: %v", perr)
+					}
+					switch {
+					case err != nil:
+						return err
+					case f.errors() != 0:
+						return fmt.Errorf("%d chunks lost, duplicated or reordered", f.errors())
+					case resumable:
+						p.stamped.add(f)
+					default:
+						p.plain.add(f)
+					}
+					return nil
+				})
+				if err != nil {
+					return nil, fmt.Errorf("positions S=%d, resumable=%v: %w", size, resumable, err)
 				}
-				if err == nil {
-					rate = f.medianRate()
-				}
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("positions, resumable=%v: %w", resumable, err)
-			}
-			if resumable {
-				res.stamped = append(res.stamped, rate)
-			} else {
-				res.plain = append(res.plain, rate)
 			}
 		}
+		cfg.progress("positions K=%d S=%d: plain %.0f/s, with positions %.0f/s (%.3f×)", res.k, size,
+			median(p.plain.rates), median(p.stamped.rates), p.cost())
+		res.positions = append(res.positions, p)
 	}
-	res.drop = floodSpec{n: max(n/5, 2000), size: 100, mode: stampMeta}
+	res.drop = floodSpec{n: max(cfg.floodN(res.k, 100)/5, 2000), size: 100, mode: stampMeta}
 	if err := res.dropAndCatchUp(cfg); err != nil {
 		return nil, err
 	}
-	cfg.progress("positions K=%d: plain %.0f/s, with positions %.0f/s (%.3f×); resume %v vs attach afterSeq %v", k,
-		median(res.plain), median(res.stamped), median(res.stamped)/median(res.plain), medianDur(res.resumes), medianDur(res.attaches))
+	cfg.progress("resume %v vs attach afterSeq %v", medianDur(res.resumes), medianDur(res.attaches))
 	return res, nil
 }
 
@@ -247,4 +274,30 @@ func medianDur(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// acking is a resumable client's transport that acknowledges what it read
+// as acphub's Go client (package client) does: every AckRecords records or
+// AckBytes bytes.
+type acking struct {
+	transport
+	records, bytes int
+}
+
+func (a *acking) read() ([]byte, error) {
+	b, err := a.transport.read()
+	if err != nil {
+		return b, err
+	}
+	a.records++
+	a.bytes += len(b)
+	if a.records >= hubclient.AckRecords || a.bytes >= hubclient.AckBytes {
+		if pos := positionOf(b); pos != "" {
+			a.records, a.bytes = 0, 0
+			if err := a.write(fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"_acphub/ack","params":{"position":%q}}`, pos)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b, nil
 }
