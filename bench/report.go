@@ -421,7 +421,7 @@ func (r *report) adversarial(b *strings.Builder) {
 	}
 	if rs := r.resume; rs != nil {
 		ratio := float64(medianDur(rs.resumes)) / float64(medianDur(rs.attaches))
-		p("**Resumable connections** ([docs/resume.md](resume.md)). Positions: for each chunk size, a flood to K=%d clients, %d times each way, alternating: plain clients, then resumable ones, whose every frame carries its delivery position and which acknowledge every 256 records or 64 KiB as acphub's Go client does. Resume: a resumable client reads half of a %d-chunk flood and its transport drops; after the turn it resumes from its last position and reads to the turn's end, and, for comparison, a new client attaches with the `afterSeq` of the last chunk the dropped one had and reads the same; %d times each.\n\n",
+		p("**Resumable connections** ([docs/resume.md](resume.md)). Positions: for each chunk size, a flood to K=%d clients, %d times each way, alternating: plain clients, then resumable ones, whose every frame carries its delivery position and which acknowledge every 4,096 records or 1 MiB as acphub's Go client does. Resume: a resumable client reads half of a %d-chunk flood and its transport drops; after the turn it resumes from its last position and reads to the turn's end, and, for comparison, a new client attaches with the `afterSeq` of the last chunk the dropped one had and reads the same; %d times each.\n\n",
 			rs.k, positionsRuns, rs.drop.n, len(rs.resumes))
 		p("| S | chunks | per-client median rate, plain (each run) | with positions | positions ÷ plain (medians) | CPU hub / bench clients, plain → with positions (cores) |\n|---:|---:|---|---|---:|---|\n")
 		for _, ps := range rs.positions {

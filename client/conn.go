@@ -31,8 +31,8 @@ const (
 	// AckRecords and AckBytes: a resumable Conn acknowledges what it
 	// received every AckRecords records or AckBytes bytes, whichever comes
 	// first, so the hub can forget them.
-	AckRecords = 256
-	AckBytes   = 64 << 10
+	AckRecords = 4096
+	AckBytes   = 1 << 20
 	// DefaultReconnectTimeout is how long a dropped connection tries to
 	// come back, resumed or started over, before it fails.
 	DefaultReconnectTimeout = 5 * time.Minute

@@ -236,18 +236,19 @@ func TestClient_StartsOverWhenTheHubCannotResume(t *testing.T) {
 
 // The raw frame layer gives the reader the hub's frames without the
 // position member, byte for byte; puts an operation id on mutations and
-// the tool call on permission answers; acknowledges every 256 records; and
+// the tool call on permission answers; acknowledges every AckRecords records; and
 // says goodbye on Close.
 func TestConn_Frames(t *testing.T) {
 	t.Parallel()
 	ctx, h, c := dialFake(t, nil)
 	h.mu.Lock()
-	for i := range 600 {
+	n := 2*client.AckRecords + 88
+	for i := range n {
 		h.broadcastLocked(fmt.Sprint(i))
 	}
 	h.askLocked(h.anyConnLocked(), "t9")
 	h.mu.Unlock()
-	for i := range 600 {
+	for i := range n {
 		r, err := c.Read(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -287,8 +288,8 @@ func TestConn_Frames(t *testing.T) {
 	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.acks) < 2 || h.acks[0] != 256 || h.acks[1] != 512 {
-		t.Errorf("acknowledged %v, want 256, 512", h.acks)
+	if len(h.acks) < 2 || h.acks[0] != client.AckRecords || h.acks[1] != 2*client.AckRecords {
+		t.Errorf("acknowledged %v, want %d, %d", h.acks, client.AckRecords, 2*client.AckRecords)
 	}
 	var sent []string
 	for _, f := range h.received {

@@ -30,6 +30,7 @@ import (
 
 // Bounds on what a connection keeps of what it wrote and the client has
 // not acknowledged: the most recent records up to both limits.
+// KeepRecords is a power of two (the ring of kept frames doubles up to it).
 const (
 	KeepRecords = 16384
 	KeepBytes   = 8 << 20
@@ -129,8 +130,7 @@ type Conn[T any] struct {
 
 	mu     sync.Mutex // guards what follows
 	next   uint64     // the position of the next record
-	kept   []Record   // written and not acknowledged, oldest first
-	bytes  int        // of kept's frames
+	kept   ring       // written and not acknowledged, up to next-1
 	holder *Hold[T]   // the transport that holds it; nil while parked
 	timer  *time.Timer
 	ended  bool
@@ -178,29 +178,13 @@ func (h *Hold[T]) Stamp(frames [][]byte) (uint64, bool) {
 	}
 	first := c.next
 	for _, f := range frames {
-		c.kept = append(c.kept, Record{Pos: c.next, Frame: f})
-		c.bytes += len(f)
+		c.kept.push(f)
 		c.next++
 	}
-	drop := 0
-	for len(c.kept)-drop > KeepRecords || (c.bytes > KeepBytes && len(c.kept)-drop > 1) {
-		c.bytes -= len(c.kept[drop].Frame)
-		drop++
+	for c.kept.bytes > KeepBytes && c.kept.n > 1 {
+		c.kept.drop(1)
 	}
-	c.forget(drop)
 	return first, true
-}
-
-// forget drops the n oldest kept records.
-func (c *Conn[T]) forget(n int) {
-	if n == 0 {
-		return
-	}
-	clear(c.kept[:n])
-	c.kept = c.kept[n:]
-	if len(c.kept) == 0 {
-		c.kept = nil // let the backing array go
-	}
 }
 
 // Ack drops the kept records up to pos, which the client acknowledged.
@@ -212,12 +196,9 @@ func (h *Hold[T]) Ack(pos uint64) {
 }
 
 func (c *Conn[T]) ackLocked(pos uint64) {
-	n := 0
-	for n < len(c.kept) && c.kept[n].Pos <= pos {
-		c.bytes -= len(c.kept[n].Frame)
-		n++
+	if first := c.next - uint64(c.kept.n); pos >= first {
+		c.kept.drop(int(min(pos-first+1, uint64(c.kept.n))))
 	}
-	c.forget(n)
 }
 
 // Release lets go of the connection when its transport ended. With bye
@@ -270,7 +251,7 @@ func (c *Conn[T]) end(then func()) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	c.kept, c.bytes = nil, 0
+	c.kept = ring{}
 	c.mu.Unlock()
 	c.reg.mu.Lock()
 	delete(c.reg.conns, c.id)
@@ -294,7 +275,7 @@ func (c *Conn[T]) checkLocked(pos uint64) error {
 		return ErrUnknown
 	case pos >= c.next:
 		return ErrPosition // ahead of what was written
-	case len(c.kept) > 0 && pos+1 < c.kept[0].Pos, len(c.kept) == 0 && pos+1 < c.next:
+	case pos+1 < c.next-uint64(c.kept.n):
 		return ErrPosition // what follows it is forgotten
 	}
 	return nil
@@ -321,7 +302,10 @@ func (c *Conn[T]) Take(pos uint64, wait time.Duration) (*Hold[T], []Record, erro
 			}
 			c.ackLocked(pos)
 			h := c.hold()
-			kept := append([]Record(nil), c.kept...)
+			kept := make([]Record, c.kept.n)
+			for i := range kept {
+				kept[i] = Record{Pos: c.next - uint64(c.kept.n-i), Frame: c.kept.at(i)}
+			}
 			c.mu.Unlock()
 			return h, kept, nil
 		}
@@ -341,5 +325,50 @@ func (c *Conn[T]) Take(pos uint64, wait time.Duration) (*Hold[T], []Record, erro
 			c.mu.Unlock()
 		}
 		t.Stop()
+	}
+}
+
+// ring holds the frames a connection wrote and the client has not
+// acknowledged, oldest first. It grows by doubling, up to KeepRecords
+// slots, past which the oldest frame makes room; grown, it allocates
+// nothing.
+type ring struct {
+	slots [][]byte
+	head  int // the oldest
+	n     int
+	bytes int // of the frames held
+}
+
+func (r *ring) at(i int) []byte { return r.slots[(r.head+i)&(len(r.slots)-1)] }
+
+func (r *ring) push(f []byte) {
+	if r.n == len(r.slots) {
+		if len(r.slots) < KeepRecords {
+			r.grow()
+		} else {
+			r.drop(1)
+		}
+	}
+	r.slots[(r.head+r.n)&(len(r.slots)-1)] = f
+	r.n++
+	r.bytes += len(f)
+}
+
+func (r *ring) grow() {
+	slots := make([][]byte, max(64, 2*len(r.slots)))
+	for i := range r.n {
+		slots[i] = r.at(i)
+	}
+	r.slots, r.head = slots, 0
+}
+
+// drop forgets the k oldest frames.
+func (r *ring) drop(k int) {
+	for range k {
+		i := r.head
+		r.bytes -= len(r.slots[i])
+		r.slots[i] = nil
+		r.head = (i + 1) & (len(r.slots) - 1)
+		r.n--
 	}
 }

@@ -45,8 +45,8 @@ func TestStamp_KeepsTheMostRecentWithinTheBounds(t *testing.T) {
 	if !ok || first != 1 {
 		t.Fatalf("Stamp = %d, %v", first, ok)
 	}
-	if len(c.kept) != KeepRecords {
-		t.Fatalf("kept %d records, want %d", len(c.kept), KeepRecords)
+	if c.kept.n != KeepRecords {
+		t.Fatalf("kept %d records, want %d", c.kept.n, KeepRecords)
 	}
 	if err := c.Check(9); !errors.Is(err, ErrPosition) {
 		t.Fatalf("Check(9), before the first kept record's predecessor = %v, want ErrPosition", err)
@@ -62,8 +62,8 @@ func TestStamp_KeepsTheMostRecentWithinTheBounds(t *testing.T) {
 	}
 	// The byte bound: big records push the old ones out.
 	h.Stamp(frames(3, KeepBytes/2))
-	if c.bytes > KeepBytes+KeepBytes/2 || len(c.kept) > 2 {
-		t.Fatalf("kept %d records of %d bytes", len(c.kept), c.bytes)
+	if c.kept.bytes > KeepBytes+KeepBytes/2 || c.kept.n > 2 {
+		t.Fatalf("kept %d records of %d bytes", c.kept.n, c.kept.bytes)
 	}
 }
 
@@ -79,8 +79,8 @@ func TestAck_ForgetsUpToThePosition(t *testing.T) {
 		t.Fatalf("Check(6) after Ack(6) = %v", err)
 	}
 	h.Ack(10)
-	if err := c.Check(10); err != nil || len(c.kept) != 0 {
-		t.Fatalf("Check(10) after acknowledging all = %v, %d kept", err, len(c.kept))
+	if err := c.Check(10); err != nil || c.kept.n != 0 {
+		t.Fatalf("Check(10) after acknowledging all = %v, %d kept", err, c.kept.n)
 	}
 }
 
