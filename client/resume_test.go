@@ -241,20 +241,29 @@ func TestClient_StartsOverWhenTheHubCannotResume(t *testing.T) {
 func TestConn_Frames(t *testing.T) {
 	t.Parallel()
 	ctx, h, c := dialFake(t, nil)
-	h.mu.Lock()
+	// More than the fake's pipe holds: the hub writes as the client reads
+	// (and acknowledges), one frame at a time.
 	n := 2*client.AckRecords + 88
-	for i := range n {
-		h.broadcastLocked(fmt.Sprint(i))
-	}
-	h.askLocked(h.anyConnLocked(), "t9")
-	h.mu.Unlock()
+	go func() {
+		for i := range n {
+			h.mu.Lock()
+			h.broadcastLocked(fmt.Sprint(i))
+			h.mu.Unlock()
+		}
+		h.mu.Lock()
+		h.askLocked(h.anyConnLocked(), "t9")
+		h.mu.Unlock()
+	}()
 	for i := range n {
 		r, err := c.Read(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(r.Frame) != string(h.log[i]) {
-			t.Fatalf("record %d: %s, want %s", i, r.Frame, h.log[i])
+		h.mu.Lock()
+		want := string(h.log[i])
+		h.mu.Unlock()
+		if string(r.Frame) != want {
+			t.Fatalf("record %d: %s, want %s", i, r.Frame, want)
 		}
 	}
 	r, err := c.Read(ctx)
