@@ -244,7 +244,9 @@ func TestConn_Frames(t *testing.T) {
 	// More than the fake's pipe holds: the hub writes as the client reads
 	// (and acknowledges), one frame at a time.
 	n := 2*client.AckRecords + 88
+	broadcast := make(chan struct{})
 	go func() {
+		defer close(broadcast)
 		for i := range n {
 			h.mu.Lock()
 			h.broadcastLocked(fmt.Sprint(i))
@@ -254,18 +256,22 @@ func TestConn_Frames(t *testing.T) {
 		h.askLocked(h.anyConnLocked(), "t9")
 		h.mu.Unlock()
 	}()
+	got := make([]string, n)
 	for i := range n {
 		r, err := c.Read(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.mu.Lock()
-		want := string(h.log[i])
-		h.mu.Unlock()
-		if string(r.Frame) != want {
-			t.Fatalf("record %d: %s, want %s", i, r.Frame, want)
+		got[i] = string(r.Frame)
+	}
+	<-broadcast
+	h.mu.Lock()
+	for i, g := range got {
+		if g != string(h.log[i]) {
+			t.Fatalf("record %d: %s, want %s", i, g, h.log[i])
 		}
 	}
+	h.mu.Unlock()
 	r, err := c.Read(ctx)
 	if err != nil {
 		t.Fatal(err)
