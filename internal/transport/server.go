@@ -361,6 +361,16 @@ func (s *Server) serveConn(ctx context.Context, conn frameConn, l link, log *slo
 	why := s.writeLoop(ctx, out, l)
 	close(written)
 	stop()
+	if why == nil && l.hold != nil {
+		// A write failed, most likely because the client closed: what it
+		// sent before closing, its goodbye perhaps, is still to be read.
+		t := time.NewTimer(closeGrace)
+		select {
+		case <-readDone:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	cancel()
 	_ = conn.closeFor(why)
 	<-readDone
