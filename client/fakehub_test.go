@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
@@ -489,22 +488,4 @@ func (e *pipeEnd) Close() error {
 func randomCuts(seed uint64, p float64) func() bool {
 	r := rand.New(rand.NewPCG(seed, seed))
 	return func() bool { return r.Float64() < p }
-}
-
-// texts returns the texts of agent_message_chunk frames.
-func chunkText(frame []byte) (string, bool) {
-	if !strings.Contains(string(frame), "agent_message_chunk") {
-		return "", false
-	}
-	var m struct {
-		Params struct {
-			Update struct {
-				Content struct{ Text string }
-			}
-		}
-	}
-	if json.Unmarshal(frame, &m) != nil {
-		return "", false
-	}
-	return m.Params.Update.Content.Text, true
 }
