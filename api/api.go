@@ -68,6 +68,16 @@ func EventTypes() []string {
 	return out
 }
 
+// The members acphub adds to, or reads from, a message's _meta
+// (docs/resume.md, docs/standard-endpoint.md).
+const (
+	MetaPosition    = "acphub.dev/position"    // a record's delivery position
+	MetaOperationID = "acphub.dev/operationId" // a mutation's operation id
+	MetaToolCallID  = "acphub.dev/toolCallId"  // the tool call a permission answer is for
+	MetaLastSeq     = "acphub.dev/lastSeq"     // the log seq a join's history ends at
+	MetaKey         = "acphub.dev/key"         // the hub session a standard session/new joins
+)
+
 // MethodInfo describes a method acphub defines.
 type MethodInfo struct {
 	Kind      string // "request" or "notification"

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/acphub/acphub/api"
 	hubclient "github.com/acphub/acphub/client"
 )
 
@@ -222,7 +223,7 @@ func (c *client) hello() (string, string, error) {
 	return m.Params.Credential, positionOf(b), nil
 }
 
-var keyPosition = []byte(`"acphub.dev/position":"`)
+var keyPosition = []byte(`"` + api.MetaPosition + `":"`)
 
 // positionOf returns the delivery position of a record, the last member of
 // its message.

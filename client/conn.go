@@ -17,13 +17,14 @@ import (
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
-// The members acphub adds to a message's _meta (docs/resume.md).
+// The members acphub adds to a message's _meta (docs/resume.md); the
+// names of package api, here for a client's convenience.
 const (
-	MetaPosition    = "acphub.dev/position"    // a record's delivery position
-	MetaOperationID = "acphub.dev/operationId" // a mutation's operation id
-	MetaToolCallID  = "acphub.dev/toolCallId"  // the tool call a permission answer is for
-	MetaLastSeq     = "acphub.dev/lastSeq"     // the log seq a join's history ends at
-	MetaKey         = "acphub.dev/key"         // the hub session a standard session/new joins
+	MetaPosition    = api.MetaPosition
+	MetaOperationID = api.MetaOperationID
+	MetaToolCallID  = api.MetaToolCallID
+	MetaLastSeq     = api.MetaLastSeq
+	MetaKey         = api.MetaKey
 )
 
 // Defaults of a resumable connection.

@@ -323,10 +323,6 @@ func SessionID(params []byte) string {
 	return id
 }
 
-// keyMeta is the _meta member of session/new that names the hub session
-// to create or join.
-const keyMeta = "acphub.dev/key"
-
 // newSession opens a hub session for session/new: the one its
 // _meta["acphub.dev/key"] names, else a new one.
 func (c *Conn) newSession(ctx context.Context, m *jsonrpc.Message) {
@@ -387,15 +383,15 @@ func requestedKey(params []byte) (string, *jsonrpc.Error) {
 	if !ok {
 		return "", nil
 	}
-	raw, ok := jsonrpc.Field(meta, keyMeta)
+	raw, ok := jsonrpc.Field(meta, api.MetaKey)
 	if !ok {
 		return "", nil
 	}
 	var key string
 	if json.Unmarshal(raw, &key) != nil || !hub.ValidKey(key) {
 		return "", jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams,
-			"Invalid params: params._meta."+keyMeta+": a hub session key, 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit",
-			map[string]any{"field": "_meta." + keyMeta})
+			"Invalid params: params._meta."+api.MetaKey+": a hub session key, 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit",
+			map[string]any{"field": "_meta." + api.MetaKey})
 	}
 	return key, nil
 }
@@ -629,7 +625,7 @@ func hubError(err error) *jsonrpc.Error {
 		return jsonrpc.NewError(api.CodeShuttingDown, api.ReasonShuttingDown, "The hub is stopping", nil)
 	case errors.Is(err, hub.ErrAgentMismatch):
 		return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams,
-			"Invalid params: params._meta."+keyMeta+": "+strings.TrimPrefix(err.Error(), "hub: "), map[string]any{"field": "_meta." + keyMeta})
+			"Invalid params: params._meta."+api.MetaKey+": "+strings.TrimPrefix(err.Error(), "hub: "), map[string]any{"field": "_meta." + api.MetaKey})
 	}
 	return jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil)
 }

@@ -13,7 +13,6 @@ import (
 // makes a retry safe: the session remembers each operation's outcome, and a
 // retry gets it again instead of acting twice (docs/resume.md).
 const (
-	metaOperationID = "acphub.dev/operationId"
 	// How long and how many operations a session remembers, and how many
 	// bytes of their outcomes; the oldest are forgotten first.
 	opsKeep      = 10 * time.Minute
@@ -47,7 +46,7 @@ func operationID(m *jsonrpc.Message) string {
 	if m.Kind == jsonrpc.KindResponse {
 		body = m.Result
 	}
-	if id := metaString(body, metaOperationID); len(id) <= opsMaxIDSize {
+	if id := metaString(body, api.MetaOperationID); len(id) <= opsMaxIDSize {
 		return id
 	}
 	return ""

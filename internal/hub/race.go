@@ -303,10 +303,6 @@ func cancelledOutcome(id []byte) *jsonrpc.Message {
 	return &m
 }
 
-// metaToolCallID is the member of an answer's result._meta that names the
-// tool call of the permission request it answers.
-const metaToolCallID = "acphub.dev/toolCallId"
-
 // toolCallIDOf returns the toolCall.toolCallId of permission request
 // params, or "".
 func toolCallIDOf(params []byte) string {
@@ -321,4 +317,4 @@ func toolCallIDOf(params []byte) string {
 
 // answeredToolCall returns the tool call an answer names in
 // result._meta["acphub.dev/toolCallId"], or "".
-func answeredToolCall(m *jsonrpc.Message) string { return metaString(m.Result, metaToolCallID) }
+func answeredToolCall(m *jsonrpc.Message) string { return metaString(m.Result, api.MetaToolCallID) }

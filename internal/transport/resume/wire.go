@@ -1,9 +1,10 @@
 package resume
 
-import "strconv"
+import (
+	"strconv"
 
-// MetaPosition is the member of a record's _meta that holds its position.
-const MetaPosition = "acphub.dev/position"
+	"github.com/acphub/acphub/api"
+)
 
 // Split returns the two parts a record is written as: the frame up to its
 // closing brace, and, built in buf, the rest with the position added as
@@ -30,7 +31,7 @@ func Split(frame []byte, pos uint64, buf []byte) (body, tail []byte) {
 	if i > 0 && body[i-1] != '{' {
 		tail = append(tail, ',')
 	}
-	tail = append(tail, `"_meta":{"`+MetaPosition+`":"`...)
+	tail = append(tail, `"_meta":{"`+api.MetaPosition+`":"`...)
 	tail = strconv.AppendUint(tail, pos, 10)
 	return body, append(tail, `"}}`...)
 }
