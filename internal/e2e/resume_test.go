@@ -315,6 +315,19 @@ func TestResume_AcknowledgedRecordsAreForgotten(t *testing.T) {
 	h := startHub(t)
 	a := h.dialResumable("s", "a")
 	a.handshake()
+	// An acknowledgement the hub cannot read acknowledges nothing.
+	for _, bad := range []string{`{"position":"x"}`, `{"position":3}`, `{}`, `[]`} {
+		a.send(`{"jsonrpc":"2.0","method":"_acphub/ack","params":` + bad + `}`)
+	}
+	a.mustCall("session/list", map[string]any{})
+	// So the connection can still go on from its first record: the
+	// records after it come again, in order.
+	held := a.pos
+	a.pos = 1
+	a.resume()
+	for a.pos < held {
+		a.next()
+	}
 	a.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"_acphub/ack","params":{"position":"%d"}}`, a.pos))
 	// The ack is handled by the transport in order with what follows it:
 	// a request after it is answered once the ack took effect.
