@@ -55,7 +55,7 @@ func TestServeRefusesNegativeSettings(t *testing.T) {
 	}
 	for _, f := range []struct{ flag, value string }{
 		{"--idle-ttl", "-1s"}, {"--prompt-queue", "-1"}, {"--client-queue", "-1"},
-		{"--client-stall-timeout", "-1s"}, {"--max-frame", "-1"}, {"--max-sessions", "-1"},
+		{"--client-stall-timeout", "-1s"}, {"--resume-window", "-1s"}, {"--max-frame", "-1"}, {"--max-sessions", "-1"},
 		{"--permission-timeout", "-1s"}, {"--max-terminals", "-1"}, {"--max-file-bytes", "-1"},
 		{"--max-terminal-output", "-1"}, {"--workspace-retention", "-1s"}, {"--exit-when-idle", "-1s"},
 	} {
