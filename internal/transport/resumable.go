@@ -26,7 +26,7 @@ const resumeNew = "new"
 type link struct {
 	client *hub.Client
 	hold   *resume.Hold[*hub.Client] // nil: not resumable
-	first  []resume.Record           // consecutive positions
+	first  resume.Records            // written before the session's frames
 }
 
 // errFenced ends a transport whose connection another transport resumed.
@@ -56,7 +56,7 @@ func (s *Server) newResumable(client *hub.Client) link {
 		Window:     s.resumes.Window().Milliseconds(),
 	})
 	pos, _ := hold.Stamp([][]byte{hello})
-	return link{client: client, hold: hold, first: []resume.Record{{Pos: pos, Frame: hello}}}
+	return link{client: client, hold: hold, first: resume.Records{First: pos, Frames: [][]byte{hello}}}
 }
 
 // resumeParams are the only query parameters a resume takes.
@@ -103,7 +103,7 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 	}
 	client := c.Client()
 	log := s.log.With("session", client.Session(), "peer", client.Peer())
-	log.Debug("client resumed", "framing", framing, "position", pos, "resent", len(kept))
+	log.Debug("client resumed", "framing", framing, "position", pos, "resent", len(kept.Frames))
 	s.serveConn(r.Context(), conn, link{client: client, hold: hold, first: kept}, log)
 }
 
@@ -151,17 +151,13 @@ func (w *recordWriter) write(frames [][]byte) error {
 }
 
 // writeKept writes records that have their positions already.
-func (w *recordWriter) writeKept(records []resume.Record) error {
-	if len(records) == 0 {
+func (w *recordWriter) writeKept(r resume.Records) error {
+	if len(r.Frames) == 0 {
 		return nil
-	}
-	frames := make([][]byte, len(records))
-	for i, r := range records {
-		frames[i] = r.Frame
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.conn.WriteBatch(frames, records[0].Pos)
+	return w.conn.WriteBatch(r.Frames, r.First)
 }
 
 // control handles a resumable connection's own notifications, _acphub/ack

@@ -114,10 +114,10 @@ func (r *Registry[T]) Len() int {
 	return len(r.conns)
 }
 
-// Record is one written record and its position.
-type Record struct {
-	Pos   uint64
-	Frame []byte
+// Records are written records with consecutive positions, from First on.
+type Records struct {
+	First  uint64
+	Frames [][]byte
 }
 
 // Conn is one logical connection.
@@ -287,12 +287,12 @@ func (c *Conn[T]) checkLocked(pos uint64) error {
 // It returns the new hold and the kept records after pos, which the new
 // transport writes first, with their positions, before anything else. Of
 // two transports taking the same connection at once, the later wins.
-func (c *Conn[T]) Take(pos uint64, wait time.Duration) (*Hold[T], []Record, error) {
+func (c *Conn[T]) Take(pos uint64, wait time.Duration) (*Hold[T], Records, error) {
 	for {
 		c.mu.Lock()
 		if err := c.checkLocked(pos); err != nil {
 			c.mu.Unlock()
-			return nil, nil, err
+			return nil, Records{}, err
 		}
 		old := c.holder
 		if old == nil {
@@ -302,9 +302,9 @@ func (c *Conn[T]) Take(pos uint64, wait time.Duration) (*Hold[T], []Record, erro
 			}
 			c.ackLocked(pos)
 			h := c.hold()
-			kept := make([]Record, c.kept.n)
-			for i := range kept {
-				kept[i] = Record{Pos: c.next - uint64(c.kept.n-i), Frame: c.kept.at(i)}
+			kept := Records{First: c.next - uint64(c.kept.n), Frames: make([][]byte, c.kept.n)}
+			for i := range kept.Frames {
+				kept.Frames[i] = c.kept.at(i)
 			}
 			c.mu.Unlock()
 			return h, kept, nil

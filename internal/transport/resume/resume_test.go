@@ -104,8 +104,8 @@ func TestTake_FencesTheHolderAndResendsAfterThePosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pos []uint64
-	for _, k := range kept {
-		pos = append(pos, k.Pos)
+	for i := range kept.Frames {
+		pos = append(pos, kept.First+uint64(i))
 	}
 	if fmt.Sprint(pos) != "[4 5 6]" {
 		t.Fatalf("resent positions %v, want [4 5 6]", pos)
