@@ -3,10 +3,8 @@ package ws_test
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -48,10 +46,21 @@ func dial(t *testing.T, url string) *websocket.Conn {
 	return c
 }
 
-// echo answers every message with "echo:" + it, as one batch of two.
-func echo(c *ws.Conn) {
+// Read limits of echo: a message over readLimit is discarded, one over
+// hardLimit ends the connection.
+const readLimit, hardLimit = 1024, 4096
+
+// echo answers every message with two, as one batch: echoPrefix(op) + it
+// and "second"; a message over readLimit with "too large".
+func echo(c *ws.Conn) { echoWithin(c, readLimit, hardLimit) }
+
+// echoLarge is echo with limits that take the largest message of the
+// conformance tables.
+func echoLarge(c *ws.Conn) { echoWithin(c, 1<<20, 1<<20) }
+
+func echoWithin(c *ws.Conn, max, hardMax int) {
 	for {
-		_, msg, err := c.ReadMessage(1024, 4096)
+		op, msg, err := c.ReadMessage(max, hardMax)
 		switch {
 		case errors.Is(err, ws.ErrMessageTooLarge):
 			_ = c.WriteBatch([][]byte{[]byte("too large")})
@@ -68,8 +77,16 @@ func echo(c *ws.Conn) {
 			_ = c.Close(ws.StatusPolicyViolation, "asked to")
 			return
 		}
-		_ = c.WriteBatch([][]byte{append([]byte("echo:"), msg...), []byte("second")})
+		_ = c.WriteBatch([][]byte{append([]byte(echoPrefix(op)), msg...), []byte("second")})
 	}
+}
+
+// echoPrefix is what echo puts before a message of type op.
+func echoPrefix(op byte) string {
+	if op == ws.OpBinary {
+		return "echo binary:"
+	}
+	return "echo:"
 }
 
 func read(t *testing.T, c *websocket.Conn) string {
@@ -141,18 +158,6 @@ func TestConn_Interop(t *testing.T) {
 	}
 }
 
-func TestConn_OverHardLimitCloses1009(t *testing.T) {
-	t.Parallel()
-	c := dial(t, server(t, echo))
-	if err := c.Write(context.Background(), websocket.MessageText, []byte(strings.Repeat("z", 5000))); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err := c.Read(context.Background())
-	if got := websocket.CloseStatus(err); got != websocket.StatusMessageTooBig {
-		t.Fatalf("close status %v (%v), want 1009", got, err)
-	}
-}
-
 func TestConn_ClientClose(t *testing.T) {
 	t.Parallel()
 	got := make(chan error, 1)
@@ -190,111 +195,6 @@ func raw(t *testing.T, url string) (net.Conn, *bufio.Reader) {
 		t.Fatalf("Sec-WebSocket-Accept %q", got)
 	}
 	return nc, br
-}
-
-// closeCode reads frames until a close frame and returns its code.
-func closeCode(t *testing.T, nc net.Conn, br *bufio.Reader) int {
-	t.Helper()
-	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for {
-		var h [2]byte
-		if _, err := br.Read(h[:1]); err != nil {
-			t.Fatalf("no close frame: %v", err)
-		}
-		if _, err := br.Read(h[1:]); err != nil {
-			t.Fatal(err)
-		}
-		payload := make([]byte, h[1]&0x7f)
-		if _, err := io.ReadFull(br, payload); err != nil {
-			t.Fatal(err)
-		}
-		if h[0]&0x0f == 0x8 {
-			return int(binary.BigEndian.Uint16(payload))
-		}
-	}
-}
-
-func TestConn_ProtocolErrorsClose1002(t *testing.T) {
-	t.Parallel()
-	tests := map[string][]byte{
-		"unmasked":             {0x81, 0x02, 'h', 'i'},
-		"reserved bits":        {0xC1, 0x80, 0, 0, 0, 0},
-		"unknown opcode":       {0x83, 0x80, 0, 0, 0, 0},
-		"orphan continuation":  {0x80, 0x80, 0, 0, 0, 0},
-		"fragmented ping":      {0x09, 0x80, 0, 0, 0, 0},
-		"new message mid-frag": {0x01, 0x80, 0, 0, 0, 0, 0x81, 0x80, 0, 0, 0, 0},
-		"ping over 125 bytes":  append([]byte{0x89, 0x80 | 126, 0, 126, 0, 0, 0, 0}, make([]byte, 126)...),
-		"close, 1-byte body":   {0x88, 0x81, 0, 0, 0, 0, 0x03},
-		"close code 999":       {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe7},
-		"close code 1004":      {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xec},
-		"close code 1005":      {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xed},
-		"close code 1006":      {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xee},
-		"close code 1015":      {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xf7},
-		"close code 2999":      {0x88, 0x82, 0, 0, 0, 0, 0x0b, 0xb7},
-		"close code 5000":      {0x88, 0x82, 0, 0, 0, 0, 0x13, 0x88},
-	}
-	for name, frame := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			url := server(t, echo)
-			nc, br := raw(t, url)
-			if _, err := nc.Write(frame); err != nil {
-				t.Fatal(err)
-			}
-			if got := closeCode(t, nc, br); got != ws.StatusProtocolError {
-				t.Errorf("close code %d, want 1002", got)
-			}
-		})
-	}
-}
-
-// Text that is not UTF-8 — a whole message, one split across fragments,
-// a close reason — ends the connection with 1007 (RFC 6455 8.1); UTF-8
-// split inside a character across fragments is valid, and a close frame
-// with a code peers may send is answered with that code.
-func TestConn_TextMustBeUTF8(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name  string
-		frame []byte
-		want  int // close code, or 0 for the echo of a valid message
-	}{
-		{"invalid byte", []byte{0x81, 0x82, 0, 0, 0, 0, 'a', 0xff}, ws.StatusInvalidData},
-		{"truncated character", []byte{0x81, 0x82, 0, 0, 0, 0, 'a', 0xc3}, ws.StatusInvalidData},
-		{"overlong encoding", []byte{0x81, 0x82, 0, 0, 0, 0, 0xc0, 0xaf}, ws.StatusInvalidData},
-		{"surrogate", []byte{0x81, 0x83, 0, 0, 0, 0, 0xed, 0xa0, 0x80}, ws.StatusInvalidData},
-		{"invalid across fragments", []byte{0x01, 0x81, 0, 0, 0, 0, 0xc3, 0x80, 0x81, 0, 0, 0, 0, 'x'}, ws.StatusInvalidData},
-		{"close reason", []byte{0x88, 0x83, 0, 0, 0, 0, 0x03, 0xe8, 0xff}, ws.StatusInvalidData},
-		{"character split across fragments", []byte{0x01, 0x81, 0, 0, 0, 0, 0xc3, 0x80, 0x81, 0, 0, 0, 0, 0xa9}, 0},
-		{"close code 1000", []byte{0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe8}, ws.StatusNormal},
-		{"close code 3000", []byte{0x88, 0x82, 0, 0, 0, 0, 0x0b, 0xb8}, 3000},
-		{"close code 4999", []byte{0x88, 0x82, 0, 0, 0, 0, 0x13, 0x87}, 4999},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			url := server(t, echo)
-			nc, br := raw(t, url)
-			if _, err := nc.Write(tt.frame); err != nil {
-				t.Fatal(err)
-			}
-			if tt.want != 0 {
-				if got := closeCode(t, nc, br); got != tt.want {
-					t.Errorf("close code %d, want %d", got, tt.want)
-				}
-				return
-			}
-			_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-			var h [2]byte
-			if _, err := io.ReadFull(br, h[:]); err != nil || h[0] != 0x81 {
-				t.Fatalf("no text frame back: %x %v", h, err)
-			}
-			body := make([]byte, h[1]&0x7f)
-			if _, err := io.ReadFull(br, body); err != nil || !strings.Contains(string(body), "é") {
-				t.Errorf("echo %q %v, want the message é", body, err)
-			}
-		})
-	}
 }
 
 func TestAccept_RefusesNonWebSocket(t *testing.T) {
