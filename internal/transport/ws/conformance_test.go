@@ -522,6 +522,37 @@ func TestConformance7Close(t *testing.T) {
 	converse(t, echoLarge, cases)
 }
 
+// 7 (the server closes): the close handshake the server starts ends with
+// the client's close frame, whatever the client sent before it; a ping
+// that crossed the server's close frame goes unanswered.
+func TestConformance7ServerClose(t *testing.T) {
+	t.Parallel()
+	read := make(chan error, 1)
+	url := server(t, func(c *ws.Conn) {
+		go func() {
+			for {
+				if _, _, err := c.ReadMessage(readLimit, hardLimit); err != nil {
+					read <- err
+					return
+				}
+			}
+		}()
+		_ = c.Close(ws.StatusGoingAway, "bye")
+	})
+	nc, br := raw(t, url)
+	if op, p := readFrame(t, nc, br); op != opClose || p != "\x03\xe9bye" {
+		t.Fatalf("opcode %#x %q, want the server's close frame", op, p)
+	}
+	if _, err := nc.Write(slices.Concat(frame(fin|opText, "late"), frame(fin|opPing, "late"), closeFrame(ws.StatusNormal, ""))); err != nil {
+		t.Fatal(err)
+	}
+	expectEnd(t, nc, br)
+	var ce *ws.CloseError
+	if err := <-read; !errors.As(err, &ce) || ce.Code != ws.StatusNormal {
+		t.Fatalf("the server read %v, want the client's close frame", err)
+	}
+}
+
 // 9: a message up to the read limit arrives whole, in one frame or many;
 // one over it is discarded and the connection goes on; one over the hard
 // limit ends the connection with 1009, before its payload is read.

@@ -430,7 +430,11 @@ func (c *Conn) ReadMessage(max, hardMax int) (op byte, msg []byte, err error) {
 func (c *Conn) control(op byte, payload []byte) error {
 	switch op {
 	case opPing:
-		return c.writeControl(opPong, payload)
+		// After a close frame sent, a ping goes unanswered and reading
+		// goes on to the peer's close frame.
+		if err := c.writeControl(opPong, payload); !errors.Is(err, net.ErrClosed) {
+			return err
+		}
 	case opClose:
 		code, reason := statusNoStatus, ""
 		if len(payload) >= 2 {
