@@ -20,6 +20,16 @@ func FuzzReadMessage(f *testing.F) {
 		{0x81, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0},
 		{0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE8},
 		{0x81, 0x02, 'h', 'i'},
+		// From the conformance categories: a reserved bit on close (3),
+		// a reserved control opcode (4), a fragmented close (5), a
+		// character split across empty and 1-byte fragments (6), a close
+		// code peers may not send (7), a header over the hard limit (9).
+		{0xC8, 0x82, 0, 0, 0, 0, 0x03, 0xE8},
+		{0x8B, 0x81, 0, 0, 0, 0, 'x'},
+		{0x08, 0x81, 0, 0, 0, 0, 0x03, 0x80, 0x81, 0, 0, 0, 0, 0xE8},
+		{0x01, 0x80, 1, 2, 3, 4, 0x00, 0x81, 0, 0, 0, 0, 0xC3, 0x80, 0x81, 0, 0, 0, 0, 0xA9},
+		{0x88, 0x82, 0, 0, 0, 0, 0x03, 0xED},
+		{0x82, 0xFF, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	} {
 		f.Add(s)
 	}
