@@ -86,6 +86,9 @@ func dur(d time.Duration) string {
 	return fmt.Sprintf("%.0f µs", float64(d)/1e3)
 }
 
+// micros formats a short duration in microseconds, to two places.
+func micros(d time.Duration) string { return fmt.Sprintf("%.2f µs", float64(d)/1e3) }
+
 func ratio(v, floor float64) string {
 	if floor <= 0 {
 		return "—"
@@ -421,11 +424,12 @@ func (r *report) adversarial(b *strings.Builder) {
 	}
 	if rs := r.resume; rs != nil {
 		ratio := float64(medianDur(rs.resumes)) / float64(medianDur(rs.attaches))
-		p("**Resumable connections** ([docs/resume.md](resume.md)). Positions: for each chunk size, a flood to K=%d clients, %d times each way, alternating: plain clients, then resumable ones, whose every frame carries its delivery position and which acknowledge every 4,096 records or 1 MiB as acphub's Go client does. Resume: a resumable client reads half of a %d-chunk flood and its transport drops; after the turn it resumes from its last position and reads to the turn's end, and, for comparison, a new client attaches with the `afterSeq` of the last chunk the dropped one had and reads the same; %d times each.\n\n",
-			rs.k, positionsRuns, rs.drop.n, len(rs.resumes))
-		p("| S | chunks | per-client median rate, plain (each run) | with positions | positions ÷ plain (medians) | CPU hub / bench clients, plain → with positions (cores) |\n|---:|---:|---|---|---:|---|\n")
+		p("**Resumable connections** ([docs/resume.md](resume.md)). Positions: for each chunk size, %d pairs of floods to K=%d clients, each pair back to back in fresh hubs, one to plain clients and one to resumable ones, whose every frame carries its delivery position and which acknowledge every 4,096 records or 1 MiB as acphub's Go client does; the pairs alternate which goes first. The cost is the median of the pairs' ratios. Resume: a resumable client reads half of a %d-chunk flood and its transport drops; after the turn it resumes from its last position and reads to the turn's end, and, for comparison, a new client attaches with the `afterSeq` of the last chunk the dropped one had and reads the same; %d times each.\n\n",
+			positionsPairs, rs.k, rs.drop.n, len(rs.resumes))
+		p("| S | chunks | per-client median rate, plain (each run) | with positions | positions ÷ plain (each pair) | median ratio | hub CPU per delivered record, plain → with positions | CPU hub / bench clients, plain → with positions (cores) |\n|---:|---:|---|---|---|---:|---|---|\n")
 		for _, ps := range rs.positions {
-			p("| %s | %d | %s | %s | %.3f× | %.2f / %.2f → %.2f / %.2f |\n", sizeName(ps.spec.size), ps.spec.n, rates(ps.plain.rates), rates(ps.stamped.rates), ps.cost(),
+			p("| %s | %d | %s | %s | %s | %.3f× | %s → %s | %.2f / %.2f → %.2f / %.2f |\n", sizeName(ps.spec.size), ps.spec.n, rates(ps.plain.rates), rates(ps.stamped.rates), ratios(ps.ratios()), ps.cost(),
+				micros(medianDur(ps.plain.hubPerRecord)), micros(medianDur(ps.stamped.hubPerRecord)),
 				median(ps.plain.hubCPU), median(ps.plain.benchCPU), median(ps.stamped.hubCPU), median(ps.stamped.benchCPU))
 		}
 		p("\n| | value |\n|---|---|\n")
@@ -476,6 +480,15 @@ func rates(xs []float64) string {
 	out := make([]string, len(xs))
 	for i, x := range xs {
 		out[i] = rate(x)
+	}
+	return strings.Join(out, ", ")
+}
+
+// ratios formats per-run ratios.
+func ratios(xs []float64) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprintf("%.2f", x)
 	}
 	return strings.Join(out, ", ")
 }

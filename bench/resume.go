@@ -34,30 +34,50 @@ type positionsResult struct {
 }
 
 // positionRuns are the runs of one kind of client: the median per-client
-// rate of each, and its CPU in cores, the hub's and the bench's (its
-// clients').
+// rate of each, its CPU in cores, the hub's and the bench's (its
+// clients'), and the hub's CPU time per record it delivered.
 type positionRuns struct {
 	rates, hubCPU, benchCPU []float64
+	hubPerRecord            []time.Duration
 }
 
-func (r *positionRuns) add(f *floodResult) {
+func (r *positionRuns) add(f *floodResult, records int) {
 	r.rates = append(r.rates, f.medianRate())
 	r.hubCPU = append(r.hubCPU, f.hubCPU)
 	r.benchCPU = append(r.benchCPU, f.benchCPU)
+	r.hubPerRecord = append(r.hubPerRecord, time.Duration(f.hubCPU*float64(f.wall)/float64(records)))
 }
 
-// cost is the median rate with positions over the median rate without.
-func (p *positionsResult) cost() float64 { return median(p.stamped.rates) / median(p.plain.rates) }
+// ratios are the rate with positions over the rate without, for each pair
+// of runs.
+func (p *positionsResult) ratios() []float64 {
+	out := make([]float64, len(p.plain.rates))
+	for i := range out {
+		out[i] = p.stamped.rates[i] / p.plain.rates[i]
+	}
+	return out
+}
 
-// positionsRuns is how many floods each kind of client gets, alternating.
-const positionsRuns = 5
+// cost is the median of the pairs' ratios. Each pair runs back to back,
+// so what slows the machine for a while slows both of its runs; the
+// median passes over the runs in which a client fell behind and read the
+// log back.
+func (p *positionsResult) cost() float64 { return median(p.ratios()) }
+
+// dropRuns is how many times a resumable client drops out of a flood.
+const dropRuns = 5
+
+// positionsPairs is how many pairs of floods, one to plain clients and
+// one to resumable ones, each chunk size gets. The pairs alternate which
+// kind goes first.
+const positionsPairs = 11
 
 func runResume(cfg *config) (*resumeResult, error) {
 	res := &resumeResult{k: 10}
 	for _, size := range cfg.sizes {
 		p := &positionsResult{spec: floodSpec{n: cfg.floodN(res.k, size), size: size, mode: stampMeta}}
-		for range positionsRuns {
-			for _, resumable := range []bool{false, true} {
+		for i := range positionsPairs {
+			for _, resumable := range []bool{i%2 == 1, i%2 == 0} {
 				err := withHubAs(cfg, res.k, resumable, func(h *hubProc, clients []*client) error {
 					fr := &floodRun{hub: h, clients: clients, readers: everyone(res.k)}
 					profiled := cfg.profile(h, fmt.Sprintf("cpu-positions-s%d-%v.pprof", size, resumable), "profile?seconds=2")
@@ -71,9 +91,9 @@ func runResume(cfg *config) (*resumeResult, error) {
 					case f.errors() != 0:
 						return fmt.Errorf("%d chunks lost, duplicated or reordered", f.errors())
 					case resumable:
-						p.stamped.add(f)
+						p.stamped.add(f, p.spec.n*res.k)
 					default:
-						p.plain.add(f)
+						p.plain.add(f, p.spec.n*res.k)
 					}
 					return nil
 				})
@@ -99,7 +119,7 @@ func withHubAs(cfg *config, k int, resumable bool, f func(h *hubProc, clients []
 	return withHub(cfg, k, f, func(h *hubProc) { h.resumable = resumable })
 }
 
-// dropAndCatchUp runs three floods, each with a resumable client that
+// dropAndCatchUp runs dropRuns floods, each with a resumable client that
 // drops its transport halfway; once the turn is over it times the client's
 // resume to the turn's end against a new client that attaches with the
 // afterSeq of the last chunk the dropped one had.
@@ -114,7 +134,7 @@ func (res *resumeResult) dropAndCatchUp(cfg *config) error {
 		return err
 	}
 	defer closeAll(prompter)
-	for rep := range positionsRuns {
+	for rep := range dropRuns {
 		h.resumable = true
 		t, err := dial(h, "bench", fmt.Sprintf("dropper%d", rep))
 		h.resumable = false

@@ -96,13 +96,18 @@ func (r *Reader) discardLine() error {
 	}
 }
 
+// HasLineBreak reports whether frame holds a line break, '\n' or '\r'.
+func HasLineBreak(frame []byte) bool {
+	return bytes.IndexByte(frame, '\n') >= 0 || bytes.IndexByte(frame, '\r') >= 0
+}
+
 // AppendLine appends frame and a newline to dst. Line breaks inside the
 // frame can only be JSON white space; they become spaces so the frame stays
 // one line.
 func AppendLine(dst, frame []byte) []byte {
 	start := len(dst)
 	dst = append(dst, frame...)
-	if bytes.ContainsAny(frame, "\r\n") {
+	if HasLineBreak(frame) {
 		for i := start; i < len(dst); i++ {
 			if dst[i] == '\n' || dst[i] == '\r' {
 				dst[i] = ' '

@@ -35,10 +35,11 @@ type ndjsonConn struct {
 	nc net.Conn
 	r  *jsonrpc.Reader
 
-	wmu    sync.Mutex // guards w, closed and cut
+	wmu    sync.Mutex // guards w, closed, cut and tails
 	w      *netbatch.Writer
 	closed bool   // the closed line was sent, or the connection closed
 	cut    []byte // after a failed write: the rest of the line it cut
+	tails  resume.Tails
 
 	peerClosed chan struct{} // closed when a read finds the end of the peer's output
 	eofOnce    sync.Once
@@ -103,16 +104,17 @@ func (c *ndjsonConn) writeLocked(timeout time.Duration, prefix []byte, frames []
 	if len(prefix) > 0 {
 		_ = c.w.Add(nil, prefix, nil)
 	}
-	var buf [64]byte
-	for i, f := range frames {
-		if bytes.ContainsAny(f, "\r\n") {
+	if first != 0 {
+		c.tails.Reset(first, "\n")
+	}
+	for _, f := range frames {
+		if jsonrpc.HasLineBreak(f) {
 			f = jsonrpc.AppendLine(nil, f)
 			f = f[:len(f)-1]
 		}
 		tail := newline
 		if first != 0 {
-			f, tail = resume.Split(f, first+uint64(i), buf[:0])
-			tail = append(tail, '\n')
+			f, tail = c.tails.Next(f)
 		}
 		if c.w.Add(nil, f, tail) != nil {
 			break

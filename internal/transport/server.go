@@ -195,7 +195,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (frameConn, str
 	if err != nil {
 		return nil, "websocket", err
 	}
-	return wsConn{c, s.opts.MaxFrame}, "websocket", nil
+	return wsConn{c, s.opts.MaxFrame, new(resume.Tails)}, "websocket", nil
 }
 
 // listener names the kind of listener r came in on: "unix" for the hub's
@@ -257,7 +257,8 @@ type frameConn interface {
 	readFrame() ([]byte, error)
 	// WriteBatch writes frames in as few writes as fit, each within the
 	// stall timeout; unless first is 0, they are records of a resumable
-	// connection with the positions from first on.
+	// connection with the positions from first on, and the calls must not
+	// overlap (recordWriter serialises them).
 	WriteBatch(frames [][]byte, first uint64) error
 	SetStallTimeout(d time.Duration)
 	// closeFor tells the peer why the hub ends the connection (nil: a
@@ -278,6 +279,7 @@ var (
 type wsConn struct {
 	*ws.Conn
 	maxFrame int
+	tails    *resume.Tails // for WriteBatch with positions; nil where it never has any
 }
 
 func (c wsConn) readFrame() ([]byte, error) {
@@ -300,9 +302,9 @@ func (c wsConn) WriteBatch(frames [][]byte, first uint64) error {
 	if first == 0 {
 		return c.Conn.WriteBatch(frames)
 	}
-	var buf [64]byte
+	c.tails.Reset(first, "")
 	return c.WriteBatchParts(len(frames), func(i int) ([]byte, []byte) {
-		return resume.Split(frames[i], first+uint64(i), buf[:0])
+		return c.tails.Next(frames[i])
 	})
 }
 

@@ -50,13 +50,13 @@ func (s *Server) standardWebSocket(w http.ResponseWriter, r *http.Request, q url
 	go func() {
 		defer close(readDone)
 		defer mux.Close(nil)
-		s.readStandard(r.Context(), wsConn{conn, s.opts.MaxFrame}, mux)
+		s.readStandard(r.Context(), wsConn{Conn: conn, maxFrame: s.opts.MaxFrame}, mux)
 	}()
 	<-mux.Done()
 	// A writer stuck on a client that stopped reading holds the socket:
 	// give it a moment, then tear the connection down.
 	abort := time.AfterFunc(closeGrace, func() { _ = conn.Abort() })
-	_ = wsConn{conn, s.opts.MaxFrame}.closeFor(mux.Why())
+	_ = wsConn{Conn: conn, maxFrame: s.opts.MaxFrame}.closeFor(mux.Why())
 	abort.Stop()
 	<-readDone
 }

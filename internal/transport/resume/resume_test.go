@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestSplit_AddsThePositionAsTheLastMember(t *testing.T) {
+func TestTails_AddThePositionAsTheLastMember(t *testing.T) {
+	var tails Tails
 	for _, tc := range []struct{ frame, want string }{
 		{`{"jsonrpc":"2.0","method":"x","params":{"a":[1,{"b":2}]}}`, `{"jsonrpc":"2.0","method":"x","params":{"a":[1,{"b":2}]},"_meta":{"acphub.dev/position":"7"}}`},
 		{`{"jsonrpc":"2.0","id":1,"result":{}}  ` + "\n", `{"jsonrpc":"2.0","id":1,"result":{},"_meta":{"acphub.dev/position":"7"}}`},
@@ -19,13 +21,43 @@ func TestSplit_AddsThePositionAsTheLastMember(t *testing.T) {
 		{`{ }`, `{ "_meta":{"acphub.dev/position":"7"}}`},
 		{`[1,2]`, `[1,2]`},
 	} {
-		body, tail := Split([]byte(tc.frame), 7, nil)
-		if got := string(body) + string(tail); got != tc.want {
-			t.Errorf("Split(%s) = %s, want %s", tc.frame, got, tc.want)
+		for _, end := range []string{"", "\n"} {
+			tails.Reset(7, end)
+			body, tail := tails.Next([]byte(tc.frame))
+			if got := string(body) + string(tail); got != tc.want+end {
+				t.Errorf("end %q: Next(%s) = %s, want %s", end, tc.frame, got, tc.want+end)
+			}
+			if strings.HasPrefix(tc.frame, "{") && !json.Valid([]byte(string(body)+string(tail))) {
+				t.Errorf("Next(%s) is not JSON", tc.frame)
+			}
 		}
-		if strings.HasPrefix(tc.frame, "{") && !json.Valid([]byte(string(body)+string(tail))) {
-			t.Errorf("Split(%s) is not JSON", tc.frame)
+	}
+}
+
+// TestTails_CountUp checks the positions Tails counts in place against
+// formatted ones, across every change in the number of digits up to
+// 10^7 and from the largest positions.
+func TestTails_CountUp(t *testing.T) {
+	var tails Tails
+	frame := []byte(`{"a":1}`)
+	for _, first := range []uint64{0, 1, 8, 95, 990, 9990, 99_990, 999_990, 9_999_990, math.MaxUint64 - 20} {
+		tails.Reset(first, "\n")
+		for i := range uint64(20) {
+			body, tail := tails.Next(frame)
+			want := fmt.Sprintf(`{"a":1,"_meta":{"acphub.dev/position":"%d"}}`+"\n", first+i)
+			if got := string(body) + string(tail); got != want {
+				t.Fatalf("from %d, record %d: %s, want %s", first, i, got, want)
+			}
 		}
+	}
+}
+
+func BenchmarkTails(b *testing.B) {
+	frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hello"}}}}`)
+	var tails Tails
+	tails.Reset(1_000_000, "\n")
+	for range b.N {
+		tails.Next(frame)
 	}
 }
 
