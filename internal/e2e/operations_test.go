@@ -88,6 +88,25 @@ func TestOperations_ReuseWithOtherContentIsAConflict(t *testing.T) {
 	}
 }
 
+// A notification reusing another operation's id is dropped: a
+// session/cancel under a running prompt's operation id cancels nothing,
+// while the same cancel under an id of its own does.
+func TestOperations_ConflictingNotificationIsDropped(t *testing.T) {
+	h := startHub(t)
+	a, _, sid := h.pair()
+	cancel := func(op string) {
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q,"_meta":{"acphub.dev/operationId":%q}}}`, sid, op))
+	}
+	id := a.promptOp(sid, "/slow 6", "op-3")
+	a.until(func(m msg) bool { return m.text() != "" })
+	cancel("op-3")
+	mustStop(t, "the prompt whose id the cancel reused", lastOf(a.untilResponse(id)), "end_turn")
+	id = a.promptOp(sid, "/slow 6", "op-4")
+	a.until(func(m msg) bool { return m.text() != "" })
+	cancel("op-5")
+	mustStop(t, "the prompt cancelled under an id of its own", lastOf(a.untilResponse(id)), "cancelled")
+}
+
 func TestOperations_RepeatedAnswerIsDropped(t *testing.T) {
 	h := startHub(t)
 	a, _, sid := h.pair()
