@@ -32,7 +32,8 @@ const tailHead = `,"_meta":{"` + api.MetaPosition + `":"`
 // Reset makes Next give positions from first on, each tail followed by
 // end (a line ending, or nothing).
 func (t *Tails) Reset(first uint64, end string) {
-	t.buf = append(append(append(append(t.buf[:0], tailHead...), strconv.FormatUint(first, 10)...), `"}}`...), end...)
+	t.buf = append(strconv.AppendUint(append(t.buf[:0], tailHead...), first, 10), `"}}`...)
+	t.buf = append(t.buf, end...)
 	t.digits, t.end, t.fresh = len(tailHead), len(end), true
 }
 
