@@ -269,7 +269,12 @@ func (c *Conn) writeControl(op byte, payload []byte) error {
 // Close starts the close handshake with code and reason, waits briefly for
 // the peer's answer, and closes the connection.
 func (c *Conn) Close(code int, reason string) error {
-	err := c.sendClose(code, reason)
+	if len(reason) > 123 {
+		reason = reason[:123]
+	}
+	payload := binary.BigEndian.AppendUint16(nil, uint16(code))
+	payload = append(payload, reason...)
+	err := c.writeControl(opClose, payload)
 	if err == nil {
 		select {
 		case <-c.peerClosed:
@@ -277,15 +282,6 @@ func (c *Conn) Close(code int, reason string) error {
 		}
 	}
 	return errors.Join(err, c.closeConn())
-}
-
-// sendClose writes a close frame with code and reason.
-func (c *Conn) sendClose(code int, reason string) error {
-	if len(reason) > 123 {
-		reason = reason[:123]
-	}
-	payload := binary.BigEndian.AppendUint16(nil, uint16(code))
-	return c.writeControl(opClose, append(payload, reason...))
 }
 
 // Abort closes the connection without a handshake: for a peer that does
@@ -485,18 +481,18 @@ type errInvalidData string
 func (e errInvalidData) Error() string { return "ws: invalid data: " + string(e) }
 
 // failRead ends the connection after a protocol error (1002) or invalid
-// data (1007): it sends the close frame and closes the connection without
-// waiting for the peer's (RFC 6455 7.1.7), which nobody would read.
+// data (1007). Its Close waits for the peer's close frame although nothing
+// reads it: closing a socket with unread input resets the connection, and a
+// peer still writing would lose the close frame, and its reason, to the
+// reset. The wait gives the frame time to arrive first.
 func (c *Conn) failRead(err error) error {
 	var pe errProtocol
 	var ie errInvalidData
 	switch {
 	case errors.As(err, &pe):
-		_ = c.sendClose(StatusProtocolError, string(pe))
-		_ = c.closeConn()
+		_ = c.Close(StatusProtocolError, string(pe))
 	case errors.As(err, &ie):
-		_ = c.sendClose(StatusInvalidData, string(ie))
-		_ = c.closeConn()
+		_ = c.Close(StatusInvalidData, string(ie))
 	default:
 		// The connection failed or the peer shut it: no close frame can
 		// come any more, and Close need not wait for one.
