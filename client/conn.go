@@ -567,15 +567,21 @@ func (c *Conn) Close() error {
 	var err error
 	if t != nil {
 		if credential != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = t.Write(ctx, []byte(`{"jsonrpc":"2.0","method":"`+api.MethodBye+`"}`))
-			cancel()
+			sayBye(t)
 		}
 		err = t.Close()
 	}
 	c.cancel()
 	c.wg.Wait()
 	return err
+}
+
+// sayBye tells the hub, on t, that the client is done, so that it does not
+// keep the connection for a resume.
+func sayBye(t Transport) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = t.Write(ctx, []byte(`{"jsonrpc":"2.0","method":"`+api.MethodBye+`"}`))
 }
 
 // finish ends the connection with err.
@@ -616,7 +622,12 @@ func (c *Conn) run() {
 				continue
 			}
 		}
-		if c.ctx.Err() != nil {
+		c.mu.Lock()
+		closing = c.closing
+		c.mu.Unlock()
+		if closing || c.ctx.Err() != nil {
+			// The transport ended because Close closed it: resuming
+			// would take the connection over from the goodbye.
 			c.finish(ErrClosed)
 			return
 		}

@@ -39,6 +39,10 @@ type fakeHub struct {
 	acks    []uint64             // positions acknowledged, in order
 	byes    int
 	cuts    int
+	resumes int // resumes asked for
+	// holdResumes answers a resume only once the client gave up waiting
+	// for it, as a hub whose answer is late.
+	holdResumes bool
 	// cut, when set, is asked before each record is written and each client
 	// frame is read whether to cut the transport there.
 	cut func() bool
@@ -100,6 +104,15 @@ func (h *fakeHub) String() string { return "fake hub" }
 
 // Open implements client.Endpoint: a join (session=…) or a resume.
 func (h *fakeHub) Open(ctx context.Context, q url.Values) (client.Transport, error) {
+	if cred := q.Get("resume"); cred != "" && cred != "new" {
+		h.mu.Lock()
+		h.resumes++
+		hold := h.holdResumes
+		h.mu.Unlock()
+		if hold {
+			<-ctx.Done()
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.down {

@@ -66,7 +66,10 @@ func (c *Conn) adopt(t Transport, joined bool) {
 	defer func() { <-c.wlock }()
 	c.mu.Lock()
 	if c.closing {
+		// Close came while the connection was being brought back: the
+		// hub now holds it on t, so the goodbye goes there.
 		c.mu.Unlock()
+		sayBye(t)
 		t.Close()
 		return
 	}

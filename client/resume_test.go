@@ -493,6 +493,54 @@ func jsonField(s string, keys ...string) []byte {
 	return nil
 }
 
+// Close ends the connection where it is: it says goodbye and resumes
+// nothing, however its transport's end and its own run race.
+func TestConn_CloseSaysGoodbyeAndResumesNothing(t *testing.T) {
+	t.Parallel()
+	for range 50 {
+		_, h, c := dialFake(t, nil)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.byes == 1
+		})
+		h.mu.Lock()
+		resumes := h.resumes
+		h.mu.Unlock()
+		if resumes != 0 {
+			t.Fatalf("Close resumed the connection %d times", resumes)
+		}
+	}
+}
+
+// A Close that comes while the connection is being resumed says goodbye on
+// the transport the resume opened: the hub holds the connection there now,
+// and would otherwise keep it for the resume window.
+func TestConn_CloseDuringAResumeSaysGoodbyeWhereTheHubHoldsIt(t *testing.T) {
+	t.Parallel()
+	_, h, c := dialFake(t, nil)
+	h.mu.Lock()
+	h.holdResumes = true
+	h.anyConnLocked().t.Close()
+	h.mu.Unlock()
+	waitFor(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.resumes == 1
+	})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.byes == 1
+	})
+}
+
 func (h *fakeHub) anyConnLocked() *fakeConn {
 	for _, c := range h.conns {
 		return c
