@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -75,7 +76,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 		session = "attach-" + randomHex(4)
 	}
 	opts := client.DialOptions{Session: session, Peer: peer, Agent: agentName}
-	conn, err := dialHub(ctx, cfg, addr, opts)
+	conn, err := waitForPeer(ctx, stdio.Err, opts, func() (*client.Conn, error) { return dialHub(ctx, cfg, addr, opts) })
 	if err != nil && !noStart && isConnRefused(err) {
 		if err = startLocalHub(ctx, cfg, addr, agentCmd); err == nil {
 			conn, err = dialHub(ctx, cfg, addr, opts)
@@ -120,6 +121,32 @@ func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 		return nil // stopped as asked (SIGTERM from the hub that runs it): a clean exit
 	}
 	return err
+}
+
+// peerWait is how long attach waits for its --peer id to come free. An
+// editor or a script that starts attach again right after the last one
+// exited finds the last one still leaving: it has its stdin's end to read
+// and its goodbye to send.
+const peerWait = 5 * time.Second
+
+// waitForPeer dials and, while the hub refuses opts.Peer as taken, dials
+// again every 100ms for up to peerWait, saying so once on out.
+func waitForPeer(ctx context.Context, out io.Writer, opts client.DialOptions, dial func() (*client.Conn, error)) (*client.Conn, error) {
+	conn, err := dial()
+	if opts.Peer == "" || !client.IsPeerTaken(err) {
+		return conn, err
+	}
+	fmt.Fprintf(out, "acphub: peer %s is connected to session %s; waiting up to %s for it to leave\n", opts.Peer, opts.Session, peerWait)
+	deadline := time.Now().Add(peerWait)
+	for client.IsPeerTaken(err) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		conn, err = dial()
+	}
+	return conn, err
 }
 
 // dialHub joins a hub session with a resumable connection: over the data

@@ -199,6 +199,23 @@ func TestAttach_BridgesAnEditorIntoASession(t *testing.T) {
 	})
 }
 
+// An attach whose --peer the session holds waits for it to come free: the
+// holder leaves once attach says it is waiting, and attach joins in its
+// place.
+func TestAttach_WaitsForItsPeerIDToComeFree(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	holder := h.dial("s", "peer=ed")
+	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "ed", "--no-start")...)
+	waitUntil(t, func() bool { return strings.Contains(ed.err.String(), "waiting up to 5s for it to leave") })
+	holder.close()
+	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	got := ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
+	if m := got[len(got)-1]; m.Error != nil {
+		t.Fatalf("initialize after the wait: %s", m.raw)
+	}
+}
+
 func TestAttach_StartsALocalHub(t *testing.T) {
 	t.Parallel()
 	h := newAutoHub(t)
@@ -516,4 +533,14 @@ func TestChat_ReplaysHistoryToALateJoiner(t *testing.T) {
 	chat.expect("> /echo first answer")
 	chat.expect("first answer")
 	chat.expect("[turn complete: end_turn]")
+}
+
+// waitUntil polls cond until it holds, failing the test after testTimeout.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(testTimeout); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
 }
