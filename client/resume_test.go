@@ -296,11 +296,7 @@ func TestConn_Frames(t *testing.T) {
 	if _, err := c.Read(ctx); !errors.Is(err, client.ErrClosed) {
 		t.Errorf("Read after Close: %v", err)
 	}
-	waitFor(t, func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.byes == 1
-	})
+	waitFor(t, func() bool { byes, _ := h.counts(); return byes == 1 })
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.acks) < 2 || h.acks[0] != client.AckRecords || h.acks[1] != 2*client.AckRecords {
@@ -502,15 +498,8 @@ func TestConn_CloseSaysGoodbyeAndResumesNothing(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			return h.byes == 1
-		})
-		h.mu.Lock()
-		resumes := h.resumes
-		h.mu.Unlock()
-		if resumes != 0 {
+		waitFor(t, func() bool { byes, _ := h.counts(); return byes == 1 })
+		if _, resumes := h.counts(); resumes != 0 {
 			t.Fatalf("Close resumed the connection %d times", resumes)
 		}
 	}
@@ -526,19 +515,18 @@ func TestConn_CloseDuringAResumeSaysGoodbyeWhereTheHubHoldsIt(t *testing.T) {
 	h.holdResumes = true
 	h.anyConnLocked().t.Close()
 	h.mu.Unlock()
-	waitFor(t, func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.resumes == 1
-	})
+	waitFor(t, func() bool { _, resumes := h.counts(); return resumes == 1 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.byes == 1
-	})
+	waitFor(t, func() bool { byes, _ := h.counts(); return byes == 1 })
+}
+
+// counts returns how many goodbyes and resumes the hub has seen.
+func (h *fakeHub) counts() (byes, resumes int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.byes, h.resumes
 }
 
 func (h *fakeHub) anyConnLocked() *fakeConn {
