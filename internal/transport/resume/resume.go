@@ -107,13 +107,6 @@ func (r *Registry[T]) Find(credential string) (*Conn[T], error) {
 	return c, nil
 }
 
-// Len returns the number of connections, held or parked.
-func (r *Registry[T]) Len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.conns)
-}
-
 // Records are written records with consecutive positions, from First on.
 type Records struct {
 	First  uint64
