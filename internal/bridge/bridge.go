@@ -47,7 +47,9 @@ type Options struct {
 // gives. When in ends, Run keeps writing what the hub sends until every
 // request it forwarded has its answer, for at most o.EOFWait; each request
 // still unanswered then gets a NoAnswer error on out. It returns nil once
-// done, or the error that ended the connection. It closes c.
+// done or once ctx is cancelled (a stop the caller asked for), or the
+// error that ended the connection. It closes c, which says goodbye to the
+// hub.
 func Run(ctx context.Context, c *client.Conn, in io.Reader, out io.Writer, o Options) error {
 	defer c.Close()
 	maxFrame := o.MaxFrame
@@ -132,8 +134,8 @@ func Run(ctx context.Context, c *client.Conn, in io.Reader, out io.Writer, o Opt
 			}
 			return write(buf)
 		case err := <-hubErr:
-			if ce, ok := errors.AsType[*client.ClosedError](err); ok && ce.Status == int(websocket.StatusNormalClosure) {
-				return nil
+			if ce, ok := errors.AsType[*client.ClosedError](err); (ok && ce.Status == int(websocket.StatusNormalClosure)) || ctx.Err() != nil {
+				return nil // the hub or the caller ended it
 			}
 			return fmt.Errorf("hub connection: %w", err)
 		}

@@ -216,6 +216,29 @@ func TestAttach_WaitsForItsPeerIDToComeFree(t *testing.T) {
 	}
 }
 
+// An attach stopped with SIGTERM, as an editor stops its agent, says
+// goodbye: the others see it leave at once, not after the resume window.
+func TestAttach_LeavesAtOnceWhenStopped(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	web := h.dial("s", "peer=web")
+	web.handshake()
+	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "editor", "--no-start")...)
+	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
+	ed.write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	ed.expectMsg(func(m msg) bool { return string(m.ID) == "2" })
+	if err := ed.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := ed.wait(); err != nil {
+		t.Errorf("attach stopped with SIGTERM exited with %v", err)
+	}
+	web.until(func(m msg) bool {
+		return m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), `"peer":"editor"`)
+	})
+}
+
 func TestAttach_StartsALocalHub(t *testing.T) {
 	t.Parallel()
 	h := newAutoHub(t)

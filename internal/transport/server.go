@@ -374,14 +374,30 @@ func (s *Server) serveConn(ctx context.Context, conn frameConn, l link, log *slo
 		t.Stop()
 	}
 	cancel()
+	leave := func() {
+		if l.hold == nil {
+			l.client.Leave()
+			return
+		}
+		l.hold.Release(bye)
+	}
+	left := false
+	select {
+	case <-readDone:
+		// A client that said goodbye leaves now: closing the transport
+		// may wait for its end of the connection, which nobody reads.
+		if bye {
+			leave()
+			left = true
+		}
+	default:
+	}
 	_ = conn.closeFor(why)
 	<-readDone
 	stopFence()
-	if l.hold == nil {
-		l.client.Leave()
-		return
+	if !left {
+		leave()
 	}
-	l.hold.Release(bye)
 }
 
 // closeGrace is how long a removed client's pending write may take before
