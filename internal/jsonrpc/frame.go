@@ -22,12 +22,18 @@ type Reader struct {
 }
 
 // NewReader returns a Reader that refuses frames longer than max bytes
-// (DefaultMaxFrame when max <= 0).
-func NewReader(r io.Reader, max int) *Reader {
+// (DefaultMaxFrame when max <= 0). It reads ahead up to 64 KiB, for a
+// stream that carries bursts of frames, such as an agent's output.
+func NewReader(r io.Reader, max int) *Reader { return NewReaderSize(r, 64<<10, max) }
+
+// NewReaderSize is NewReader reading ahead up to size bytes; frames longer
+// than size cost one more copy. A *bufio.Reader of at least size is used
+// as it is.
+func NewReaderSize(r io.Reader, size, max int) *Reader {
 	if max <= 0 {
 		max = DefaultMaxFrame
 	}
-	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &Reader{br: bufio.NewReaderSize(r, size), max: max}
 }
 
 // Ready reports whether a whole line is already buffered, so that the next

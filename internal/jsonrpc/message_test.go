@@ -147,23 +147,30 @@ func TestObjectEdits(t *testing.T) {
 	}
 }
 
+// TestReader reads frames shorter and longer than the read-ahead buffer
+// (a 16-byte one, the smallest bufio allows, and the default), and one
+// over the limit, which is skipped.
 func TestReader(t *testing.T) {
 	t.Parallel()
-	big := strings.Repeat("x", 100)
-	in := "{\"a\":1}\r\n\n  \n{\"" + big + "\":1}\n{\"b\":2}\n{\"c\":3}"
-	r := jsonrpc.NewReader(strings.NewReader(in), 50)
-	want := []string{`{"a":1}`, "too large", `{"b":2}`, `{"c":3}`, "EOF"}
-	for _, w := range want {
-		f, err := r.Read()
-		got := string(f)
-		switch {
-		case errors.Is(err, jsonrpc.ErrFrameTooLarge):
-			got = "too large"
-		case err != nil:
-			got = err.Error()
-		}
-		if got != w {
-			t.Fatalf("Read = %q, want %q", got, w)
+	long := `{"` + strings.Repeat("y", 40) + `":1}`
+	in := "{\"a\":1}\r\n\n  \n{\"" + strings.Repeat("x", 100) + "\":1}\n{\"b\":2}\n" + long + "\n{\"c\":3}"
+	for name, r := range map[string]*jsonrpc.Reader{
+		"default":  jsonrpc.NewReader(strings.NewReader(in), 50),
+		"16 bytes": jsonrpc.NewReaderSize(strings.NewReader(in), 16, 50),
+	} {
+		want := []string{`{"a":1}`, "too large", `{"b":2}`, long, `{"c":3}`, "EOF"}
+		for _, w := range want {
+			f, err := r.Read()
+			got := string(f)
+			switch {
+			case errors.Is(err, jsonrpc.ErrFrameTooLarge):
+				got = "too large"
+			case err != nil:
+				got = err.Error()
+			}
+			if got != w {
+				t.Fatalf("%s: Read = %q, want %q", name, got, w)
+			}
 		}
 	}
 }

@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -60,10 +62,25 @@ func acceptNDJSON(w http.ResponseWriter, maxFrame int) (*ndjsonConn, error) {
 	}
 	return &ndjsonConn{
 		nc:         nc,
-		r:          jsonrpc.NewReader(rw.Reader, maxFrame),
+		r:          jsonrpc.NewReaderSize(clientReader(nc, rw.Reader), clientReadBuffer, maxFrame),
 		w:          netbatch.NewWriter(nc),
 		peerClosed: make(chan struct{}),
 	}, nil
+}
+
+// clientReadBuffer is the size of a client connection's read buffer: a
+// client's frames are few and small, and a long one costs one more copy.
+const clientReadBuffer = 1 << 10
+
+// clientReader returns what to read a hijacked connection from: br, the
+// server's buffer, when it holds what the client sent already, or else the
+// connection itself, so that the server's 4 KiB buffer goes with the
+// request.
+func clientReader(nc net.Conn, br *bufio.Reader) io.Reader {
+	if br.Buffered() > 0 {
+		return br
+	}
+	return nc
 }
 
 func (c *ndjsonConn) readFrame() ([]byte, error) {

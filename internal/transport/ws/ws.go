@@ -162,8 +162,18 @@ func Accept(w http.ResponseWriter, r *http.Request) (*Conn, error) {
 		nc.Close()
 		return nil, err
 	}
-	return newConn(nc, rw.Reader), nil
+	br := rw.Reader
+	if br.Buffered() == 0 {
+		// The server's 4 KiB buffer goes with the request; a client's
+		// messages are few and small, and a long one is read past the
+		// buffer.
+		br = bufio.NewReaderSize(nc, readBuffer)
+	}
+	return newConn(nc, br), nil
 }
+
+// readBuffer is the size of a connection's read buffer.
+const readBuffer = 1 << 10
 
 func newConn(nc net.Conn, br *bufio.Reader) *Conn {
 	return &Conn{
