@@ -104,7 +104,7 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 	client := c.Client()
 	log := s.log.With("session", client.Session(), "peer", client.Peer())
 	log.Debug("client resumed", "framing", framing, "position", pos, "resent", len(kept.Frames))
-	go s.serveConn(context.WithoutCancel(r.Context()), conn, link{client: client, hold: hold, first: kept}, log)
+	go s.serveConn(context.WithoutCancel(r.Context()), conn, link{client: client, hold: hold, first: kept}, log) // as in acp
 }
 
 // resumeRefusal is the HTTP refusal of a resume that failed with err, or

@@ -181,15 +181,14 @@ func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
 	}
 	log := s.log.With("session", client.Session(), "peer", client.Peer())
 	log.Debug("client connected", "framing", framing, "listener", listener(r), "resumable", l.hold != nil)
+	// The connection is served on a goroutine of its own and the handler
+	// returns: net/http then lets go of what it held for the request (its
+	// write buffer, the request, a stack grown by the handshake), which an
+	// idle client would otherwise keep for its whole life. The request's
+	// context, which ends when the handler returns, is kept without its
+	// cancellation.
 	go s.serveConn(context.WithoutCancel(r.Context()), conn, l, log)
 }
-
-// A connection is served on a goroutine of its own, and the handler
-// returns: net/http then lets go of what it held for the request (its
-// write buffer, the request, a stack grown by the handshake), which an
-// idle client would otherwise keep for its whole life. The request's
-// context, which ends when the handler returns, is kept without its
-// cancellation.
 
 // upgrade switches r's connection to the framing it asks for: NDJSON or
 // WebSocket.
