@@ -46,11 +46,17 @@ func (s *Server) standardWebSocket(w http.ResponseWriter, r *http.Request, q url
 	conn.SetStallTimeout(s.opts.StallTimeout)
 	sink.conn = conn
 	s.log.Debug("standard connection opened", "framing", "websocket", "listener", listener(r))
+	go s.serveStandardWebSocket(context.WithoutCancel(r.Context()), conn, mux) // on its own goroutine, as in acp
+}
+
+// serveStandardWebSocket pumps a standard connection's messages until it
+// ends, then closes the socket.
+func (s *Server) serveStandardWebSocket(ctx context.Context, conn *ws.Conn, mux *acpconn.Conn) {
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
 		defer mux.Close(nil)
-		s.readStandard(r.Context(), wsConn{Conn: conn, maxFrame: s.opts.MaxFrame}, mux)
+		s.readStandard(ctx, wsConn{Conn: conn, maxFrame: s.opts.MaxFrame}, mux)
 	}()
 	<-mux.Done()
 	// A writer stuck on a client that stopped reading holds the socket:
