@@ -341,3 +341,36 @@ func TestResume_OverTheUnixSocket(t *testing.T) {
 	h := startHub(t)
 	dropMidStream(t, h.newResumable(h.dialSocket("s", "peer=a&resume=new"), true), 2000, 300)
 }
+
+// A client joining under the peer id of a resumable client that vanished
+// without a goodbye takes its place: the vanished one is removed, with the
+// reason, and its credential no longer resumes. One whose transport is
+// connected keeps its peer id.
+func TestResume_ANewJoinTakesTheVanishedClientsPeerID(t *testing.T) {
+	h := startHub(t)
+	web := h.dial("s", "peer=web")
+	web.handshake()
+	a := h.dialResumable("s", "ed")
+	a.handshake()
+	if _, err := h.tryDial("s", "peer=ed", nil); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("joining under the peer id of a connected client: %v, want 409", err)
+	}
+	a.drop()
+	// Once the hub has seen the transport go, the id is free for a new join.
+	var b *client
+	waitUntil(t, func() bool {
+		var err error
+		b, err = h.tryDial("s", "peer=ed", nil)
+		return err == nil
+	})
+	b.handshake()
+	left := lastOf(web.until(isMethod("_acphub/peer_left")))
+	var p struct{ Peer, Reason, Condition string }
+	_ = json.Unmarshal(left.Params, &p)
+	if p.Peer != "ed" || p.Reason != "a new connection took its peer id" || p.Condition != "connection_fenced" {
+		t.Fatalf("peer_left %s", left.Params)
+	}
+	if _, status, body := h.tryResume(a.credential, strconv.FormatUint(a.pos, 10)); status != http.StatusGone || !strings.Contains(body, "resume_unknown") {
+		t.Fatalf("resuming the replaced connection: %d %s", status, body)
+	}
+}

@@ -59,6 +59,31 @@ func (s *Server) newResumable(client *hub.Client) link {
 	return link{client: client, hold: hold, first: resume.Records{First: pos, Frames: [][]byte{hello}}}
 }
 
+// errReplaced removes a parked client whose peer id a new join took.
+var errReplaced = &hub.Disconnect{Text: "a new connection took its peer id", Condition: "connection_fenced"}
+
+// replaceParked removes the parked resumable client that holds peer in
+// session, if there is one, and reports whether it did. A client that joins
+// under the peer id of one that vanished without a goodbye is taken to be
+// it, starting over: an editor restarted after a crash, a script run again
+// after it was killed (docs/resume.md).
+func (s *Server) replaceParked(ctx context.Context, session, peer string) bool {
+	old, ok := s.resumes.EndParked(func(c *hub.Client) bool { return c.Session() == session && c.Peer() == peer })
+	if !ok {
+		return false
+	}
+	removed := make(chan struct{})
+	stop := old.AfterRemoved(func() { close(removed) })
+	defer stop()
+	old.LeaveBecause(errReplaced)
+	select {
+	case <-removed:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // resumeParams are the only query parameters a resume takes.
 var resumeParams = []string{"resume", "position"}
 

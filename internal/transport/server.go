@@ -165,6 +165,9 @@ func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
 		return
 	}
 	client, err := s.opts.Hub.Join(r.Context(), q.Get("session"), opts)
+	if errors.Is(err, hub.ErrPeerTaken) && s.replaceParked(r.Context(), q.Get("session"), opts.Peer) {
+		client, err = s.opts.Hub.Join(r.Context(), q.Get("session"), opts)
+	}
 	if err != nil {
 		s.hubRefusal(err).write(w)
 		return

@@ -240,12 +240,50 @@ func (c *Conn[T]) end(then func()) {
 		c.mu.Unlock()
 		return
 	}
+	c.endLocked()
+	c.mu.Unlock()
+	c.forget(then)
+}
+
+// EndParked ends a parked connection whose client match accepts and
+// returns that client, which is then the caller's to remove: a new
+// connection is starting it over. A connection a transport holds, or one
+// resumed meanwhile, is left alone.
+func (r *Registry[T]) EndParked(match func(T) bool) (T, bool) {
+	r.mu.Lock()
+	var candidates []*Conn[T]
+	for _, c := range r.conns {
+		if match(c.client) {
+			candidates = append(candidates, c)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range candidates {
+		c.mu.Lock()
+		parked := c.holder == nil && !c.ended
+		if parked {
+			c.endLocked()
+		}
+		c.mu.Unlock()
+		if parked {
+			c.forget(nil)
+			return c.client, true
+		}
+	}
+	var none T
+	return none, false
+}
+
+func (c *Conn[T]) endLocked() {
 	c.ended = true
 	if c.timer != nil {
 		c.timer.Stop()
 	}
 	c.kept = ring{}
-	c.mu.Unlock()
+}
+
+// forget drops the ended connection from its registry, then runs then.
+func (c *Conn[T]) forget(then func()) {
 	c.reg.mu.Lock()
 	delete(c.reg.conns, c.id)
 	c.reg.mu.Unlock()

@@ -201,3 +201,27 @@ func TestRelease_GoodbyeLeavesAtOnce(t *testing.T) {
 		t.Fatalf("goodbye: expired %v, %d connections", expired, r.count())
 	}
 }
+
+// EndParked ends only a parked connection its match accepts; one a
+// transport holds is left alone.
+func TestEndParked(t *testing.T) {
+	r := NewRegistry[string](time.Minute)
+	left := 0
+	_, held, _ := r.New("held", func(bool) { left++ })
+	_, parked, cred := r.New("parked", func(bool) { left++ })
+	parked.Release(false)
+	if _, ok := r.EndParked(func(s string) bool { return s == "held" }); ok {
+		t.Fatal("ended a held connection")
+	}
+	if _, ok := r.EndParked(func(string) bool { return false }); ok {
+		t.Fatal("ended a connection match refused")
+	}
+	got, ok := r.EndParked(func(string) bool { return true })
+	if !ok || got != "parked" {
+		t.Fatalf("EndParked = %q, %v, want the parked one", got, ok)
+	}
+	if _, err := r.Find(cred); !errors.Is(err, ErrUnknown) || r.count() != 1 || left != 0 {
+		t.Fatalf("after EndParked: Find = %v, %d connections, leave called %d times", err, r.count(), left)
+	}
+	held.Release(true)
+}
