@@ -284,15 +284,8 @@ func TestResume_Refusals(t *testing.T) {
 	}
 	// Dropped and not back within the window: removed, with the reason.
 	a.drop()
-	left := lastOf(b.until(isMethod("_acphub/peer_left")))
-	var p struct{ Peer, Reason, Condition string }
-	_ = json.Unmarshal(left.Params, &p)
-	if p.Peer != "a" || p.Reason != "did not come back within 500ms" || p.Condition != "temporarily_unavailable" {
-		t.Fatalf("peer_left %s", left.Params)
-	}
-	if _, status, body := h.tryResume(a.credential, strconv.FormatUint(a.pos, 10)); status != http.StatusGone || !strings.Contains(body, "resume_unknown") {
-		t.Fatalf("resume after the window: %d %s", status, body)
-	}
+	b.peerLeft("a", "did not come back within 500ms", "temporarily_unavailable")
+	a.mustBeGone()
 }
 
 func TestResume_GoodbyeLeavesAtOnce(t *testing.T) {
@@ -306,9 +299,7 @@ func TestResume_GoodbyeLeavesAtOnce(t *testing.T) {
 	if !strings.Contains(string(left.Params), `"peer":"a"`) {
 		t.Fatalf("peer_left %s", left.Params)
 	}
-	if _, status, _ := h.tryResume(a.credential, strconv.FormatUint(a.pos, 10)); status != http.StatusGone {
-		t.Fatalf("resume after goodbye: %d, want 410", status)
-	}
+	a.mustBeGone()
 }
 
 func TestResume_AcknowledgedRecordsAreForgotten(t *testing.T) {
@@ -364,13 +355,26 @@ func TestResume_ANewJoinTakesTheVanishedClientsPeerID(t *testing.T) {
 		return err == nil
 	})
 	b.handshake()
-	left := lastOf(web.until(isMethod("_acphub/peer_left")))
+	web.peerLeft("ed", "a new connection took its peer id", "connection_fenced")
+	a.mustBeGone()
+}
+
+// peerLeft waits for c to see peer leave and checks why it left.
+func (c *client) peerLeft(peer, reason, condition string) {
+	c.t.Helper()
+	left := lastOf(c.until(isMethod("_acphub/peer_left")))
 	var p struct{ Peer, Reason, Condition string }
 	_ = json.Unmarshal(left.Params, &p)
-	if p.Peer != "ed" || p.Reason != "a new connection took its peer id" || p.Condition != "connection_fenced" {
-		t.Fatalf("peer_left %s", left.Params)
+	if p.Peer != peer || p.Reason != reason || p.Condition != condition {
+		c.t.Fatalf("peer_left %s, want %s leaving: %s (%s)", left.Params, peer, reason, condition)
 	}
-	if _, status, body := h.tryResume(a.credential, strconv.FormatUint(a.pos, 10)); status != http.StatusGone || !strings.Contains(body, "resume_unknown") {
-		t.Fatalf("resuming the replaced connection: %d %s", status, body)
+}
+
+// mustBeGone checks that r's credential resumes nothing any more: 410
+// resume_unknown.
+func (r *resumable) mustBeGone() {
+	r.t.Helper()
+	if _, status, body := r.h.tryResume(r.credential, strconv.FormatUint(r.pos, 10)); status != http.StatusGone || !strings.Contains(body, "resume_unknown") {
+		r.t.Fatalf("resuming %s: %d %s, want 410 resume_unknown", r.name, status, body)
 	}
 }
