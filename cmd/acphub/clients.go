@@ -146,6 +146,9 @@ func waitForPeer(ctx context.Context, out io.Writer, opts client.DialOptions, di
 		}
 		conn, err = dial()
 	}
+	if client.IsPeerTaken(err) {
+		return nil, fmt.Errorf("%w; it is still connected after %s: choose another with --peer", err, peerWait)
+	}
 	return conn, err
 }
 

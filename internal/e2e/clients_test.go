@@ -216,6 +216,21 @@ func TestAttach_WaitsForItsPeerIDToComeFree(t *testing.T) {
 	}
 }
 
+// An attach whose --peer stays taken gives up after the wait with the
+// hub's refusal.
+func TestAttach_GivesUpOnAPeerIDThatStaysTaken(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	h.dial("s", "peer=ed")
+	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "ed", "--no-start")...)
+	if err := ed.wait(); err == nil {
+		t.Fatal("attach joined under a peer id a connected client holds")
+	}
+	if msg := ed.err.String(); !strings.Contains(msg, "waiting up to 5s for it to leave") || !strings.Contains(msg, "peer_taken") || !strings.Contains(msg, "choose another with --peer") {
+		t.Fatalf("attach said:\n%s", msg)
+	}
+}
+
 // An attach stopped with SIGTERM, as an editor stops its agent, says
 // goodbye: the others see it leave at once, not after the resume window.
 func TestAttach_LeavesAtOnceWhenStopped(t *testing.T) {
