@@ -108,6 +108,9 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := privateDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	token, err := transport.LoadOrCreateToken(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -151,6 +154,28 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: version, Logger: log,
 	})
 	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
+}
+
+// privateDataDir makes the data dir, mode 0700, when it does not exist,
+// and refuses one that other users can write: they could replace the
+// token, the socket or the session log. A directory others can only read
+// is kept as it is: every file the hub creates in it is 0600 and every
+// directory 0700 (docs/log.md), so they read nothing.
+func privateDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--data-dir %s: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("--data-dir %s: not a directory", dir)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("--data-dir %s: other users can write it (mode %#o); make it private with `chmod go-w %s`, or choose another --data-dir",
+			dir, fi.Mode().Perm(), dir)
+	}
+	return nil
 }
 
 // run serves until ctx ends, then shuts down in stages: stop accepting,

@@ -108,8 +108,14 @@ func demoAgentCmd(delay time.Duration) string {
 // event in its log must match the event schema and chain (checkEventLog).
 func startHub(t *testing.T, args ...string) *hubProc {
 	t.Helper()
+	return startHubIn(t, t.TempDir(), args...)
+}
+
+// startHubIn is startHub on the data dir dataDir.
+func startHubIn(t *testing.T, dataDir string, args ...string) *hubProc {
+	t.Helper()
 	statSources()
-	h := &hubProc{t: t, dataDir: t.TempDir()}
+	h := &hubProc{t: t, dataDir: dataDir}
 	full := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", h.dataDir, "--log-level", "debug", "--config", filepath.Join(h.dataDir, "none.toml")}
 	if !hasFlag(args, "--agent-cmd") && !hasFlag(args, "--agent") {
 		full = append(full, "--agent-cmd", demoAgentCmd(5*time.Millisecond))

@@ -138,6 +138,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
+	if err := privateFiles(path); err != nil {
+		return nil, fmt.Errorf("open session log: %w", err)
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(OFF)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -152,10 +155,6 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := migrate(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open session log %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		db.Close()
-		return nil, err
 	}
 	s := &Store{
 		db:        db,
@@ -185,6 +184,28 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	go s.writer()
 	return s, nil
+}
+
+// privateFiles creates the database file, mode 0600, when it does not exist,
+// and makes it and the files SQLite keeps beside it 0600 when they do.
+// SQLite creates its write-ahead log and shared-memory files with the mode
+// of the database file, so a database created 0600 keeps the session's
+// content private whatever the umask; a database of an earlier acphub,
+// created with the umask's mode, is mended here.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // schemaVersion is the database layout this code writes (PRAGMA
