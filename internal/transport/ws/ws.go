@@ -85,10 +85,11 @@ type Conn struct {
 	nc net.Conn
 	br *bufio.Reader
 
-	wmu    sync.Mutex // guards w, hdr and closed
+	wmu    sync.Mutex // guards w, hdr, cut and closed
 	w      *netbatch.Writer
 	hdr    [14]byte
-	closed bool // a close frame was sent
+	cut    []byte // the rest of the frame a failed write cut, then whole frames
+	closed bool   // a close frame was sent
 
 	peerClosed chan struct{} // closed when the peer's close frame arrived
 	closeWait  time.Duration // how long Close waits for the peer's close frame
@@ -209,7 +210,7 @@ func (c *Conn) WriteBatch(msgs [][]byte) error {
 	if c.closed {
 		return net.ErrClosed
 	}
-	return c.writeLocked(c.stall, OpText, msgs...)
+	return c.keepCut(c.writeLocked(c.stall, OpText, msgs...))
 }
 
 // WriteBatchParts sends n text messages in as few writes to the socket as
@@ -230,7 +231,17 @@ func (c *Conn) WriteBatchParts(n int, part func(i int) (body, tail []byte)) erro
 			break
 		}
 	}
-	return c.w.End()
+	return c.keepCut(c.w.End())
+}
+
+// keepCut keeps, after the first failed write of data frames, what it did
+// not write: a frame it cut in two must be finished before a control frame
+// may follow (RFC 6455 5.4), and data frames are not written after it.
+func (c *Conn) keepCut(err error) error {
+	if err != nil && c.cut == nil {
+		c.cut = bytes.Clone(c.w.Unwritten())
+	}
+	return err
 }
 
 // writeLocked writes each payload as one frame of type op in one batch,
@@ -263,7 +274,10 @@ func (c *Conn) header(op byte, n int) []byte {
 	return h
 }
 
-// writeControl sends a control frame now.
+// writeControl sends a control frame now, after the rest of a data frame
+// a failed write cut: a peer that reads again gets whole frames, then this
+// one. When even that rest cannot be written, the control frame is not
+// either.
 func (c *Conn) writeControl(op byte, payload []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -273,7 +287,17 @@ func (c *Conn) writeControl(op byte, payload []byte) error {
 	if op == opClose {
 		c.closed = true
 	}
-	return c.writeLocked(closeTimeout, op, payload)
+	c.w.Begin(closeTimeout)
+	if len(c.cut) > 0 {
+		_ = c.w.Add(nil, c.cut, nil)
+		c.cut = c.cut[:0]
+	}
+	_ = c.w.Add(c.header(op, len(payload)), payload, nil)
+	if err := c.w.End(); err != nil {
+		c.closed = true // the frame in the socket may be cut again: write nothing more
+		return err
+	}
+	return nil
 }
 
 // Close starts the close handshake with code and reason, waits briefly for

@@ -324,3 +324,48 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 	}
 	return c, err
 }
+
+// A write cut by the stall timeout leaves a frame half sent. The close
+// frame that follows must not land inside it: the rest of the cut frame
+// goes first, so a client that reads again finds whole frames and then the
+// close frame (RFC 6455 5.4: control frames go between messages' frames).
+func TestConn_CloseAfterAStalledWriteFinishesTheCutFrame(t *testing.T) {
+	t.Parallel()
+	msg := strings.Repeat("x", 100<<10) // larger than one write to the socket
+	stalled := make(chan error, 1)
+	closed := make(chan error, 1)
+	url := server(t, func(c *ws.Conn) {
+		c.SetStallTimeout(100 * time.Millisecond)
+		var err error
+		for err == nil {
+			err = c.WriteBatch([][]byte{[]byte(msg)})
+		}
+		stalled <- err
+		closed <- c.Close(ws.StatusPolicyViolation, "backpressure: took none of the output")
+	})
+	nc, br := raw(t, url)
+	if err := <-stalled; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the server's write failed with %v, want a stall", err)
+	}
+	n := 0
+	for {
+		op, p := readFrame(t, nc, br)
+		if op == opClose {
+			if want := "\x03\xf0backpressure: took none of the output"; p != want {
+				t.Fatalf("close frame %q, want %q", p, want)
+			}
+			break
+		}
+		if op != opText || p != msg {
+			t.Fatalf("frame %d after the stall: opcode %#x, %d bytes %.20q; want the whole message", n, op, len(p), p)
+		}
+		n++
+	}
+	if _, err := nc.Write(closeFrame(ws.StatusNormal, "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	t.Logf("%d whole messages before the close frame", n)
+}
