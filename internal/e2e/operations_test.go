@@ -152,3 +152,24 @@ func logText(events []logEvent) string {
 	}
 	return b.String()
 }
+
+// A retryable refusal is no outcome: the same prompt, sent again under the
+// same operation id once the queue has room, runs.
+func TestOperations_RetryableRefusalIsNotKept(t *testing.T) {
+	h := startHub(t, "--prompt-queue", "1")
+	a, _, sid := h.pair()
+	running := a.prompt(sid, "/slow 30")
+	a.until(isUpdate("agent_message_chunk"))
+	queued := a.prompt(sid, "/echo queued")
+	refused := lastOf(a.untilResponse(a.promptOp(sid, "/echo later", "op-full")))
+	if refused.Error == nil || refused.reason() != "queue_full" {
+		t.Fatalf("a prompt over the queue answered %s, want queue_full", refused.raw)
+	}
+	a.untilResponse(running)
+	a.untilResponse(queued)
+	got := a.untilResponse(a.promptOp(sid, "/echo later", "op-full"))
+	mustStop(t, "the prompt sent again after queue_full", lastOf(got), "end_turn")
+	if !strings.Contains(string(got[0].raw), "later") {
+		t.Errorf("the prompt sent again did not run: %s", got[0].raw)
+	}
+}

@@ -3,6 +3,7 @@ package hub
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/acphub/acphub/api"
@@ -140,12 +141,33 @@ func (s *Session) settle(p *peer, frame []byte) {
 		return // the peer's copy of an agent request, in the hub's id space
 	}
 	delete(p.ops, string(id))
-	op.outcome, op.done = frame, true
-	s.ops.bytes += len(frame)
 	for _, w := range op.waiters {
 		s.answerRetry(w, frame)
 	}
 	op.waiters = nil
+	if retryable(frame) {
+		// Not an outcome: the same request may succeed later, so a retry
+		// of it is a new operation.
+		s.ops.remove(op)
+		return
+	}
+	op.outcome, op.done = frame, true
+	s.ops.bytes += len(frame)
+}
+
+// retryable reports whether frame is an error response that says the same
+// request may succeed if sent again later (data.retryable).
+func retryable(frame []byte) bool {
+	e, ok := jsonrpc.Field(frame, "error")
+	if !ok {
+		return false
+	}
+	data, ok := jsonrpc.Field(e, "data")
+	if !ok {
+		return false
+	}
+	r, ok := jsonrpc.Field(data, "retryable")
+	return ok && string(r) == "true"
 }
 
 // answerRetry gives a retry the outcome of its operation, under its own id.
@@ -181,6 +203,14 @@ func (l *ledger) add(op *operation) {
 		n++
 	}
 	l.forget(n)
+}
+
+// remove forgets op, which has no outcome.
+func (l *ledger) remove(op *operation) {
+	delete(l.byID, op.id)
+	if i := slices.Index(l.order, op); i >= 0 {
+		l.order = slices.Delete(l.order, i, i+1)
+	}
 }
 
 func (l *ledger) forget(n int) {
