@@ -1503,7 +1503,6 @@ const (
 	CodeExecutorClosed    = -32036
 	CodeCloneFailed       = -32037
 	CodeNoAnswer          = -32038
-	CodeConnectionFenced  = -32040
 	CodeOperationConflict = -32041
 	CodeTooManySessions   = -32050
 	CodeShuttingDown      = -32051
@@ -1539,7 +1538,6 @@ const (
 	ReasonBinaryFrame       = "binary_frame"
 	ReasonCancelled         = "cancelled"
 	ReasonCloneFailed       = "clone_failed"
-	ReasonConnectionFenced  = "connection_fenced"
 	ReasonDuplicateID       = "duplicate_id"
 	ReasonDuplicateMember   = "duplicate_member"
 	ReasonExecutorClosed    = "executor_closed"
@@ -1640,7 +1638,6 @@ var Errors = []ErrorInfo{
 	{Code: -32036, Reason: "executor_closed", Message: "Session tools closed", Description: "self_handle: the request was still running when its terminals were closed, because the agent ended or the hub is stopping.", Condition: "temporarily_unavailable", Retryable: true},
 	{Code: -32037, Reason: "clone_failed", Message: "Remote could not be checked out", Description: "session/new with remote: git could not fetch the repository or branch (unreachable host, no access, no such branch). data: url, stderrTail.", Condition: "", Retryable: true},
 	{Code: -32038, Reason: "no_answer", Message: "No answer before acphub attach stopped waiting", Description: "acphub attach: its stdin ended and a request it had forwarded got no answer within --eof-wait; written by attach itself, one for each such request, before it exits. data: eofWait.", Condition: "temporarily_unavailable", Retryable: true},
-	{Code: -32040, Reason: "connection_fenced", Message: "Connection fenced", Description: "A frame arrived on a transport of a resumable connection after another transport resumed the connection: it reached nobody. The transport is closed (WebSocket 1008 with reason connection_fenced: …).", Condition: "connection_fenced", Retryable: false},
 	{Code: -32041, Reason: "operation_conflict", Message: "Operation id reused with other content", Description: "A request or answer carried an operation id (_meta acphub.dev/operationId) the session remembers for another method or other params: it caused nothing. data: operationId.", Condition: "operation_conflict", Retryable: false},
 	{Code: -32050, Reason: "too_many_sessions", Message: "Too many sessions", Description: "The standard /acp endpoint: session/new, session/load or session/attach needs a hub session while the hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Code: -32051, Reason: "shutting_down", Message: "The hub is stopping", Description: "The standard /acp endpoint: the hub is stopping and opens no session.", Condition: "temporarily_unavailable", Retryable: true},

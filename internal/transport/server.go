@@ -481,7 +481,8 @@ func (s *Server) readLoop(ctx context.Context, conn frameConn, l link, out *reco
 		}
 		if l.hold != nil {
 			if l.hold.Fenced().Err() != nil {
-				refuseFenced(conn, frame)
+				// The client resumed elsewhere and sends again there what
+				// it has no answer for; this transport is closing.
 				continue
 			}
 			if handled, said := control(l.hold, frame); handled {
@@ -495,15 +496,4 @@ func (s *Server) readLoop(ctx context.Context, conn frameConn, l link, out *reco
 			return false
 		}
 	}
-}
-
-// refuseFenced answers a request that arrived on a fenced transport; it
-// is no record of the connection, and reaches nobody else.
-func refuseFenced(conn frameConn, frame []byte) {
-	id, ok := jsonrpc.Field(frame, "id")
-	if _, isRequest := jsonrpc.Field(frame, "method"); !ok || !isRequest {
-		return
-	}
-	e := jsonrpc.NewError(api.CodeConnectionFenced, api.ReasonConnectionFenced, "Connection fenced: the connection was resumed on another transport", nil)
-	_ = conn.WriteBatch([][]byte{jsonrpc.NewErrorResponse(id, e)}, 0)
 }
