@@ -38,6 +38,17 @@ type Store interface {
 	// Last returns the latest event of session with the given type (of
 	// any type when typ is ""), and false when there is none.
 	Last(ctx context.Context, session, typ string) (Event, bool, error)
+	// Hold keeps ev, an event its session is still building (a message
+	// whose text is streaming), as durably as appended events and within
+	// the same window, so that a crash loses no more of it than of them.
+	// A held event is not in the log: Read and Last do not return it,
+	// Held does, as long as its seq is the one after the log's last. A
+	// later Hold of the session replaces it; an Append that reaches its
+	// seq voids it.
+	Hold(ctx context.Context, ev Event) error
+	// Held returns the event session holds (see Hold), and false when it
+	// holds none that continues its log.
+	Held(ctx context.Context, session string) (Event, bool, error)
 	// Sessions lists the sessions that have events, oldest first.
 	Sessions(ctx context.Context) ([]SessionInfo, error)
 	// Close writes what is pending and releases the store.

@@ -2,9 +2,11 @@ package hub
 
 import (
 	"bytes"
+	"context"
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -13,6 +15,12 @@ import (
 // message. Writing early only splits a message into two log events; replay
 // still sends the same text.
 const coalesceWindow = time.Second
+
+// holdEvery is how often the text of a message being collected is handed
+// to the store as a held event (eventlog.Store.Hold), so that what clients
+// were shown of it survives a crash of the hub: at most holdEvery, plus
+// the store's durability window, of streamed text is lost (docs/log.md).
+const holdEvery = 100 * time.Millisecond
 
 // coalesceMax bounds the text one agent.message holds: a longer message is
 // written in pieces, so no event (and no replayed frame) grows without
@@ -29,6 +37,7 @@ type message struct {
 	first     []byte // the first chunk's params, kept when it stays alone
 	chunks    int64
 	started   time.Time
+	held      int64 // chunks when the message was last held
 }
 
 // textChunk is a session/update that only carries plain text: the one kind
@@ -155,6 +164,41 @@ func (s *Session) flushMessage() {
 	}
 	s.msg = nil
 	s.record("", &api.AgentMessage{Params: m.params(), Chunks: m.chunks})
+}
+
+// holdMessage hands the store the message being collected, as the event it
+// will be, when it grew since it was last held and holdEvery has passed;
+// otherwise it sets holdTimer to come back. The actor calls it after each
+// batch's events were appended, so the held event follows them.
+func (s *Session) holdMessage() {
+	m := s.msg
+	if m == nil || m.held == m.chunks || s.cfg.Store == nil {
+		return
+	}
+	if wait := holdEvery - time.Since(s.heldAt); wait > 0 {
+		if s.holdTimer == nil {
+			s.holdTimer = time.NewTimer(wait)
+		}
+		return
+	}
+	m.held, s.heldAt = m.chunks, time.Now()
+	data := &api.AgentMessage{Params: m.params(), Chunks: m.chunks}
+	ev := eventlog.Event{Session: s.key, Event: api.Event{
+		Seq: s.seq + 1, ID: eventlog.NewID(), ParentID: s.lastID, Timestamp: s.heldAt.UTC(),
+		Type: data.EventType(), Data: data.AppendJSON(nil), AgentID: s.agentName,
+	}}
+	if err := s.cfg.Store.Hold(context.Background(), ev); err != nil {
+		s.log.Error("hold the message being streamed", "err", err)
+	}
+}
+
+// holdTimerC is the channel of the timer that comes back to hold the
+// message being collected, or nil.
+func (s *Session) holdTimerC() <-chan time.Time {
+	if s.holdTimer == nil {
+		return nil
+	}
+	return s.holdTimer.C
 }
 
 // flushStaleMessage writes a message that has been collecting for longer

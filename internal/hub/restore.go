@@ -27,6 +27,9 @@ type prior struct {
 	// interrupted is the turn the log shows started and never completed:
 	// the hub stopped without ending it (it was killed, or crashed).
 	interrupted *api.TurnCompleted
+	// held is the message the hub was streaming when it stopped, as the
+	// store held it (see holdMessage); it becomes the log's next event.
+	held *eventlog.Event
 }
 
 // loadPrior reads the log of key; it returns nil for a session with no log.
@@ -63,6 +66,11 @@ func loadPrior(ctx context.Context, store eventlog.Store, key string) (*prior, e
 	}
 	if p.interrupted, err = interruptedTurn(ctx, store, key); err != nil {
 		return nil, err
+	}
+	if held, ok, err := store.Held(ctx, key); err != nil {
+		return nil, err
+	} else if ok {
+		p.held = &held
 	}
 	return p, nil
 }
@@ -131,7 +139,11 @@ func (h *Hub) Recover(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if open == nil {
+		_, held, err := h.cfg.Store.Held(ctx, info.Session)
+		if err != nil {
+			return n, err
+		}
+		if open == nil && !held {
 			continue
 		}
 		s, err := h.existing(info.Session)
@@ -143,9 +155,28 @@ func (h *Hub) Recover(ctx context.Context) (int, error) {
 		if err := s.sync(ctx); err != nil {
 			return n, err
 		}
-		n++
+		if open != nil {
+			n++
+		}
 	}
 	return n, nil
+}
+
+// recordHeld makes the message the hub was streaming when it stopped the
+// log's next event, as the store held it: the text clients were shown
+// before the stop, up to holdEvery and the store's window.
+func (s *Session) recordHeld() {
+	if s.prior.held == nil {
+		return
+	}
+	ev := *s.prior.held
+	s.prior.held = nil
+	s.seq = ev.Seq
+	s.lastSeq.Store(s.seq)
+	s.lastID = &ev.ID
+	s.unflushed = append(s.unflushed, ev)
+	s.logged()
+	s.log.Info("kept the message the hub's stop interrupted", "seq", ev.Seq)
 }
 
 // endInterrupted ends the turn a stop of the hub interrupted, in the log

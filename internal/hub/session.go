@@ -110,6 +110,10 @@ type Session struct {
 	recent recentLog // the latest events and their frames, for lagging consumers
 
 	msg     *message // text chunks collected for the log
+	// heldAt is when the message being collected was last held, and
+	// holdTimer, when set, comes back to hold it (see holdMessage).
+	heldAt    time.Time
+	holdTimer *time.Timer
 	tails   []*tail  // event subscribers
 	dropped []*peer  // overflowed peers waiting to be removed
 
@@ -264,7 +268,8 @@ func (s *Session) stop() {
 func (s *Session) run() {
 	defer close(s.done)
 	if s.prior != nil {
-		s.record("", &api.SessionResumed{FromSeq: s.prior.lastSeq})
+		s.recordHeld()
+		s.record("", &api.SessionResumed{FromSeq: s.seq})
 		s.endInterrupted()
 		s.flush()
 	}
@@ -282,6 +287,8 @@ func (s *Session) run() {
 			s.serveLagging()
 		case <-s.paceTimerC():
 			s.paceTick()
+		case <-s.holdTimerC():
+			s.holdTimer = nil // the flush below holds the message
 		case <-s.quit:
 			s.shutdown()
 			return
@@ -442,14 +449,22 @@ func (s *Session) record(peerID string, data api.EventData) {
 		AgentID:   s.agentName,
 	}})
 	s.lastID = &id
+	s.logged()
+}
+
+// logged shows the event just recorded to the lagging consumers and the
+// subscribers.
+func (s *Session) logged() {
 	s.recent.put(s.unflushed[len(s.unflushed)-1])
 	s.publish(s.unflushed[len(s.unflushed)-1].Event)
 }
 
-// flush commits the recorded events.
+// flush commits the recorded events, then holds the message being
+// collected (see holdMessage).
 func (s *Session) flush() {
 	if len(s.unflushed) == 0 || s.cfg.Store == nil {
 		s.unflushed = s.unflushed[:0]
+		s.holdMessage()
 		return
 	}
 	if err := s.cfg.Store.Append(context.Background(), s.unflushed); err != nil {
@@ -457,6 +472,7 @@ func (s *Session) flush() {
 	}
 	clear(s.unflushed)
 	s.unflushed = s.unflushed[:0]
+	s.holdMessage()
 }
 
 // send queues a frame for p alone: a response, its copy of an agent

@@ -22,6 +22,64 @@ func Run(t *testing.T, open func(t *testing.T) eventlog.Store) {
 	t.Run("Last", func(t *testing.T) { t.Parallel(); testLast(t, open(t)) })
 	t.Run("Sessions", func(t *testing.T) { t.Parallel(); testSessions(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testConcurrent(t, open(t)) })
+	t.Run("Hold", func(t *testing.T) { t.Parallel(); testHold(t, open(t)) })
+}
+
+// testHold checks held events: kept beside the log, never in it, replaced
+// by the next hold and voided when the log reaches their seq.
+func testHold(t *testing.T, s eventlog.Store) {
+	ctx := context.Background()
+	evs := Events("h", 1, 4)
+	if err := s.Append(ctx, evs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	held := func() (eventlog.Event, bool) {
+		t.Helper()
+		ev, ok, err := s.Held(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev, ok
+	}
+	if _, ok := held(); ok {
+		t.Fatal("a session that held nothing holds an event")
+	}
+	first := evs[2]
+	first.Data = json.RawMessage(`{"method":"_test/n","params":{"part":1}}`)
+	for _, ev := range []eventlog.Event{first, evs[2]} {
+		if err := s.Hold(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := held()
+		if !ok {
+			t.Fatal("the held event is not held")
+		}
+		equal(t, []eventlog.Event{got}, []eventlog.Event{ev})
+	}
+	if got, err := s.Read(ctx, "h", 0, 0); err != nil || len(got) != 2 {
+		t.Fatalf("Read returned %d events (%v) while one is held; want the 2 appended", len(got), err)
+	}
+	if last, _, _ := s.Last(ctx, "h", ""); last.Seq != 2 {
+		t.Fatalf("Last returned seq %d while one is held; want 2", last.Seq)
+	}
+	if err := s.Append(ctx, evs[2:3]); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := held(); ok {
+		t.Fatal("an event is still held after the log reached its seq")
+	}
+	// A hold that does not continue the log is not returned.
+	if err := s.Hold(ctx, evs[3]); err != nil {
+		t.Fatal(err)
+	}
+	stale := evs[3]
+	stale.Seq = 9
+	if err := s.Hold(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := held(); ok {
+		t.Fatal("Held returned an event whose seq does not follow the log's last")
+	}
 }
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.UTC)

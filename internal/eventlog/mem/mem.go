@@ -12,8 +12,9 @@ import (
 
 // Store keeps logs in memory. The zero value is ready to use.
 type Store struct {
-	mu    sync.Mutex // guards logs and order
+	mu    sync.Mutex // guards logs, held and order
 	logs  map[string][]eventlog.Event
+	held  map[string]eventlog.Event
 	order []string // sessions in order of their first event
 }
 
@@ -75,6 +76,28 @@ func (s *Store) Last(_ context.Context, session, typ string) (eventlog.Event, bo
 		}
 	}
 	return eventlog.Event{}, false, nil
+}
+
+// Hold implements eventlog.Store.
+func (s *Store) Hold(_ context.Context, ev eventlog.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = make(map[string]eventlog.Event)
+	}
+	s.held[ev.Session] = ev
+	return nil
+}
+
+// Held implements eventlog.Store.
+func (s *Store) Held(_ context.Context, session string) (eventlog.Event, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev, ok := s.held[session]
+	if !ok || ev.Seq != int64(len(s.logs[session]))+1 {
+		return eventlog.Event{}, false, nil
+	}
+	return ev, true, nil
 }
 
 // Sessions implements eventlog.Store.

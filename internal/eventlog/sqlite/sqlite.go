@@ -27,15 +27,18 @@
 //
 // # Layout
 //
-// The database (layout 2, its PRAGMA user_version) has three tables.
+// The database (layout 3, its PRAGMA user_version) has four tables.
 // sessions gives each session name an integer key. events holds the
 // events, in a rowid table that the writer appends to, 64 rows per
 // statement, and that the index of its primary key (session key, seq)
 // reads by session. last_of_type holds the seq of the latest event of each
 // type in each session, for Last; the writer updates it once per type and
-// session in a transaction. Open migrates a database of layout 1 (one
-// table keyed by session name and seq, and an index by type) in place, in
-// one transaction, and refuses a database of a layout newer than its own.
+// session in a transaction. held keeps each session's held event (see
+// Hold), a row per session, written with the events it follows and
+// deleted once the log reaches its seq. Open migrates a database of
+// layout 1 (one table keyed by session name and seq, and an index by type)
+// or 2 (no held) in place, in one transaction, and refuses a database of a
+// layout newer than its own.
 package sqlite
 
 import (
@@ -99,11 +102,15 @@ type Store struct {
 	done chan struct{}
 
 	// insertMany inserts rowsPerInsert events, insertOne one; setLast
-	// records the latest seq of a type in a session.
-	insertMany, insertOne, setLast *sql.Stmt
+	// records the latest seq of a type in a session; setHeld keeps a held
+	// event and voidHeld deletes one the log reached.
+	insertMany, insertOne, setLast, setHeld, voidHeld *sql.Stmt
 	// keys maps session names to their committed sessions.key; only the
 	// writer uses it.
 	keys map[string]int64
+	// heldKeys are the sessions with a row in held; only the writer uses
+	// it, once Open has filled it.
+	heldKeys map[int64]bool
 
 	// commitMu orders Read against the writer: the writer holds it to
 	// drop committed events from pending, Read holds it (shared) from
@@ -114,6 +121,7 @@ type Store struct {
 	room         chan struct{} // closed, and replaced, when pending shrinks or the store closes
 	pending      []eventlog.Event
 	bySession    map[string][]eventlog.Event // pending, per session, in seq order
+	holds        map[string]eventlog.Event   // held events not yet committed, the latest per session
 	pendingBytes int                         // queuedSize of pending
 	lastSeq      map[string]int64            // per session, pending included
 	closed       bool
@@ -166,7 +174,13 @@ func Open(path string, opts Options) (*Store, error) {
 		room:      make(chan struct{}),
 		lastSeq:   make(map[string]int64),
 		bySession: make(map[string][]eventlog.Event),
+		holds:     make(map[string]eventlog.Event),
 		keys:      make(map[string]int64),
+		heldKeys:  make(map[int64]bool),
+	}
+	if err := s.loadHeldKeys(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open session log %s: %w", path, err)
 	}
 	for _, p := range []struct {
 		stmt  **sql.Stmt
@@ -176,6 +190,9 @@ func Open(path string, opts Options) (*Store, error) {
 		{&s.insertOne, insertSQL(1)},
 		{&s.setLast, `INSERT INTO last_of_type (session, type, seq) VALUES (?, ?, ?)
 			ON CONFLICT (session, type) DO UPDATE SET seq = excluded.seq`},
+		{&s.setHeld, `INSERT OR REPLACE INTO held (session, seq, id, parent_id, ts, type, data, peer, agent_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.voidHeld, `DELETE FROM held WHERE session = ? AND seq <= ?`},
 	} {
 		if *p.stmt, err = db.Prepare(p.query); err != nil {
 			db.Close()
@@ -210,9 +227,9 @@ func privateFiles(path string) error {
 
 // schemaVersion is the database layout this code writes (PRAGMA
 // user_version).
-const schemaVersion = 2
+const schemaVersion = 3
 
-// createTables makes layout 2 (see the package doc) in an empty database.
+// createTables makes layout 3 (see the package doc) in an empty database.
 const createTables = `
 CREATE TABLE sessions (
 	key  INTEGER PRIMARY KEY,
@@ -235,10 +252,24 @@ CREATE TABLE last_of_type (
 	type    TEXT    NOT NULL,
 	seq     INTEGER NOT NULL,
 	PRIMARY KEY (session, type)
-) WITHOUT ROWID;
-PRAGMA user_version = 2;`
+) WITHOUT ROWID;` + createHeld
 
-// fromV1 turns layout 1 into layout 2. Layout 1 was one WITHOUT ROWID
+// createHeld adds the table of held events, which layout 3 added.
+const createHeld = `
+CREATE TABLE held (
+	session   INTEGER PRIMARY KEY, -- sessions.key
+	seq       INTEGER NOT NULL,
+	id        TEXT    NOT NULL,
+	parent_id TEXT,
+	ts        TEXT    NOT NULL,
+	type      TEXT    NOT NULL,
+	data      BLOB    NOT NULL,
+	peer      TEXT    NOT NULL DEFAULT '',
+	agent_id  TEXT    NOT NULL DEFAULT ''
+);
+PRAGMA user_version = 3;`
+
+// fromV1 turns layout 1 into layout 3. Layout 1 was one WITHOUT ROWID
 // table events keyed by (session TEXT, seq), with the same columns, and an
 // index events_by_type on (session, type, seq).
 const fromV1 = `
@@ -271,11 +302,75 @@ func migrate(db *sql.DB) error {
 		return fmt.Errorf("database layout %d is newer than this acphub (%d)", v, schemaVersion)
 	case v == 1:
 		script = fromV1
+	case v == 2:
+		script = createHeld
 	}
 	if _, err := tx.Exec(script); err != nil {
 		return fmt.Errorf("database layout %d to %d: %w", v, schemaVersion, err)
 	}
 	return tx.Commit()
+}
+
+// loadHeldKeys notes the sessions that have a held row.
+func (s *Store) loadHeldKeys() error {
+	rows, err := s.db.Query(`SELECT session FROM held`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key int64
+		if err := rows.Scan(&key); err != nil {
+			return err
+		}
+		s.heldKeys[key] = true
+	}
+	return rows.Err()
+}
+
+// Hold implements eventlog.Store. Like Append it queues and returns; the
+// writer commits the latest held event of each session with the events
+// queued before it.
+func (s *Store) Hold(ctx context.Context, ev eventlog.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("eventlog/sqlite: store is closed")
+	}
+	s.holds[ev.Session] = ev
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Held implements eventlog.Store.
+func (s *Store) Held(ctx context.Context, session string) (eventlog.Event, bool, error) {
+	if err := s.loadLastSeqs(ctx, []eventlog.Event{{Session: session}}); err != nil {
+		return eventlog.Event{}, false, err
+	}
+	s.commitMu.RLock()
+	defer s.commitMu.RUnlock()
+	s.mu.Lock()
+	next := s.lastSeq[session] + 1
+	ev, queued := s.holds[session]
+	s.mu.Unlock()
+	if !queued {
+		rows, err := s.db.QueryContext(ctx, selectEvents+`held e WHERE e.session = (SELECT key FROM sessions WHERE name = ?)`, session)
+		if err != nil {
+			return eventlog.Event{}, false, fmt.Errorf("read session log: %w", err)
+		}
+		out, err := scanEvents(session, rows)
+		if err != nil || len(out) == 0 {
+			return eventlog.Event{}, false, err
+		}
+		ev = out[0]
+	}
+	if ev.Seq != next {
+		return eventlog.Event{}, false, nil
+	}
+	return ev, true, nil
 }
 
 // Append implements eventlog.Store.
@@ -462,12 +557,23 @@ func (s *Store) commit() error {
 	s.mu.Lock()
 	n := min(len(s.pending), maxBatch)
 	batch := s.pending[:n:n]
+	holds := s.holds
+	if len(holds) > 0 {
+		s.holds = make(map[string]eventlog.Event)
+	}
 	s.mu.Unlock()
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(holds) == 0 {
 		return nil
 	}
 	start := time.Now()
-	if err := s.write(batch); err != nil {
+	if err := s.write(batch, holds); err != nil {
+		s.mu.Lock()
+		for k, ev := range holds {
+			if _, newer := s.holds[k]; !newer {
+				s.holds[k] = ev
+			}
+		}
+		s.mu.Unlock()
 		return err
 	}
 	if d := time.Since(start); d > time.Second {
@@ -519,8 +625,8 @@ func insertSQL(rows int) string {
 }
 
 // write commits batch in one transaction, rowsPerInsert events per
-// statement and the rest one by one.
-func (s *Store) write(batch []eventlog.Event) error {
+// statement and the rest one by one, with the held events holds.
+func (s *Store) write(batch []eventlog.Event, holds map[string]eventlog.Event) error {
 	tx, err := s.db.Begin()
 	if err != nil {
 		return err
@@ -555,15 +661,56 @@ func (s *Store) write(batch []eventlog.Event) error {
 		batch = batch[n:]
 	}
 	setLast := tx.Stmt(s.setLast)
+	lastOf := make(map[int64]int64) // each session's last seq in the batch
 	for t, seq := range last {
 		if _, err := setLast.Exec(t.session, t.typ, seq); err != nil {
 			return fmt.Errorf("record last event of type %s: %w", t.typ, err)
+		}
+		lastOf[t.session] = max(lastOf[t.session], seq)
+	}
+	held := make(map[int64]bool)
+	setHeld := tx.Stmt(s.setHeld)
+	for _, e := range holds {
+		key, err := s.sessionKey(tx, e.Session, added)
+		if err != nil {
+			return err
+		}
+		if e.Seq <= lastOf[key] {
+			continue // the log reached it in this batch
+		}
+		var parent any
+		if e.ParentID != nil {
+			parent = *e.ParentID
+		}
+		if _, err := setHeld.Exec(key, e.Seq, e.ID, parent, e.Timestamp.UTC().Format(time.RFC3339Nano),
+			e.Type, []byte(e.Data), e.Peer, e.AgentID); err != nil {
+			return fmt.Errorf("hold an event of %s: %w", e.Session, err)
+		}
+		held[key] = true
+	}
+	voidHeld := tx.Stmt(s.voidHeld)
+	for key, seq := range lastOf {
+		if s.heldKeys[key] && !held[key] {
+			res, err := voidHeld.Exec(key, seq)
+			if err != nil {
+				return fmt.Errorf("drop a held event: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				held[key] = false
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
 	maps.Copy(s.keys, added)
+	for key, on := range held {
+		if on {
+			s.heldKeys[key] = true
+		} else {
+			delete(s.heldKeys, key)
+		}
+	}
 	return nil
 }
 

@@ -294,8 +294,66 @@ func TestOpen_MigratesV1(t *testing.T) {
 		FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&version, &tables); err != nil {
 		t.Fatal(err)
 	}
-	if version != 2 || tables != "events last_of_type sessions" {
-		t.Errorf("layout %d with %s, want 2 with events last_of_type sessions", version, tables)
+	if version != 3 || tables != "events held last_of_type sessions" {
+		t.Errorf("layout %d with %s, want 3 with events held last_of_type sessions", version, tables)
+	}
+}
+
+// A held event survives the store's close and a database of layout 2
+// (before held events) opens with its log intact and holds from then on.
+func TestHold_SurvivesReopenAndMigratesV2(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	s := open(t, path)
+	evs := eventlogtest.Events("a", 1, 3)
+	if err := s.Append(ctx, evs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TABLE held; PRAGMA user_version = 2`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s = open(t, path)
+	if err := s.Hold(ctx, evs[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	got, ok, err := s.Held(ctx, "a")
+	if err != nil || !ok {
+		t.Fatalf("after a reopen Held returned %v, %v; want the held event", ok, err)
+	}
+	same(t, "held after a reopen", []eventlog.Event{got}, evs[2:3])
+	if err := s.Append(ctx, evs[2:3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	defer s.Close()
+	if _, ok, err := s.Held(ctx, "a"); err != nil || ok {
+		t.Fatalf("after the log reached the held seq and a reopen, Held returned %v, %v", ok, err)
+	}
+	db, err = sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int
+	if err := db.QueryRow(`SELECT count(*) FROM held`).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("held has %d rows (%v) once the log reached its seq, want none", rows, err)
 	}
 }
 
@@ -306,7 +364,7 @@ func TestOpen_RefusesNewerLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.Exec(`PRAGMA user_version = 3`)
+	_, err = db.Exec(`PRAGMA user_version = 4`)
 	db.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +373,7 @@ func TestOpen_RefusesNewerLayout(t *testing.T) {
 		if err == nil {
 			s.Close()
 		}
-		t.Fatalf("opening a database of layout 3: %v, want an error", err)
+		t.Fatalf("opening a database of layout 4: %v, want an error", err)
 	}
 }
 
