@@ -109,13 +109,13 @@ type Session struct {
 
 	recent recentLog // the latest events and their frames, for lagging consumers
 
-	msg     *message // text chunks collected for the log
+	msg *message // text chunks collected for the log
 	// heldAt is when the message being collected was last held, and
 	// holdTimer, when set, comes back to hold it (see holdMessage).
 	heldAt    time.Time
 	holdTimer *time.Timer
-	tails   []*tail  // event subscribers
-	dropped []*peer  // overflowed peers waiting to be removed
+	tails     []*tail // event subscribers
+	dropped   []*peer // overflowed peers waiting to be removed
 
 	seq       int64
 	lastID    *string
