@@ -25,11 +25,12 @@ type Options struct {
 const DefaultClientName = "acphub-chat"
 
 // Run runs the chat over conn until in reaches EOF (and our prompts are answered), the
-// user types /quit, ctx ends, or the connection fails. It returns nil for the first two,
-// ctx.Err() when ctx ends, the connection's error when it fails, and an error when the
-// hub refuses initialize or session/new.
+// user types /quit, ctx ends, or the connection fails. It returns nil for the first
+// three — an ended ctx is a stop the caller asked for, as Ctrl-C or SIGTERM — the
+// connection's error when it fails, and an error when the hub refuses initialize or
+// session/new.
 //
-// Run closes conn. The goroutine reading in may stay blocked in in.Read after Run
+// Run closes conn, which says goodbye to the hub. The goroutine reading in may stay blocked in in.Read after Run
 // returns, until in reaches its end.
 func Run(ctx context.Context, conn *client.Conn, in io.Reader, out io.Writer, opts Options) error {
 	cwd, err := filepath.Abs(opts.Cwd) // Abs("") is the working directory
@@ -106,7 +107,7 @@ func (c *chat) loop(lines <-chan string) error {
 		}
 		select {
 		case <-c.ctx.Done():
-			return c.ctx.Err()
+			return nil // stopped as asked
 		case f := <-c.events:
 			if err := f(); err != nil {
 				return err
@@ -142,7 +143,7 @@ func (c *chat) loop(lines <-chan string) error {
 
 func (c *chat) disconnected(err error) error {
 	if c.ctx.Err() != nil {
-		return c.ctx.Err()
+		return nil // the end of the connection is the stop the caller asked for
 	}
 	c.out.line(styleError, fmt.Sprintf("[disconnected: %v]", err))
 	return err

@@ -1,7 +1,6 @@
 package chat_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -325,11 +324,15 @@ func TestRun_Disconnected(t *testing.T) {
 	s.waitOutput("[disconnected: EOF]\n")
 }
 
-func TestRun_ContextCancelled(t *testing.T) {
+// An ended context is a stop the caller asked for (Ctrl-C, SIGTERM): Run
+// says goodbye and returns nil, so acphub chat exits 0.
+func TestRun_ContextCancelledIsACleanStop(t *testing.T) {
 	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	s.expect("session/prompt")
 	s.cancel()
-	if err := s.wait(); !errors.Is(err, context.Canceled) {
-		t.Errorf("Run = %v, want context.Canceled", err)
+	if err := s.wait(); err != nil {
+		t.Errorf("Run = %v, want nil", err)
 	}
 }
 

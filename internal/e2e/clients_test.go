@@ -582,3 +582,27 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// A chat stopped with SIGTERM, or with Ctrl-C (SIGINT), as a person stops
+// it, says goodbye, so the others see it leave at once, and exits 0 without
+// an error.
+func TestChat_StopsCleanlyOnSIGTERMAndCtrlC(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	web := h.dial("s", "peer=web")
+	web.handshake()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		peer := "chat-" + strconv.Itoa(int(sig))
+		chat := runProc(t, h.clientArgs("chat", "--session", "s", "--peer", peer)...)
+		chat.expect("connected: session ")
+		if err := chat.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		if err := chat.wait(); err != nil || chat.err.String() != "" {
+			t.Errorf("chat stopped with %v exited with %v, stderr %q; want 0 and nothing", sig, err, chat.err.String())
+		}
+		web.until(func(m msg) bool {
+			return m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), `"peer":"`+peer+`"`)
+		})
+	}
+}
