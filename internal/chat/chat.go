@@ -68,10 +68,12 @@ type chat struct {
 	out       *renderer
 	cwd, name string
 
-	agentName string
-	session   *client.Session // set once session/new has answered; input is read from then on
-	prompts   int             // our session/prompt requests not yet answered
-	inputDone bool
+	agentName  string
+	session    *client.Session // set once session/new has answered; input is read from then on
+	prompts    int             // our session/prompt requests not yet answered
+	inputDone  bool
+	held       string // a number typed for the permission request our turn has yet to ask; input waits
+	othersTurn bool   // another client's turn runs: its prompt was shown and its turn_complete has not come
 
 	perms      []permission                // open permission requests, oldest first
 	toolTitles map[string]string           // toolCallId → title
@@ -101,8 +103,8 @@ func (c *chat) loop(lines <-chan string) error {
 		return fmt.Errorf("chat: send: %w", err)
 	}
 	for {
-		var input <-chan string // nil (never ready) until the session exists
-		if c.session != nil && !c.inputDone {
+		var input <-chan string // nil (never ready) until the session exists, and while a number is held
+		if c.session != nil && !c.inputDone && c.held == "" {
 			input = lines
 		}
 		select {
@@ -135,9 +137,20 @@ func (c *chat) loop(lines <-chan string) error {
 		if c.out.err != nil {
 			return fmt.Errorf("chat: write output: %w", c.out.err)
 		}
-		if c.inputDone && c.prompts == 0 {
+		if c.inputDone && (c.prompts == 0 || len(c.perms) > 0) {
+			c.leavePermissions()
 			return nil
 		}
+	}
+}
+
+// leavePermissions says, once the input has ended, that the permission requests still
+// open are not answered here: no line is left to answer them, and waiting for the turn
+// that asks would wait for ever when nobody else answers. They stay open for the
+// session's other clients (and the hub's permission timeout).
+func (c *chat) leavePermissions() {
+	if len(c.perms) > 0 {
+		c.out.line(stylePermission, fmt.Sprintf("[input ended: the permission request %q is left to the session's other clients]", c.perms[0].title))
 	}
 }
 
@@ -161,6 +174,13 @@ func (c *chat) handleLine(line string) (quit bool, err error) {
 		return false, c.cancelTurn()
 	case len(c.perms) > 0:
 		return false, c.answerPermission(line)
+	case c.prompts > 0 && isNumber(line):
+		// Typed ahead of the permission request of our turn (a script types
+		// everything at once): it answers that request, never becomes a
+		// prompt. The lines after it wait.
+		c.held = line
+		c.out.line(stylePermission, "("+line+" will answer your turn's permission request when it comes)")
+		return false, nil
 	default:
 		return false, c.prompt(line)
 	}
@@ -190,6 +210,11 @@ func (c *chat) cancelTurn() error {
 	}
 	c.perms = nil
 	return nil
+}
+
+// isNumber says whether s is a bare number, as typed to choose a permission option.
+func isNumber(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // sent wraps the error of a message that could not be sent.

@@ -286,12 +286,7 @@ func TestRun_EOFWaitsForPrompt(t *testing.T) {
 	s.waitOutput("Hi there")
 	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
 
-	if err := s.wait(); err != nil {
-		t.Fatalf("Run = %v, want nil", err)
-	}
-	if out := s.out.String(); !strings.HasSuffix(out, "Hi there\n[done: end_turn]\n") {
-		t.Errorf("output ends with %q", out)
-	}
+	s.ends("Hi there\n[done: end_turn]\n")
 }
 
 func TestRun_PromptError(t *testing.T) {
@@ -343,4 +338,97 @@ func TestRun_Color(t *testing.T) {
 	s.expect("session/new")
 	s.send(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}`)
 	s.waitOutput("\x1b[36mconnected: session s1\x1b[0m\n")
+}
+
+// A script types everything at once: a number read while our turn runs, before
+// its permission request came, answers that request when it comes, and is never
+// sent as a prompt. The lines after it wait for it.
+func TestRun_NumberTypedAheadAnswersTheTurnsPermission(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	s.expect("session/prompt")
+	s.typeLine("1")
+	s.typeLine("/quit")
+	before := s.marker()
+	if got := s.out.String(); !strings.Contains(got, "(1 will answer your turn's permission request when it comes)\n") {
+		t.Errorf("output says nothing of the number it holds:\n%s", got)
+	}
+	s.send(requestPermission("7", "Write file"))
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`; got != want {
+		t.Errorf("answer = %s, want %s", got, want)
+	}
+	if err := s.wait(); err != nil { // the /quit after the number
+		t.Errorf("Run = %v, want nil", err)
+	}
+	want := "permission: Write file\n  1) Allow (allow_once)\n  2) Reject (reject_once)\n[permission] you chose Allow\n"
+	if got := strings.TrimPrefix(s.out.String(), before); got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A number held for a turn that ends without asking answers nothing and is not
+// sent; the next line is read again.
+func TestRun_NumberHeldForATurnThatAsksNothingIsDropped(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	prompt := s.expect("session/prompt")
+	s.typeLine("2")
+	s.waitOutput("(2 will answer")
+	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
+	s.waitOutput("[done: end_turn]\n[2 answered nothing: your turn ended without a permission request]\n")
+	s.typeLine("2") // no turn of ours runs: a prompt
+	if got, want := string(s.expect("session/prompt").Params), `{"sessionId":"s1","prompt":[{"type":"text","text":"2"}]}`; got != want {
+		t.Errorf("prompt params = %s, want %s", got, want)
+	}
+}
+
+// A number held for our turn does not answer the permission request of another
+// client's turn, which runs while ours waits in the queue.
+func TestRun_NumberHeldIsNotUsedForAnotherClientsTurn(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/prompt_received","params":{"sessionId":"s1","peer":"bob","prompt":[{"type":"text","text":"go"}],"queued":0}}`)
+	s.send(textChunk("user_message_chunk", "go"))
+	s.waitOutput("[bob] go\n")
+	s.typeLine("hello")
+	s.expect("session/prompt")
+	s.typeLine("1")
+	s.waitOutput("(1 will answer")
+	s.send(requestPermission("3", "Bob's edit"))
+	s.waitOutput("answer with a number\n(1 is not used: this request comes from another client's turn, not yours)\n")
+	s.typeLine("2") // the input is read again: the user answers bob's request
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":3,"result":{"outcome":{"outcome":"selected","optionId":"reject"}}}`; got != want {
+		t.Errorf("answer = %s, want %s", got, want)
+	}
+}
+
+// At the end of its input the chat waits for its turn, but not for a permission
+// request nobody on the input can answer: it leaves that to the session's other
+// clients and returns.
+func TestRun_EOFLeavesAPermissionNobodyHereCanAnswer(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	s.expect("session/prompt")
+	s.input.Close()
+	s.send(textChunk("agent_message_chunk", "working"))
+	s.waitOutput("working")
+	s.send(requestPermission("7", "Write file"))
+	s.ends("answer with a number\n[input ended: the permission request \"Write file\" is left to the session's other clients]\n")
+}
+
+// A here-document "hello", "1" and its end: the number answers the permission
+// request, and the chat waits for the turn's end before it returns.
+func TestRun_ScriptAnswersThePermissionAndWaitsForTheTurn(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	prompt := s.expect("session/prompt")
+	s.typeLine("1")
+	s.input.Close()
+	s.waitOutput("(1 will answer")
+	s.send(requestPermission("7", "Write file"))
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`; got != want {
+		t.Errorf("answer = %s, want %s", got, want)
+	}
+	s.send(textChunk("agent_message_chunk", "edited"))
+	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
+	s.ends("[permission] you chose Allow\nedited\n[done: end_turn]\n")
 }

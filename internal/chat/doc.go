@@ -25,6 +25,10 @@
 //	permission: <title>                 then "  <n>) <name> (<kind>)" per option and
 //	answer with a number                (or "(answer the earlier permission first)")
 //	choose 1-<n>, or /cancel            a line that is not an option while one is open
+//	(<n> will answer your turn's permission request when it comes)   a number typed ahead
+//	(<n> is not used: this request comes from another client's turn, not yours)
+//	[<n> answered nothing: your turn ended without a permission request]
+//	[input ended: the permission request "<title>" is left to the session's other clients]
 //	[permission] you chose <name>
 //	[permission] <peer> chose <name>    or "[permission] <peer> cancelled"
 //	[done: <stopReason>]                our prompt finished
@@ -42,8 +46,16 @@
 //
 // An empty line is ignored, "/quit" leaves, "/cancel" sends session/cancel (and answers
 // our open permission requests with cancelled). While a permission request is open a
-// number answers the oldest one; any other line is sent as a session/prompt. At the end of
-// the input Run still waits for the answers to the prompts it sent.
+// number answers the oldest one. A bare number read while none is open but a prompt of
+// ours is unanswered is held for the permission request our turn has yet to ask: it
+// answers that one when it comes, and no line is read until then; it answers nothing
+// when the turn ends first, or when the request comes from another client's turn
+// (user_message_chunk starts one, turn_complete ends it). Any other line is sent as a
+// session/prompt.
+//
+// At the end of the input Run still waits for the answers to the prompts it sent, but
+// not while a permission request is open: no line is left to answer it, so it is left
+// to the session's other clients and Run returns.
 //
 // # Concurrency
 //

@@ -22,7 +22,7 @@ type permissionRequest = client.Request[api.RequestPermissionParams, api.Request
 func (c *chat) handlers() client.Handlers {
 	return client.Handlers{
 		SessionUpdate:      func(n *api.SessionNotification) { c.show(func() { c.sessionUpdate(n.Update) }) },
-		RequestPermission:  func(r *permissionRequest) { c.show(func() { c.permissionAsked(r) }) },
+		RequestPermission:  func(r *permissionRequest) { c.post(func() error { return c.permissionAsked(r) }) },
 		Withdrawn:          func(r *client.RawRequest) { c.show(func() { c.requestWithdrawn(r.ID) }) },
 		PermissionResolved: func(p *api.PermissionResolvedParams) { c.show(func() { c.permissionResolved(p) }) },
 		PromptReceived:     func(p *api.PromptReceivedParams) { c.show(func() { c.promptReceived(p) }) },
@@ -69,9 +69,13 @@ func (c *chat) promptDone(r *api.PromptResult, err error) {
 	c.prompts--
 	if err != nil {
 		c.out.line(styleError, "["+err.Error()+"]")
-		return
+	} else {
+		c.out.line(styleInfo, "[done: "+r.StopReason+"]")
 	}
-	c.out.line(styleInfo, "[done: "+r.StopReason+"]")
+	if c.prompts == 0 && c.held != "" {
+		c.out.line(stylePermission, "["+c.held+" answered nothing: your turn ended without a permission request]")
+		c.held = ""
+	}
 }
 
 // restarted says that the connection started over and the history since AfterSeq
@@ -147,24 +151,37 @@ type permission struct {
 	title string
 }
 
-// permissionAsked shows a permission request and queues it for an answer.
-func (c *chat) permissionAsked(r *permissionRequest) {
+// permissionAsked shows a permission request and queues it for an answer: the
+// number held for it, if any, answers it at once.
+func (c *chat) permissionAsked(r *permissionRequest) error {
 	title := cmp.Or(r.Params.ToolCall.Title, c.toolName(r.Params.ToolCall.ToolCallID))
 	perm := permission{req: r, title: title}
 	c.perms = append(c.perms, perm)
-	c.showPermission(perm, len(c.perms) == 1)
+	held := c.held
+	c.held = ""
+	switch {
+	case held != "" && !c.othersTurn:
+		c.showPermission(perm, "")
+		return c.answerPermission(held)
+	case held != "":
+		c.showPermission(perm, "answer with a number")
+		c.out.line(stylePermission, "("+held+" is not used: this request comes from another client's turn, not yours)")
+	case len(c.perms) == 1:
+		c.showPermission(perm, "answer with a number")
+	default:
+		c.showPermission(perm, "(answer the earlier permission first)")
+	}
+	return nil
 }
 
-// showPermission prints p; head says whether a number typed now answers it.
-func (c *chat) showPermission(p permission, head bool) {
+// showPermission prints p and its options, then note unless it is "".
+func (c *chat) showPermission(p permission, note string) {
 	c.out.line(stylePermission, "permission: "+p.title)
 	for i, o := range p.req.Params.Options {
 		c.out.line(stylePermission, fmt.Sprintf("  %d) %s (%s)", i+1, o.Name, o.Kind))
 	}
-	if head {
-		c.out.line(stylePermission, "answer with a number")
-	} else {
-		c.out.line(stylePermission, "(answer the earlier permission first)")
+	if note != "" {
+		c.out.line(stylePermission, note)
 	}
 }
 
@@ -191,7 +208,7 @@ func (c *chat) answerPermission(line string) error {
 func (c *chat) dropPermission(i int) {
 	c.perms = slices.Delete(c.perms, i, i+1)
 	if i == 0 && len(c.perms) > 0 {
-		c.showPermission(c.perms[0], true)
+		c.showPermission(c.perms[0], "answer with a number")
 	}
 }
 
@@ -232,6 +249,7 @@ func (c *chat) promptReceived(p *api.PromptReceivedParams) {
 }
 
 func (c *chat) turnComplete(p *api.TurnCompleteParams) {
+	c.othersTurn = false
 	result := p.StopReason
 	if p.Error != nil {
 		result = p.Error.Error()

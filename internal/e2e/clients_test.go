@@ -320,19 +320,30 @@ func TestAttach_NoHubNoStart(t *testing.T) {
 // printed, its stderr and its exit status.
 func runPiped(t *testing.T, args []string, lines ...string) ([]msg, string, error) {
 	t.Helper()
+	out, stderr, err := runPipedText(t, args, lines...)
+	var ms []msg
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l != "" {
+			ms = append(ms, decode(t, []byte(l)))
+		}
+	}
+	return ms, stderr, err
+}
+
+// runPipedText runs acphub with args and the lines as its whole stdin and
+// returns its output, its stderr and its exit status. It is killed after
+// testTimeout.
+func runPipedText(t *testing.T, args []string, lines ...string) (string, string, error) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = testTimeout
+	timer := time.AfterFunc(testTimeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
 	out, err := cmd.Output()
-	var ms []msg
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if l != "" {
-			ms = append(ms, decode(t, []byte(l)))
-		}
-	}
-	return ms, stderr.String(), err
+	return string(out), stderr.String(), err
 }
 
 // The frames a script pipes into attach: initialize, session/new and then
@@ -604,5 +615,25 @@ func TestChat_StopsCleanlyOnSIGTERMAndCtrlC(t *testing.T) {
 		web.until(func(m msg) bool {
 			return m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), `"peer":"`+peer+`"`)
 		})
+	}
+}
+
+// A chat whose input ended leaves the permission request its turn asks to the
+// session's other clients: it exits 0, and the web client's answer ends the
+// turn.
+func TestChat_EndOfInputLeavesThePermissionToTheOthers(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	web := h.dial("s", "peer=web")
+	web.handshake()
+	out, stderr, err := runPipedText(t, h.clientArgs("chat", "--session", "s", "--peer", "script"), "hello")
+	if err != nil || !strings.Contains(out, `[input ended: the permission request "Edit demo.txt" is left to the session's other clients]`) {
+		t.Fatalf("chat: %v\n%s\n%s", err, out, stderr)
+	}
+	perm := web.until(isMethod("session/request_permission"))
+	web.respond(lastOf(perm).ID, allowAnswer)
+	done := web.until(isMethod("_acphub/turn_complete"))
+	if p := string(lastOf(done).Params); !strings.Contains(p, `"peer":"script"`) || !strings.Contains(p, `"stopReason":"end_turn"`) {
+		t.Errorf("turn_complete %s, want the script's turn ended by the web client's answer", p)
 	}
 }

@@ -198,6 +198,32 @@ func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
 	other.expect("[disconnected")
 }
 
+// runDemo runs acphub demo on a free address and a new data dir in dir, as
+// `acphub demo <<EOF` does with the lines, and returns what it printed and
+// how it exited.
+func runDemo(t *testing.T, dir string, lines ...string) (string, error) {
+	t.Helper()
+	out, stderr, err := runPipedText(t, []string{"demo", "--listen", freeAddr(t), "--data-dir", dir, "--config", emptyConfig(t, dir)}, lines...)
+	return out + stderr, err
+}
+
+// The demo driven by a here-document: "hello", "1" answers the permission
+// request of the turn hello started (read before the request came, it is no
+// prompt), and the input's end waits for the turn. Input that ends with no
+// answer leaves the request to the others instead of waiting for ever.
+func TestDemo_DrivenByAHereDocument(t *testing.T) {
+	t.Parallel()
+	out, err := runDemo(t, t.TempDir(), "hello", "1")
+	if err != nil || !strings.Contains(out, "(1 will answer your turn's permission request when it comes)\n") ||
+		!strings.Contains(out, "[permission] you chose Allow\n") || !strings.HasSuffix(out, "Permission granted: the edit was allowed.\n[done: end_turn]\n") {
+		t.Errorf("demo <<< 'hello, 1': %v\n%s", err, out)
+	}
+	out, err = runDemo(t, t.TempDir(), "hello")
+	if err != nil || !strings.HasSuffix(out, "answer with a number\n[input ended: the permission request \"Edit demo.txt\" is left to the session's other clients]\n") {
+		t.Errorf("demo <<< 'hello': %v\n%s", err, out)
+	}
+}
+
 // TestDemo_UnderGoRunPrintsAGoRunJoinLine runs the README's first command,
 // go run ./cmd/acphub demo, from the repository root: acphub is not on PATH
 // there, so the join line it prints is a go run line, and it runs as it is
