@@ -121,6 +121,11 @@ func TestRun_Renders(t *testing.T) {
 				`{"jsonrpc":"2.0","method":"_acphub/peer_joined","params":{"sessionId":"s1","peer":"bob"}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"end_turn"}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":{"code":-32603,"message":"agent died"}}}`,
+				// The agent exited with status 0 while the turn ran (acphub demo's hub
+				// stopping it), then crashed.
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":` + agentExited(0, "") + `}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":` + agentExited(3, "") + `}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":` + agentExited(-1, "SIGKILL") + `}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"bob","toolCallId":"t1","outcome":{"outcome":"selected","optionId":"allow"},"optionName":"Allow"}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"eve","outcome":{"outcome":"selected","optionId":"reject"}}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"hub","outcome":{"outcome":"cancelled"}}}`,
@@ -133,6 +138,9 @@ func TestRun_Renders(t *testing.T) {
 			want: "[bob joined]\n" +
 				"[turn complete: end_turn]\n" +
 				"[turn complete: error -32603: agent died]\n" +
+				"[turn ended: the agent exited (exit code 0)]\n" +
+				"[turn complete: error -32012: The agent ended (exit code 3) (agent_exited)]\n" +
+				"[turn complete: error -32012: The agent ended (killed by SIGKILL) (agent_exited)]\n" +
 				"[permission] bob chose Allow\n" +
 				"[permission] eve chose reject\n" +
 				"[permission] hub cancelled\n" +
@@ -298,6 +306,28 @@ func TestRun_PromptError(t *testing.T) {
 	s.waitOutput("[error -32010: queue full (queue_full)]\n")
 	s.send(`{"jsonrpc":"2.0","id":` + string(first.ID) + `,"result":{"stopReason":"cancelled"}}`)
 	s.waitOutput("[done: cancelled]\n")
+}
+
+// agentExited is the error the hub answers a turn with when the agent exits while
+// it runs, as the hub words it.
+func agentExited(code int, signal string) string {
+	how := fmt.Sprintf("exit code %d", code)
+	if signal != "" {
+		how = "killed by " + signal
+	}
+	return fmt.Sprintf(`{"code":-32012,"message":"The agent ended (%s)","data":{"reason":"agent_exited","code":%d,"signal":%q,"stderrTail":""}}`, how, code, signal)
+}
+
+// Our turn that the agent's exit with status 0 ended says so plainly; a crash
+// stays an error.
+func TestRun_PromptEndedByTheAgentsExit(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("one")
+	s.typeLine("two")
+	first, second := s.expect("session/prompt"), s.expect("session/prompt")
+	s.send(`{"jsonrpc":"2.0","id":` + string(first.ID) + `,"error":` + agentExited(0, "") + `}`)
+	s.send(`{"jsonrpc":"2.0","id":` + string(second.ID) + `,"error":` + agentExited(3, "") + `}`)
+	s.waitOutput("[turn ended: the agent exited (exit code 0)]\n[error -32012: The agent ended (exit code 3) (agent_exited)]\n")
 }
 
 func TestRun_Quit(t *testing.T) {

@@ -34,6 +34,8 @@
 //	[done: <stopReason>]                our prompt finished
 //	[error <code>: <message> (<data.reason>)]
 //	[turn complete: <stopReason>]       another peer's prompt finished (or ": error ...")
+//	[turn ended: the agent exited (exit code 0)]   a turn, ours or another's, that the
+//	                                    agent's exit with status 0 ended (a stop, not a crash)
 //	[<peer> joined]  [<peer> left: <reason>]
 //	[agent exited: code <n>]            or "signal <s>", then the last stderr line indented
 //	[reconnected anew (<why>); the session since <where> follows]   then the history again

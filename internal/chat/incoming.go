@@ -67,9 +67,13 @@ func (c *chat) sessionCreated(r *api.NewSessionResult, err error) error {
 
 func (c *chat) promptDone(r *api.PromptResult, err error) {
 	c.prompts--
-	if err != nil {
+	e, _ := errors.AsType[*api.RPCError](err)
+	switch {
+	case exitedCleanly(e):
+		c.out.line(styleInfo, "[turn ended: "+agentExitedCleanly+"]")
+	case err != nil:
 		c.out.line(styleError, "["+err.Error()+"]")
-	} else {
+	default:
 		c.out.line(styleInfo, "[done: "+r.StopReason+"]")
 	}
 	if c.prompts == 0 && c.held != "" {
@@ -250,11 +254,32 @@ func (c *chat) promptReceived(p *api.PromptReceivedParams) {
 
 func (c *chat) turnComplete(p *api.TurnCompleteParams) {
 	c.othersTurn = false
-	result := p.StopReason
-	if p.Error != nil {
-		result = p.Error.Error()
+	switch {
+	case exitedCleanly(p.Error):
+		c.out.line(styleInfo, "[turn ended: "+agentExitedCleanly+"]")
+	case p.Error != nil:
+		c.out.line(styleInfo, "[turn complete: "+p.Error.Error()+"]")
+	default:
+		c.out.line(styleInfo, "[turn complete: "+p.StopReason+"]")
 	}
-	c.out.line(styleInfo, "[turn complete: "+result+"]")
+}
+
+// agentExitedCleanly is how the chat tells of a turn that exitedCleanly ended.
+const agentExitedCleanly = "the agent exited (exit code 0)"
+
+// exitedCleanly says whether e, the error that ended a turn, is the agent's exit with
+// status 0 while the turn ran: the agent stopped as asked — by the hub stopping it, as
+// acphub demo's hub does when its chat ends — or ended on its own, not a crash. Any
+// other exit (another status, a signal) stays the error it is.
+func exitedCleanly(e *api.RPCError) bool {
+	if e == nil || e.Code != api.CodeAgentExited {
+		return false
+	}
+	d, ok := decode[struct {
+		Code   *int64 `json:"code"`
+		Signal string `json:"signal"`
+	}](e.Data)
+	return ok && d.Code != nil && *d.Code == 0 && d.Signal == ""
 }
 
 func (c *chat) peerChanged(peer, change, reason string) {
