@@ -234,13 +234,16 @@ func TestDemo_EachRunIsANewConversation(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`^demo-[0-9a-f]{8}$`).MatchString(key) || !strings.Contains(first, "join from another terminal: "+bin+" chat --session "+key+" ") {
 		t.Fatalf("first demo: %v, session %q\n%s", err, key, first)
 	}
-	second, err := runDemo(t, dir, nil)
-	if err != nil || demoSession(t, second) == key || strings.Contains(second, "from the first demo") {
+	// Each of the next demos waits for a prompt's answer, which comes after
+	// the history the session has.
+	second, err := runDemo(t, dir, nil, "/echo from the second demo")
+	if err != nil || demoSession(t, second) == key || strings.Contains(second, "from the first demo") || !strings.HasSuffix(second, "[done: end_turn]\n") {
 		t.Errorf("second demo, after the first in %s: %v\n%s", key, err, second)
 	}
-	again, err := runDemo(t, dir, []string{"--session", key})
+	again, err := runDemo(t, dir, []string{"--session", key}, "/echo back again")
 	if err != nil || demoSession(t, again) != key || !strings.Contains(again, "> /echo from the first demo\nfrom the first demo\n") ||
-		!strings.Contains(again, "[turn ended: the agent exited (exit code 0)]\n") || strings.Contains(again, "agent_exited") {
+		!strings.Contains(again, "[turn ended: the agent exited (exit code 0)]\n") || strings.Contains(again, "agent_exited") ||
+		!strings.HasSuffix(again, "back again\n[done: end_turn]\n") {
 		t.Errorf("demo --session %s: %v\n%s", key, err, again)
 	}
 }
