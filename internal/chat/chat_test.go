@@ -136,11 +136,11 @@ func TestRun_Renders(t *testing.T) {
 				`{"jsonrpc":"2.0","method":"_acphub/peer_left","params":{"sessionId":"s1","peer":"bob","reason":"slow client"}}`,
 			},
 			want: "[bob joined]\n" +
-				"[turn complete: end_turn]\n" +
-				"[turn complete: error -32603: agent died]\n" +
-				"[turn ended: the agent exited (exit code 0)]\n" +
-				"[turn complete: error -32012: The agent ended (exit code 3) (agent_exited)]\n" +
-				"[turn complete: error -32012: The agent ended (killed by SIGKILL) (agent_exited)]\n" +
+				"[bob's turn complete: end_turn]\n" +
+				"[bob's turn complete: error -32603: agent died]\n" +
+				"[bob's turn ended: the agent exited (exit code 0)]\n" +
+				"[bob's turn complete: error -32012: The agent ended (exit code 3) (agent_exited)]\n" +
+				"[bob's turn complete: error -32012: The agent ended (killed by SIGKILL) (agent_exited)]\n" +
 				"[permission] bob chose Allow\n" +
 				"[permission] eve chose reject\n" +
 				"[permission] hub cancelled\n" +
@@ -148,6 +148,37 @@ func TestRun_Renders(t *testing.T) {
 				"[agent killed by SIGKILL]\n" +
 				"[agent killed by SIGTERM]\n" +
 				"[bob left: slow client]\n",
+		},
+		{
+			// The history as the hub replays it: the prompt as user_message_chunk
+			// updates, whose sender only the turn's end names.
+			name: "history",
+			frames: []string{
+				textChunk("user_message_chunk", "fix it"),
+				update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Edit main.go","kind":"edit","status":"pending"}`),
+				textChunk("agent_message_chunk", "done"),
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"end_turn"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"","stopReason":"end_turn"}}`,
+			},
+			want: "> fix it\n[tool] Edit main.go (edit) pending\ndone\n[bob's turn complete: end_turn]\n[turn complete: end_turn]\n",
+		},
+		{
+			// The history once the hub replays each prompt's sender
+			// (prompt_received before its user_message_chunk) and each
+			// permission answer (permission_resolved, which names what it
+			// asked): the late joiner sees what the others saw.
+			name: "history with senders and permission answers",
+			frames: []string{
+				`{"jsonrpc":"2.0","method":"_acphub/prompt_received","params":{"sessionId":"s1","peer":"bob","prompt":[{"type":"text","text":"fix it"}],"queued":0}}`,
+				textChunk("user_message_chunk", "fix it"),
+				update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Edit main.go","kind":"edit","status":"pending"}`),
+				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"eve","requestId":0,"toolCallId":"t1","title":"Edit main.go","outcome":{"outcome":"selected","optionId":"allow"},"optionName":"Allow"}}`,
+				// A request without a title is named by its tool call's.
+				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"acphub","requestId":1,"toolCallId":"t1","outcome":{"outcome":"cancelled"}}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"end_turn"}}`,
+			},
+			want: "[bob] fix it\n[tool] Edit main.go (edit) pending\n" +
+				"[permission] Edit main.go: eve chose Allow\n[permission] Edit main.go: acphub cancelled\n[bob's turn complete: end_turn]\n",
 		},
 		{
 			name: "terminals acphub runs",

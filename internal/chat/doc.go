@@ -30,16 +30,23 @@
 //	[<n> answered nothing: your turn ended without a permission request]
 //	[input ended: the permission request "<title>" is left to the session's other clients]
 //	[permission] you chose <name>
-//	[permission] <peer> chose <name>    or "[permission] <peer> cancelled"
+//	[permission] <title>: <peer> chose <name>   or "...: <peer> cancelled"; the title is
+//	                                    the request's, or its tool call's, when known
 //	[done: <stopReason>]                our prompt finished
 //	[error <code>: <message> (<data.reason>)]
-//	[turn complete: <stopReason>]       another peer's prompt finished (or ": error ...")
-//	[turn ended: the agent exited (exit code 0)]   a turn, ours or another's, that the
-//	                                    agent's exit with status 0 ended (a stop, not a crash)
+//	[<peer>'s turn complete: <stopReason>]   another peer's prompt finished (or ": error ...")
+//	[turn ended: the agent exited (exit code 0)]   a turn, ours ("[<peer>'s turn ended: ..."
+//	                                    for another's), that the agent's exit with status 0
+//	                                    ended (a stop, not a crash)
 //	[<peer> joined]  [<peer> left: <reason>]
 //	[agent exited: code <n>]            or "signal <s>", then the last stderr line indented
 //	[reconnected anew (<why>); the session since <where> follows]   then the history again
 //	[disconnected: <err>]
+//
+// The history the hub replays to a client that joins shows the same way: each prompt as
+// "> <text>" (or "[<peer>] <text>" when a prompt_received names its sender), the end of
+// each turn with the peer that sent its prompt, and each permission answer the hub
+// replays as permission_resolved.
 //
 // Non-text content blocks show as "[<type>]". Usage and config option updates, unknown
 // session updates and unknown extension notifications print nothing.

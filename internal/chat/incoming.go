@@ -227,13 +227,19 @@ func (c *chat) requestWithdrawn(id json.RawMessage) {
 	}
 }
 
+// permissionResolved shows who answered a permission request how, and what it asked:
+// a client that joins later gets no request in its history, only this.
 func (c *chat) permissionResolved(p *api.PermissionResolvedParams) {
+	line := "[permission] "
+	if title := cmp.Or(p.Title, c.toolTitles[p.ToolCallID]); title != "" {
+		line += title + ": "
+	}
 	o, _ := decode[outcome](p.Outcome)
 	if o.Outcome != "selected" {
-		c.out.line(stylePermission, "[permission] "+p.Peer+" cancelled")
+		c.out.line(stylePermission, line+p.Peer+" cancelled")
 		return
 	}
-	c.out.line(stylePermission, "[permission] "+p.Peer+" chose "+cmp.Or(p.OptionName, o.OptionID))
+	c.out.line(stylePermission, line+p.Peer+" chose "+cmp.Or(p.OptionName, o.OptionID))
 }
 
 // promptReceived shows another peer's prompt and remembers its text, so that the
@@ -252,15 +258,21 @@ func (c *chat) promptReceived(p *api.PromptReceivedParams) {
 	c.out.line(stylePeer, line)
 }
 
+// turnComplete shows the end of another client's turn, and whose it was: the history a
+// client gets on joining names a prompt's sender only here.
 func (c *chat) turnComplete(p *api.TurnCompleteParams) {
 	c.othersTurn = false
+	turn := "turn"
+	if p.Peer != "" {
+		turn = p.Peer + "'s turn"
+	}
 	switch {
 	case exitedCleanly(p.Error):
-		c.out.line(styleInfo, "[turn ended: "+agentExitedCleanly+"]")
+		c.out.line(styleInfo, "["+turn+" ended: "+agentExitedCleanly+"]")
 	case p.Error != nil:
-		c.out.line(styleInfo, "[turn complete: "+p.Error.Error()+"]")
+		c.out.line(styleInfo, "["+turn+" complete: "+p.Error.Error()+"]")
 	default:
-		c.out.line(styleInfo, "[turn complete: "+p.StopReason+"]")
+		c.out.line(styleInfo, "["+turn+" complete: "+p.StopReason+"]")
 	}
 }
 

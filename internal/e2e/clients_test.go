@@ -503,8 +503,8 @@ func TestChat_TalksToASessionWithOthers(t *testing.T) {
 	perm := ws.until(isMethod("session/request_permission"))
 	chat.expect("permission: Edit demo.txt")
 	ws.respond(perm[len(perm)-1].ID, rejectAnswer)
-	chat.expect("[permission] web chose Reject")
-	chat.expect("[turn complete: end_turn]")
+	chat.expect("[permission] Edit demo.txt: web chose Reject")
+	chat.expect("[web's turn complete: end_turn]")
 
 	chat.write("/quit")
 	if err := chat.wait(); err != nil {
@@ -571,6 +571,8 @@ func TestChat_JoinsAsTheUserAndAFreeNameWhenTaken(t *testing.T) {
 	}
 }
 
+// A late joiner's chat shows the history, with who sent each prompt as far
+// as the hub's replay says it: at the end of its turn.
 func TestChat_ReplaysHistoryToALateJoiner(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
@@ -581,7 +583,7 @@ func TestChat_ReplaysHistoryToALateJoiner(t *testing.T) {
 	chat := runProc(t, h.clientArgs("chat", "--session", "s")...)
 	chat.expect("> /echo first answer")
 	chat.expect("first answer")
-	chat.expect("[turn complete: end_turn]")
+	chat.expect("[web's turn complete: end_turn]")
 }
 
 // waitUntil polls cond until it holds, failing the test after testTimeout.

@@ -242,7 +242,7 @@ func TestDemo_EachRunIsANewConversation(t *testing.T) {
 	}
 	again, err := runDemo(t, dir, []string{"--session", key}, "/echo back again")
 	if err != nil || demoSession(t, again) != key || !strings.Contains(again, "> /echo from the first demo\nfrom the first demo\n") ||
-		!strings.Contains(again, "[turn ended: the agent exited (exit code 0)]\n") || strings.Contains(again, "agent_exited") ||
+		!strings.Contains(again, "'s turn ended: the agent exited (exit code 0)]\n") || strings.Contains(again, "agent_exited") ||
 		!strings.HasSuffix(again, "back again\n[done: end_turn]\n") {
 		t.Errorf("demo --session %s: %v\n%s", key, err, again)
 	}
