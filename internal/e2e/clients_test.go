@@ -266,12 +266,20 @@ func TestAttach_StartsALocalHub(t *testing.T) {
 	if _, err := os.Stat(h.path("token")); err != nil {
 		t.Errorf("auto-started hub wrote no token: %v", err)
 	}
+	// It says so, with what a person needs to find and stop it.
+	started := fmt.Sprintf("acphub: no hub answered at %s: started one (pid %d, log %s); it exits after 10 minutes without clients\n", h.addr, h.pid(), h.path("hub.log"))
+	if !strings.Contains(ed.err.String(), started) {
+		t.Errorf("attach that started a hub said:\n%s\nwant:\n%s", ed.err.String(), started)
+	}
 	// A second editor finds the running hub instead of starting another.
 	ed2 := runProc(t, h.args("attach", "--session", "auto", "--no-start")...)
 	ed2.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	got2 := ed2.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
 	if string(got2[len(got2)-1].Result) != string(got[len(got)-1].Result) {
 		t.Errorf("second editor got %s, want the cached %s", got2[len(got2)-1].Result, got[len(got)-1].Result)
+	}
+	if strings.Contains(ed2.err.String(), "started one") {
+		t.Errorf("attach that found the hub said it started one:\n%s", ed2.err.String())
 	}
 }
 
