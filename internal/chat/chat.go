@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/client"
@@ -69,8 +70,10 @@ type chat struct {
 	cwd, name string
 
 	agentName  string
-	session    *client.Session // set once session/new has answered; input is read from then on
-	prompts    int             // our session/prompt requests not yet answered
+	slow       <-chan time.Time // fires when the step of joining under way is slow; nil once joined
+	slowNote   string           // what the chat then says it waits for
+	session    *client.Session  // set once session/new has answered; input is read from then on
+	prompts    int              // our session/prompt requests not yet answered
 	inputDone  bool
 	held       string // a number typed for the permission request our turn has yet to ask; input waits
 	othersTurn bool   // another client's turn runs: its prompt was shown and its turn_complete has not come
@@ -102,6 +105,9 @@ func (c *chat) loop(lines <-chan string) error {
 	if err != nil {
 		return fmt.Errorf("chat: send: %w", err)
 	}
+	// A running agent's initialize is answered from the hub's cache: a slow one
+	// is the agent starting.
+	c.waitingFor("waiting for the agent to start…")
 	for {
 		var input <-chan string // nil (never ready) until the session exists, and while a number is held
 		if c.session != nil && !c.inputDone && c.held == "" {
@@ -114,6 +120,9 @@ func (c *chat) loop(lines <-chan string) error {
 			if err := f(); err != nil {
 				return err
 			}
+		case <-c.slow:
+			c.out.line(styleInfo, c.slowNote)
+			c.slow = nil
 		case <-c.hub.Done():
 			// What the hub sent before the end comes first.
 			for more := true; more; {
@@ -142,6 +151,17 @@ func (c *chat) loop(lines <-chan string) error {
 			return nil
 		}
 	}
+}
+
+// slowStep is how long a step of joining may take before the chat says what it waits
+// for: an agent that takes seconds to start would otherwise leave the user with
+// nothing between "joined" and "connected".
+const slowStep = 250 * time.Millisecond
+
+// waitingFor arranges for note to be shown if the step of joining that starts now
+// takes longer than slowStep.
+func (c *chat) waitingFor(note string) {
+	c.slow, c.slowNote = time.After(slowStep), note
 }
 
 // leavePermissions says, once the input has ended, that the permission requests still

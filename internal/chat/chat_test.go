@@ -36,6 +36,19 @@ func TestRun_Handshake(t *testing.T) {
 	s.waitOutput("connected: session abc\n")
 }
 
+// A join that waits — an agent that takes seconds to start, or to open the
+// session — says what it waits for, without waiting for the answer.
+func TestRun_SaysWhatASlowJoinWaitsFor(t *testing.T) {
+	s := startRaw(t, chat.Options{})
+	init := s.expect("initialize")
+	s.waitOutput("waiting for the agent to start…\n")
+	s.send(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":1,"agentInfo":{"name":"claude-code","version":"1"}}}`)
+	newSession := s.expect("session/new")
+	s.waitOutput("waiting for the agent (claude-code) to open the session…\n")
+	s.send(`{"jsonrpc":"2.0","id":` + string(newSession.ID) + `,"result":{"sessionId":"s1"}}`)
+	s.waitOutput("waiting for the agent (claude-code) to open the session…\nconnected: session s1 (agent claude-code)\n")
+}
+
 func TestRun_HandshakeError(t *testing.T) {
 	s := startRaw(t, chat.Options{})
 	init := s.expect("initialize")

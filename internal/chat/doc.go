@@ -13,6 +13,8 @@
 // Agent messages stream as they arrive; a run of thought chunks starts with "(thinking) ".
 // A streamed message ends at the next other line. Everything else is whole lines:
 //
+//	waiting for the agent to start…     initialize unanswered after a quarter of a second
+//	waiting for the agent (<name>) to open the session…   session/new, likewise
 //	connected: session <id> (agent <name>)
 //	type a prompt; /cancel stops the turn, /quit leaves
 //	> <text>                            a user message no prompt_received announced (history)

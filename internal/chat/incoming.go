@@ -43,6 +43,11 @@ func (c *chat) initialized(r *api.InitializeResult, err error) error {
 	if r.AgentInfo != nil { // agentInfo is optional
 		c.agentName = r.AgentInfo.Name
 	}
+	agent := "the agent"
+	if c.agentName != "" {
+		agent += " (" + c.agentName + ")"
+	}
+	c.waitingFor("waiting for " + agent + " to open the session…")
 	err = c.hub.GoNewSession(c.ctx, &api.NewSessionParams{Cwd: c.cwd, MCPServers: []json.RawMessage{}},
 		func(r *api.NewSessionResult, err error) { c.post(func() error { return c.sessionCreated(r, err) }) })
 	return sent(err)
@@ -56,6 +61,7 @@ func (c *chat) sessionCreated(r *api.NewSessionResult, err error) error {
 		return errors.New("chat: session/new: no sessionId in the result")
 	}
 	c.session = c.hub.Session(r.SessionID)
+	c.slow = nil
 	connected := "connected: session " + r.SessionID
 	if c.agentName != "" {
 		connected += " (agent " + c.agentName + ")"

@@ -647,3 +647,16 @@ func TestChat_EndOfInputLeavesThePermissionToTheOthers(t *testing.T) {
 		t.Errorf("turn_complete %s, want the script's turn ended by the web client's answer", p)
 	}
 }
+
+// A chat on an agent that takes a while to start says what it waits for
+// before the agent answers, instead of nothing between "joined" and
+// "connected".
+func TestChat_SaysItWaitsForASlowAgent(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--agent-cmd", fmt.Sprintf("sh -c 'sleep 1 && exec %s demo-agent'", bin))
+	chat := runProc(t, h.clientArgs("chat", "--session", "s")...)
+	seen := chat.expect("connected: session ")
+	if !slices.Contains(seen, "waiting for the agent to start…") {
+		t.Errorf("chat on an agent that starts in 1s printed:\n%s", strings.Join(seen, "\n"))
+	}
+}
