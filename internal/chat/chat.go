@@ -25,14 +25,14 @@ type Options struct {
 // DefaultClientName is the clientInfo.name sent when Options.ClientName is empty.
 const DefaultClientName = "acphub-chat"
 
-// Run runs the chat over conn until in reaches EOF (and our prompts are answered), the
-// user types /quit, ctx ends, or the connection fails. It returns nil for the first
-// three — an ended ctx is a stop the caller asked for, as Ctrl-C or SIGTERM — the
-// connection's error when it fails, and an error when the hub refuses initialize or
-// session/new.
+// Run runs the chat over conn until in reaches EOF (and our prompts are answered, or a
+// permission request is open that no line is left to answer), the user types /quit,
+// ctx ends, or the connection fails. It returns nil for the first three — an ended ctx
+// is a stop the caller asked for, as Ctrl-C or SIGTERM — the connection's error when it
+// fails, and an error when the hub refuses initialize or session/new.
 //
-// Run closes conn, which says goodbye to the hub. The goroutine reading in may stay blocked in in.Read after Run
-// returns, until in reaches its end.
+// Run closes conn, which says goodbye to the hub. The goroutine reading in may stay
+// blocked in in.Read after Run returns, until in reaches its end.
 func Run(ctx context.Context, conn *client.Conn, in io.Reader, out io.Writer, opts Options) error {
 	cwd, err := filepath.Abs(opts.Cwd) // Abs("") is the working directory
 	if err != nil {
