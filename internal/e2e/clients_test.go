@@ -622,9 +622,7 @@ func TestChat_StopsCleanlyOnSIGTERMAndCtrlC(t *testing.T) {
 		if err := chat.wait(); err != nil || chat.err.String() != "" {
 			t.Errorf("chat stopped with %v exited with %v, stderr %q; want 0 and nothing", sig, err, chat.err.String())
 		}
-		web.until(func(m msg) bool {
-			return m.Method == "_acphub/peer_left" && strings.Contains(string(m.Params), `"peer":"`+peer+`"`)
-		})
+		web.peerLeft(peer, "left", "")
 	}
 }
 
