@@ -78,7 +78,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	opts := client.DialOptions{Session: session, Peer: peer, Agent: agentName}
 	conn, err := waitForPeer(ctx, stdio.Err, opts, func() (*client.Conn, error) { return dialHub(ctx, cfg, addr, opts) })
 	if err != nil && !noStart && isConnRefused(err) {
-		if err = startLocalHub(ctx, cfg, addr, agentCmd); err == nil {
+		if err = startLocalHub(ctx, stdio.Err, cfg, addr, agentCmd); err == nil {
 			conn, err = dialHub(ctx, cfg, addr, opts)
 		}
 	}

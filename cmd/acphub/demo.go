@@ -10,18 +10,22 @@ import (
 	"github.com/acphub/acphub/internal/config"
 )
 
-// DemoSession is the session acphub demo opens.
-const DemoSession = "demo"
-
-// runDemo starts a hub running the demo agent and chats with it on the
-// session "demo" until the chat ends; the hub stops with it.
+// runDemo starts a hub running the demo agent and chats with it until the
+// chat ends; the hub stops with it. Each run is a new conversation, in a new
+// session "demo-<hex>", unless --session names one: a session of an earlier
+// run, kept in the data dir, comes back with its history.
 func runDemo(ctx context.Context, args []string, stdio Stdio) error {
+	var session string
 	cfg, fs, err := parseFlags("demo", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindServe(fs, cfg)
 		cfg.LogLevel = "warn"
+		fs.StringVar(&session, "session", "", `session to chat in, created on first use (default: a new one, "demo-<hex>")`)
 	})
 	if err != nil {
 		return err
+	}
+	if session == "" {
+		session = "demo-" + randomHex(4)
 	}
 	cfg.Agent, cfg.AgentCmd = "demo", ""
 	d, err := newDaemon(cfg, stdio.Err)
@@ -39,11 +43,11 @@ func runDemo(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	addr := d.ln.Addr().String()
-	fmt.Fprintf(stdio.Out, "acphub demo: hub at http://%s, session %q, demo agent\n", addr, DemoSession)
-	join := append([]string{"chat", "--session", DemoSession}, hubFlags(fs, cfg, addr)...)
+	fmt.Fprintf(stdio.Out, "acphub demo: hub at http://%s, session %q, demo agent\n", addr, session)
+	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, addr)...)
 	fmt.Fprintf(stdio.Out, "join from another terminal: %s\n\n", pasteCommand(join...))
-	conn, err := joinAsPeer(ctx, stdio.Out, DemoSession, "", func(ctx context.Context, peer string) (*client.Conn, error) {
-		o := client.DialOptions{Endpoint: &client.WebSocket{Addr: addr, Token: d.token, MaxFrame: cfg.MaxFrame}, Session: DemoSession, Peer: peer}
+	conn, err := joinAsPeer(ctx, stdio.Out, session, "", func(ctx context.Context, peer string) (*client.Conn, error) {
+		o := client.DialOptions{Endpoint: &client.WebSocket{Addr: addr, Token: d.token, MaxFrame: cfg.MaxFrame}, Session: session, Peer: peer}
 		if d.sock != nil {
 			o.Endpoint = &client.UnixSocket{Path: d.sock.Addr().String(), MaxFrame: cfg.MaxFrame}
 		}

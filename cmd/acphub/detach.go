@@ -32,8 +32,10 @@ const detachCommand = "_detach"
 // the hub is handed to init (or the nearest subreaper), and whoever kills
 // this process, its process group or its process tree leaves the hub
 // running. It exits by itself once no client has been connected for ten
-// minutes. When it never answers, the error says what the hub logged.
-func startLocalHub(ctx context.Context, cfg *config.Config, addr, agentCmd string) error {
+// minutes. It says on out, as soon as the hub runs, that it started one:
+// its pid, its log and when it exits. When it never answers, the error says
+// what the hub logged.
+func startLocalHub(ctx context.Context, out io.Writer, cfg *config.Config, addr, agentCmd string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -56,7 +58,7 @@ func startLocalHub(ctx context.Context, cfg *config.Config, addr, agentCmd strin
 	}
 	// Neither this process's stdin nor its stderr is passed on: stdout
 	// carries the hub's pid back, and errors come back with the exit status.
-	out, err := exec.CommandContext(ctx, self, args...).Output()
+	started, err := exec.CommandContext(ctx, self, args...).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
@@ -64,13 +66,18 @@ func startLocalHub(ctx context.Context, cfg *config.Config, addr, agentCmd strin
 		}
 		return fmt.Errorf("start local hub: %w", err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(started)))
 	if err != nil {
-		return fmt.Errorf("start local hub: no pid from %s: %q", detachCommand, out)
+		return fmt.Errorf("start local hub: no pid from %s: %q", detachCommand, started)
 	}
+	fmt.Fprintf(out, "acphub: no hub answered at %s: started one (pid %d, log %s); it exits after %d minutes without clients\n",
+		addr, pid, logPath, int(autoStartIdleTimeout.Minutes()))
 	deadline := time.Now().Add(autoStartWait)
 	for time.Now().Before(deadline) {
 		if healthy(ctx, addr) {
+			if other := servingPID(cfg.DataDir); other != 0 && other != pid && !running(pid) {
+				fmt.Fprintf(out, "acphub: hub %d gave way to hub %d, started at the same time, which answers at %s\n", pid, other, addr)
+			}
 			return nil
 		}
 		// When the hub exited because another attach's hub won the race to
@@ -137,6 +144,14 @@ func closeInheritedOnExec() error {
 		}
 	}
 	return nil
+}
+
+// servingPID returns the pid of the hub serving from dataDir, as its pid
+// file says, or 0 when there is none.
+func servingPID(dataDir string) int {
+	b, _ := os.ReadFile(filepath.Join(dataDir, PIDFile))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
 }
 
 // running reports whether process pid exists and has not exited: a zombie

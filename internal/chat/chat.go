@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/client"
@@ -24,13 +25,14 @@ type Options struct {
 // DefaultClientName is the clientInfo.name sent when Options.ClientName is empty.
 const DefaultClientName = "acphub-chat"
 
-// Run runs the chat over conn until in reaches EOF (and our prompts are answered), the
-// user types /quit, ctx ends, or the connection fails. It returns nil for the first two,
-// ctx.Err() when ctx ends, the connection's error when it fails, and an error when the
-// hub refuses initialize or session/new.
+// Run runs the chat over conn until in reaches EOF (and our prompts are answered, or a
+// permission request is open that no line is left to answer), the user types /quit,
+// ctx ends, or the connection fails. It returns nil for the first three — an ended ctx
+// is a stop the caller asked for, as Ctrl-C or SIGTERM — the connection's error when it
+// fails, and an error when the hub refuses initialize or session/new.
 //
-// Run closes conn. The goroutine reading in may stay blocked in in.Read after Run
-// returns, until in reaches its end.
+// Run closes conn, which says goodbye to the hub. The goroutine reading in may stay
+// blocked in in.Read after Run returns, until in reaches its end.
 func Run(ctx context.Context, conn *client.Conn, in io.Reader, out io.Writer, opts Options) error {
 	cwd, err := filepath.Abs(opts.Cwd) // Abs("") is the working directory
 	if err != nil {
@@ -67,10 +69,14 @@ type chat struct {
 	out       *renderer
 	cwd, name string
 
-	agentName string
-	session   *client.Session // set once session/new has answered; input is read from then on
-	prompts   int             // our session/prompt requests not yet answered
-	inputDone bool
+	agentName  string
+	slow       <-chan time.Time // fires when the step of joining under way is slow; nil once joined
+	slowNote   string           // what the chat then says it waits for
+	session    *client.Session  // set once session/new has answered; input is read from then on
+	prompts    int              // our session/prompt requests not yet answered
+	inputDone  bool
+	held       string // a number typed for the permission request our turn has yet to ask; input waits
+	othersTurn bool   // another client's turn runs: its prompt was shown and its turn_complete has not come
 
 	perms      []permission                // open permission requests, oldest first
 	toolTitles map[string]string           // toolCallId → title
@@ -99,18 +105,24 @@ func (c *chat) loop(lines <-chan string) error {
 	if err != nil {
 		return fmt.Errorf("chat: send: %w", err)
 	}
+	// A running agent's initialize is answered from the hub's cache: a slow one
+	// is the agent starting.
+	c.waitingFor("waiting for the agent to start…")
 	for {
-		var input <-chan string // nil (never ready) until the session exists
-		if c.session != nil && !c.inputDone {
+		var input <-chan string // nil (never ready) until the session exists, and while a number is held
+		if c.session != nil && !c.inputDone && c.held == "" {
 			input = lines
 		}
 		select {
 		case <-c.ctx.Done():
-			return c.ctx.Err()
+			return nil // stopped as asked
 		case f := <-c.events:
 			if err := f(); err != nil {
 				return err
 			}
+		case <-c.slow:
+			c.out.line(styleInfo, c.slowNote)
+			c.slow = nil
 		case <-c.hub.Done():
 			// What the hub sent before the end comes first.
 			for more := true; more; {
@@ -134,15 +146,37 @@ func (c *chat) loop(lines <-chan string) error {
 		if c.out.err != nil {
 			return fmt.Errorf("chat: write output: %w", c.out.err)
 		}
-		if c.inputDone && c.prompts == 0 {
+		if c.inputDone && (c.prompts == 0 || len(c.perms) > 0) {
+			c.leavePermissions()
 			return nil
 		}
 	}
 }
 
+// slowStep is how long a step of joining may take before the chat says what it waits
+// for: an agent that takes seconds to start would otherwise leave the user with
+// nothing between "joined" and "connected".
+const slowStep = 250 * time.Millisecond
+
+// waitingFor arranges for note to be shown if the step of joining that starts now
+// takes longer than slowStep.
+func (c *chat) waitingFor(note string) {
+	c.slow, c.slowNote = time.After(slowStep), note
+}
+
+// leavePermissions says, once the input has ended, that the permission requests still
+// open are not answered here: no line is left to answer them, and waiting for the turn
+// that asks would wait for ever when nobody else answers. They stay open for the
+// session's other clients (and the hub's permission timeout).
+func (c *chat) leavePermissions() {
+	if len(c.perms) > 0 {
+		c.out.line(stylePermission, fmt.Sprintf("[input ended: the permission request %q is left to the session's other clients]", c.perms[0].title))
+	}
+}
+
 func (c *chat) disconnected(err error) error {
 	if c.ctx.Err() != nil {
-		return c.ctx.Err()
+		return nil // the end of the connection is the stop the caller asked for
 	}
 	c.out.line(styleError, fmt.Sprintf("[disconnected: %v]", err))
 	return err
@@ -160,6 +194,13 @@ func (c *chat) handleLine(line string) (quit bool, err error) {
 		return false, c.cancelTurn()
 	case len(c.perms) > 0:
 		return false, c.answerPermission(line)
+	case c.prompts > 0 && isNumber(line):
+		// Typed ahead of the permission request of our turn (a script types
+		// everything at once): it answers that request, never becomes a
+		// prompt. The lines after it wait.
+		c.held = line
+		c.out.line(stylePermission, "("+line+" will answer your turn's permission request when it comes)")
+		return false, nil
 	default:
 		return false, c.prompt(line)
 	}
@@ -189,6 +230,11 @@ func (c *chat) cancelTurn() error {
 	}
 	c.perms = nil
 	return nil
+}
+
+// isNumber says whether s is a bare number, as typed to choose a permission option.
+func isNumber(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // sent wraps the error of a message that could not be sent.

@@ -1,7 +1,6 @@
 package chat_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +34,19 @@ func TestRun_Handshake(t *testing.T) {
 	}
 	s.send(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"abc"}}`)
 	s.waitOutput("connected: session abc\n")
+}
+
+// A join that waits — an agent that takes seconds to start, or to open the
+// session — says what it waits for, without waiting for the answer.
+func TestRun_SaysWhatASlowJoinWaitsFor(t *testing.T) {
+	s := startRaw(t, chat.Options{})
+	init := s.expect("initialize")
+	s.waitOutput("waiting for the agent to start…\n")
+	s.send(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":1,"agentInfo":{"name":"claude-code","version":"1"}}}`)
+	newSession := s.expect("session/new")
+	s.waitOutput("waiting for the agent (claude-code) to open the session…\n")
+	s.send(`{"jsonrpc":"2.0","id":` + string(newSession.ID) + `,"result":{"sessionId":"s1"}}`)
+	s.waitOutput("waiting for the agent (claude-code) to open the session…\nconnected: session s1 (agent claude-code)\n")
 }
 
 func TestRun_HandshakeError(t *testing.T) {
@@ -122,6 +134,11 @@ func TestRun_Renders(t *testing.T) {
 				`{"jsonrpc":"2.0","method":"_acphub/peer_joined","params":{"sessionId":"s1","peer":"bob"}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"end_turn"}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":{"code":-32603,"message":"agent died"}}}`,
+				// The agent exited with status 0 while the turn ran (acphub demo's hub
+				// stopping it), then crashed.
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":` + agentExited(0, "") + `}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":` + agentExited(3, "") + `}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":` + agentExited(-1, "SIGKILL") + `}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"bob","toolCallId":"t1","outcome":{"outcome":"selected","optionId":"allow"},"optionName":"Allow"}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"eve","outcome":{"outcome":"selected","optionId":"reject"}}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"hub","outcome":{"outcome":"cancelled"}}}`,
@@ -132,8 +149,11 @@ func TestRun_Renders(t *testing.T) {
 				`{"jsonrpc":"2.0","method":"_acphub/peer_left","params":{"sessionId":"s1","peer":"bob","reason":"slow client"}}`,
 			},
 			want: "[bob joined]\n" +
-				"[turn complete: end_turn]\n" +
-				"[turn complete: error -32603: agent died]\n" +
+				"[bob's turn complete: end_turn]\n" +
+				"[bob's turn complete: error -32603: agent died]\n" +
+				"[bob's turn ended: the agent exited (exit code 0)]\n" +
+				"[bob's turn complete: error -32012: The agent ended (exit code 3) (agent_exited)]\n" +
+				"[bob's turn complete: error -32012: The agent ended (killed by SIGKILL) (agent_exited)]\n" +
 				"[permission] bob chose Allow\n" +
 				"[permission] eve chose reject\n" +
 				"[permission] hub cancelled\n" +
@@ -141,6 +161,37 @@ func TestRun_Renders(t *testing.T) {
 				"[agent killed by SIGKILL]\n" +
 				"[agent killed by SIGTERM]\n" +
 				"[bob left: slow client]\n",
+		},
+		{
+			// The history as the hub replays it: the prompt as user_message_chunk
+			// updates, whose sender only the turn's end names.
+			name: "history",
+			frames: []string{
+				textChunk("user_message_chunk", "fix it"),
+				update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Edit main.go","kind":"edit","status":"pending"}`),
+				textChunk("agent_message_chunk", "done"),
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"end_turn"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"","stopReason":"end_turn"}}`,
+			},
+			want: "> fix it\n[tool] Edit main.go (edit) pending\ndone\n[bob's turn complete: end_turn]\n[turn complete: end_turn]\n",
+		},
+		{
+			// The history once the hub replays each prompt's sender
+			// (prompt_received before its user_message_chunk) and each
+			// permission answer (permission_resolved, which names what it
+			// asked): the late joiner sees what the others saw.
+			name: "history with senders and permission answers",
+			frames: []string{
+				`{"jsonrpc":"2.0","method":"_acphub/prompt_received","params":{"sessionId":"s1","peer":"bob","prompt":[{"type":"text","text":"fix it"}],"queued":0}}`,
+				textChunk("user_message_chunk", "fix it"),
+				update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Edit main.go","kind":"edit","status":"pending"}`),
+				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"eve","requestId":0,"toolCallId":"t1","title":"Edit main.go","outcome":{"outcome":"selected","optionId":"allow"},"optionName":"Allow"}}`,
+				// A request without a title is named by its tool call's.
+				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"acphub","requestId":1,"toolCallId":"t1","outcome":{"outcome":"cancelled"}}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"end_turn"}}`,
+			},
+			want: "[bob] fix it\n[tool] Edit main.go (edit) pending\n" +
+				"[permission] Edit main.go: eve chose Allow\n[permission] Edit main.go: acphub cancelled\n[bob's turn complete: end_turn]\n",
 		},
 		{
 			name: "terminals acphub runs",
@@ -287,12 +338,7 @@ func TestRun_EOFWaitsForPrompt(t *testing.T) {
 	s.waitOutput("Hi there")
 	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
 
-	if err := s.wait(); err != nil {
-		t.Fatalf("Run = %v, want nil", err)
-	}
-	if out := s.out.String(); !strings.HasSuffix(out, "Hi there\n[done: end_turn]\n") {
-		t.Errorf("output ends with %q", out)
-	}
+	s.ends("Hi there\n[done: end_turn]\n")
 }
 
 func TestRun_PromptError(t *testing.T) {
@@ -304,6 +350,28 @@ func TestRun_PromptError(t *testing.T) {
 	s.waitOutput("[error -32010: queue full (queue_full)]\n")
 	s.send(`{"jsonrpc":"2.0","id":` + string(first.ID) + `,"result":{"stopReason":"cancelled"}}`)
 	s.waitOutput("[done: cancelled]\n")
+}
+
+// agentExited is the error the hub answers a turn with when the agent exits while
+// it runs, as the hub words it.
+func agentExited(code int, signal string) string {
+	how := fmt.Sprintf("exit code %d", code)
+	if signal != "" {
+		how = "killed by " + signal
+	}
+	return fmt.Sprintf(`{"code":-32012,"message":"The agent ended (%s)","data":{"reason":"agent_exited","code":%d,"signal":%q,"stderrTail":""}}`, how, code, signal)
+}
+
+// Our turn that the agent's exit with status 0 ended says so plainly; a crash
+// stays an error.
+func TestRun_PromptEndedByTheAgentsExit(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("one")
+	s.typeLine("two")
+	first, second := s.expect("session/prompt"), s.expect("session/prompt")
+	s.send(`{"jsonrpc":"2.0","id":` + string(first.ID) + `,"error":` + agentExited(0, "") + `}`)
+	s.send(`{"jsonrpc":"2.0","id":` + string(second.ID) + `,"error":` + agentExited(3, "") + `}`)
+	s.waitOutput("[turn ended: the agent exited (exit code 0)]\n[error -32012: The agent ended (exit code 3) (agent_exited)]\n")
 }
 
 func TestRun_Quit(t *testing.T) {
@@ -325,11 +393,15 @@ func TestRun_Disconnected(t *testing.T) {
 	s.waitOutput("[disconnected: EOF]\n")
 }
 
-func TestRun_ContextCancelled(t *testing.T) {
+// An ended context is a stop the caller asked for (Ctrl-C, SIGTERM): Run
+// says goodbye and returns nil, so acphub chat exits 0.
+func TestRun_ContextCancelledIsACleanStop(t *testing.T) {
 	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	s.expect("session/prompt")
 	s.cancel()
-	if err := s.wait(); !errors.Is(err, context.Canceled) {
-		t.Errorf("Run = %v, want context.Canceled", err)
+	if err := s.wait(); err != nil {
+		t.Errorf("Run = %v, want nil", err)
 	}
 }
 
@@ -340,4 +412,97 @@ func TestRun_Color(t *testing.T) {
 	s.expect("session/new")
 	s.send(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}`)
 	s.waitOutput("\x1b[36mconnected: session s1\x1b[0m\n")
+}
+
+// A script types everything at once: a number read while our turn runs, before
+// its permission request came, answers that request when it comes, and is never
+// sent as a prompt. The lines after it wait for it.
+func TestRun_NumberTypedAheadAnswersTheTurnsPermission(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	s.expect("session/prompt")
+	s.typeLine("1")
+	s.typeLine("/quit")
+	before := s.marker()
+	if got := s.out.String(); !strings.Contains(got, "(1 will answer your turn's permission request when it comes)\n") {
+		t.Errorf("output says nothing of the number it holds:\n%s", got)
+	}
+	s.send(requestPermission("7", "Write file"))
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`; got != want {
+		t.Errorf("answer = %s, want %s", got, want)
+	}
+	if err := s.wait(); err != nil { // the /quit after the number
+		t.Errorf("Run = %v, want nil", err)
+	}
+	want := "permission: Write file\n  1) Allow (allow_once)\n  2) Reject (reject_once)\n[permission] you chose Allow\n"
+	if got := strings.TrimPrefix(s.out.String(), before); got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A number held for a turn that ends without asking answers nothing and is not
+// sent; the next line is read again.
+func TestRun_NumberHeldForATurnThatAsksNothingIsDropped(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	prompt := s.expect("session/prompt")
+	s.typeLine("2")
+	s.waitOutput("(2 will answer")
+	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
+	s.waitOutput("[done: end_turn]\n[2 answered nothing: your turn ended without a permission request]\n")
+	s.typeLine("2") // no turn of ours runs: a prompt
+	if got, want := string(s.expect("session/prompt").Params), `{"sessionId":"s1","prompt":[{"type":"text","text":"2"}]}`; got != want {
+		t.Errorf("prompt params = %s, want %s", got, want)
+	}
+}
+
+// A number held for our turn does not answer the permission request of another
+// client's turn, which runs while ours waits in the queue.
+func TestRun_NumberHeldIsNotUsedForAnotherClientsTurn(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/prompt_received","params":{"sessionId":"s1","peer":"bob","prompt":[{"type":"text","text":"go"}],"queued":0}}`)
+	s.send(textChunk("user_message_chunk", "go"))
+	s.waitOutput("[bob] go\n")
+	s.typeLine("hello")
+	s.expect("session/prompt")
+	s.typeLine("1")
+	s.waitOutput("(1 will answer")
+	s.send(requestPermission("3", "Bob's edit"))
+	s.waitOutput("answer with a number\n(1 is not used: this request comes from another client's turn, not yours)\n")
+	s.typeLine("2") // the input is read again: the user answers bob's request
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":3,"result":{"outcome":{"outcome":"selected","optionId":"reject"}}}`; got != want {
+		t.Errorf("answer = %s, want %s", got, want)
+	}
+}
+
+// At the end of its input the chat waits for its turn, but not for a permission
+// request nobody on the input can answer: it leaves that to the session's other
+// clients and returns.
+func TestRun_EOFLeavesAPermissionNobodyHereCanAnswer(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	s.expect("session/prompt")
+	s.input.Close()
+	s.send(textChunk("agent_message_chunk", "working"))
+	s.waitOutput("working")
+	s.send(requestPermission("7", "Write file"))
+	s.ends("answer with a number\n[input ended: the permission request \"Write file\" is left to the session's other clients]\n")
+}
+
+// A here-document "hello", "1" and its end: the number answers the permission
+// request, and the chat waits for the turn's end before it returns.
+func TestRun_ScriptAnswersThePermissionAndWaitsForTheTurn(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("hello")
+	prompt := s.expect("session/prompt")
+	s.typeLine("1")
+	s.input.Close()
+	s.waitOutput("(1 will answer")
+	s.send(requestPermission("7", "Write file"))
+	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`; got != want {
+		t.Errorf("answer = %s, want %s", got, want)
+	}
+	s.send(textChunk("agent_message_chunk", "edited"))
+	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
+	s.ends("[permission] you chose Allow\nedited\n[done: end_turn]\n")
 }

@@ -13,6 +13,8 @@
 // Agent messages stream as they arrive; a run of thought chunks starts with "(thinking) ".
 // A streamed message ends at the next other line. Everything else is whole lines:
 //
+//	waiting for the agent to start…     initialize unanswered after a quarter of a second
+//	waiting for the agent (<name>) to open the session…   session/new, likewise
 //	connected: session <id> (agent <name>)
 //	type a prompt; /cancel stops the turn, /quit leaves
 //	> <text>                            a user message no prompt_received announced (history)
@@ -25,15 +27,28 @@
 //	permission: <title>                 then "  <n>) <name> (<kind>)" per option and
 //	answer with a number                (or "(answer the earlier permission first)")
 //	choose 1-<n>, or /cancel            a line that is not an option while one is open
+//	(<n> will answer your turn's permission request when it comes)   a number typed ahead
+//	(<n> is not used: this request comes from another client's turn, not yours)
+//	[<n> answered nothing: your turn ended without a permission request]
+//	[input ended: the permission request "<title>" is left to the session's other clients]
 //	[permission] you chose <name>
-//	[permission] <peer> chose <name>    or "[permission] <peer> cancelled"
+//	[permission] <title>: <peer> chose <name>   or "...: <peer> cancelled"; the title is
+//	                                    the request's, or its tool call's, when known
 //	[done: <stopReason>]                our prompt finished
 //	[error <code>: <message> (<data.reason>)]
-//	[turn complete: <stopReason>]       another peer's prompt finished (or ": error ...")
+//	[<peer>'s turn complete: <stopReason>]   another peer's prompt finished (or ": error ...")
+//	[turn ended: the agent exited (exit code 0)]   a turn, ours ("[<peer>'s turn ended: ..."
+//	                                    for another's), that the agent's exit with status 0
+//	                                    ended (a stop, not a crash)
 //	[<peer> joined]  [<peer> left: <reason>]
 //	[agent exited: code <n>]            or "signal <s>", then the last stderr line indented
 //	[reconnected anew (<why>); the session since <where> follows]   then the history again
 //	[disconnected: <err>]
+//
+// The history the hub replays to a client that joins shows the same way: each prompt as
+// "> <text>" (or "[<peer>] <text>" when a prompt_received names its sender), the end of
+// each turn with the peer that sent its prompt, and each permission answer the hub
+// replays as permission_resolved.
 //
 // Non-text content blocks show as "[<type>]". Usage and config option updates, unknown
 // session updates and unknown extension notifications print nothing.
@@ -42,8 +57,16 @@
 //
 // An empty line is ignored, "/quit" leaves, "/cancel" sends session/cancel (and answers
 // our open permission requests with cancelled). While a permission request is open a
-// number answers the oldest one; any other line is sent as a session/prompt. At the end of
-// the input Run still waits for the answers to the prompts it sent.
+// number answers the oldest one. A bare number read while none is open but a prompt of
+// ours is unanswered is held for the permission request our turn has yet to ask: it
+// answers that one when it comes, and no line is read until then; it answers nothing
+// when the turn ends first, or when the request comes from another client's turn
+// (user_message_chunk starts one, turn_complete ends it). Any other line is sent as a
+// session/prompt.
+//
+// At the end of the input Run still waits for the answers to the prompts it sent, but
+// not while a permission request is open: no line is left to answer it, so it is left
+// to the session's other clients and Run returns.
 //
 // # Concurrency
 //

@@ -196,6 +196,17 @@ func (s *session) wait() error {
 	}
 }
 
+// ends waits for Run to return nil and checks that the output ends with want.
+func (s *session) ends(want string) {
+	s.t.Helper()
+	if err := s.wait(); err != nil {
+		s.t.Fatalf("Run = %v, want nil", err)
+	}
+	if out := s.out.String(); !strings.HasSuffix(out, want) {
+		s.t.Errorf("output:\n%s\nwant it to end with:\n%s", out, want)
+	}
+}
+
 func update(u string) string {
 	return `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":` + u + `}}`
 }

@@ -22,7 +22,7 @@ type permissionRequest = client.Request[api.RequestPermissionParams, api.Request
 func (c *chat) handlers() client.Handlers {
 	return client.Handlers{
 		SessionUpdate:      func(n *api.SessionNotification) { c.show(func() { c.sessionUpdate(n.Update) }) },
-		RequestPermission:  func(r *permissionRequest) { c.show(func() { c.permissionAsked(r) }) },
+		RequestPermission:  func(r *permissionRequest) { c.post(func() error { return c.permissionAsked(r) }) },
 		Withdrawn:          func(r *client.RawRequest) { c.show(func() { c.requestWithdrawn(r.ID) }) },
 		PermissionResolved: func(p *api.PermissionResolvedParams) { c.show(func() { c.permissionResolved(p) }) },
 		PromptReceived:     func(p *api.PromptReceivedParams) { c.show(func() { c.promptReceived(p) }) },
@@ -43,6 +43,11 @@ func (c *chat) initialized(r *api.InitializeResult, err error) error {
 	if r.AgentInfo != nil { // agentInfo is optional
 		c.agentName = r.AgentInfo.Name
 	}
+	agent := "the agent"
+	if c.agentName != "" {
+		agent += " (" + c.agentName + ")"
+	}
+	c.waitingFor("waiting for " + agent + " to open the session…")
 	err = c.hub.GoNewSession(c.ctx, &api.NewSessionParams{Cwd: c.cwd, MCPServers: []json.RawMessage{}},
 		func(r *api.NewSessionResult, err error) { c.post(func() error { return c.sessionCreated(r, err) }) })
 	return sent(err)
@@ -56,6 +61,7 @@ func (c *chat) sessionCreated(r *api.NewSessionResult, err error) error {
 		return errors.New("chat: session/new: no sessionId in the result")
 	}
 	c.session = c.hub.Session(r.SessionID)
+	c.slow = nil
 	connected := "connected: session " + r.SessionID
 	if c.agentName != "" {
 		connected += " (agent " + c.agentName + ")"
@@ -67,11 +73,19 @@ func (c *chat) sessionCreated(r *api.NewSessionResult, err error) error {
 
 func (c *chat) promptDone(r *api.PromptResult, err error) {
 	c.prompts--
-	if err != nil {
+	e, _ := errors.AsType[*api.RPCError](err)
+	switch {
+	case exitedCleanly(e):
+		c.out.line(styleInfo, "[turn ended: "+agentExitedCleanly+"]")
+	case err != nil:
 		c.out.line(styleError, "["+err.Error()+"]")
-		return
+	default:
+		c.out.line(styleInfo, "[done: "+r.StopReason+"]")
 	}
-	c.out.line(styleInfo, "[done: "+r.StopReason+"]")
+	if c.prompts == 0 && c.held != "" {
+		c.out.line(stylePermission, "["+c.held+" answered nothing: your turn ended without a permission request]")
+		c.held = ""
+	}
 }
 
 // restarted says that the connection started over and the history since AfterSeq
@@ -147,24 +161,37 @@ type permission struct {
 	title string
 }
 
-// permissionAsked shows a permission request and queues it for an answer.
-func (c *chat) permissionAsked(r *permissionRequest) {
+// permissionAsked shows a permission request and queues it for an answer: the
+// number held for it, if any, answers it at once.
+func (c *chat) permissionAsked(r *permissionRequest) error {
 	title := cmp.Or(r.Params.ToolCall.Title, c.toolName(r.Params.ToolCall.ToolCallID))
 	perm := permission{req: r, title: title}
 	c.perms = append(c.perms, perm)
-	c.showPermission(perm, len(c.perms) == 1)
+	held := c.held
+	c.held = ""
+	switch {
+	case held != "" && !c.othersTurn:
+		c.showPermission(perm, "")
+		return c.answerPermission(held)
+	case held != "":
+		c.showPermission(perm, "answer with a number")
+		c.out.line(stylePermission, "("+held+" is not used: this request comes from another client's turn, not yours)")
+	case len(c.perms) == 1:
+		c.showPermission(perm, "answer with a number")
+	default:
+		c.showPermission(perm, "(answer the earlier permission first)")
+	}
+	return nil
 }
 
-// showPermission prints p; head says whether a number typed now answers it.
-func (c *chat) showPermission(p permission, head bool) {
+// showPermission prints p and its options, then note unless it is "".
+func (c *chat) showPermission(p permission, note string) {
 	c.out.line(stylePermission, "permission: "+p.title)
 	for i, o := range p.req.Params.Options {
 		c.out.line(stylePermission, fmt.Sprintf("  %d) %s (%s)", i+1, o.Name, o.Kind))
 	}
-	if head {
-		c.out.line(stylePermission, "answer with a number")
-	} else {
-		c.out.line(stylePermission, "(answer the earlier permission first)")
+	if note != "" {
+		c.out.line(stylePermission, note)
 	}
 }
 
@@ -191,7 +218,7 @@ func (c *chat) answerPermission(line string) error {
 func (c *chat) dropPermission(i int) {
 	c.perms = slices.Delete(c.perms, i, i+1)
 	if i == 0 && len(c.perms) > 0 {
-		c.showPermission(c.perms[0], true)
+		c.showPermission(c.perms[0], "answer with a number")
 	}
 }
 
@@ -206,13 +233,19 @@ func (c *chat) requestWithdrawn(id json.RawMessage) {
 	}
 }
 
+// permissionResolved shows who answered a permission request how, and what it asked:
+// a client that joins later gets no request in its history, only this.
 func (c *chat) permissionResolved(p *api.PermissionResolvedParams) {
+	line := "[permission] "
+	if title := cmp.Or(p.Title, c.toolTitles[p.ToolCallID]); title != "" {
+		line += title + ": "
+	}
 	o, _ := decode[outcome](p.Outcome)
 	if o.Outcome != "selected" {
-		c.out.line(stylePermission, "[permission] "+p.Peer+" cancelled")
+		c.out.line(stylePermission, line+p.Peer+" cancelled")
 		return
 	}
-	c.out.line(stylePermission, "[permission] "+p.Peer+" chose "+cmp.Or(p.OptionName, o.OptionID))
+	c.out.line(stylePermission, line+p.Peer+" chose "+cmp.Or(p.OptionName, o.OptionID))
 }
 
 // promptReceived shows another peer's prompt and remembers its text, so that the
@@ -231,12 +264,40 @@ func (c *chat) promptReceived(p *api.PromptReceivedParams) {
 	c.out.line(stylePeer, line)
 }
 
+// turnComplete shows the end of another client's turn, and whose it was: the history a
+// client gets on joining names a prompt's sender only here.
 func (c *chat) turnComplete(p *api.TurnCompleteParams) {
-	result := p.StopReason
-	if p.Error != nil {
-		result = p.Error.Error()
+	c.othersTurn = false
+	turn := "turn"
+	if p.Peer != "" {
+		turn = p.Peer + "'s turn"
 	}
-	c.out.line(styleInfo, "[turn complete: "+result+"]")
+	switch {
+	case exitedCleanly(p.Error):
+		c.out.line(styleInfo, "["+turn+" ended: "+agentExitedCleanly+"]")
+	case p.Error != nil:
+		c.out.line(styleInfo, "["+turn+" complete: "+p.Error.Error()+"]")
+	default:
+		c.out.line(styleInfo, "["+turn+" complete: "+p.StopReason+"]")
+	}
+}
+
+// agentExitedCleanly is how the chat tells of a turn that exitedCleanly ended.
+const agentExitedCleanly = "the agent exited (exit code 0)"
+
+// exitedCleanly says whether e, the error that ended a turn, is the agent's exit with
+// status 0 while the turn ran: the agent stopped as asked — by the hub stopping it, as
+// acphub demo's hub does when its chat ends — or ended on its own, not a crash. Any
+// other exit (another status, a signal) stays the error it is.
+func exitedCleanly(e *api.RPCError) bool {
+	if e == nil || e.Code != api.CodeAgentExited {
+		return false
+	}
+	d, ok := decode[struct {
+		Code   *int64 `json:"code"`
+		Signal string `json:"signal"`
+	}](e.Data)
+	return ok && d.Code != nil && *d.Code == 0 && d.Signal == ""
 }
 
 func (c *chat) peerChanged(peer, change, reason string) {

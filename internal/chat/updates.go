@@ -44,12 +44,15 @@ func (c *chat) agentChunk(raw json.RawMessage, thought bool) {
 	}
 }
 
-// userChunk shows a user message unless prompt_received already announced it.
+// userChunk shows a user message unless prompt_received already announced it. The
+// hub sends them for the prompts of other clients' turns, as each turn starts (and
+// replays them for every turn of the history).
 func (c *chat) userChunk(raw json.RawMessage) {
 	u, ok := decode[chunkUpdate](raw)
 	if !ok {
 		return
 	}
+	c.othersTurn = true
 	text := blockText(u.Content)
 	if n := c.announced[text]; n > 0 {
 		if n == 1 {

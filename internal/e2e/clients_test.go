@@ -266,12 +266,20 @@ func TestAttach_StartsALocalHub(t *testing.T) {
 	if _, err := os.Stat(h.path("token")); err != nil {
 		t.Errorf("auto-started hub wrote no token: %v", err)
 	}
+	// It says so, with what a person needs to find and stop it.
+	started := fmt.Sprintf("acphub: no hub answered at %s: started one (pid %d, log %s); it exits after 10 minutes without clients\n", h.addr, h.pid(), h.path("hub.log"))
+	if !strings.Contains(ed.err.String(), started) {
+		t.Errorf("attach that started a hub said:\n%s\nwant:\n%s", ed.err.String(), started)
+	}
 	// A second editor finds the running hub instead of starting another.
 	ed2 := runProc(t, h.args("attach", "--session", "auto", "--no-start")...)
 	ed2.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	got2 := ed2.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
 	if string(got2[len(got2)-1].Result) != string(got[len(got)-1].Result) {
 		t.Errorf("second editor got %s, want the cached %s", got2[len(got2)-1].Result, got[len(got)-1].Result)
+	}
+	if strings.Contains(ed2.err.String(), "started one") {
+		t.Errorf("attach that found the hub said it started one:\n%s", ed2.err.String())
 	}
 }
 
@@ -320,19 +328,30 @@ func TestAttach_NoHubNoStart(t *testing.T) {
 // printed, its stderr and its exit status.
 func runPiped(t *testing.T, args []string, lines ...string) ([]msg, string, error) {
 	t.Helper()
+	out, stderr, err := runPipedText(t, args, lines...)
+	var ms []msg
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l != "" {
+			ms = append(ms, decode(t, []byte(l)))
+		}
+	}
+	return ms, stderr, err
+}
+
+// runPipedText runs acphub with args and the lines as its whole stdin and
+// returns its output, its stderr and its exit status. It is killed after
+// testTimeout.
+func runPipedText(t *testing.T, args []string, lines ...string) (string, string, error) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = testTimeout
+	timer := time.AfterFunc(testTimeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
 	out, err := cmd.Output()
-	var ms []msg
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if l != "" {
-			ms = append(ms, decode(t, []byte(l)))
-		}
-	}
-	return ms, stderr.String(), err
+	return string(out), stderr.String(), err
 }
 
 // The frames a script pipes into attach: initialize, session/new and then
@@ -492,8 +511,8 @@ func TestChat_TalksToASessionWithOthers(t *testing.T) {
 	perm := ws.until(isMethod("session/request_permission"))
 	chat.expect("permission: Edit demo.txt")
 	ws.respond(perm[len(perm)-1].ID, rejectAnswer)
-	chat.expect("[permission] web chose Reject")
-	chat.expect("[turn complete: end_turn]")
+	chat.expect("[permission] Edit demo.txt: web chose Reject")
+	chat.expect("[web's turn complete: end_turn]")
 
 	chat.write("/quit")
 	if err := chat.wait(); err != nil {
@@ -560,6 +579,8 @@ func TestChat_JoinsAsTheUserAndAFreeNameWhenTaken(t *testing.T) {
 	}
 }
 
+// A late joiner's chat shows the history, with who sent each prompt as far
+// as the hub's replay says it: at the end of its turn.
 func TestChat_ReplaysHistoryToALateJoiner(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
@@ -570,7 +591,7 @@ func TestChat_ReplaysHistoryToALateJoiner(t *testing.T) {
 	chat := runProc(t, h.clientArgs("chat", "--session", "s")...)
 	chat.expect("> /echo first answer")
 	chat.expect("first answer")
-	chat.expect("[turn complete: end_turn]")
+	chat.expect("[web's turn complete: end_turn]")
 }
 
 // waitUntil polls cond until it holds, failing the test after testTimeout.
@@ -580,5 +601,60 @@ func waitUntil(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out")
 		}
+	}
+}
+
+// A chat stopped with SIGTERM, or with Ctrl-C (SIGINT), as a person stops
+// it, says goodbye, so the others see it leave at once, and exits 0 without
+// an error.
+func TestChat_StopsCleanlyOnSIGTERMAndCtrlC(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	web := h.dial("s", "peer=web")
+	web.handshake()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		peer := "chat-" + strconv.Itoa(int(sig))
+		chat := runProc(t, h.clientArgs("chat", "--session", "s", "--peer", peer)...)
+		chat.expect("connected: session ")
+		if err := chat.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		if err := chat.wait(); err != nil || chat.err.String() != "" {
+			t.Errorf("chat stopped with %v exited with %v, stderr %q; want 0 and nothing", sig, err, chat.err.String())
+		}
+		web.peerLeft(peer, "left", "")
+	}
+}
+
+// A chat whose input ended leaves the permission request its turn asks to the
+// session's other clients: it exits 0, and the web client's answer ends the
+// turn.
+func TestChat_EndOfInputLeavesThePermissionToTheOthers(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	web := h.dial("s", "peer=web")
+	web.handshake()
+	out, stderr, err := runPipedText(t, h.clientArgs("chat", "--session", "s", "--peer", "script"), "hello")
+	if err != nil || !strings.Contains(out, `[input ended: the permission request "Edit demo.txt" is left to the session's other clients]`) {
+		t.Fatalf("chat: %v\n%s\n%s", err, out, stderr)
+	}
+	perm := web.until(isMethod("session/request_permission"))
+	web.respond(lastOf(perm).ID, allowAnswer)
+	done := web.until(isMethod("_acphub/turn_complete"))
+	if p := string(lastOf(done).Params); !strings.Contains(p, `"peer":"script"`) || !strings.Contains(p, `"stopReason":"end_turn"`) {
+		t.Errorf("turn_complete %s, want the script's turn ended by the web client's answer", p)
+	}
+}
+
+// A chat on an agent that takes a while to start says what it waits for
+// before the agent answers, instead of nothing between "joined" and
+// "connected".
+func TestChat_SaysItWaitsForASlowAgent(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--agent-cmd", fmt.Sprintf("sh -c 'sleep 1 && exec %s demo-agent'", bin))
+	chat := runProc(t, h.clientArgs("chat", "--session", "s")...)
+	seen := chat.expect("connected: session ")
+	if !slices.Contains(seen, "waiting for the agent to start…") {
+		t.Errorf("chat on an agent that starts in 1s printed:\n%s", strings.Join(seen, "\n"))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -170,8 +171,9 @@ func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
 	demoCmd.Env = append(os.Environ(), "USER=ada")
 	demo := startProc(t, demoCmd)
 	printed := demo.expect("join from another terminal: ")
+	key := demoSession(t, strings.Join(printed, "\n"))
 	join := strings.TrimPrefix(printed[len(printed)-1], "join from another terminal: ")
-	demo.expect("acphub: joined session demo as ada")
+	demo.expect("acphub: joined session " + key + " as ada")
 	demo.expect("connected: session demo-")
 
 	// The printed line runs as it is: the binary under test is not on
@@ -184,7 +186,7 @@ func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
 	otherCmd := exec.Command(words[0], words[1:]...)
 	otherCmd.Env = append(os.Environ(), "USER=ada")
 	other := startProc(t, otherCmd)
-	other.expect("acphub: joined session demo as ada-2")
+	other.expect("acphub: joined session " + key + " as ada-2")
 	other.expect("connected: session demo-")
 	demo.write("/echo hi from the demo")
 	other.expect("[ada] /echo hi from the demo")
@@ -196,6 +198,71 @@ func TestDemo_RunsAHubAndASecondChatJoins(t *testing.T) {
 	}
 	// The hub went with the demo: the other chat is disconnected.
 	other.expect("[disconnected")
+}
+
+// runDemo runs acphub demo with flags on a free address and the data dir
+// dir, as `acphub demo <<EOF` does with the lines, and returns what it
+// printed and how it exited.
+func runDemo(t *testing.T, dir string, flags []string, lines ...string) (string, error) {
+	t.Helper()
+	args := append([]string{"demo", "--listen", freeAddr(t), "--data-dir", dir, "--config", emptyConfig(t, dir)}, flags...)
+	out, stderr, err := runPipedText(t, args, lines...)
+	return out + stderr, err
+}
+
+var demoSessionRE = regexp.MustCompile(`acphub demo: hub at \S+, session "([^"]+)"`)
+
+// demoSession returns the session a demo's output says it chats in.
+func demoSession(t *testing.T, out string) string {
+	t.Helper()
+	m := demoSessionRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the demo names no session:\n%s", out)
+	}
+	return m[1]
+}
+
+// Each acphub demo is a new conversation in a session of its own, which it
+// names in the line that joins it; --session goes back to one, with its
+// history. The turn the first demo's end cut short — its agent stopped with
+// the hub, exit status 0 — reads as that, not as a crash.
+func TestDemo_EachRunIsANewConversation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := runDemo(t, dir, nil, "/echo from the first demo", "hello")
+	key := demoSession(t, first)
+	if err != nil || !regexp.MustCompile(`^demo-[0-9a-f]{8}$`).MatchString(key) || !strings.Contains(first, "join from another terminal: "+bin+" chat --session "+key+" ") {
+		t.Fatalf("first demo: %v, session %q\n%s", err, key, first)
+	}
+	// Each of the next demos waits for a prompt's answer, which comes after
+	// the history the session has.
+	second, err := runDemo(t, dir, nil, "/echo from the second demo")
+	if err != nil || demoSession(t, second) == key || strings.Contains(second, "from the first demo") || !strings.HasSuffix(second, "[done: end_turn]\n") {
+		t.Errorf("second demo, after the first in %s: %v\n%s", key, err, second)
+	}
+	again, err := runDemo(t, dir, []string{"--session", key}, "/echo back again")
+	if err != nil || demoSession(t, again) != key || !strings.Contains(again, "> /echo from the first demo\nfrom the first demo\n") ||
+		!strings.Contains(again, "'s turn ended: the agent exited (exit code 0)]\n") || strings.Contains(again, "agent_exited") ||
+		!strings.HasSuffix(again, "back again\n[done: end_turn]\n") {
+		t.Errorf("demo --session %s: %v\n%s", key, err, again)
+	}
+}
+
+// The demo driven by a here-document: "hello", "1" answers the permission
+// request of the turn hello started (read before the request came, it is no
+// prompt), and the input's end waits for the turn. Input that ends with no
+// answer leaves the request to the others instead of waiting for ever.
+func TestDemo_DrivenByAHereDocument(t *testing.T) {
+	t.Parallel()
+	out, err := runDemo(t, t.TempDir(), nil, "hello", "1")
+	if err != nil || !strings.Contains(out, "(1 will answer your turn's permission request when it comes)\n") ||
+		!strings.Contains(out, "[permission] you chose Allow\n") || !strings.HasSuffix(out, "Permission granted: the edit was allowed.\n[done: end_turn]\n") {
+		t.Errorf("demo <<< 'hello, 1': %v\n%s", err, out)
+	}
+	out, err = runDemo(t, t.TempDir(), nil, "hello")
+	if err != nil || !strings.HasSuffix(out, "answer with a number\n[input ended: the permission request \"Edit demo.txt\" is left to the session's other clients]\n") {
+		t.Errorf("demo <<< 'hello': %v\n%s", err, out)
+	}
 }
 
 // TestDemo_UnderGoRunPrintsAGoRunJoinLine runs the README's first command,
@@ -214,8 +281,9 @@ func TestDemo_UnderGoRunPrintsAGoRunJoinLine(t *testing.T) {
 	}
 	demo := goRun("run", "./cmd/acphub", "demo", "--listen", freeAddr(t), "--data-dir", dir, "--config", cfg)
 	printed := demo.expect("join from another terminal: ")
+	key := demoSession(t, strings.Join(printed, "\n"))
 	join := strings.TrimPrefix(printed[len(printed)-1], "join from another terminal: ")
-	if !strings.HasPrefix(join, "go run ./cmd/acphub chat --session demo ") {
+	if !strings.HasPrefix(join, "go run ./cmd/acphub chat --session "+key+" ") {
 		t.Fatalf("join line under go run: %q", join)
 	}
 	demo.expect("connected: session demo-")
@@ -224,7 +292,7 @@ func TestDemo_UnderGoRunPrintsAGoRunJoinLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := goRun(words[1:]...)
-	other.expect("acphub: joined session demo as ada-2")
+	other.expect("acphub: joined session " + key + " as ada-2")
 	other.expect("connected: session demo-")
 	demo.write("/quit")
 	if err := demo.wait(); err != nil {
