@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -280,4 +281,30 @@ func TestHTTP_StalledEventStreamIsEnded(t *testing.T) {
 	}
 	mustStop(t, "flood", lastOf(a.untilResponse(a.prompt(sid, "/flood 2000 4096"))), "end_turn")
 	h.waitLog(`event subscriber disconnected" session=s reason="took none of the session's output for 1s"`)
+}
+
+// An answer comes once the log holds what came before it: a client that
+// reads the log right after session/new's answer finds the session
+// created and itself joined, whether it created the session or joined it.
+func TestHTTP_LogHoldsWhatCameBeforeAnAnswer(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	for i := range 20 {
+		key := fmt.Sprintf("s%d", i)
+		for _, peer := range []string{"first", "second"} {
+			c := h.dial(key, "peer="+peer)
+			c.handshake()
+			var types []string
+			joined := false
+			for _, l := range h.logLines(key, "") {
+				ev := decodeEvent(t, l)
+				types = append(types, ev.Type)
+				joined = joined || (ev.Type == "peer.joined" && ev.Peer == peer)
+			}
+			if !joined || !slices.Contains(types, "session.created") {
+				t.Fatalf("session %s: right after %s's session/new answer the log holds %q, want session.created and its peer.joined", key, peer, types)
+			}
+			c.close()
+		}
+	}
 }

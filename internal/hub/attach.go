@@ -59,7 +59,7 @@ func (s *Session) load(p *peer, m *jsonrpc.Message) {
 			s.detachPeer(p, "reloading", "")
 			s.adopt(p)
 		}
-		s.attachWith(p, 0, true)
+		s.attachWith(p, 0, true, nil)
 		s.reply(p, m.ID, loadResult(s.newResult))
 	case s.sessionID == nil && canLoad(s.agentInit):
 		s.loadFromAgent(p, m, params.SessionID)
@@ -88,7 +88,7 @@ func (s *Session) loadFromAgent(p *peer, m *jsonrpc.Message, id string) {
 		return
 	}
 	s.newParams = m.Params
-	s.attachWith(p, 0, false) // the agent's replay goes to the client live
+	s.attachWith(p, 0, false, nil) // the agent's replay goes to the client live
 	s.forward(p, m, func(resp *jsonrpc.Message) {
 		waiters := s.newWaiters
 		s.newWaiters = nil
@@ -105,7 +105,7 @@ func (s *Session) loadFromAgent(p *peer, m *jsonrpc.Message, id string) {
 		s.setSessionID(sid)
 		s.record(p.id, &api.SessionCreated{SessionID: id, Params: s.newParams, Result: result})
 		for _, w := range waiters {
-			s.attachWith(w.peer, 0, true)
+			s.attachWith(w.peer, 0, true, nil)
 			s.reply(w.peer, w.id, loadResult(result))
 		}
 	})

@@ -189,8 +189,7 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 	p.volunteer = p.volunteer || volunteers(m.Params)
 	switch {
 	case s.newResult != nil:
-		s.reply(p, m.ID, s.newResult)
-		s.attach(p)
+		s.attach(p, func() { s.reply(p, m.ID, s.newResult) })
 		return
 	case s.newParams != nil:
 		s.newWaiters = append(s.newWaiters, waiter{p, m.ID})
@@ -213,13 +212,13 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 // agent, and answers the clients waiting for it.
 func (s *Session) createSession(p *peer, m *jsonrpc.Message) {
 	s.newParams = m.Params
-	s.forward(p, m, func(resp *jsonrpc.Message) {
+	s.forwardHeld(p, m, func(resp *jsonrpc.Message) {
 		waiters := s.newWaiters
 		s.newWaiters = nil
 		sid, ok := jsonrpc.Field(resp.Result, "sessionId")
 		if resp.Error != nil || !ok || sid[0] != '"' {
 			s.newParams = nil
-			for _, w := range waiters {
+			for _, w := range append([]waiter{{p, m.ID}}, waiters...) {
 				s.send(w.peer, resp.WithID(w.id))
 			}
 			return
@@ -227,10 +226,9 @@ func (s *Session) createSession(p *peer, m *jsonrpc.Message) {
 		s.newResult, s.agentSID = resp.Result, sid
 		s.setSessionID(sid)
 		s.record(p.id, &api.SessionCreated{SessionID: s.sessionIDString(), Params: s.newParams, Result: s.newResult})
-		s.attach(p)
+		s.attach(p, func() { s.send(p, resp.WithID(m.ID)) })
 		for _, w := range waiters {
-			s.reply(w.peer, w.id, s.newResult)
-			s.attach(w.peer)
+			s.attach(w.peer, func() { s.reply(w.peer, w.id, s.newResult) })
 		}
 	})
 }

@@ -93,16 +93,25 @@ func (s *Session) peerByID(id string) *peer {
 // attach starts broadcasting to p after session/new: it is sent the
 // session history (unless it connected with replay=skip), then the agent
 // requests still open, then every live frame.
-func (s *Session) attach(p *peer) { s.attachWith(p, 0, p.replay == ReplayFull) }
+// answer, the session/new response, goes to p once the log holds its
+// peer.joined, before the history.
+func (s *Session) attach(p *peer, answer func()) {
+	s.attachWith(p, 0, p.replay == ReplayFull, answer)
+}
 
 // attachWith starts broadcasting to p, after the log following seq `after`
-// when replay is set.
-func (s *Session) attachWith(p *peer, after int64, replay bool) {
+// when replay is set. answer, when not nil, answers the request that
+// attached p: after peer.joined is recorded (a response is sent once the
+// log holds what came before it, see send), before the history.
+func (s *Session) attachWith(p *peer, after int64, replay bool, answer func()) {
 	if p.attached || p.gone {
 		return
 	}
 	p.attached = true
 	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
+	if answer != nil {
+		answer()
+	}
 	if replay {
 		s.flush()
 		p.st.mark(s.key, after, s.seq, nil)
