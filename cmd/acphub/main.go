@@ -11,13 +11,51 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/acphub/acphub/internal/signame"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=...". Left
+// "dev", what the build recorded stands in for it (see buildVersion).
 var version = "dev"
+
+// hubVersion is the version acphub version prints and the hub reports.
+func hubVersion() string {
+	bi, _ := debug.ReadBuildInfo()
+	return buildVersion(version, bi)
+}
+
+// buildVersion returns v or, while v is "dev", the module version bi
+// records (v1.2.0 in a "go install …@v1.2.0" build; not "(devel)"),
+// followed by the commit the binary was built from, and "modified" when
+// its tree had changes, where bi records them and the version does not
+// name the commit already (a pseudo-version does).
+func buildVersion(v string, bi *debug.BuildInfo) string {
+	if bi == nil {
+		return v
+	}
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev == "" || strings.Contains(v, rev[:min(12, len(rev))]) {
+		return v
+	}
+	return v + " (" + rev + modified + ")"
+}
 
 func main() {
 	ctx, stop := signalContext(os.Interrupt, syscall.SIGTERM)
@@ -91,6 +129,9 @@ func Run(ctx context.Context, args []string, stdio Stdio) error {
 		usage(stdio.Out)
 		return nil
 	}
+	if args[0] == "--version" {
+		return runVersion(ctx, args[1:], stdio)
+	}
 	if args[0] == detachCommand {
 		return runDetach(ctx, args[1:], stdio)
 	}
@@ -110,7 +151,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "acphub <command> -h" for a command's flags.`)
+	fmt.Fprintln(w, `Run "acphub <command> -h" for a command's flags; "acphub --version" is "acphub version".`)
 }
 
 func runVersion(_ context.Context, args []string, stdio Stdio) error {
@@ -119,6 +160,6 @@ func runVersion(_ context.Context, args []string, stdio Stdio) error {
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdio.Out, "acphub", version)
+	fmt.Fprintln(stdio.Out, "acphub", hubVersion())
 	return nil
 }

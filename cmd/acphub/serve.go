@@ -148,7 +148,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	h := hub.New(hcfg)
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Token: token, AllowedOrigins: cfg.AllowedOrigins, MaxFrame: cfg.MaxFrame,
-		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: version, Logger: log,
+		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Logger: log,
 	})
 	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
 }
@@ -194,7 +194,7 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	if d.sock != nil {
 		socket = d.sock.Addr().String()
 	}
-	d.log.Info("acphub serving", "url", scheme+"://"+d.ln.Addr().String(), "socket", socket, "data_dir", d.cfg.DataDir, "version", version)
+	d.log.Info("acphub serving", "url", scheme+"://"+d.ln.Addr().String(), "socket", socket, "data_dir", d.cfg.DataDir, "version", hubVersion())
 	if ready != nil {
 		ready()
 	}
