@@ -97,22 +97,8 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 }
 
 func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
-	fs := flag.NewFlagSet("acphub demo-agent", flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
+	fs := newFlagSet("demo-agent", stdio.Err)
 	delay := fs.Duration("delay", demoagent.DefaultDelay, "pause between streamed steps")
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintln(w, "usage: acphub demo-agent [flags]")
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "The built-in demo ACP agent, on stdio. A prompt runs the demo script: a streamed reply,")
-		fmt.Fprintln(w, "a plan, a tool call and a permission request. A prompt that starts with one of these")
-		fmt.Fprintln(w, "commands runs the command instead:")
-		fmt.Fprintln(w)
-		fmt.Fprint(w, demoagent.Help())
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "flags:")
-		fs.PrintDefaults()
-	}
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -121,6 +107,13 @@ func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 		return nil // stopped as asked (SIGTERM from the hub that runs it): a clean exit
 	}
 	return err
+}
+
+// demoAgentAbout is what the usage of acphub demo-agent says of it.
+func demoAgentAbout() string {
+	return "The built-in demo ACP agent, on stdio. A prompt runs the demo script: a streamed reply,\n" +
+		"a plan, a tool call and a permission request. A prompt that starts with one of these\n" +
+		"commands runs the command instead:\n\n" + demoagent.Help()
 }
 
 // peerWait is how long attach waits for its --peer id to come free. An

@@ -13,6 +13,13 @@ import (
 // DemoSession is the session acphub demo opens.
 const DemoSession = "demo"
 
+// demoAbout is what the usage of acphub demo says of it.
+const demoAbout = `Runs a hub with the built-in demo agent and, in this terminal, a chat on the
+session "demo": type a prompt and watch the agent stream a reply, a plan, a
+tool call and a permission request you answer by number. It prints the
+command that joins the same session from another terminal. The hub stops
+when the chat ends (/quit, or the end of input). The flags are serve's.`
+
 // runDemo starts a hub running the demo agent and chats with it on the
 // session "demo" until the chat ends; the hub stops with it.
 func runDemo(ctx context.Context, args []string, stdio Stdio) error {

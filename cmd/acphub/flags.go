@@ -19,8 +19,7 @@ func parseFlags(name string, args []string, maxArgs int, stderr io.Writer, bind 
 	if err := config.Load(&cfg, path, !explicit); err != nil {
 		return nil, nil, err
 	}
-	fs := flag.NewFlagSet("acphub "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet(name, stderr)
 	fs.String("config", path, "TOML config file (agents and defaults for these flags)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "state directory: token, session log, workspaces")
 	bind(fs, &cfg)

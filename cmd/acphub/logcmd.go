@@ -23,12 +23,7 @@ import (
 
 // runSchema prints the published schemas.
 func runSchema(_ context.Context, args []string, stdio Stdio) error {
-	fs := flag.NewFlagSet("acphub schema", flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
-	fs.Usage = func() {
-		fmt.Fprintln(stdio.Err, "usage: acphub schema [events|api]")
-		fmt.Fprintln(stdio.Err, "Prints the session-event schema, the API schema, or (no argument) both.")
-	}
+	fs := newFlagSet("schema", stdio.Err)
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
@@ -166,7 +161,7 @@ func runLog(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return errors.New("usage: acphub log [flags] SESSION")
+		return errors.New(`missing SESSION, the session whose events to print; run "acphub log -h" for usage`)
 	}
 	h := newHubAPI(cfg, addr)
 	q := url.Values{"after": {fmt.Sprint(after)}}

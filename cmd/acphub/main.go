@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -103,24 +104,59 @@ type Stdio struct {
 	Err io.Writer
 }
 
+// command is one of acphub's commands.
 type command struct {
 	name    string
+	args    string // the arguments it takes, as its usage line names them
 	summary string
+	about   string // what its usage says of it below the usage line, if anything
 	run     func(ctx context.Context, args []string, io Stdio) error
 }
 
 func commands() []command {
 	return []command{
-		{"serve", "run the daemon", runServe},
-		{"demo", "run a hub with the built-in demo agent and chat with it", runDemo},
-		{"attach", "stdio bridge for editors: join a hub session as its agent", runAttach},
-		{"chat", "chat with a hub session in the terminal", runChat},
-		{"sessions", "list the hub's sessions", runSessions},
-		{"log", "print a session's events", runLog},
-		{"schema", "print the published JSON Schemas", runSchema},
-		{"demo-agent", "the built-in demo ACP agent, on stdio", runDemoAgent},
-		{"version", "print the version", runVersion},
+		{name: "serve", summary: "run the daemon", run: runServe},
+		{name: "demo", summary: "run a hub with the built-in demo agent and chat with it", run: runDemo, about: demoAbout},
+		{name: "attach", summary: "stdio bridge for editors: join a hub session as its agent", run: runAttach},
+		{name: "chat", summary: "chat with a hub session in the terminal", run: runChat},
+		{name: "sessions", summary: "list the hub's sessions", run: runSessions},
+		{name: "log", args: "SESSION", summary: "print a session's events", run: runLog},
+		{name: "schema", args: "[events|api]", summary: "print the published JSON Schemas", run: runSchema,
+			about: "Prints the session-event schema (events), the API schema (api), or both."},
+		{name: "demo-agent", summary: "the built-in demo ACP agent, on stdio", run: runDemoAgent, about: demoAgentAbout()},
+		{name: "version", summary: "print the version", run: runVersion},
 	}
+}
+
+// newFlagSet returns the flag set of the command name, writing to stderr.
+// Its usage is the command's usage line, which names its arguments, what
+// the command says about itself, then its flags.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("acphub "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	i := slices.IndexFunc(commands(), func(c command) bool { return c.name == name })
+	c := commands()[i]
+	fs.Usage = func() {
+		w := fs.Output()
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		line := []string{"usage:", fs.Name()}
+		if hasFlags {
+			line = append(line, "[flags]")
+		}
+		if c.args != "" {
+			line = append(line, c.args)
+		}
+		fmt.Fprintln(w, strings.Join(line, " "))
+		if c.about != "" {
+			fmt.Fprintf(w, "\n%s\n", strings.TrimRight(c.about, "\n"))
+		}
+		if hasFlags {
+			fmt.Fprintln(w, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
 }
 
 // Run runs the command line args (without the program name).
@@ -145,18 +181,17 @@ func Run(ctx context.Context, args []string, stdio Stdio) error {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: acphub <command> [flags]")
+	fmt.Fprintln(w, "usage: acphub <command> [flags] [arguments]")
 	fmt.Fprintln(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-20s %s\n", strings.TrimSpace(c.name+" "+c.args), c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "acphub <command> -h" for a command's flags; "acphub --version" is "acphub version".`)
 }
 
 func runVersion(_ context.Context, args []string, stdio Stdio) error {
-	fs := flag.NewFlagSet("acphub version", flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
+	fs := newFlagSet("version", stdio.Err)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}

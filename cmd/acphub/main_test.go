@@ -105,3 +105,29 @@ func TestVersionFlag(t *testing.T) {
 		t.Errorf("acphub --version: %v, %q; want %q", err, flag.String(), version.String())
 	}
 }
+
+// Every command's usage starts with a usage line that names its arguments;
+// demo's then says what it does.
+func TestUsageLinesNameTheArguments(t *testing.T) {
+	want := map[string]string{
+		"serve":      "usage: acphub serve [flags]\n\n",
+		"demo":       "usage: acphub demo [flags]\n\nRuns a hub with the built-in demo agent and, in this terminal, a chat on the\nsession \"demo\"",
+		"attach":     "usage: acphub attach [flags]\n\n",
+		"chat":       "usage: acphub chat [flags]\n\n",
+		"sessions":   "usage: acphub sessions [flags]\n\n",
+		"log":        "usage: acphub log [flags] SESSION\n\n",
+		"schema":     "usage: acphub schema [events|api]\n\nPrints the session-event schema (events), the API schema (api), or both.\n",
+		"demo-agent": "usage: acphub demo-agent [flags]\n\nThe built-in demo ACP agent, on stdio.",
+		"version":    "usage: acphub version\n",
+	}
+	for _, c := range commands() {
+		var stderr bytes.Buffer
+		err := Run(context.Background(), []string{c.name, "--help"}, Stdio{In: strings.NewReader(""), Out: io.Discard, Err: &stderr})
+		if !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(stderr.String(), want[c.name]) || want[c.name] == "" {
+			t.Errorf("acphub %s --help: %v\n%s\nwant it to start with:\n%s", c.name, err, stderr.String(), want[c.name])
+		}
+	}
+	if len(want) != len(commands()) {
+		t.Errorf("%d commands, %d usage lines checked", len(commands()), len(want))
+	}
+}
