@@ -20,6 +20,7 @@ import (
 	"github.com/acphub/acphub/internal/chat"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/demoagent"
+	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/transport"
 )
 
@@ -42,6 +43,9 @@ func runChat(ctx context.Context, args []string, stdio Stdio) error {
 		fs.StringVar(&replay, "replay", "full", "history to show on joining: full or skip")
 	})
 	if err != nil {
+		return err
+	}
+	if err := checkSession(session); err != nil {
 		return err
 	}
 	conn, err := joinAsPeer(ctx, stdio.Out, session, peer, func(ctx context.Context, peer string) (*client.Conn, error) {
@@ -74,6 +78,8 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	if session == "" {
 		session = "attach-" + randomHex(4)
+	} else if err := checkSession(session); err != nil {
+		return err
 	}
 	opts := client.DialOptions{Session: session, Peer: peer, Agent: agentName}
 	conn, err := waitForPeer(ctx, stdio.Err, opts, func() (*client.Conn, error) { return dialHub(ctx, cfg, addr, opts) })
@@ -114,6 +120,17 @@ func demoAgentAbout() string {
 	return "The built-in demo ACP agent, on stdio. A prompt runs the demo script: a streamed reply,\n" +
 		"a plan, a tool call and a permission request. A prompt that starts with one of these\n" +
 		"commands runs the command instead:\n\n" + demoagent.Help()
+}
+
+// checkSession refuses a session key no hub session can have, saying which
+// keys can: every command that takes a key checks it with this before it
+// reaches the hub, which would refuse it less clearly on some routes
+// (GET /api/sessions/{key}/events answers unknown_session).
+func checkSession(key string) error {
+	if !hub.ValidKey(key) {
+		return fmt.Errorf("session %q: a session key is 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit", key)
+	}
+	return nil
 }
 
 // peerWait is how long attach waits for its --peer id to come free. An

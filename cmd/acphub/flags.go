@@ -12,7 +12,8 @@ import (
 // parseFlags reads the config file (the default one, or the one named by
 // --config anywhere in args), then parses args over it with parseArgs:
 // flags win. At most maxArgs positional arguments are accepted; they are
-// fs.Args().
+// fs.Args(). A data dir that cannot be one is refused before anything
+// else.
 func parseFlags(name string, args []string, maxArgs int, stderr io.Writer, bind func(*flag.FlagSet, *config.Config)) (*config.Config, *flag.FlagSet, error) {
 	path, explicit := configPath(args)
 	cfg := config.Default()
@@ -24,6 +25,9 @@ func parseFlags(name string, args []string, maxArgs int, stderr io.Writer, bind 
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "state directory: token, session log, workspaces")
 	bind(fs, &cfg)
 	if err := parseArgs(fs, args, maxArgs); err != nil {
+		return nil, nil, err
+	}
+	if err := config.CheckDataDir(cfg.DataDir); err != nil {
 		return nil, nil, err
 	}
 	return &cfg, fs, nil

@@ -163,6 +163,9 @@ func runLog(ctx context.Context, args []string, stdio Stdio) error {
 	if fs.NArg() == 0 {
 		return errors.New(`missing SESSION, the session whose events to print; run "acphub log -h" for usage`)
 	}
+	if err := checkSession(fs.Arg(0)); err != nil {
+		return err
+	}
 	h := newHubAPI(cfg, addr)
 	q := url.Values{"after": {fmt.Sprint(after)}}
 	if follow {
