@@ -8,10 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
 	"net/http"
-	"os"
 	"syscall"
 	"time"
 
@@ -21,7 +18,6 @@ import (
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/demoagent"
 	"github.com/acphub/acphub/internal/hub"
-	"github.com/acphub/acphub/internal/transport"
 )
 
 // Defaults of the client commands.
@@ -36,7 +32,7 @@ const (
 
 func runChat(ctx context.Context, args []string, stdio Stdio) error {
 	var addr, session, peer, replay string
-	cfg, _, err := parseFlags("chat", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, fs, err := parseFlags("chat", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.StringVar(&session, "session", DefaultChatSession, "hub session to join (created on first use)")
 		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: your user name, or NAME-2, NAME-3 … when the session has it)")
@@ -48,8 +44,12 @@ func runChat(ctx context.Context, args []string, stdio Stdio) error {
 	if err := checkSession(session); err != nil {
 		return err
 	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
 	conn, err := joinAsPeer(ctx, stdio.Out, session, peer, func(ctx context.Context, peer string) (*client.Conn, error) {
-		return dialHub(ctx, cfg, addr, client.DialOptions{Session: session, Peer: peer, Replay: replay})
+		return target.dial(ctx, client.DialOptions{Session: session, Peer: peer, Replay: replay})
 	})
 	if err != nil {
 		return err
@@ -81,11 +81,16 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	} else if err := checkSession(session); err != nil {
 		return err
 	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
 	opts := client.DialOptions{Session: session, Peer: peer, Agent: agentName}
-	conn, err := waitForPeer(ctx, stdio.Err, opts, func() (*client.Conn, error) { return dialHub(ctx, cfg, addr, opts) })
-	if err != nil && !noStart && isConnRefused(err) {
-		if err = startLocalHub(ctx, cfg, addr, agentCmd); err == nil {
-			conn, err = dialHub(ctx, cfg, addr, opts)
+	conn, err := waitForPeer(ctx, stdio.Err, opts, func() (*client.Conn, error) { return target.dial(ctx, opts) })
+	// A hub attach starts serves no TLS.
+	if err != nil && !noStart && !target.tls && isConnRefused(err) {
+		if err = startLocalHub(ctx, cfg, target.addr, agentCmd); err == nil {
+			conn, err = target.dial(ctx, opts)
 		}
 	}
 	if err != nil {
@@ -160,62 +165,6 @@ func waitForPeer(ctx context.Context, out io.Writer, opts client.DialOptions, di
 		return nil, fmt.Errorf("%w; it is still connected after %s: choose another with --peer", err, peerWait)
 	}
 	return conn, err
-}
-
-// dialHub joins a hub session with a resumable connection: over the data
-// dir's Unix socket when the hub is local (see hubSocket) and the socket
-// answers, otherwise over WebSocket at addr with the token from the data
-// dir.
-func dialHub(ctx context.Context, cfg *config.Config, addr string, opts client.DialOptions) (*client.Conn, error) {
-	if sock := hubSocket(cfg, addr); sock != "" {
-		o := opts
-		o.Endpoint = &client.UnixSocket{Path: sock, MaxFrame: cfg.MaxFrame}
-		conn, err := client.DialConn(ctx, o)
-		if err == nil || !socketAbsent(err) {
-			return conn, wrapDial(sock, err)
-		}
-	}
-	token, err := transport.ReadToken(cfg.DataDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if err != nil {
-		// No token yet: no hub ever ran with this data dir. Report it as
-		// the connection failure it will be.
-		if _, derr := net.DialTimeout("tcp", addr, time.Second); derr != nil {
-			return nil, derr
-		}
-		return nil, fmt.Errorf("no token in %s: start the hub with the same --data-dir", cfg.DataDir)
-	}
-	opts.Endpoint = &client.WebSocket{Addr: addr, Token: token, MaxFrame: cfg.MaxFrame}
-	conn, err := client.DialConn(ctx, opts)
-	return conn, wrapDial(addr, err)
-}
-
-func wrapDial(where string, err error) error {
-	if err != nil {
-		return fmt.Errorf("connect to hub at %s: %w", where, err)
-	}
-	return nil
-}
-
-// hubSocket returns the Unix socket a client command tries before TCP: the
-// data dir's, unless --addr names a host other than this machine's
-// loopback ("localhost", 127.0.0.0/8, ::1, or no host), which is a hub
-// elsewhere, or the path is too long for a socket. "" means TCP only.
-func hubSocket(cfg *config.Config, addr string) string {
-	host, _, err := net.SplitHostPort(addr)
-	sock := transport.SocketPath(cfg.DataDir)
-	if err != nil || (host != "" && !isLoopback(host)) || len(sock) > transport.MaxSocketPath {
-		return ""
-	}
-	return sock
-}
-
-// socketAbsent says whether err is a dial to a Unix socket that no hub
-// answers on: no such file, or a file a stopped hub left.
-func socketAbsent(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || isConnRefused(err)
 }
 
 func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }

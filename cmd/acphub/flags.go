@@ -110,7 +110,8 @@ func configPath(args []string) (path string, explicit bool) {
 
 // bindClient binds the flags every client command shares.
 func bindClient(fs *flag.FlagSet, cfg *config.Config, addr *string) {
-	fs.StringVar(addr, "addr", cfg.Listen, "TCP address of the hub; unless it names another machine, the data dir's socket acphub.sock is tried first")
+	fs.StringVar(addr, "addr", cfg.Listen, "the hub's address: host:port, or an http://, https://, ws:// or wss:// URL (https and wss: TLS); "+
+		"when it is not given, the data dir's socket acphub.sock is tried first")
 }
 
 // listFlag is a repeatable string flag.

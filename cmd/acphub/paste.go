@@ -123,8 +123,7 @@ func shellQuote(s string) string {
 // gives differs.
 func hubFlags(fs *flag.FlagSet, cfg *config.Config, addr string) []string {
 	path := fs.Lookup("config").Value.String()
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	explicit := flagGiven(fs, "config")
 	var flags []string
 	if explicit {
 		flags = append(flags, "--config", absPath(path))
