@@ -96,7 +96,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, addr)...)
+	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, "--addr", addr)...)
 	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: %s\n", session, conn.At(), pasteCommand(join...))
 	return bridge.Run(ctx, conn, stdio.In, stdio.Out, bridge.Options{
 		MaxFrame: cfg.MaxFrame,

@@ -47,7 +47,7 @@ func runDemo(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	addr := d.ln.Addr().String()
 	fmt.Fprintf(stdio.Out, "acphub demo: hub at http://%s, session %q, demo agent\n", addr, DemoSession)
-	join := append([]string{"chat", "--session", DemoSession}, hubFlags(fs, cfg, addr)...)
+	join := append([]string{"chat", "--session", DemoSession}, hubFlags(fs, cfg, "--addr", addr)...)
 	fmt.Fprintf(stdio.Out, "join from another terminal: %s\n\n", pasteCommand(join...))
 	conn, err := joinAsPeer(ctx, stdio.Out, DemoSession, "", func(ctx context.Context, peer string) (*client.Conn, error) {
 		o := client.DialOptions{Endpoint: &client.WebSocket{Addr: addr, Token: d.token, MaxFrame: cfg.MaxFrame}, Session: DemoSession, Peer: peer}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -26,9 +27,10 @@ import (
 // address with the token from the data dir.
 type hubTarget struct {
 	cfg  *config.Config
-	addr string // host:port
-	tls  bool   // --addr said https:// or wss://
-	sock string // the socket tried first; "" for TCP only
+	fs   *flag.FlagSet // the command's flags, for the commands its errors suggest
+	addr string        // host:port
+	tls  bool          // --addr said https:// or wss://
+	sock string        // the socket tried first; "" for TCP only
 }
 
 // clientTarget returns the hub that the flags bindClient binds name: addr
@@ -40,7 +42,7 @@ func clientTarget(cfg *config.Config, fs *flag.FlagSet, addr string) (*hubTarget
 	if err != nil {
 		return nil, err
 	}
-	t := &hubTarget{cfg: cfg, addr: hostPort, tls: tls}
+	t := &hubTarget{cfg: cfg, fs: fs, addr: hostPort, tls: tls}
 	if sock := transport.SocketPath(cfg.DataDir); !flagGiven(fs, "addr") && len(sock) <= transport.MaxSocketPath {
 		t.sock = sock
 	}
@@ -120,6 +122,9 @@ func (t *hubTarget) get(ctx context.Context, path string) (*http.Response, error
 		return resp, nil
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return nil, t.tokenRefused()
+	}
 	var e api.HTTPError
 	if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error.Message != "" {
 		return nil, fmt.Errorf("%s (%s)", e.Error.Message, e.Error.Reason)
@@ -176,16 +181,57 @@ func (t *hubTarget) token() (string, error) {
 		return "", t.failed(t.addr, err)
 	}
 	c.Close()
-	return "", fmt.Errorf("no token in %s: start the hub with the same --data-dir", t.cfg.DataDir)
+	return "", fmt.Errorf("no token at %s, though something answers at %s: --data-dir must name the data dir the hub was started with", t.tokenPath(), t.addr)
 }
 
-// failed says where a connection to the hub failed.
-func (t *hubTarget) failed(where string, err error) error {
-	if err != nil {
-		return fmt.Errorf("connect to hub at %s: %w", where, err)
-	}
-	return nil
+func (t *hubTarget) tokenPath() string {
+	return filepath.Join(absPath(t.cfg.DataDir), transport.TokenFile)
 }
+
+// tokenRefused is the hub answering 401 to the token from the data dir.
+func (t *hubTarget) tokenRefused() error {
+	return fmt.Errorf("the hub at %s refused the token read from %s (401 Unauthorized): --data-dir must name the data dir the hub was started with", t.addr, t.tokenPath())
+}
+
+// failed says what a failed connection to where, the socket or the
+// address, means to the user: a token the hub refuses, or no hub at the
+// address, with what to do. Other failures say where they happened, and a
+// network error only the network's words, not the request's.
+func (t *hubTarget) failed(where string, err error) error {
+	var refused *client.RefusedError
+	var netErr *net.OpError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &refused) && refused.Code == http.StatusUnauthorized:
+		return t.tokenRefused()
+	case where == t.addr && isConnRefused(err):
+		return &noHubError{msg: t.noHub(), err: err}
+	case refused == nil && errors.As(err, &netErr):
+		err = netErr
+	}
+	return fmt.Errorf("connect to hub at %s: %w", where, err)
+}
+
+// noHub says that nothing listens at the address and, for one on this
+// machine, the command that starts a hub there with this data dir.
+func (t *hubTarget) noHub() string {
+	msg := "no hub at " + t.addr + " (connection refused)"
+	if host, _, _ := net.SplitHostPort(t.addr); t.tls || (host != "" && !isLoopback(host)) {
+		return msg
+	}
+	return msg + "; start one with: " + pasteCommand(append([]string{"serve"}, hubFlags(t.fs, t.cfg, "--listen", t.addr)...)...)
+}
+
+// noHubError is a connection refused at the hub's address, in the words of
+// hubTarget.noHub; it unwraps to the dial's error.
+type noHubError struct {
+	msg string
+	err error
+}
+
+func (e *noHubError) Error() string { return e.msg }
+func (e *noHubError) Unwrap() error { return e.err }
 
 // socketAbsent says whether err is a dial to a Unix socket that no hub
 // answers on: no such file, or a file a stopped hub left.
