@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -169,6 +170,9 @@ func waitForPeer(ctx context.Context, out io.Writer, opts client.DialOptions, di
 
 func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
+// healthy says whether an acphub hub answers GET /healthz at addr: 200
+// with its {"status":"ok","version":…}, which other servers' /healthz
+// does not carry.
 func healthy(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -180,8 +184,9 @@ func healthy(ctx context.Context, addr string) bool {
 	if err != nil {
 		return false
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	defer resp.Body.Close()
+	var h struct{ Status, Version string }
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&h) == nil && h.Status == "ok" && h.Version != ""
 }
 
 func randomHex(n int) string {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/acphub/acphub/internal/agent"
@@ -123,7 +124,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		if debug != nil {
 			debug.ln.Close()
 		}
-		return nil, fmt.Errorf("listen: %w", err)
+		return nil, listenFailed(cfg, err)
 	}
 	sock, err := transport.ListenSocket(transport.SocketPath(cfg.DataDir))
 	if errors.Is(err, transport.ErrSocketPathTooLong) {
@@ -151,6 +152,34 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Logger: log,
 	})
 	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
+}
+
+// listenFailed says why --listen could not be bound and, when the address
+// is in use, what to do: stop the acphub hub there, when one answers at the
+// address (its /healthz) or on the data dir's socket, or start this one on
+// another port.
+func listenFailed(cfg *config.Config, err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
+	}
+	host, _, _ := net.SplitHostPort(cfg.Listen)
+	elsewhere := fmt.Sprintf("start this one on another port with --listen (%s picks a free one)", net.JoinHostPort(host, "0"))
+	sock := transport.SocketPath(cfg.DataDir)
+	hub, ours := "", accepting("unix", sock)
+	switch {
+	case healthy(context.Background(), cfg.Listen):
+		hub = cfg.Listen
+	case ours:
+		hub = sock
+	default:
+		return fmt.Errorf("--listen %s: address already in use by another program; %s", cfg.Listen, elsewhere)
+	}
+	pidFile := "<its data dir>/" + PIDFile
+	if ours {
+		pidFile = shellQuote(filepath.Join(absPath(cfg.DataDir), PIDFile))
+	}
+	return fmt.Errorf("--listen %s: address already in use: another acphub hub answers on %s; stop it with: kill $(cat %s), or %s",
+		cfg.Listen, hub, pidFile, elsewhere)
 }
 
 // run serves until ctx ends, then shuts down in stages: stop accepting,

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/acphub/acphub/internal/config"
 )
@@ -93,5 +95,50 @@ func TestCLI_WrongTokenSaysWhereItWasRead(t *testing.T) {
 		if err == nil || out != want {
 			t.Errorf("%s with a data dir without a token: %v\n%s\nwant %s", c[0], err, out, want)
 		}
+	}
+}
+
+// serve on an address in use says what to do: another port, and when an
+// acphub hub holds it, how to stop that one, which works as said.
+func TestServe_AddressInUseSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	serve := func(addr, dataDir string) string {
+		t.Helper()
+		_, stderr, err := runCLI(t, "serve", "--listen", addr, "--data-dir", dataDir, "--config", emptyConfig(t, dataDir))
+		if err == nil {
+			t.Fatalf("serve --listen %s: started on an address in use", addr)
+		}
+		return stderr
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().String()
+	if got, want := serve(taken, t.TempDir()), "acphub: --listen "+taken+": address already in use by another program; "+
+		"start this one on another port with --listen (127.0.0.1:0 picks a free one)\n"; got != want {
+		t.Errorf("serve on a port another program holds:\n%s\nwant\n%s", got, want)
+	}
+
+	h := startHub(t)
+	if got, want := serve(h.addr, t.TempDir()), "acphub: --listen "+h.addr+": address already in use: another acphub hub answers on "+h.addr+
+		"; stop it with: kill $(cat <its data dir>/hub.pid), or start this one on another port with --listen (127.0.0.1:0 picks a free one)\n"; got != want {
+		t.Errorf("serve on a hub's port, with another data dir:\n%s\nwant\n%s", got, want)
+	}
+	got := serve(h.addr, h.dataDir)
+	prefix := "acphub: --listen " + h.addr + ": address already in use: another acphub hub answers on " + h.addr + "; stop it with: "
+	stop, ok := strings.CutPrefix(got, prefix)
+	stop, _, found := strings.Cut(stop, ", or start this one on another port with --listen (127.0.0.1:0 picks a free one)\n")
+	if want := "kill $(cat " + filepath.Join(h.dataDir, "hub.pid") + ")"; !ok || !found || stop != want {
+		t.Fatalf("serve on a hub's port, with its data dir:\n%s\nwant %s%s, or …", got, prefix, want)
+	}
+	if out, err := exec.Command("sh", "-c", stop).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", stop, err, out)
+	}
+	select {
+	case <-h.exited:
+	case <-time.After(testTimeout):
+		t.Fatalf("the hub did not stop after %s", stop)
 	}
 }
