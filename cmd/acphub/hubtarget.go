@@ -33,10 +33,10 @@ type hubTarget struct {
 	sock string        // the socket tried first; "" for TCP only
 }
 
-// clientTarget returns the hub that the flags bindClient binds name: addr
-// is --addr (see parseAddr), or the config's listen when it is not given.
-// An --addr given is used as it is; the data dir's socket only stands in
-// for the default.
+// clientTarget returns the hub the client flags (see bindClient) name:
+// addr is --addr (see parseAddr), or the config's listen when it is not
+// given. An --addr given is used as it is; the data dir's socket only
+// stands in for the default.
 func clientTarget(cfg *config.Config, fs *flag.FlagSet, addr string) (*hubTarget, error) {
 	hostPort, tls, err := parseAddr(addr)
 	if err != nil {
@@ -140,13 +140,13 @@ func (t *hubTarget) do(ctx context.Context, path string) (*http.Response, error)
 		if err != nil {
 			return nil, err
 		}
-		client := &http.Client{Transport: &http.Transport{
+		hc := &http.Client{Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
 				return d.DialContext(ctx, "unix", t.sock)
 			},
 		}}
-		resp, err := client.Do(req)
+		resp, err := hc.Do(req)
 		if err == nil || !socketAbsent(err) {
 			return resp, t.failed(t.sock, err)
 		}
