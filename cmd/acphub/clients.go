@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
 	"net/http"
-	"os"
 	"syscall"
 	"time"
 
@@ -20,7 +18,7 @@ import (
 	"github.com/acphub/acphub/internal/chat"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/demoagent"
-	"github.com/acphub/acphub/internal/transport"
+	"github.com/acphub/acphub/internal/hub"
 )
 
 // Defaults of the client commands.
@@ -35,7 +33,7 @@ const (
 
 func runChat(ctx context.Context, args []string, stdio Stdio) error {
 	var addr, session, peer, replay string
-	cfg, _, err := parseFlags("chat", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, fs, err := parseFlags("chat", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.StringVar(&session, "session", DefaultChatSession, "hub session to join (created on first use)")
 		fs.StringVar(&peer, "peer", "", "peer id shown to the others (default: your user name, or NAME-2, NAME-3 … when the session has it)")
@@ -44,8 +42,15 @@ func runChat(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
+	if err := checkSession(session); err != nil {
+		return err
+	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
 	conn, err := joinAsPeer(ctx, stdio.Out, session, peer, func(ctx context.Context, peer string) (*client.Conn, error) {
-		return dialHub(ctx, cfg, addr, client.DialOptions{Session: session, Peer: peer, Replay: replay})
+		return target.dial(ctx, client.DialOptions{Session: session, Peer: peer, Replay: replay})
 	})
 	if err != nil {
 		return err
@@ -74,18 +79,25 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	if session == "" {
 		session = "attach-" + randomHex(4)
+	} else if err := checkSession(session); err != nil {
+		return err
+	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
 	}
 	opts := client.DialOptions{Session: session, Peer: peer, Agent: agentName}
-	conn, err := waitForPeer(ctx, stdio.Err, opts, func() (*client.Conn, error) { return dialHub(ctx, cfg, addr, opts) })
-	if err != nil && !noStart && isConnRefused(err) {
-		if err = startLocalHub(ctx, stdio.Err, cfg, addr, agentCmd); err == nil {
-			conn, err = dialHub(ctx, cfg, addr, opts)
+	conn, err := waitForPeer(ctx, stdio.Err, opts, func() (*client.Conn, error) { return target.dial(ctx, opts) })
+	// A hub attach starts serves no TLS.
+	if err != nil && !noStart && !target.tls && isConnRefused(err) {
+		if err = startLocalHub(ctx, stdio.Err, cfg, target.addr, agentCmd); err == nil {
+			conn, err = target.dial(ctx, opts)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, addr)...)
+	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, "--addr", addr)...)
 	fmt.Fprintf(stdio.Err, "acphub: attached to session %s at %s; others can join with: %s\n", session, conn.At(), pasteCommand(join...))
 	return bridge.Run(ctx, conn, stdio.In, stdio.Out, bridge.Options{
 		MaxFrame: cfg.MaxFrame,
@@ -97,22 +109,8 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 }
 
 func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
-	fs := flag.NewFlagSet("acphub demo-agent", flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
+	fs := newFlagSet("demo-agent", stdio.Err)
 	delay := fs.Duration("delay", demoagent.DefaultDelay, "pause between streamed steps")
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintln(w, "usage: acphub demo-agent [flags]")
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "The built-in demo ACP agent, on stdio. A prompt runs the demo script: a streamed reply,")
-		fmt.Fprintln(w, "a plan, a tool call and a permission request. A prompt that starts with one of these")
-		fmt.Fprintln(w, "commands runs the command instead:")
-		fmt.Fprintln(w)
-		fmt.Fprint(w, demoagent.Help())
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "flags:")
-		fs.PrintDefaults()
-	}
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -121,6 +119,24 @@ func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 		return nil // stopped as asked (SIGTERM from the hub that runs it): a clean exit
 	}
 	return err
+}
+
+// demoAgentAbout is what the usage of acphub demo-agent says of it.
+func demoAgentAbout() string {
+	return "The built-in demo ACP agent, on stdio. A prompt runs the demo script: a streamed reply,\n" +
+		"a plan, a tool call and a permission request. A prompt that starts with one of these\n" +
+		"commands runs the command instead:\n\n" + demoagent.Help()
+}
+
+// checkSession refuses a session key no hub session can have, saying which
+// keys can: every command that takes a key checks it with this before it
+// reaches the hub, which would refuse it less clearly on some routes
+// (GET /api/sessions/{key}/events answers unknown_session).
+func checkSession(key string) error {
+	if !hub.ValidKey(key) {
+		return fmt.Errorf("session %q: a session key is 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit", key)
+	}
+	return nil
 }
 
 // peerWait is how long attach waits for its --peer id to come free. An
@@ -152,64 +168,11 @@ func waitForPeer(ctx context.Context, out io.Writer, opts client.DialOptions, di
 	return conn, err
 }
 
-// dialHub joins a hub session with a resumable connection: over the data
-// dir's Unix socket when the hub is local (see hubSocket) and the socket
-// answers, otherwise over WebSocket at addr with the token from the data
-// dir.
-func dialHub(ctx context.Context, cfg *config.Config, addr string, opts client.DialOptions) (*client.Conn, error) {
-	if sock := hubSocket(cfg, addr); sock != "" {
-		o := opts
-		o.Endpoint = &client.UnixSocket{Path: sock, MaxFrame: cfg.MaxFrame}
-		conn, err := client.DialConn(ctx, o)
-		if err == nil || !socketAbsent(err) {
-			return conn, wrapDial(sock, err)
-		}
-	}
-	token, err := transport.ReadToken(cfg.DataDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if err != nil {
-		// No token yet: no hub ever ran with this data dir. Report it as
-		// the connection failure it will be.
-		if _, derr := net.DialTimeout("tcp", addr, time.Second); derr != nil {
-			return nil, derr
-		}
-		return nil, fmt.Errorf("no token in %s: start the hub with the same --data-dir", cfg.DataDir)
-	}
-	opts.Endpoint = &client.WebSocket{Addr: addr, Token: token, MaxFrame: cfg.MaxFrame}
-	conn, err := client.DialConn(ctx, opts)
-	return conn, wrapDial(addr, err)
-}
-
-func wrapDial(where string, err error) error {
-	if err != nil {
-		return fmt.Errorf("connect to hub at %s: %w", where, err)
-	}
-	return nil
-}
-
-// hubSocket returns the Unix socket a client command tries before TCP: the
-// data dir's, unless --addr names a host other than this machine's
-// loopback ("localhost", 127.0.0.0/8, ::1, or no host), which is a hub
-// elsewhere, or the path is too long for a socket. "" means TCP only.
-func hubSocket(cfg *config.Config, addr string) string {
-	host, _, err := net.SplitHostPort(addr)
-	sock := transport.SocketPath(cfg.DataDir)
-	if err != nil || (host != "" && !isLoopback(host)) || len(sock) > transport.MaxSocketPath {
-		return ""
-	}
-	return sock
-}
-
-// socketAbsent says whether err is a dial to a Unix socket that no hub
-// answers on: no such file, or a file a stopped hub left.
-func socketAbsent(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || isConnRefused(err)
-}
-
 func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
+// healthy says whether an acphub hub answers GET /healthz at addr: 200
+// with its {"status":"ok","version":…}, which other servers' /healthz
+// does not carry.
 func healthy(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -221,8 +184,9 @@ func healthy(ctx context.Context, addr string) bool {
 	if err != nil {
 		return false
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	defer resp.Body.Close()
+	var h struct{ Status, Version string }
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&h) == nil && h.Status == "ok" && h.Version != ""
 }
 
 func randomHex(n int) string {

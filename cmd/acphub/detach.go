@@ -82,7 +82,7 @@ func startLocalHub(ctx context.Context, out io.Writer, cfg *config.Config, addr,
 		}
 		// When the hub exited because another attach's hub won the race to
 		// listen, wait for that one to answer.
-		if !running(pid) && !accepting(addr) {
+		if !running(pid) && !accepting("tcp", addr) {
 			return fmt.Errorf("local hub exited: %s", logSince(logPath, logStart))
 		}
 		select {
@@ -168,9 +168,10 @@ func running(pid int) bool {
 	return i < 0 || i+2 >= len(stat) || (stat[i+2] != 'Z' && stat[i+2] != 'X')
 }
 
-// accepting reports whether something accepts TCP connections on addr.
-func accepting(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// accepting reports whether something accepts connections on addr of
+// network ("tcp", or "unix" for a socket's path).
+func accepting(network, addr string) bool {
+	c, err := net.DialTimeout(network, addr, time.Second)
 	if err != nil {
 		return false
 	}

@@ -12,19 +12,22 @@ import (
 // parseFlags reads the config file (the default one, or the one named by
 // --config anywhere in args), then parses args over it with parseArgs:
 // flags win. At most maxArgs positional arguments are accepted; they are
-// fs.Args().
+// fs.Args(). A data dir that cannot be one is refused before anything
+// else.
 func parseFlags(name string, args []string, maxArgs int, stderr io.Writer, bind func(*flag.FlagSet, *config.Config)) (*config.Config, *flag.FlagSet, error) {
 	path, explicit := configPath(args)
 	cfg := config.Default()
 	if err := config.Load(&cfg, path, !explicit); err != nil {
 		return nil, nil, err
 	}
-	fs := flag.NewFlagSet("acphub "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet(name, stderr)
 	fs.String("config", path, "TOML config file (agents and defaults for these flags)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "state directory: token, session log, workspaces")
 	bind(fs, &cfg)
 	if err := parseArgs(fs, args, maxArgs); err != nil {
+		return nil, nil, err
+	}
+	if err := config.CheckDataDir(cfg.DataDir); err != nil {
 		return nil, nil, err
 	}
 	return &cfg, fs, nil
@@ -107,7 +110,8 @@ func configPath(args []string) (path string, explicit bool) {
 
 // bindClient binds the flags every client command shares.
 func bindClient(fs *flag.FlagSet, cfg *config.Config, addr *string) {
-	fs.StringVar(addr, "addr", cfg.Listen, "TCP address of the hub; unless it names another machine, the data dir's socket acphub.sock is tried first")
+	fs.StringVar(addr, "addr", cfg.Listen, "the hub's address: host:port, or an http://, https://, ws:// or wss:// URL (https and wss: TLS); "+
+		"when it is not given, the data dir's socket acphub.sock is tried first")
 }
 
 // listFlag is a repeatable string flag.

@@ -8,8 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -17,18 +15,12 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/config"
-	"github.com/acphub/acphub/internal/transport"
 	"github.com/acphub/acphub/schema"
 )
 
 // runSchema prints the published schemas.
 func runSchema(_ context.Context, args []string, stdio Stdio) error {
-	fs := flag.NewFlagSet("acphub schema", flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
-	fs.Usage = func() {
-		fmt.Fprintln(stdio.Err, "usage: acphub schema [events|api]")
-		fmt.Fprintln(stdio.Err, "Prints the session-event schema, the API schema, or (no argument) both.")
-	}
+	fs := newFlagSet("schema", stdio.Err)
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
@@ -50,86 +42,22 @@ func runSchema(_ context.Context, args []string, stdio Stdio) error {
 	return fmt.Errorf("unknown schema %q", fs.Arg(0))
 }
 
-// hubAPI is a client of the hub's HTTP API: over the data dir's Unix
-// socket when the hub is local (see hubSocket) and the socket answers,
-// otherwise over TCP at addr with the token.
-type hubAPI struct {
-	cfg  *config.Config
-	addr string
-}
-
-func newHubAPI(cfg *config.Config, addr string) *hubAPI { return &hubAPI{cfg: cfg, addr: addr} }
-
-// get performs a GET and returns the response when it is 200; otherwise the
-// hub's error.
-func (h *hubAPI) get(ctx context.Context, path string) (*http.Response, error) {
-	resp, err := h.do(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode == http.StatusOK {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	var e api.HTTPError
-	if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error.Message != "" {
-		return nil, fmt.Errorf("%s (%s)", e.Error.Message, e.Error.Reason)
-	}
-	return nil, fmt.Errorf("hub answered %s", resp.Status)
-}
-
-// do sends the request over the socket, or over TCP when no hub answers
-// there.
-func (h *hubAPI) do(ctx context.Context, path string) (*http.Response, error) {
-	if sock := hubSocket(h.cfg, h.addr); sock != "" {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://acphub"+path, nil)
-		if err != nil {
-			return nil, err
-		}
-		client := &http.Client{Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", sock)
-			},
-		}}
-		resp, err := client.Do(req)
-		if err == nil || !socketAbsent(err) {
-			return resp, wrapReach(sock, err)
-		}
-	}
-	token, err := transport.ReadToken(h.cfg.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("read the hub's token (is --data-dir the hub's?): %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.addr+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	return resp, wrapReach(h.addr, err)
-}
-
-func wrapReach(where string, err error) error {
-	if err != nil {
-		return fmt.Errorf("reach the hub at %s: %w", where, err)
-	}
-	return nil
-}
-
 // runSessions lists the hub's sessions.
 func runSessions(ctx context.Context, args []string, stdio Stdio) error {
 	var addr string
 	var asJSON bool
-	cfg, _, err := parseFlags("sessions", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, fs, err := parseFlags("sessions", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.BoolVar(&asJSON, "json", false, "print the API's JSON instead of a table")
 	})
 	if err != nil {
 		return err
 	}
-	h := newHubAPI(cfg, addr)
-	resp, err := h.get(ctx, "/api/sessions")
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
+	resp, err := target.get(ctx, "/api/sessions")
 	if err != nil {
 		return err
 	}
@@ -166,14 +94,20 @@ func runLog(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return errors.New("usage: acphub log [flags] SESSION")
+		return errors.New(`missing SESSION, the session whose events to print; run "acphub log -h" for usage`)
 	}
-	h := newHubAPI(cfg, addr)
+	if err := checkSession(fs.Arg(0)); err != nil {
+		return err
+	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
 	q := url.Values{"after": {fmt.Sprint(after)}}
 	if follow {
 		q.Set("follow", "1")
 	}
-	resp, err := h.get(ctx, "/api/sessions/"+url.PathEscape(fs.Arg(0))+"/events?"+q.Encode())
+	resp, err := target.get(ctx, "/api/sessions/"+url.PathEscape(fs.Arg(0))+"/events?"+q.Encode())
 	if err != nil {
 		return err
 	}

@@ -11,13 +11,52 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/acphub/acphub/internal/signame"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=...". Left
+// "dev", what the build recorded stands in for it (see buildVersion).
 var version = "dev"
+
+// hubVersion is the version acphub version prints and the hub reports.
+func hubVersion() string {
+	bi, _ := debug.ReadBuildInfo()
+	return buildVersion(version, bi)
+}
+
+// buildVersion returns v or, while v is "dev", the module version bi
+// records (v1.2.0 in a "go install …@v1.2.0" build; not "(devel)"),
+// followed by the commit the binary was built from, and "modified" when
+// its tree had changes, where bi records them and the version does not
+// name the commit already (a pseudo-version does).
+func buildVersion(v string, bi *debug.BuildInfo) string {
+	if bi == nil {
+		return v
+	}
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev == "" || strings.Contains(v, rev[:min(12, len(rev))]) {
+		return v
+	}
+	return v + " (" + rev + modified + ")"
+}
 
 func main() {
 	ctx, stop := signalContext(os.Interrupt, syscall.SIGTERM)
@@ -65,24 +104,59 @@ type Stdio struct {
 	Err io.Writer
 }
 
+// command is one of acphub's commands.
 type command struct {
 	name    string
+	args    string // the arguments it takes, as its usage line names them
 	summary string
+	about   string // what its usage says of it below the usage line, if anything
 	run     func(ctx context.Context, args []string, io Stdio) error
 }
 
 func commands() []command {
 	return []command{
-		{"serve", "run the daemon", runServe},
-		{"demo", "run a hub with the built-in demo agent and chat with it", runDemo},
-		{"attach", "stdio bridge for editors: join a hub session as its agent", runAttach},
-		{"chat", "chat with a hub session in the terminal", runChat},
-		{"sessions", "list the hub's sessions", runSessions},
-		{"log", "print a session's events", runLog},
-		{"schema", "print the published JSON Schemas", runSchema},
-		{"demo-agent", "the built-in demo ACP agent, on stdio", runDemoAgent},
-		{"version", "print the version", runVersion},
+		{name: "serve", summary: "run the daemon", run: runServe},
+		{name: "demo", summary: "run a hub with the built-in demo agent and chat with it", run: runDemo, about: demoAbout},
+		{name: "attach", summary: "stdio bridge for editors: join a hub session as its agent", run: runAttach},
+		{name: "chat", summary: "chat with a hub session in the terminal", run: runChat},
+		{name: "sessions", summary: "list the hub's sessions", run: runSessions},
+		{name: "log", args: "SESSION", summary: "print a session's events", run: runLog},
+		{name: "schema", args: "[events|api]", summary: "print the published JSON Schemas", run: runSchema,
+			about: "Prints the session-event schema (events), the API schema (api), or both."},
+		{name: "demo-agent", summary: "the built-in demo ACP agent, on stdio", run: runDemoAgent, about: demoAgentAbout()},
+		{name: "version", summary: "print the version", run: runVersion},
 	}
+}
+
+// newFlagSet returns the flag set of the command name, writing to stderr.
+// Its usage is the command's usage line, which names its arguments, what
+// the command says about itself, then its flags.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("acphub "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	i := slices.IndexFunc(commands(), func(c command) bool { return c.name == name })
+	c := commands()[i]
+	fs.Usage = func() {
+		w := fs.Output()
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		line := []string{"usage:", fs.Name()}
+		if hasFlags {
+			line = append(line, "[flags]")
+		}
+		if c.args != "" {
+			line = append(line, c.args)
+		}
+		fmt.Fprintln(w, strings.Join(line, " "))
+		if c.about != "" {
+			fmt.Fprintf(w, "\n%s\n", strings.TrimRight(c.about, "\n"))
+		}
+		if hasFlags {
+			fmt.Fprintln(w, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
 }
 
 // Run runs the command line args (without the program name).
@@ -90,6 +164,9 @@ func Run(ctx context.Context, args []string, stdio Stdio) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdio.Out)
 		return nil
+	}
+	if args[0] == "--version" {
+		return runVersion(ctx, args[1:], stdio)
 	}
 	if args[0] == detachCommand {
 		return runDetach(ctx, args[1:], stdio)
@@ -104,21 +181,20 @@ func Run(ctx context.Context, args []string, stdio Stdio) error {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: acphub <command> [flags]")
+	fmt.Fprintln(w, "usage: acphub <command> [flags] [arguments]")
 	fmt.Fprintln(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-20s %s\n", strings.TrimSpace(c.name+" "+c.args), c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "acphub <command> -h" for a command's flags.`)
+	fmt.Fprintln(w, `Run "acphub <command> -h" for a command's flags; "acphub --version" is "acphub version".`)
 }
 
 func runVersion(_ context.Context, args []string, stdio Stdio) error {
-	fs := flag.NewFlagSet("acphub version", flag.ContinueOnError)
-	fs.SetOutput(stdio.Err)
+	fs := newFlagSet("version", stdio.Err)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdio.Out, "acphub", version)
+	fmt.Fprintln(stdio.Out, "acphub", hubVersion())
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -64,5 +65,69 @@ func TestServeRefusesNegativeSettings(t *testing.T) {
 		if want := f.flag + " " + f.value + ": must not be negative"; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("serve %s %s: %v, want %q", f.flag, f.value, err, want)
 		}
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	const rev = "0123456789abcdef0123456789abcdef01234567"
+	vcs := func(modified string) []debug.BuildSetting {
+		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}
+	}
+	for _, tc := range []struct {
+		name, ldflags string
+		bi            *debug.BuildInfo
+		want          string
+	}{
+		{"no build info", "dev", nil, "dev"},
+		{"go install @v1.2.0", "dev", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.0"}}, "v1.2.0"},
+		{"a build that recorded nothing", "dev", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev"},
+		{"a test binary", "dev", &debug.BuildInfo{}, "dev"},
+		{"go build -buildvcs=true, no version", "dev", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs("false")}, "dev (" + rev + ")"},
+		{"a tree with changes", "dev", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs("true")}, "dev (" + rev + ", modified)"},
+		{"a pseudo-version names the commit", "dev", &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20260101120000-0123456789ab+dirty"}, Settings: vcs("true")},
+			"v0.0.0-20260101120000-0123456789ab+dirty"},
+		{"a tag with its commit", "dev", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.0"}, Settings: vcs("false")}, "v1.2.0 (" + rev + ")"},
+		{"-ldflags wins", "v9.9.9", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.0"}}, "v9.9.9"},
+	} {
+		if got := buildVersion(tc.ldflags, tc.bi); got != tc.want {
+			t.Errorf("%s: buildVersion = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// acphub --version prints what acphub version prints.
+func TestVersionFlag(t *testing.T) {
+	var version, flag bytes.Buffer
+	if err := Run(context.Background(), []string{"version"}, Stdio{Out: &version, Err: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(context.Background(), []string{"--version"}, Stdio{Out: &flag, Err: io.Discard}); err != nil || flag.String() != version.String() {
+		t.Errorf("acphub --version: %v, %q; want %q", err, flag.String(), version.String())
+	}
+}
+
+// Every command's usage starts with a usage line that names its arguments;
+// demo's then says what it does.
+func TestUsageLinesNameTheArguments(t *testing.T) {
+	want := map[string]string{
+		"serve":      "usage: acphub serve [flags]\n\n",
+		"demo":       "usage: acphub demo [flags]\n\nRuns a hub with the built-in demo agent and, in this terminal, a chat on a new\nsession \"demo-<hex>\"",
+		"attach":     "usage: acphub attach [flags]\n\n",
+		"chat":       "usage: acphub chat [flags]\n\n",
+		"sessions":   "usage: acphub sessions [flags]\n\n",
+		"log":        "usage: acphub log [flags] SESSION\n\n",
+		"schema":     "usage: acphub schema [events|api]\n\nPrints the session-event schema (events), the API schema (api), or both.\n",
+		"demo-agent": "usage: acphub demo-agent [flags]\n\nThe built-in demo ACP agent, on stdio.",
+		"version":    "usage: acphub version\n",
+	}
+	for _, c := range commands() {
+		var stderr bytes.Buffer
+		err := Run(context.Background(), []string{c.name, "--help"}, Stdio{In: strings.NewReader(""), Out: io.Discard, Err: &stderr})
+		if !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(stderr.String(), want[c.name]) || want[c.name] == "" {
+			t.Errorf("acphub %s --help: %v\n%s\nwant it to start with:\n%s", c.name, err, stderr.String(), want[c.name])
+		}
+	}
+	if len(want) != len(commands()) {
+		t.Errorf("%d commands, %d usage lines checked", len(commands()), len(want))
 	}
 }

@@ -117,14 +117,13 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// hubFlags returns the flags that take a client command to the hub at addr
-// with the data dir of cfg, parsed by fs (see parseFlags): --config when one
-// was named, then --addr and --data-dir where what the config file alone
-// gives differs.
-func hubFlags(fs *flag.FlagSet, cfg *config.Config, addr string) []string {
+// hubFlags returns the flags that take a command to the hub at addr with
+// the data dir of cfg, parsed by fs (see parseFlags): --config when one was
+// named, then addrFlag (--addr for a client, --listen for serve) and
+// --data-dir where what the config file alone gives differs.
+func hubFlags(fs *flag.FlagSet, cfg *config.Config, addrFlag, addr string) []string {
 	path := fs.Lookup("config").Value.String()
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	explicit := flagGiven(fs, "config")
 	var flags []string
 	if explicit {
 		flags = append(flags, "--config", absPath(path))
@@ -134,7 +133,7 @@ func hubFlags(fs *flag.FlagSet, cfg *config.Config, addr string) []string {
 		base = config.Config{} // the file is gone since: name both
 	}
 	if addr != base.Listen {
-		flags = append(flags, "--addr", addr)
+		flags = append(flags, addrFlag, addr)
 	}
 	if absPath(cfg.DataDir) != absPath(base.DataDir) {
 		flags = append(flags, "--data-dir", absPath(cfg.DataDir))

@@ -140,7 +140,7 @@ func TestHubFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := hubFlags(fs, cfg, tc.addr); !slices.Equal(got, tc.want) {
+			if got := hubFlags(fs, cfg, "--addr", tc.addr); !slices.Equal(got, tc.want) {
 				t.Errorf("hubFlags(%q, %s) = %q, want %q", tc.args, tc.addr, got, tc.want)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/acphub/acphub/internal/agent"
@@ -126,7 +127,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		if debug != nil {
 			debug.ln.Close()
 		}
-		return nil, fmt.Errorf("listen: %w", err)
+		return nil, listenFailed(cfg, err)
 	}
 	sock, err := transport.ListenSocket(transport.SocketPath(cfg.DataDir))
 	if errors.Is(err, transport.ErrSocketPathTooLong) {
@@ -151,7 +152,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	h := hub.New(hcfg)
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Token: token, AllowedOrigins: cfg.AllowedOrigins, MaxFrame: cfg.MaxFrame,
-		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: version, Logger: log,
+		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Logger: log,
 	})
 	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
 }
@@ -169,13 +170,39 @@ func privateDataDir(dir string) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("--data-dir %s: %w", dir, err)
-	case !fi.IsDir():
-		return fmt.Errorf("--data-dir %s: not a directory", dir)
 	case fi.Mode().Perm()&0o022 != 0:
 		return fmt.Errorf("--data-dir %s: other users can write it (mode %#o); make it private with `chmod go-w %s`, or choose another --data-dir",
 			dir, fi.Mode().Perm(), dir)
 	}
 	return nil
+}
+
+// listenFailed says why --listen could not be bound and, when the address
+// is in use, what to do: stop the acphub hub there, when one answers at the
+// address (its /healthz) or on the data dir's socket, or start this one on
+// another port.
+func listenFailed(cfg *config.Config, err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
+	}
+	host, _, _ := net.SplitHostPort(cfg.Listen)
+	elsewhere := fmt.Sprintf("start this one on another port with --listen (%s picks a free one)", net.JoinHostPort(host, "0"))
+	sock := transport.SocketPath(cfg.DataDir)
+	hub, ours := "", accepting("unix", sock)
+	switch {
+	case healthy(context.Background(), cfg.Listen):
+		hub = cfg.Listen
+	case ours:
+		hub = sock
+	default:
+		return fmt.Errorf("--listen %s: address already in use by another program; %s", cfg.Listen, elsewhere)
+	}
+	pidFile := "<its data dir>/" + PIDFile
+	if ours {
+		pidFile = shellQuote(filepath.Join(absPath(cfg.DataDir), PIDFile))
+	}
+	return fmt.Errorf("--listen %s: address already in use: another acphub hub answers on %s; stop it with: kill $(cat %s), or %s",
+		cfg.Listen, hub, pidFile, elsewhere)
 }
 
 // run serves until ctx ends, then shuts down in stages: stop accepting,
@@ -219,7 +246,7 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	if d.sock != nil {
 		socket = d.sock.Addr().String()
 	}
-	d.log.Info("acphub serving", "url", scheme+"://"+d.ln.Addr().String(), "socket", socket, "data_dir", d.cfg.DataDir, "version", version)
+	d.log.Info("acphub serving", "url", scheme+"://"+d.ln.Addr().String(), "socket", socket, "data_dir", d.cfg.DataDir, "version", hubVersion())
 	if ready != nil {
 		ready()
 	}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -129,6 +130,17 @@ func DefaultDataDir() string {
 		return filepath.Join(os.TempDir(), "acphub")
 	}
 	return filepath.Join(home, ".local", "state", "acphub")
+}
+
+// CheckDataDir refuses a data dir that cannot be one: a path that is there
+// and is no directory, or that lies under a file. One that is not there yet
+// is fine: the hub creates it.
+func CheckDataDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if (err == nil && !fi.IsDir()) || errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("--data-dir %s: not a directory", dir)
+	}
+	return nil
 }
 
 // DefaultPath is $XDG_CONFIG_HOME/acphub/agents.toml, or

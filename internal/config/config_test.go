@@ -92,3 +92,25 @@ env = { B = "2", A = "1" }
 		t.Error("explicit missing file accepted")
 	}
 }
+
+func TestCheckDataDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir, err string
+	}{
+		{dir: dir},
+		{dir: filepath.Join(dir, "not-yet")},
+		{dir: file, err: "--data-dir " + file + ": not a directory"},
+		{dir: filepath.Join(file, "below"), err: "--data-dir " + filepath.Join(file, "below") + ": not a directory"},
+	} {
+		err := config.CheckDataDir(tc.dir)
+		if (err == nil && tc.err != "") || (err != nil && err.Error() != tc.err) {
+			t.Errorf("CheckDataDir(%s) = %v, want %q", tc.dir, err, tc.err)
+		}
+	}
+}

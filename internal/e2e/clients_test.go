@@ -141,7 +141,13 @@ func (h *hubProc) clientArgs(cmd string, args ...string) []string {
 // clientArgs is the command line of an acphub client command for the hub
 // at addr with dataDir, and the empty config file the tests put there.
 func clientArgs(addr, dataDir, cmd string, args ...string) []string {
-	return append([]string{cmd, "--addr", addr, "--data-dir", dataDir, "--config", filepath.Join(dataDir, "none.toml")}, args...)
+	return localArgs(dataDir, cmd, append([]string{"--addr", addr}, args...)...)
+}
+
+// localArgs is the command line of an acphub client command for the hub
+// with dataDir, without --addr: it finds the hub by the data dir's socket.
+func localArgs(dataDir, cmd string, args ...string) []string {
+	return append([]string{cmd, "--data-dir", dataDir, "--config", filepath.Join(dataDir, "none.toml")}, args...)
 }
 
 func TestAttach_BridgesAnEditorIntoASession(t *testing.T) {

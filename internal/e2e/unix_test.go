@@ -218,14 +218,13 @@ func TestUnixSocket_RefusalsAreTheJSONErrors(t *testing.T) {
 	}
 }
 
-// The client commands reach a local hub through its socket: here the TCP
-// address they are given has no hub.
+// The client commands reach a local hub through its socket when no --addr
+// is given.
 func TestUnixSocket_ClientCommandsUseTheSocket(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
 	sid := h.dial("s", "peer=web").handshake()
-	nowhere := freeAddr(t)
-	got, stderr, err := runPiped(t, clientArgs(nowhere, h.dataDir, "attach", "--session", "s", "--peer", "editor", "--no-start"),
+	got, stderr, err := runPiped(t, localArgs(h.dataDir, "attach", "--session", "s", "--peer", "editor", "--no-start"),
 		scriptFrames(sid, "/echo through the socket")...)
 	if err != nil {
 		t.Fatalf("attach: %v\n%s", err, stderr)
@@ -235,7 +234,7 @@ func TestUnixSocket_ClientCommandsUseTheSocket(t *testing.T) {
 	}
 	h.waitLog(`msg="client connected" session=s peer=editor framing=acphub-ndjson listener=unix`)
 
-	chat := runProc(t, clientArgs(nowhere, h.dataDir, "chat", "--session", "s", "--peer", "me", "--replay", "skip")...)
+	chat := runProc(t, localArgs(h.dataDir, "chat", "--session", "s", "--peer", "me", "--replay", "skip")...)
 	chat.expect("joined session s as me")
 	h.waitLog(`msg="client connected" session=s peer=me framing=acphub-ndjson listener=unix`)
 	chat.write("/echo hello from the chat")
@@ -245,8 +244,8 @@ func TestUnixSocket_ClientCommandsUseTheSocket(t *testing.T) {
 		args []string
 		want string
 	}{
-		{clientArgs(nowhere, h.dataDir, "sessions"), "\ns "},
-		{clientArgs(nowhere, h.dataDir, "log", "s"), "/echo hello from the chat"},
+		{localArgs(h.dataDir, "sessions"), "\ns "},
+		{localArgs(h.dataDir, "log", "s"), "/echo hello from the chat"},
 	} {
 		out, err := exec.Command(bin, tt.args...).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), tt.want) {
@@ -257,6 +256,38 @@ func TestUnixSocket_ClientCommandsUseTheSocket(t *testing.T) {
 	// line.
 	h.stop()
 	chat.expect("[disconnected: closed by the hub: the hub is stopping (temporarily_unavailable)]")
+}
+
+// An --addr given is the hub the client commands go to, over TCP, however
+// it is written: the data dir's socket does not stand in for it.
+func TestCLI_AddrGivenIsUsedAsItIs(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	h.dial("s", "peer=web").handshake()
+	for _, addr := range []string{h.addr, "http://" + h.addr, "ws://" + h.addr + "/"} {
+		out, err := exec.Command(bin, clientArgs(addr, h.dataDir, "log", "s")...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "peer.joined") {
+			t.Errorf("log --addr %s: %v\n%s", addr, err, out)
+		}
+	}
+	chat := runProc(t, clientArgs("http://"+h.addr, h.dataDir, "chat", "--session", "s", "--peer", "me")...)
+	chat.expect("joined session s as me")
+	h.waitLog(`msg="client connected" session=s peer=me framing=websocket listener=tcp`)
+	nowhere := freeAddr(t)
+	for _, cmd := range [][]string{{"chat", "--session", "s"}, {"attach", "--session", "s", "--no-start"}, {"sessions"}, {"log", "s"}} {
+		c := exec.Command(bin, clientArgs(nowhere, h.dataDir, cmd[0], cmd[1:]...)...)
+		c.Stdin = strings.NewReader("")
+		out, err := c.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), nowhere) || !strings.Contains(string(out), "connection refused") {
+			t.Errorf("%s --addr %s with no hub there: %v\n%s", cmd[0], nowhere, err, out)
+		}
+	}
+	for _, addr := range []string{"http//" + h.addr, "ftp://" + h.addr, "127.0.0.1"} {
+		out, err := exec.Command(bin, clientArgs(addr, h.dataDir, "sessions")...).CombinedOutput()
+		if want := fmt.Sprintf("--addr %q: want host:port, or an http://", addr); err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("sessions --addr %s: %v\n%s", addr, err, out)
+		}
+	}
 }
 
 func TestUnixSocket_StaleReplacedLiveRefusedRemovedOnStop(t *testing.T) {

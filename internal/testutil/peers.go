@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -13,8 +12,12 @@ import (
 )
 
 // PeerNeeds is what the tests that run ACP peers written by others (the npm
-// packages of package.json) need: acpx 0.19.1 declares Node >= 22.13.
-const PeerNeeds = "need npm ci, Node >= 22.13"
+// packages of package.json) need. acpx 0.19.1 declares Node >= 22.13, so
+// npm ci on Node 20 warns EBADENGINE, but every peer test passes there.
+const PeerNeeds = "need npm ci, Node >= 20"
+
+// peerSetup says how to install the peers.
+const peerSetup = "run npm ci at the repository root, with Node 20 or later"
 
 // peerSkips records the tests SkipPeer skipped in this test binary.
 var peerSkips skipLog
@@ -28,19 +31,20 @@ func SkipPeer(t testing.TB, reason string) {
 }
 
 // ReportSkippedPeers is for TestMain, after m.Run: when SkipPeer skipped
-// tests it writes one line naming them. go test ./... shows what a passing
-// package's tests print only under -v, so the line goes to the stderr of
-// go itself when go started this binary and that stderr is a pipe or a
-// terminal, else to this binary's stderr.
+// tests it writes one line naming them where go test shows it. go test
+// ./... drops what a passing package's test binary prints unless -v, so
+// when go started this binary the line goes to go's own stdout (see
+// goStdout), beside the package's "ok" line, else to this binary's
+// stderr.
 func ReportSkippedPeers() {
 	line := peerSkips.line()
 	if line == "" {
 		return
 	}
-	w := goStderr()
+	w := goStdout()
 	fmt.Fprintln(w, line)
-	if c, ok := w.(io.Closer); ok && w != os.Stderr {
-		c.Close()
+	if w != os.Stderr {
+		w.Close()
 	}
 }
 
@@ -53,13 +57,13 @@ type skipLog struct {
 func (l *skipLog) skip(t testing.TB, reason string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s (CI=true: run npm ci at the repository root, with Node >= 22.13)", reason)
+		t.Fatalf("%s (CI=true: %s)", reason, peerSetup)
 		return
 	}
 	l.mu.Lock()
 	l.names = append(l.names, t.Name())
 	l.mu.Unlock()
-	t.Skipf("%s (run npm ci at the repository root, with Node >= 22.13)", reason)
+	t.Skipf("%s (%s)", reason, peerSetup)
 }
 
 // line returns "acphub: skipped N peer tests (need …): TestA, TestB", the
@@ -77,29 +81,38 @@ func (l *skipLog) line() string {
 	return fmt.Sprintf("acphub: skipped %d peer tests (%s): %s", len(names), PeerNeeds, strings.Join(names, ", "))
 }
 
-// goStderr returns the stderr of go when go started this binary and its
-// stderr is one to write to (see toParent), else os.Stderr.
-func goStderr() io.Writer {
-	parent := "/proc/" + strconv.Itoa(os.Getppid())
+// goStdout returns a file that writes to the stdout of go when go started
+// this binary, else os.Stderr. Best is go's own descriptor (see
+// parentFile): it shares go's offset, so the line lands among go's lines
+// whatever stdout is, a terminal, a pipe or a file (go test ./... >
+// out.txt). Where the system lets no process take its parent's descriptors
+// (Yama's ptrace_scope 1 or more), go's stdout, else its stderr, is opened
+// again when it is a pipe or a terminal (see reopenable).
+func goStdout() *os.File {
+	ppid := os.Getppid()
+	parent := "/proc/" + strconv.Itoa(ppid)
 	comm, err := os.ReadFile(parent + "/comm")
-	if err != nil {
+	if err != nil || strings.TrimSpace(string(comm)) != "go" {
 		return os.Stderr
 	}
-	info, err := os.Stat(parent + "/fd/2")
-	if err != nil || !toParent(strings.TrimSpace(string(comm)), info.Mode()) {
-		return os.Stderr
+	if f, err := parentFile(ppid, 1); err == nil {
+		return f
 	}
-	f, err := os.OpenFile(parent+"/fd/2", os.O_WRONLY, 0)
-	if err != nil {
-		return os.Stderr
+	for _, fd := range []string{"/fd/1", "/fd/2"} {
+		info, err := os.Stat(parent + fd)
+		if err != nil || !reopenable(info.Mode()) {
+			continue
+		}
+		if f, err := os.OpenFile(parent+fd, os.O_WRONLY, 0); err == nil {
+			return f
+		}
 	}
-	return f
+	return os.Stderr
 }
 
-// toParent says whether to write to the stderr of the parent process, a
-// command named comm whose stderr has mode: when it is go and its stderr a
-// pipe or a terminal. A regular file is not opened again: the new opening
-// would write from its start, over what is there.
-func toParent(comm string, mode fs.FileMode) bool {
-	return comm == "go" && mode&(fs.ModeNamedPipe|fs.ModeCharDevice) != 0
+// reopenable says whether a file of mode may be opened again to write to
+// it beside its other writers: a pipe or a terminal. A regular file may
+// not: the new opening would write from its start, over what is there.
+func reopenable(mode fs.FileMode) bool {
+	return mode&(fs.ModeNamedPipe|fs.ModeCharDevice) != 0
 }

@@ -1,0 +1,12 @@
+package testutil
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	ReportSkippedPeers()
+	os.Exit(code)
+}
