@@ -33,7 +33,8 @@ func TestHistory_LoadThroughAttach(t *testing.T) {
 	// Another session of the same agent, elsewhere, and one of the other agent.
 	c := h.dial("s2", "peer=c")
 	c.mustCall("initialize", clientInit("web"))
-	sid2 := sessionIDOf(t, c.mustCall("session/new", map[string]any{"cwd": "/elsewhere", "mcpServers": []any{}}))
+	elsewhere := t.TempDir()
+	sid2 := sessionIDOf(t, c.mustCall("session/new", map[string]any{"cwd": elsewhere, "mcpServers": []any{}}))
 	d := h.dial("o", "peer=d&agent=other")
 	sidOther := d.handshake()
 
@@ -92,8 +93,8 @@ func TestHistory_LoadThroughAttach(t *testing.T) {
 			t.Errorf("session %s listed with updatedAt %v", s.SessionID, s.UpdatedAt)
 		}
 	}
-	if len(all) != 2 || byID[sid].Cwd != "/tmp" || byID[sid2].Cwd != "/elsewhere" || byID[sid].Meta.Key != "s" || byID[sid2].Meta.Key != "s2" {
-		t.Errorf("session/list = %+v, want %s in /tmp and %s in /elsewhere", all, sid, sid2)
+	if len(all) != 2 || byID[sid].Cwd != "/tmp" || byID[sid2].Cwd != elsewhere || byID[sid].Meta.Key != "s" || byID[sid2].Meta.Key != "s2" {
+		t.Errorf("session/list = %+v, want %s in /tmp and %s in %s", all, sid, sid2, elsewhere)
 	}
 	if _, ok := byID[sidOther]; ok {
 		t.Errorf("session/list lists %s, a session of another agent", sidOther)

@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -53,5 +55,32 @@ func TestSession_BadParamsAreNamedInJSONTerms(t *testing.T) {
 	}
 	if strings.Contains(text, "json:") || strings.Contains(text, "Go ") {
 		t.Errorf("agent request: %q speaks Go", text)
+	}
+}
+
+// The session/new that creates a session names a cwd the agent works in,
+// on the hub's machine: one that is not there, or is a file, is refused
+// with the field named, and a later session/new may create the session.
+func TestSession_NewRefusesACwdThatIsNoDirectory(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dial("s", "peer=a")
+	a.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for cwd, want := range map[string]string{
+		"/no/such/dir": `Invalid params: params.cwd: "/no/such/dir" does not exist on the hub's machine, where the agent runs`,
+		file:           fmt.Sprintf(`Invalid params: params.cwd: %q is not a directory on the hub's machine`, file),
+	} {
+		resp, _ := a.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
+		if resp.Error == nil || resp.Error.Code != -32602 || resp.Error.Message != want {
+			t.Errorf("session/new in %s: %s\nwant -32602 %q", cwd, resp.raw, want)
+		}
+	}
+	resp := a.mustCall("session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}})
+	if sessionIDOf(t, resp) == "" {
+		t.Fatalf("session/new in a directory after the refusals: %s", resp.raw)
 	}
 }

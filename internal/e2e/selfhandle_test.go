@@ -530,8 +530,15 @@ func TestSelfHandle_LimitsAndARootThatIsNotThere(t *testing.T) {
 
 	// A session whose cwd is not on this machine has no root to work in.
 	c := toolClient(h, "elsewhere", "c", nil, false)
-	gone := filepath.Join(root, "not", "here")
+	// A root removed after the session was created.
+	gone := filepath.Join(root, "gone")
+	if err := os.Mkdir(gone, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	sid2 := newSessionIn(c, gone)
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
 	text, _ = turnText(c, sid2, "/fs-read "+gone+"/x")
 	if !strings.Contains(text, "fs/read_text_file: error -32035: ") || !strings.Contains(text, `"reason":"no_root"`) {
 		t.Errorf("no root: %q, want -32035 no_root", text)

@@ -2,6 +2,9 @@ package hub
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 
@@ -204,8 +207,33 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 	case ref != nil:
 		s.openRemote(p, m, *ref)
 	default:
+		if e := checkCwdExists(m.Params); e != nil {
+			s.newParams = nil
+			s.replyError(p, m.ID, e)
+			return
+		}
 		s.createSession(p, m)
 	}
+}
+
+// checkCwdExists refuses the session/new that creates a session whose cwd
+// is not a directory on the hub's machine, where its agent runs: the agent
+// would fail in it, or later, self_handle. A remote session's cwd is its
+// workspace instead, and is not checked.
+func checkCwdExists(params []byte) *jsonrpc.Error {
+	var p struct {
+		Cwd string `json:"cwd"`
+	}
+	_ = json.Unmarshal(params, &p)
+	switch fi, err := os.Stat(p.Cwd); {
+	case errors.Is(err, fs.ErrNotExist):
+		return errBadField("cwd", strconv.Quote(p.Cwd)+" does not exist on the hub's machine, where the agent runs")
+	case err != nil:
+		return errBadField("cwd", strconv.Quote(p.Cwd)+": "+err.Error())
+	case !fi.IsDir():
+		return errBadField("cwd", strconv.Quote(p.Cwd)+" is not a directory on the hub's machine")
+	}
+	return nil
 }
 
 // createSession sends the session/new that creates the ACP session to the

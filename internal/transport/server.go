@@ -102,7 +102,7 @@ func (s *Server) handle(path string, rt route) {
 		}
 		// Over the hub's Unix socket, its file mode is the authentication.
 		if rt.auth && listener(r) != "unix" && !authorized(r, s.opts.Token) {
-			f := refuse(http.StatusUnauthorized, api.ReasonUnauthorized, "", "missing or wrong bearer token")
+			f := refuse(http.StatusUnauthorized, api.ReasonUnauthorized, "", "missing or wrong bearer token: send Authorization: Bearer <the token in the hub's data dir, <data-dir>/token>")
 			f.header = http.Header{"Www-Authenticate": {`Bearer realm="acphub"`}}
 			f.write(w)
 			return
