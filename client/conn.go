@@ -368,6 +368,11 @@ func (c *Conn) At() string {
 // is kept until the hub has surely read it: when the transport is down or
 // drops, Write returns nil and the frame goes out when the connection is
 // back. A Conn that is not resumable returns the transport's error.
+//
+// ctx bounds the wait for the writes before it; once the frame is being
+// written, it is written whole, or the connection fails: a WebSocket whose
+// write is cancelled midway closes, and a caller's stop (an editor's
+// SIGTERM to attach) would end the connection before its goodbye.
 func (c *Conn) Write(ctx context.Context, frame []byte) error {
 	select {
 	case c.wlock <- struct{}{}:
@@ -392,14 +397,14 @@ func (c *Conn) Write(ctx context.Context, frame []byte) error {
 			<-c.done
 			return c.err
 		}
-		return t.Write(ctx, frame)
+		return t.Write(c.ctx, frame)
 	}
 	f := c.recordLocked(frame)
 	c.mu.Unlock()
 	if t == nil {
 		return nil
 	}
-	if err := t.Write(ctx, f.frame); err != nil {
+	if err := t.Write(c.ctx, f.frame); err != nil {
 		// The reader sees the transport fail and brings the connection
 		// back; the frame goes out again then.
 		c.drop(t)
