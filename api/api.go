@@ -76,6 +76,7 @@ const (
 	MetaToolCallID  = "acphub.dev/toolCallId"  // the tool call a permission answer is for
 	MetaLastSeq     = "acphub.dev/lastSeq"     // the log seq a join's history ends at
 	MetaKey         = "acphub.dev/key"         // the hub session a standard session/new joins
+	MetaInterrupted = "acphub.dev/interrupted" // a prompt's turn the hub's stop ended (docs/resume.md)
 )
 
 // MethodInfo describes a method acphub defines.

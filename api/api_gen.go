@@ -22,6 +22,8 @@ type AttachParams struct {
 	ClientInfo json.RawMessage `json:"clientInfo,omitempty"`
 	// Any JSON object, kept as it was.
 	Meta json.RawMessage `json:"_meta,omitempty"`
+	// With afterSeq: bytes of streamed message text the client holds after that seq (the text members' JSON string bodies as the frames carried them, escapes counted as written): the history's first agent messages start after them. acphub's own, from _acphub/seq.
+	AfterText int64 `json:"afterText,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -54,6 +56,10 @@ func (v *AttachParams) AppendJSON(b []byte) []byte {
 	if len(v.Meta) != 0 {
 		b = member(b, &n, "_meta")
 		b = appendRaw(b, v.Meta)
+	}
+	if v.AfterText != 0 {
+		b = member(b, &n, "afterText")
+		b = strconv.AppendInt(b, v.AfterText, 10)
 	}
 	return append(b, '}')
 }
@@ -269,6 +275,8 @@ type TurnCompleteParams struct {
 	Target json.RawMessage `json:"target,omitempty"`
 	// The hub stopped (killed or crashed) while the turn ran; acphub ended the turn with stopReason cancelled when it started again.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// The operation id (_meta acphub.dev/operationId) the prompt carried, when it carried one.
+	OperationID string `json:"operationId,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -295,6 +303,10 @@ func (v *TurnCompleteParams) AppendJSON(b []byte) []byte {
 	if v.Interrupted {
 		b = member(b, &n, "interrupted")
 		b = strconv.AppendBool(b, v.Interrupted)
+	}
+	if v.OperationID != "" {
+		b = member(b, &n, "operationId")
+		b = appendString(b, v.OperationID)
 	}
 	return append(b, '}')
 }
@@ -450,6 +462,82 @@ func (v *AckParams) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *AckParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// OutcomeParams: _acphub/outcome: which operation of the session.
+type OutcomeParams struct {
+	SessionID string `json:"sessionId"`
+	// The operation id a request carried in _meta acphub.dev/operationId.
+	OperationID string `json:"operationId"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *OutcomeParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "operationId")
+	b = appendString(b, v.OperationID)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *OutcomeParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// PromptResult is generated from the schema.
+type PromptResult struct {
+	// end_turn, max_tokens, max_turn_requests, refusal or cancelled.
+	StopReason string `json:"stopReason"`
+	// A remote session's result branch, pushed after the turn.
+	Target json.RawMessage `json:"target,omitempty"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *PromptResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "stopReason")
+	b = appendString(b, v.StopReason)
+	if len(v.Target) != 0 {
+		b = member(b, &n, "target")
+		b = appendRaw(b, v.Target)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *PromptResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SeqParams: _acphub/seq: where in the session log the records before it reach.
+type SeqParams struct {
+	// Every event of the log up to this seq has been given to the client, as its frames.
+	Seq int64 `json:"seq"`
+	// And this many bytes of the streamed message text that follows that seq (the text members' JSON string bodies, escapes counted as written).
+	Text int64 `json:"text"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SeqParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "seq")
+	b = strconv.AppendInt(b, v.Seq, 10)
+	b = member(b, &n, "text")
+	b = strconv.AppendInt(b, v.Text, 10)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SeqParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // Methods acphub defines.
 const (
 	MethodSessionAttach      = "session/attach"
@@ -466,6 +554,8 @@ const (
 	MethodConnection         = "_acphub/connection"
 	MethodAck                = "_acphub/ack"
 	MethodBye                = "_acphub/bye"
+	MethodOutcome            = "_acphub/outcome"
+	MethodSeq                = "_acphub/seq"
 )
 
 // Methods describes each method acphub defines.
@@ -484,6 +574,8 @@ var Methods = map[string]MethodInfo{
 	MethodConnection:         {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodAck:                {Kind: "notification", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodBye:                {Kind: "notification", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodOutcome:            {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodSeq:                {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 }
 
 // Implementation: A client's or agent's name and version.
@@ -909,37 +1001,6 @@ func (v *PromptParams) AppendJSON(b []byte) []byte {
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *PromptParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
-
-// PromptResult is generated from the schema.
-type PromptResult struct {
-	// end_turn, max_tokens, max_turn_requests, refusal or cancelled.
-	StopReason string `json:"stopReason"`
-	// A remote session's result branch, pushed after the turn.
-	Target json.RawMessage `json:"target,omitempty"`
-	// Any JSON object, kept as it was.
-	Meta json.RawMessage `json:"_meta,omitempty"`
-}
-
-// AppendJSON appends v as JSON to b: members in schema order, raw
-// members byte for byte, no HTML escaping.
-func (v *PromptResult) AppendJSON(b []byte) []byte {
-	n := 0
-	b = append(b, '{')
-	b = member(b, &n, "stopReason")
-	b = appendString(b, v.StopReason)
-	if len(v.Target) != 0 {
-		b = member(b, &n, "target")
-		b = appendRaw(b, v.Target)
-	}
-	if len(v.Meta) != 0 {
-		b = member(b, &n, "_meta")
-		b = appendRaw(b, v.Meta)
-	}
-	return append(b, '}')
-}
-
-// MarshalJSON implements json.Marshaler with AppendJSON.
-func (v *PromptResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // CancelParams is generated from the schema.
 type CancelParams struct {
@@ -1504,6 +1565,7 @@ const (
 	CodeCloneFailed       = -32037
 	CodeNoAnswer          = -32038
 	CodeOperationConflict = -32041
+	CodeOperationUnknown  = -32042
 	CodeTooManySessions   = -32050
 	CodeShuttingDown      = -32051
 )
@@ -1562,6 +1624,7 @@ const (
 	ReasonNotRegularFile    = "not_regular_file"
 	ReasonNotText           = "not_text"
 	ReasonOperationConflict = "operation_conflict"
+	ReasonOperationUnknown  = "operation_unknown"
 	ReasonParseError        = "parse_error"
 	ReasonPastEnd           = "past_end"
 	ReasonPathDenied        = "path_denied"
@@ -1639,6 +1702,7 @@ var Errors = []ErrorInfo{
 	{Code: -32037, Reason: "clone_failed", Message: "Remote could not be checked out", Description: "session/new with remote: git could not fetch the repository or branch (unreachable host, no access, no such branch). data: url, stderrTail.", Condition: "", Retryable: true},
 	{Code: -32038, Reason: "no_answer", Message: "No answer before acphub attach stopped waiting", Description: "acphub attach: its stdin ended and a request it had forwarded got no answer within --eof-wait; written by attach itself, one for each such request, before it exits. data: eofWait.", Condition: "temporarily_unavailable", Retryable: true},
 	{Code: -32041, Reason: "operation_conflict", Message: "Operation id reused with other content", Description: "A request or answer carried an operation id (_meta acphub.dev/operationId) the session remembers for another method or other params: it caused nothing. data: operationId.", Condition: "operation_conflict", Retryable: false},
+	{Code: -32042, Reason: "operation_unknown", Message: "No outcome for this operation", Description: "_acphub/outcome: the session holds no outcome for the operation id: it never reached the hub, it was queued when the hub stopped and never started, or it is older than the session remembers. Nothing was done. data: operationId.", Condition: "", Retryable: false},
 	{Code: -32050, Reason: "too_many_sessions", Message: "Too many sessions", Description: "The standard /acp endpoint: session/new, session/load or session/attach needs a hub session while the hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Code: -32051, Reason: "shutting_down", Message: "The hub is stopping", Description: "The standard /acp endpoint: the hub is stopping and opens no session.", Condition: "temporarily_unavailable", Retryable: true},
 }

@@ -292,6 +292,8 @@ type PromptReceived struct {
 	SessionID string            `json:"sessionId"`
 	Prompt    []json.RawMessage `json:"prompt"`
 	Queued    int64             `json:"queued"`
+	// The operation id (_meta acphub.dev/operationId) the prompt carried, when it carried one.
+	OperationID string `json:"operationId,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -312,6 +314,10 @@ func (v *PromptReceived) AppendJSON(b []byte) []byte {
 	b = append(b, ']')
 	b = member(b, &n, "queued")
 	b = strconv.AppendInt(b, v.Queued, 10)
+	if v.OperationID != "" {
+		b = member(b, &n, "operationId")
+		b = appendString(b, v.OperationID)
+	}
 	return append(b, '}')
 }
 
@@ -322,6 +328,8 @@ func (v *PromptReceived) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil
 type TurnStarted struct {
 	SessionID string            `json:"sessionId"`
 	Prompt    []json.RawMessage `json:"prompt"`
+	// The operation id (_meta acphub.dev/operationId) the prompt carried, when it carried one.
+	OperationID string `json:"operationId,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -340,6 +348,10 @@ func (v *TurnStarted) AppendJSON(b []byte) []byte {
 		b = appendRaw(b, v.Prompt[i])
 	}
 	b = append(b, ']')
+	if v.OperationID != "" {
+		b = member(b, &n, "operationId")
+		b = appendString(b, v.OperationID)
+	}
 	return append(b, '}')
 }
 
@@ -382,6 +394,8 @@ type TurnCompleted struct {
 	Target json.RawMessage `json:"target,omitempty"`
 	// The hub stopped (killed or crashed) while the turn ran; acphub ended the turn with stopReason cancelled when it started again.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// The operation id (_meta acphub.dev/operationId) the prompt carried, when it carried one.
+	OperationID string `json:"operationId,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -408,6 +422,10 @@ func (v *TurnCompleted) AppendJSON(b []byte) []byte {
 	if v.Interrupted {
 		b = member(b, &n, "interrupted")
 		b = strconv.AppendBool(b, v.Interrupted)
+	}
+	if v.OperationID != "" {
+		b = member(b, &n, "operationId")
+		b = appendString(b, v.OperationID)
 	}
 	return append(b, '}')
 }

@@ -214,6 +214,31 @@ func (s *Session) GoDetach(ctx context.Context, params *api.DetachParams, done f
 	return goCall(ctx, s.c, api.MethodSessionDetach, p.AppendJSON(nil), done)
 }
 
+// Outcome sends _acphub/outcome and waits for the answer: the outcome of an
+// operation of the session, without causing it: answered with the response
+// the operation got (its result, or its error), once it has one; -32042
+// operation_unknown when the session holds none (it never reached the hub,
+// never started, or is forgotten). A client that starts over after a hub
+// restart asks this for its unanswered prompts instead of sending them again
+// (docs/resume.md). The result is the operation's own, as it was answered: a
+// prompt's PromptResult, the one operation a client must not send again.
+//
+// Stability: experimental. It may change in a later version.
+func (c *Client) Outcome(ctx context.Context, params *api.OutcomeParams) (*api.PromptResult, error) {
+	return wait(ctx, params, c.GoOutcome)
+}
+
+// GoOutcome sends _acphub/outcome and returns; done is called with the
+// answer, on the client's reading goroutine in order with the handlers, or
+// with the error that ended the connection. It must not block.
+func (c *Client) GoOutcome(ctx context.Context, params *api.OutcomeParams, done func(*api.PromptResult, error)) error {
+	var p api.OutcomeParams
+	if params != nil {
+		p = *params
+	}
+	return goCall(ctx, c, api.MethodOutcome, p.AppendJSON(nil), done)
+}
+
 // Handlers receive what the hub sends a client unasked. Each runs on the
 // client's reading goroutine, one at a time, in the order of the session's
 // stream, and must not block: it must not wait for an answer from the hub

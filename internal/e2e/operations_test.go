@@ -173,3 +173,55 @@ func TestOperations_RetryableRefusalIsNotKept(t *testing.T) {
 		t.Errorf("the prompt sent again did not run: %s", got[0].raw)
 	}
 }
+
+// outcome asks the hub for the outcome of operation op of session sid.
+func (c *client) outcome(sid, op string) msg {
+	return lastOf(c.untilResponse(c.request("_acphub/outcome", map[string]any{"sessionId": sid, "operationId": op})))
+}
+
+// Operation outcomes live in the log: after a kill -9 and a restart, a
+// prompt sent again under its operation id gets the outcome of its turn —
+// the interrupted one cancelled, the finished one as it ended — instead of
+// running again, and _acphub/outcome says the same without sending it.
+func TestOperations_OutcomesSurviveAKill(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	done := lastOf(a.untilResponse(a.promptOp(sid, "/echo before", "op-done")))
+	mustStop(t, "the first prompt", done, "end_turn")
+	a.promptOp(sid, "/slow 1000", "op-cut")
+	a.until(isUpdate("agent_message_chunk"))
+	time.Sleep(2 * durabilityWait) // the turn's start is on disk
+	h.kill()
+	h.start()
+
+	b := h.dial("s", "peer=b&replay=skip")
+	b.handshake()
+	for _, tt := range []struct{ op, text, stop string }{
+		{"op-cut", "/slow 1000", "cancelled"},
+		{"op-done", "/echo before", "end_turn"},
+	} {
+		got := b.outcome(sid, tt.op)
+		mustStop(t, "_acphub/outcome of "+tt.op, got, tt.stop)
+		retry := lastOf(b.untilResponse(b.promptOp(sid, tt.text, tt.op)))
+		if string(retry.Result) != string(got.Result) || retry.Error != nil {
+			t.Errorf("%s sent again after the restart: %s, want the outcome %s", tt.op, retry.raw, got.raw)
+		}
+	}
+	if got := b.outcome(sid, "op-cut"); !strings.Contains(string(got.Result), `"acphub.dev/interrupted":true`) {
+		t.Errorf("the interrupted prompt's outcome %s does not say it was interrupted", got.raw)
+	}
+	if got := b.outcome(sid, "op-never"); got.Error == nil || got.Error.Code != -32042 || got.reason() != "operation_unknown" {
+		t.Errorf("_acphub/outcome of an operation the hub never saw: %s, want -32042 operation_unknown", got.raw)
+	}
+	starts := 0
+	for _, ev := range h.readLog("s") {
+		if ev.Type == "turn.started" {
+			starts++
+		}
+	}
+	if starts != 2 {
+		t.Errorf("the log holds %d turn.started, want 2: the prompts sent again did not run", starts)
+	}
+}

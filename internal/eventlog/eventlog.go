@@ -35,6 +35,8 @@ type Store interface {
 	// Read returns up to limit events of session with seq > after, oldest
 	// first. limit <= 0 means no limit. An unknown session has no events.
 	Read(ctx context.Context, session string, after int64, limit int) ([]Event, error)
+	// ReadTypes is Read of the events whose type is one of types.
+	ReadTypes(ctx context.Context, session string, after int64, types []string, limit int) ([]Event, error)
 	// Last returns the latest event of session with the given type (of
 	// any type when typ is ""), and false when there is none.
 	Last(ctx context.Context, session, typ string) (Event, bool, error)

@@ -39,6 +39,8 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 	switch {
 	case m.Method == jsonrpc.MethodInitialize:
 		s.initialize(p, m)
+	case m.Method == api.MethodOutcome:
+		s.outcome(p, m)
 	case strings.HasPrefix(m.Method, jsonrpc.HubPrefix):
 		s.replyError(p, m.ID, errUnknownHubMethod(m.Method))
 	case s.initResult == nil && s.agent == nil:

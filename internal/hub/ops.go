@@ -3,6 +3,7 @@ package hub
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -24,9 +25,12 @@ const (
 
 // operation is one remembered client operation.
 type operation struct {
-	id      string
-	digest  [32]byte // of the method and the params (or result)
-	from    waiter   // the request that began it: its peer and id
+	id     string
+	digest [32]byte // of the method and the params (or result)
+	// restored: the operation is known from the log, by a hub that
+	// started after it: its outcome, not its digest.
+	restored bool
+	from     waiter // the request that began it: its peer and id
 	at      time.Time
 	outcome []byte   // the response it got; nil while it runs, or for a notification or an answer
 	done    bool     // it has its outcome
@@ -107,7 +111,7 @@ func (s *Session) admit(p *peer, m *jsonrpc.Message) bool {
 			p.ops[string(m.ID)] = op
 		}
 		return true
-	case op.digest != d:
+	case !op.restored && op.digest != d:
 		s.log.Warn("operation id reused with other content", "peer", p.id, "operation", id)
 		if m.Kind == jsonrpc.KindRequest {
 			s.replyError(p, m.ID, jsonrpc.NewError(api.CodeOperationConflict, api.ReasonOperationConflict,
@@ -168,6 +172,66 @@ func retryable(frame []byte) bool {
 	}
 	r, ok := jsonrpc.Field(data, "retryable")
 	return ok && string(r) == "true"
+}
+
+// outcome answers _acphub/outcome: the response the operation got, once it
+// has one, without causing it.
+func (s *Session) outcome(p *peer, m *jsonrpc.Message) {
+	var params api.OutcomeParams
+	if e := jsonrpc.UnmarshalParams(m.Params, &params); e != nil {
+		s.replyError(p, m.ID, e)
+		return
+	}
+	if params.SessionID != s.sessionIDString() {
+		s.replyError(p, m.ID, errSessionMismatch(params.SessionID))
+		return
+	}
+	if params.OperationID == "" || len(params.OperationID) > opsMaxIDSize {
+		s.replyError(p, m.ID, errBadField("operationId", "must be 1 to 128 characters"))
+		return
+	}
+	switch op := s.ops.find(params.OperationID, time.Now()); {
+	case op == nil:
+		s.replyError(p, m.ID, jsonrpc.NewError(api.CodeOperationUnknown, api.ReasonOperationUnknown,
+			"The session holds no outcome for this operation: it never started, or it is older than the session remembers; nothing was done",
+			map[string]any{"operationId": params.OperationID}))
+	case op.done:
+		s.answerRetry(waiter{peer: p, id: m.ID}, op.outcome)
+	default:
+		op.waiters = append(op.waiters, waiter{peer: p, id: m.ID})
+	}
+}
+
+// remember keeps the outcome of a prompt's operation that the log holds,
+// from the event that ended its turn, for a hub that started after it:
+// a retry of the prompt, or _acphub/outcome, gets it instead of running
+// the prompt again.
+func (s *Session) remember(at time.Time, d *api.TurnCompleted) {
+	if d.OperationID == "" || len(d.OperationID) > opsMaxIDSize {
+		return
+	}
+	if old := s.ops.find(d.OperationID, time.Now()); old != nil {
+		s.ops.remove(old)
+	}
+	outcome := turnOutcome(d)
+	s.ops.add(&operation{id: d.OperationID, restored: true, at: at, outcome: outcome, done: true})
+	s.ops.bytes += len(outcome)
+}
+
+// turnOutcome is the session/prompt response a turn ended with, as its
+// turn.completed event keeps it (id null: answerRetry gives it the id).
+func turnOutcome(d *api.TurnCompleted) []byte {
+	if d.Error != nil {
+		return jsonrpc.NewErrorResponse(jsonrpc.Null, d.Error)
+	}
+	result := fmt.Appendf(nil, `{"stopReason":%s`, mustJSON(d.StopReason))
+	if d.Target != nil {
+		result = fmt.Appendf(result, `,"target":%s`, d.Target)
+	}
+	if d.Interrupted {
+		result = fmt.Appendf(result, `,"_meta":{%q:true}`, api.MetaInterrupted)
+	}
+	return jsonrpc.NewResponse(jsonrpc.Null, append(result, '}'))
 }
 
 // answerRetry gives a retry the outcome of its operation, under its own id.

@@ -10,6 +10,7 @@ import (
 // turn is one session/prompt, running or queued.
 type turn struct {
 	peer   *peer
+	op     string          // the operation id the prompt carried, or ""
 	id     []byte          // the client's request id
 	msg    jsonrpc.Message // the request as it arrived
 	prompt []json.RawMessage
@@ -42,13 +43,13 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, errQueueFull(s.cfg.PromptQueue))
 		return
 	}
-	t := &turn{peer: p, id: m.ID, msg: *m, prompt: params.Prompt}
+	t := &turn{peer: p, op: operationID(m), id: m.ID, msg: *m, prompt: params.Prompt}
 	queued := 0
 	if s.turn != nil {
 		s.queue = append(s.queue, t)
 		queued = len(s.queue)
 	}
-	s.record(p.id, &api.PromptReceived{SessionID: params.SessionID, Prompt: params.Prompt, Queued: int64(queued)})
+	s.record(p.id, &api.PromptReceived{SessionID: params.SessionID, Prompt: params.Prompt, Queued: int64(queued), OperationID: t.op})
 	s.notify(api.MethodPromptReceived, &api.PromptReceivedParams{
 		SessionID: params.SessionID, Peer: p.id, Prompt: params.Prompt, Queued: int64(queued),
 	}, p)
@@ -61,7 +62,7 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 func (s *Session) startTurn(t *turn) {
 	s.turn = t
 	sid := s.sessionIDString()
-	s.record(t.peer.id, &api.TurnStarted{SessionID: sid, Prompt: t.prompt})
+	s.record(t.peer.id, &api.TurnStarted{SessionID: sid, Prompt: t.prompt, OperationID: t.op})
 	for _, f := range appendUserChunks(nil, sid, t.prompt) {
 		s.broadcast(f, t.peer)
 	}
@@ -88,7 +89,7 @@ func (s *Session) endTurn(t *turn, resp *jsonrpc.Message, target json.RawMessage
 		return
 	}
 	s.turn = nil
-	done := api.TurnCompleteParams{SessionID: s.sessionIDString(), Peer: t.peer.id, Target: target}
+	done := api.TurnCompleteParams{SessionID: s.sessionIDString(), Peer: t.peer.id, Target: target, OperationID: t.op}
 	if resp.Error != nil {
 		done.Error = rpcError(resp.Error)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
@@ -30,7 +31,14 @@ type prior struct {
 	// held is the message the hub was streaming when it stopped, as the
 	// store held it (see holdMessage); it becomes the log's next event.
 	held *eventlog.Event
+	// ended are the turns of prompts with an operation id that the log
+	// shows ended, oldest first: the session remembers their outcomes.
+	ended []eventlog.Event
 }
+
+// opsScan bounds how far back in the log a reopened session looks for the
+// outcomes of operations: the events it reads the types of.
+const opsScan = 1 << 16
 
 // loadPrior reads the log of key; it returns nil for a session with no log.
 func loadPrior(ctx context.Context, store eventlog.Store, key string) (*prior, error) {
@@ -72,6 +80,9 @@ func loadPrior(ctx context.Context, store eventlog.Store, key string) (*prior, e
 	} else if ok {
 		p.held = &held
 	}
+	if p.ended, err = store.ReadTypes(ctx, key, max(0, p.lastSeq-opsScan), []string{api.EventTurnCompleted}, 0); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -90,7 +101,7 @@ func interruptedTurn(ctx context.Context, store eventlog.Store, key string) (*ap
 	if err := json.Unmarshal(started.Data, &d); err != nil {
 		return nil, fmt.Errorf("session %q: %s event %d: %w", key, started.Type, started.Seq, err)
 	}
-	return &api.TurnCompleted{SessionID: d.SessionID, Peer: started.Peer, StopReason: "cancelled", Interrupted: true}, nil
+	return &api.TurnCompleted{SessionID: d.SessionID, Peer: started.Peer, StopReason: "cancelled", Interrupted: true, OperationID: d.OperationID}, nil
 }
 
 // loadWorkspace reads a remote session's workspace from the log: the last
@@ -190,6 +201,7 @@ func (s *Session) endInterrupted() {
 	ev := s.prior.interrupted
 	s.prior.interrupted = nil
 	s.record(ev.Peer, ev)
+	s.remember(time.Now(), ev)
 	s.log.Info("ended a turn the hub's stop interrupted", "peer", ev.Peer)
 }
 
@@ -208,6 +220,14 @@ func (s *Session) restore(p *prior) {
 	if p.sessionID != nil {
 		s.setSessionID(p.sessionID)
 	}
+	cutoff := time.Now().Add(-opsKeep)
+	for _, ev := range p.ended {
+		var d api.TurnCompleted
+		if ev.Timestamp.After(cutoff) && json.Unmarshal(ev.Data, &d) == nil {
+			s.remember(ev.Timestamp, &d)
+		}
+	}
+	p.ended = nil
 	if w := p.workspace; w != nil && s.cfg.Workspaces != nil {
 		ref := workspace.Ref{Type: "git", URL: w.URL, Branch: w.Branch, Revision: w.Revision}
 		ws, err := s.cfg.Workspaces.Existing(w.Dir, ref, w.ResultBranch)

@@ -23,6 +23,40 @@ func Run(t *testing.T, open func(t *testing.T) eventlog.Store) {
 	t.Run("Sessions", func(t *testing.T) { t.Parallel(); testSessions(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testConcurrent(t, open(t)) })
 	t.Run("Hold", func(t *testing.T) { t.Parallel(); testHold(t, open(t)) })
+	t.Run("ReadTypes", func(t *testing.T) { t.Parallel(); testReadTypes(t, open(t)) })
+}
+
+// testReadTypes reads the events of some types, committed or not yet.
+func testReadTypes(t *testing.T, s eventlog.Store) {
+	ctx := context.Background()
+	evs := Events("r", 1, 10)
+	for i := range evs {
+		if i%3 == 0 {
+			evs[i].Type = api.EventTurnCompleted
+		}
+	}
+	if err := s.Append(ctx, evs[:6]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, evs[6:]); err != nil {
+		t.Fatal(err)
+	}
+	want := []eventlog.Event{evs[0], evs[3], evs[6], evs[9]}
+	for _, tt := range []struct {
+		after int64
+		limit int
+		want  []eventlog.Event
+	}{{0, 0, want}, {1, 0, want[1:]}, {0, 2, want[:2]}, {4, 1, want[2:3]}, {10, 0, nil}} {
+		got, err := s.ReadTypes(ctx, "r", tt.after, []string{api.EventTurnCompleted}, tt.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, got, tt.want)
+	}
+	got, err := s.ReadTypes(ctx, "r", 0, []string{api.EventTurnCompleted, api.EventAgentNotification}, 0)
+	if err != nil || len(got) != 10 {
+		t.Fatalf("ReadTypes of both types returned %d events (%v), want 10", len(got), err)
+	}
 }
 
 // testHold checks held events: kept beside the log, never in it, replaced

@@ -5,6 +5,7 @@ package mem
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/acphub/acphub/internal/eventlog"
@@ -63,6 +64,16 @@ func (s *Store) Read(_ context.Context, session string, after int64, limit int) 
 		out = out[:limit]
 	}
 	return append([]eventlog.Event(nil), out...), nil
+}
+
+// ReadTypes implements eventlog.Store.
+func (s *Store) ReadTypes(ctx context.Context, session string, after int64, types []string, limit int) ([]eventlog.Event, error) {
+	all, err := s.Read(ctx, session, after, 0)
+	out := slices.DeleteFunc(all, func(e eventlog.Event) bool { return !slices.Contains(types, e.Type) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
 }
 
 // Last implements eventlog.Store.

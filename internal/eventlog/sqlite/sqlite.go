@@ -747,10 +747,32 @@ func (s *Store) sessionKey(tx *sql.Tx, name string, added map[string]int64) (int
 
 // Read implements eventlog.Store.
 func (s *Store) Read(ctx context.Context, session string, after int64, limit int) ([]eventlog.Event, error) {
+	return s.read(ctx, session, after, nil, limit)
+}
+
+// ReadTypes implements eventlog.Store. It reads the rows of the session
+// after seq, but the data only of the events it returns.
+func (s *Store) ReadTypes(ctx context.Context, session string, after int64, types []string, limit int) ([]eventlog.Event, error) {
+	if len(types) == 0 {
+		return nil, nil
+	}
+	return s.read(ctx, session, after, types, limit)
+}
+
+// read returns up to limit events of session after seq after, of the
+// given types unless types is nil.
+func (s *Store) read(ctx context.Context, session string, after int64, types []string, limit int) ([]eventlog.Event, error) {
 	s.commitMu.RLock()
 	defer s.commitMu.RUnlock()
-	q := selectEvents + `events e WHERE e.session = (SELECT key FROM sessions WHERE name = ?) AND e.seq > ? ORDER BY e.seq`
+	q := selectEvents + `events e WHERE e.session = (SELECT key FROM sessions WHERE name = ?) AND e.seq > ?`
 	args := []any{session, after}
+	if types != nil {
+		q += ` AND e.type IN (?` + strings.Repeat(`, ?`, len(types)-1) + `)`
+		for _, t := range types {
+			args = append(args, t)
+		}
+	}
+	q += ` ORDER BY e.seq`
 	if limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, limit)
@@ -772,6 +794,9 @@ func (s *Store) Read(ctx context.Context, session string, after int64, limit int
 	pending := s.bySession[session]
 	i, _ := slices.BinarySearchFunc(pending, last+1, func(e eventlog.Event, seq int64) int { return cmp.Compare(e.Seq, seq) })
 	pending = pending[i:]
+	if types != nil {
+		pending = slices.DeleteFunc(slices.Clone(pending), func(e eventlog.Event) bool { return !slices.Contains(types, e.Type) })
+	}
 	if limit > 0 {
 		pending = pending[:min(len(pending), max(limit-len(out), 0))]
 	}
