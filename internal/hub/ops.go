@@ -31,10 +31,10 @@ type operation struct {
 	// started after it: its outcome, not its digest.
 	restored bool
 	from     waiter // the request that began it: its peer and id
-	at      time.Time
-	outcome []byte   // the response it got; nil while it runs, or for a notification or an answer
-	done    bool     // it has its outcome
-	waiters []waiter // retries to answer with the outcome
+	at       time.Time
+	outcome  []byte   // the response it got; nil while it runs, or for a notification or an answer
+	done     bool     // it has its outcome
+	waiters  []waiter // retries to answer with the outcome
 }
 
 // ledger is a session's remembered operations, oldest first.
