@@ -69,6 +69,13 @@ type DialOptions struct {
 	// ReconnectTimeout bounds how long a dropped connection tries to come
 	// back before Read fails; 0 means DefaultReconnectTimeout.
 	ReconnectTimeout time.Duration
+	// Lost, when set, is told that the connection dropped and is being
+	// brought back: at once when the transport fails (attempt 0), then
+	// after each attempt that fails, with the wait before the next. Back
+	// is told when it is back, resumed or joined anew. Both are called on
+	// the Conn's reading goroutine and must not block.
+	Lost func(cause error, attempt int, next time.Duration)
+	Back func()
 }
 
 func (o *DialOptions) join() url.Values {
@@ -107,10 +114,12 @@ type Record struct {
 type Restart struct {
 	Cause     error  // the hub's refusal to resume (a *RefusedError), or why there was nothing to resume
 	SessionID string // the ACP session attached again; "" when none was joined
-	// AfterSeq is the log seq the history given again starts after; 0
-	// means the whole history.
-	AfterSeq int64
-	Peer     string // the connection's peer id now
+	// AfterSeq is the log seq the history given again starts after, and
+	// AfterText the bytes of streamed text after it the reader had read
+	// (from the last _acphub/seq record): the history is what it had not.
+	// 0 means the whole history.
+	AfterSeq, AfterText int64
+	Peer                string // the connection's peer id now
 	// Withdrawn are the ids of the agent requests that were open: they
 	// cannot be answered under those ids, and the ones still open come
 	// again under new ids. An answer to a permission request given under
@@ -180,9 +189,11 @@ type Conn struct {
 	unackedB   int
 	initialize []byte // params of the first initialize answered
 	sessionID  string // the ACP session joined
-	lastSeq    int64  // the last log seq known of it
-	peer       string
-	nextOwn    int // ids of the Conn's own requests
+	// lastSeq and lastText are where in its log what was read reaches:
+	// from the last _acphub/seq record, or the last attach or detach.
+	lastSeq, lastText int64
+	peer              string
+	nextOwn           int // ids of the Conn's own requests
 }
 
 // outFrame is a frame written to the Conn.
@@ -700,6 +711,12 @@ func (c *Conn) bookkeepLocked(frame []byte) bool {
 		switch m.Method {
 		case api.MethodConnection:
 			return false
+		case api.MethodSeq:
+			var p api.SeqParams
+			if json.Unmarshal(m.Params, &p) == nil {
+				c.lastSeq, c.lastText = p.Seq, p.Text
+			}
+			return false
 		case jsonrpc.MethodCancelRequest:
 			var p struct {
 				RequestID json.RawMessage `json:"requestId"`
@@ -759,20 +776,20 @@ func (c *Conn) learnLocked(f *outFrame, result []byte) {
 			SessionID string `json:"sessionId"`
 		}
 		if json.Unmarshal(result, &r) == nil && r.SessionID != "" {
-			c.sessionID, c.lastSeq = r.SessionID, 0
+			c.sessionID, c.lastSeq, c.lastText = r.SessionID, 0, 0
 		}
 	case api.MethodSessionLoad:
 		var p struct {
 			SessionID string `json:"sessionId"`
 		}
 		if json.Unmarshal(f.params, &p) == nil && p.SessionID != "" {
-			c.sessionID, c.lastSeq = p.SessionID, 0
+			c.sessionID, c.lastSeq, c.lastText = p.SessionID, 0, 0
 		}
 	case api.MethodSessionDetach:
 		c.sessionID = ""
 	}
 	if seq, ok := lastSeq(result); ok {
-		c.lastSeq = seq
+		c.lastSeq, c.lastText = seq, 0
 	}
 }
 

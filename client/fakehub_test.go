@@ -211,6 +211,9 @@ func (h *fakeHub) broadcastLocked(text string) {
 	h.log = append(h.log, frame)
 	for _, c := range h.conns {
 		h.sendLocked(c, frame)
+		if !c.plain {
+			h.sendLocked(c, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"_acphub/seq","params":{"seq":%d,"text":0}}`, len(h.log)))
+		}
 	}
 }
 
@@ -289,6 +292,19 @@ func (h *fakeHub) handleLocked(c *fakeConn, frame []byte) {
 				bytes.Join(hist, []byte(",")), c.peer, len(h.log)))
 			for tool := range h.perms {
 				h.askLocked(c, tool)
+			}
+		case "_acphub/outcome":
+			var p struct {
+				OperationID string `json:"operationId"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			switch op := h.ops[p.OperationID]; {
+			case op == nil:
+				h.sendLocked(c, jsonrpc.NewErrorResponse(m.ID, &jsonrpc.Error{Code: -32042, Message: "No outcome for this operation"}))
+			case op.outcome != nil:
+				h.sendLocked(c, withID(op.outcome, m.ID))
+			default:
+				op.waiters = append(op.waiters, fakeWaiter{c, string(m.ID)})
 			}
 		case "session/prompt":
 			var p struct {
@@ -401,13 +417,7 @@ func (h *fakeHub) answerLocked(c *fakeConn, m *jsonrpc.Message) {
 	}
 }
 
-func operationID(body []byte) string {
-	meta, _ := jsonrpc.Field(body, "_meta")
-	raw, _ := jsonrpc.Field(meta, client.MetaOperationID)
-	var id string
-	_ = json.Unmarshal(raw, &id)
-	return id
-}
+func operationID(body []byte) string { return jsonrpc.MetaString(body, client.MetaOperationID) }
 
 func withID(frame, id []byte) []byte {
 	m, err := jsonrpc.Parse(frame)

@@ -31,7 +31,8 @@ func (c *Conn) reconnect(cause error) error {
 			return fmt.Errorf("acphub client: the connection dropped (%w) and did not come back within %s", cause, c.opts.ReconnectTimeout)
 		}
 	}
-	for {
+	c.lost(cause, 0, 0)
+	for attempt := 1; ; attempt++ {
 		c.mu.Lock()
 		credential := c.credential
 		q := url.Values{"resume": {credential}, "position": {strconv.FormatUint(c.position, 10)}}
@@ -42,6 +43,7 @@ func (c *Conn) reconnect(cause error) error {
 		t, err := c.opts.Endpoint.Open(ctx, q)
 		if err == nil {
 			c.adopt(t, false)
+			c.back()
 			return nil
 		}
 		if re, ok := errors.AsType[*RefusedError](err); ok {
@@ -52,9 +54,23 @@ func (c *Conn) reconnect(cause error) error {
 				return err
 			}
 		}
+		c.lost(err, attempt, delay)
 		if werr := wait(); werr != nil {
 			return werr
 		}
+	}
+}
+
+// lost and back tell DialOptions.Lost and Back.
+func (c *Conn) lost(cause error, attempt int, next time.Duration) {
+	if c.opts.Lost != nil {
+		c.opts.Lost(cause, attempt, next)
+	}
+}
+
+func (c *Conn) back() {
+	if c.opts.Back != nil {
+		c.opts.Back()
 	}
 }
 
@@ -76,6 +92,9 @@ func (c *Conn) adopt(t Transport, joined bool) {
 	var again []*outFrame
 	for _, f := range c.outbox {
 		if f.idx > c.confirm || (joined && c.pending[f.id] == f) {
+			if joined && f.method == api.MethodSessionPrompt {
+				askOutcome(f)
+			}
 			again = append(again, f)
 			if f.id != "" {
 				c.resent[f.id] = true
@@ -92,6 +111,26 @@ func (c *Conn) adopt(t Transport, joined bool) {
 	}
 }
 
+// askOutcome turns an unanswered prompt into _acphub/outcome of its
+// operation, under the prompt's id: a connection that starts over never
+// sends a prompt again on its user's behalf — the hub may have run it, and
+// after a restart it does not know the connection — but asks what became
+// of it, and the reader gets that as the prompt's answer: the outcome the
+// hub kept (acphub.dev/interrupted when a hub stop cut the turn short), or
+// -32042 operation_unknown when it never ran.
+func askOutcome(f *outFrame) {
+	op := jsonrpc.MetaString(f.params, MetaOperationID)
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	if op == "" || json.Unmarshal(f.params, &p) != nil {
+		return
+	}
+	params := (&api.OutcomeParams{SessionID: p.SessionID, OperationID: op}).AppendJSON(nil)
+	f.frame = jsonrpc.NewRequest([]byte(f.id), api.MethodOutcome, json.RawMessage(params))
+	f.method, f.params = api.MethodOutcome, params
+}
+
 // startOver joins anew after the hub refused to resume: initialize as the
 // first time, attach to the session with the history after the last log
 // seq known, then the frames still owed (see adopt). The reader gets a
@@ -101,7 +140,7 @@ func (c *Conn) startOver(ctx context.Context, cause error, wait func() error) er
 	peer := c.opts.Peer
 	c.mu.Unlock()
 	var t Transport
-	for {
+	for attempt := 1; ; attempt++ {
 		var err error
 		var first []byte
 		t, first, err = c.join(ctx, peer)
@@ -121,12 +160,13 @@ func (c *Conn) startOver(ctx context.Context, cause error, wait func() error) er
 		if re, ok := errors.AsType[*RefusedError](err); ok && re.Code < 500 {
 			return err
 		}
+		c.lost(err, attempt, 0)
 		if werr := wait(); werr != nil {
 			return werr
 		}
 	}
 	c.mu.Lock()
-	init, sid, seq := c.initialize, c.sessionID, c.lastSeq
+	init, sid, seq, text := c.initialize, c.sessionID, c.lastSeq, c.lastText
 	withdrawn := make([]json.RawMessage, 0, len(c.open))
 	for id := range c.open {
 		withdrawn = append(withdrawn, json.RawMessage(id))
@@ -138,7 +178,7 @@ func (c *Conn) startOver(ctx context.Context, cause error, wait func() error) er
 	c.outbox = slices.DeleteFunc(c.outbox, func(f *outFrame) bool { return f.answer && !f.named })
 	c.mu.Unlock()
 	slices.SortFunc(withdrawn, func(a, b json.RawMessage) int { return slices.Compare(a, b) })
-	restart := &Restart{Cause: cause, AfterSeq: seq, Withdrawn: withdrawn}
+	restart := &Restart{Cause: cause, AfterSeq: seq, AfterText: text, Withdrawn: withdrawn}
 	if init != nil {
 		if _, err := c.ownCall(ctx, t, api.MethodInitialize, init); err != nil {
 			t.Close()
@@ -147,7 +187,7 @@ func (c *Conn) startOver(ctx context.Context, cause error, wait func() error) er
 	}
 	var history []json.RawMessage
 	if sid != "" {
-		p := api.AttachParams{SessionID: sid, AfterSeq: seq}
+		p := api.AttachParams{SessionID: sid, AfterSeq: seq, AfterText: text}
 		res, err := c.ownCall(ctx, t, api.MethodSessionAttach, p.AppendJSON(nil))
 		if err != nil {
 			t.Close()
@@ -162,7 +202,7 @@ func (c *Conn) startOver(ctx context.Context, cause error, wait func() error) er
 		c.mu.Lock()
 		c.peer = r.ClientID
 		if s, ok := lastSeq(res); ok {
-			c.lastSeq = s
+			c.lastSeq, c.lastText = s, 0
 		}
 		c.mu.Unlock()
 	}
@@ -177,6 +217,7 @@ func (c *Conn) startOver(ctx context.Context, cause error, wait func() error) er
 		}
 	}
 	c.adopt(t, true)
+	c.back()
 	return nil
 }
 

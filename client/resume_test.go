@@ -148,9 +148,10 @@ func TestClient_ResumesAfterEveryCut(t *testing.T) {
 
 // When the hub cannot resume the connection (it restarted, or the window
 // passed), the client joins anew: initialize again, session/attach with
-// the history, the prompt still running sent again under its operation id
-// — answered once, when its turn ends — and the permission request it had
-// open withdrawn and asked again under a new id.
+// the history after the last _acphub/seq it read, the prompt still running
+// asked about with _acphub/outcome under its id — answered once, when its
+// turn ends, never sent again — and the permission request it had open
+// withdrawn and asked again under a new id.
 func TestClient_StartsOverWhenTheHubCannotResume(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -191,7 +192,7 @@ func TestClient_StartsOverWhenTheHubCannotResume(t *testing.T) {
 	if re, ok := errors.AsType[*client.RefusedError](r.Cause); !ok || re.Reason != "resume_unknown" {
 		t.Errorf("restart cause %v", r.Cause)
 	}
-	if r.SessionID != "s1" || r.AfterSeq != 0 || r.Peer == "" || len(r.Withdrawn) != 1 || string(r.Withdrawn[0]) != string(first.Raw.ID) {
+	if r.SessionID != "s1" || r.AfterSeq != 3 || r.Peer == "" || len(r.Withdrawn) != 1 || string(r.Withdrawn[0]) != string(first.Raw.ID) {
 		t.Errorf("restart %+v", r)
 	}
 	if id := <-withdrawn; id != string(first.Raw.ID) {
@@ -212,9 +213,9 @@ func TestClient_StartsOverWhenTheHubCannotResume(t *testing.T) {
 	if r := <-done; r == nil || r.StopReason != "end_turn" {
 		t.Errorf("prompt result %+v", r)
 	}
-	// The history came again from the start (the client joined with
-	// session/new, which names no log seq), then the rest of the turn.
-	want := []string{"1.a", "1.b", "1.c", "1.a", "1.b", "1.c", "1.d"}
+	// Nothing came twice: the history after the chunks read, then the
+	// rest of the turn.
+	want := []string{"1.a", "1.b", "1.c", "1.d"}
 	if got := rec.get(); !slices.Equal(got, want) {
 		t.Errorf("chunks %v, want %v", got, want)
 	}
@@ -222,6 +223,15 @@ func TestClient_StartsOverWhenTheHubCannotResume(t *testing.T) {
 	defer h.mu.Unlock()
 	if h.turns[1] != 1 || h.answers["t1"] != 1 {
 		t.Errorf("the turn ran %d times, its permission was answered %d times", h.turns[1], h.answers["t1"])
+	}
+	prompts := 0
+	for _, f := range h.received {
+		if strings.Contains(string(f), `"method":"session/prompt"`) {
+			prompts++
+		}
+	}
+	if prompts != 1 {
+		t.Errorf("the prompt was sent %d times, want once: a connection that starts over asks its outcome", prompts)
 	}
 	var inits int
 	for _, f := range h.received {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
@@ -117,6 +118,7 @@ type attachRequest struct {
 	HistoryPolicy  string          `json:"historyPolicy"`
 	AfterMessageID string          `json:"afterMessageId"`
 	AfterSeq       *int64          `json:"afterSeq"`
+	AfterText      int64           `json:"afterText"`
 	ClientInfo     json.RawMessage `json:"clientInfo"`
 }
 
@@ -138,6 +140,10 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	}
 	if req.AfterSeq != nil && *req.AfterSeq < 0 {
 		s.replyError(p, m.ID, errBadParams("afterSeq must not be negative"))
+		return
+	}
+	if req.AfterText < 0 || (req.AfterText > 0 && req.AfterSeq == nil) {
+		s.replyError(p, m.ID, errBadParams("afterText must not be negative, and goes with afterSeq"))
 		return
 	}
 	if s.sessionID == nil || req.SessionID != s.sessionIDString() {
@@ -215,12 +221,16 @@ const attachInline = 256
 func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied string, after int64) {
 	history := []json.RawMessage{}
 	var streamed int64
+	render := appendReplayFrames
+	if req.AfterText > 0 {
+		render = skipText(render, req.AfterText)
+	}
 	switch {
 	case after < 0:
 	case s.seq-after > attachInline:
 		streamed = s.seq - after
 	default:
-		frames, err := s.historyFrames(after)
+		frames, err := s.historyFrames(after, render)
 		if err != nil {
 			s.replyError(p, id, errLogRead())
 			return
@@ -240,9 +250,10 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	}
 	s.reply(p, id, res.AppendJSON(nil))
 	if streamed > 0 {
-		p.st.mark(s.key, after, s.seq, nil)
+		p.st.mark(s.key, after, s.seq, render)
 	}
 	p.attached = true
+	p.markedSeq = -1
 	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
 	if req.HistoryPolicy != historyNone {
 		s.resendOpenRequests(p)
@@ -288,10 +299,10 @@ func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
 	return out
 }
 
-// historyFrames renders the log after seq as the frames a joining client
-// gets. It reads the store from the actor: for the short histories
-// session/attach puts in its response (attachInline).
-func (s *Session) historyFrames(after int64) ([][]byte, error) {
+// historyFrames renders the log after seq with render, as the frames a
+// joining client gets. It reads the store from the actor: for the short
+// histories session/attach puts in its response (attachInline).
+func (s *Session) historyFrames(after int64, render func([][]byte, eventlog.Event) [][]byte) ([][]byte, error) {
 	var frames [][]byte
 	for after < s.seq {
 		events, err := s.cfg.Store.Read(context.Background(), s.key, after, maxPage)
@@ -302,11 +313,57 @@ func (s *Session) historyFrames(after int64) ([][]byte, error) {
 			break
 		}
 		for _, ev := range events {
-			frames = appendReplayFrames(frames, ev)
+			frames = render(frames, ev)
 		}
 		after = events[len(events)-1].Seq
 	}
 	return frames, nil
+}
+
+// skipText wraps render to leave out the first n bytes of streamed text of
+// a history: the text of the agent.message events it starts with, which a
+// client that starts over was shown already (session/attach's afterText,
+// from _acphub/seq). The message the cut falls in is rendered as one chunk
+// of the rest of its text.
+func skipText(render func([][]byte, eventlog.Event) [][]byte, n int64) func([][]byte, eventlog.Event) [][]byte {
+	return func(frames [][]byte, ev eventlog.Event) [][]byte {
+		if n == 0 {
+			return render(frames, ev)
+		}
+		params, _ := jsonrpc.Field(ev.Data, "params")
+		c, ok := parseTextChunk(params)
+		if ev.Type != api.EventAgentMessage || !ok {
+			n = 0 // the streamed text ended: what follows is new to the client
+			return render(frames, ev)
+		}
+		body := c.text[1 : len(c.text)-1]
+		if int64(len(body)) <= n {
+			n -= int64(len(body))
+			return frames
+		}
+		rest := message{sessionID: c.sessionID, kind: c.kind, messageID: c.messageID, text: body[textCut(body, int(n)):], chunks: 2}
+		n = 0
+		return append(frames, updateFrame(rest.params()))
+	}
+}
+
+// textCut returns the first offset at or after n in body, a JSON string's
+// escaped text, that starts a character: not inside an escape sequence or
+// a UTF-8 encoding.
+func textCut(body []byte, n int) int {
+	i := 0
+	for i < n && i < len(body) {
+		switch {
+		case body[i] == '\\' && i+1 < len(body) && body[i+1] == 'u':
+			i += 6
+		case body[i] == '\\':
+			i += 2
+		default:
+			_, size := utf8.DecodeRune(body[i:])
+			i += size
+		}
+	}
+	return min(i, len(body))
 }
 
 // messageSeq finds the seq, up to upto, of the last event of the message

@@ -124,6 +124,11 @@ type JoinOptions struct {
 	Peer   string // the peer id; "" means one is assigned
 	Agent  string // the agent to run when the session is created; "" means the default
 	Replay Replay // what the peer gets when it attaches
+	// Cursor gives the client _acphub/seq records: where in the session's
+	// log what it was sent reaches, so that it can attach from there if it
+	// has to start over (docs/resume.md). Resumable connections ask for
+	// it.
+	Cursor bool
 	// IDs, when not nil, numbers the hub's requests toward the client,
 	// instead of a count of its own: a connection that is a client of
 	// several sessions gives each the same counter, so that their requests

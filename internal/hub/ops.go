@@ -2,7 +2,6 @@ package hub
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -51,25 +50,10 @@ func operationID(m *jsonrpc.Message) string {
 	if m.Kind == jsonrpc.KindResponse {
 		body = m.Result
 	}
-	if id := metaString(body, api.MetaOperationID); len(id) <= opsMaxIDSize {
+	if id := jsonrpc.MetaString(body, api.MetaOperationID); len(id) <= opsMaxIDSize {
 		return id
 	}
 	return ""
-}
-
-// metaString returns the string member key of obj's _meta, or "".
-func metaString(obj []byte, key string) string {
-	meta, ok := jsonrpc.Field(obj, "_meta")
-	if !ok {
-		return ""
-	}
-	raw, ok := jsonrpc.Field(meta, key)
-	if !ok {
-		return ""
-	}
-	var s string
-	_ = json.Unmarshal(raw, &s)
-	return s
 }
 
 // digest identifies an operation's content: its method and params, or the

@@ -34,6 +34,11 @@ type peer struct {
 	overNoted   bool                    // in the session's over list (see lagBehind)
 	removed     context.Context         // done when gone is set
 	markRemoved context.CancelFunc
+	// cursor: the peer is given _acphub/seq records (JoinOptions.Cursor);
+	// markedSeq and markedText are the last it was given, markedSeq -1
+	// when it is to be given the next one whatever it says.
+	cursor                bool
+	markedSeq, markedText int64
 }
 
 // allocID returns a fresh hub id toward the peer.
@@ -64,9 +69,11 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 		replay: opts.Replay,
 		ids:    opts.IDs,
 		copies: make(map[int64]*agentRequest),
+		cursor: opts.Cursor,
 	}
 	p.removed, p.markRemoved = context.WithCancel(context.Background())
 	p.st = newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, func() { p.sess.Load().kickLag() })
+	p.st.seqRecords = opts.Cursor
 	p.out = p.st.out
 	s.adopt(p)
 	s.hub.clients.Add(1)
@@ -108,6 +115,7 @@ func (s *Session) attachWith(p *peer, after int64, replay bool, answer func()) {
 		return
 	}
 	p.attached = true
+	p.markedSeq = -1
 	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
 	if answer != nil {
 		answer()

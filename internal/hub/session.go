@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -302,7 +303,33 @@ func (s *Session) run() {
 		}
 		s.flushStaleMessage()
 		s.flush()
+		s.markCursors()
 	}
+}
+
+// markCursors gives each live peer that keeps a cursor an _acphub/seq
+// record, once the actor has done a batch of work: the log seq its frames
+// so far reach, and the bytes of streamed text after it (the message
+// being collected, which every event recorded ends).
+func (s *Session) markCursors() {
+	var text int64
+	if s.msg != nil {
+		text = int64(len(s.msg.text))
+	}
+	for _, p := range s.peers {
+		if !p.cursor || !p.attached || p.gone || p.dropped || p.st.lagging.Load() || (p.markedSeq == s.seq && p.markedText == text) {
+			continue
+		}
+		p.markedSeq, p.markedText = s.seq, text
+		if n, err := p.out.PushOver(seqFrame(s.seq, text)); err == nil {
+			s.checkLag(p, n)
+		}
+	}
+}
+
+// seqFrame is the _acphub/seq record of a cursor.
+func seqFrame(seq, text int64) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%q,"params":{"seq":%d,"text":%d}}`, api.MethodSeq, seq, text)
 }
 
 // agentChan returns the channel of agent frames, or nil while paced.

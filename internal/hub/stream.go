@@ -25,10 +25,13 @@ import (
 // enough, marks the rest and makes it live again. No consumer is dropped
 // for being slow, and a slow one costs the hub its queue and one page.
 type stream struct {
-	out      *frameq.Queue
-	store    eventlog.Store
-	render   func(frames [][]byte, ev eventlog.Event) [][]byte // log event → frames
-	caughtUp func()                                            // a lagging consumer wants more (see lagging)
+	out   *frameq.Queue
+	store eventlog.Store
+	// seqRecords: each page of history ends with an _acphub/seq record of
+	// its last event (see markCursors).
+	seqRecords bool
+	render     func(frames [][]byte, ev eventlog.Event) [][]byte // log event → frames
+	caughtUp   func()                                            // a lagging consumer wants more (see lagging)
 
 	marksMu sync.Mutex // guards marks
 	marks   []replayMark
@@ -214,6 +217,9 @@ func (st *stream) replayPage(ctx context.Context, mark replayMark) ([][]byte, er
 			frames = render(frames, ev)
 		}
 		st.pageLimit = max(minPage, min(maxPage, replayPageBytes*len(events)/max(size, 1)))
+		if st.seqRecords {
+			frames = append(frames, seqFrame(st.cursor, 0))
+		}
 		if len(frames) > 0 {
 			return frames, nil
 		}

@@ -1,5 +1,7 @@
 package jsonrpc
 
+import "encoding/json"
+
 // The functions in this file edit one member of a JSON object held as raw
 // bytes and keep every other byte. They are how acphub changes the few
 // things it owns in a frame (a capability, a sessionId) without dropping
@@ -110,4 +112,14 @@ func Members(obj []byte, fn func(key, val []byte) bool) bool {
 		return fn(obj[f.keyStart:f.keyEnd], obj[f.valStart:f.valEnd])
 	}, &end)
 	return err == nil
+}
+
+// MetaString returns the string member key of obj's _meta, or "" when it
+// has none.
+func MetaString(obj []byte, key string) string {
+	meta, _ := Field(obj, "_meta")
+	raw, _ := Field(meta, key)
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
 }

@@ -230,7 +230,7 @@ func (s *Server) joinOptions(r *http.Request, q url.Values) (hub.JoinOptions, *r
 	if f := s.checkUpgrade(r); f != nil {
 		return hub.JoinOptions{}, f
 	}
-	return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay}, nil
+	return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay, Cursor: q.Get("resume") == resumeNew}, nil
 }
 
 // checkUpgrade checks that r may upgrade: its origin, and that it asks for
