@@ -5,6 +5,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/acphub/acphub/api"
 )
@@ -329,6 +330,12 @@ type Handlers struct {
 	// joined anew (see Restart). The history that follows comes to the
 	// handlers as it comes live.
 	Restarted func(*Restart)
+
+	// Lost is told that the connection dropped and is being brought back,
+	// and Back that it is back (see DialOptions.Lost). They are called on
+	// the connection's reading goroutine and must not block.
+	Lost func(cause error, attempt int, next time.Duration)
+	Back func()
 }
 
 // notification dispatches a notification from the hub.

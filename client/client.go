@@ -49,6 +49,7 @@ func New(conn *Conn, h Handlers) *Client {
 		calls:    make(map[string]func(json.RawMessage, error)),
 		requests: make(map[string]*RawRequest),
 	}
+	conn.watch(h.Lost, h.Back)
 	c.wg.Go(c.run)
 	return c
 }

@@ -194,6 +194,11 @@ type Conn struct {
 	lastSeq, lastText int64
 	peer              string
 	nextOwn           int // ids of the Conn's own requests
+	// watchers are told what DialOptions.Lost and Back are (see watch).
+	watchers struct {
+		lost []func(error, int, time.Duration)
+		back []func()
+	}
 }
 
 // outFrame is a frame written to the Conn.

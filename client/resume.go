@@ -61,16 +61,41 @@ func (c *Conn) reconnect(cause error) error {
 	}
 }
 
-// lost and back tell DialOptions.Lost and Back.
+// watch adds lost and back, when not nil, to those of DialOptions: the
+// typed Client's handlers.
+func (c *Conn) watch(lost func(error, int, time.Duration), back func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if lost != nil {
+		c.watchers.lost = append(c.watchers.lost, lost)
+	}
+	if back != nil {
+		c.watchers.back = append(c.watchers.back, back)
+	}
+}
+
+// lost and back tell DialOptions.Lost and Back, and the watchers.
 func (c *Conn) lost(cause error, attempt int, next time.Duration) {
+	c.mu.Lock()
+	w := c.watchers.lost
+	c.mu.Unlock()
 	if c.opts.Lost != nil {
 		c.opts.Lost(cause, attempt, next)
+	}
+	for _, f := range w {
+		f(cause, attempt, next)
 	}
 }
 
 func (c *Conn) back() {
+	c.mu.Lock()
+	w := c.watchers.back
+	c.mu.Unlock()
 	if c.opts.Back != nil {
 		c.opts.Back()
+	}
+	for _, f := range w {
+		f()
 	}
 }
 

@@ -87,6 +87,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	opts := client.DialOptions{Session: session, Peer: peer, Agent: agentName}
+	opts.Lost, opts.Back = sayLost(stdio.Err, target.addr)
 	conn, err := waitForPeer(ctx, stdio.Err, opts, func() (*client.Conn, error) { return target.dial(ctx, opts) })
 	// A hub attach starts serves no TLS.
 	if err != nil && !noStart && !target.tls && isConnRefused(err) {
@@ -193,4 +194,16 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sayLost returns DialOptions.Lost and Back for a client whose words go to
+// w, prefixed "acphub: " (see chat.Outage).
+func sayLost(w io.Writer, addr string) (lost func(error, int, time.Duration), back func()) {
+	var o chat.Outage
+	say := func(words string) {
+		if words != "" {
+			fmt.Fprintln(w, "acphub: "+words)
+		}
+	}
+	return func(err error, attempt int, _ time.Duration) { say(o.Lost(addr, err, attempt)) }, func() { say(o.Back()) }
 }

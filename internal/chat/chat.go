@@ -78,6 +78,8 @@ type chat struct {
 	held       string // a number typed for the permission request our turn has yet to ask; input waits
 	othersTurn bool   // another client's turn runs: its prompt was shown and its turn_complete has not come
 
+	outage Outage // the hub lost, while it is
+
 	perms      []permission                // open permission requests, oldest first
 	toolTitles map[string]string           // toolCallId → title
 	announced  map[string]int              // prompt texts shown by prompt_received → user_message_chunks to skip

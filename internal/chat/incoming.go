@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/client"
@@ -33,6 +34,22 @@ func (c *chat) handlers() client.Handlers {
 		TerminalOutput:     func(p *api.TerminalOutput) { c.show(func() { c.terminalOutput(p) }) },
 		TerminalExited:     func(p *api.TerminalExited) { c.show(func() { c.terminalExited(p) }) },
 		Restarted:          func(r *client.Restart) { c.show(func() { c.restarted(r) }) },
+		Lost:               func(err error, attempt int, _ time.Duration) { c.show(func() { c.lost(err, attempt) }) },
+		Back:               func() { c.show(c.back) },
+	}
+}
+
+// lost and back say that the connection to the hub dropped, and that it is back
+// (see Outage).
+func (c *chat) lost(err error, attempt int) {
+	if words := c.outage.Lost(c.hub.Conn().At(), err, attempt); words != "" {
+		c.out.line(styleError, "["+words+"]")
+	}
+}
+
+func (c *chat) back() {
+	if words := c.outage.Back(); words != "" {
+		c.out.line(styleInfo, "["+words+"]")
 	}
 }
 
@@ -77,8 +94,12 @@ func (c *chat) promptDone(r *api.PromptResult, err error) {
 	switch {
 	case exitedCleanly(e):
 		c.out.line(styleInfo, "[turn ended: "+agentExitedCleanly+"]")
+	case e != nil && e.Code == api.CodeOperationUnknown:
+		c.out.line(styleError, "[your prompt did not run: the hub stopped before its turn started; send it again if you still want it]")
 	case err != nil:
 		c.out.line(styleError, "["+err.Error()+"]")
+	case interrupted(r):
+		c.out.line(styleError, "[turn interrupted: the hub stopped during it; it ended "+r.StopReason+"]")
 	default:
 		c.out.line(styleInfo, "[done: "+r.StopReason+"]")
 	}
@@ -88,15 +109,23 @@ func (c *chat) promptDone(r *api.PromptResult, err error) {
 	}
 }
 
-// restarted says that the connection started over and the history since AfterSeq
-// follows again.
+// interrupted reports whether a prompt's result says the hub's stop cut its turn
+// short (_meta acphub.dev/interrupted).
+func interrupted(r *api.PromptResult) bool {
+	var meta map[string]json.RawMessage
+	return json.Unmarshal(r.Meta, &meta) == nil && string(meta[api.MetaInterrupted]) == "true"
+}
+
+// restarted says that the connection started over: what the chat had not shown
+// follows.
 func (c *chat) restarted(r *client.Restart) {
 	c.perms = nil
-	since := "the start"
+	c.outage.Back()
+	what := "the session's history follows"
 	if r.AfterSeq > 0 {
-		since = "log seq " + strconv.FormatInt(r.AfterSeq, 10)
+		what = "what you have not seen follows"
 	}
-	c.out.line(styleError, fmt.Sprintf("[reconnected anew (%v); the session since %s follows]", r.Cause, since))
+	c.out.line(styleError, fmt.Sprintf("[the hub could not resume the connection (%v): joined anew; %s]", r.Cause, what))
 }
 
 // maxTerminalLine is the most of a terminal's line the chat holds back.

@@ -317,4 +317,6 @@ func toolCallIDOf(params []byte) string {
 
 // answeredToolCall returns the tool call an answer names in
 // result._meta["acphub.dev/toolCallId"], or "".
-func answeredToolCall(m *jsonrpc.Message) string { return jsonrpc.MetaString(m.Result, api.MetaToolCallID) }
+func answeredToolCall(m *jsonrpc.Message) string {
+	return jsonrpc.MetaString(m.Result, api.MetaToolCallID)
+}
