@@ -594,9 +594,18 @@ func TestChat_ReplaysHistoryToALateJoiner(t *testing.T) {
 	sid := ws.handshake()
 	id := ws.prompt(sid, "/echo first answer")
 	ws.until(func(m msg) bool { return m.isResponseTo(id) })
+	id = ws.prompt(sid, "/permission")
+	req := lastOf(ws.until(isMethod("session/request_permission")))
+	ws.respond(req.ID, allowAnswer)
+	ws.until(func(m msg) bool { return m.isResponseTo(id) })
+	// The late joiner sees who sent each prompt and who answered the
+	// permission request with what.
 	chat := runProc(t, h.clientArgs("chat", "--session", "s")...)
-	chat.expect("> /echo first answer")
+	chat.expect("[web] /echo first answer")
 	chat.expect("first answer")
+	chat.expect("[web's turn complete: end_turn]")
+	chat.expect("[web] /permission")
+	chat.expect("[permission] Edit demo.txt: web chose Allow")
 	chat.expect("[web's turn complete: end_turn]")
 }
 

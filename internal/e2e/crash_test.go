@@ -67,9 +67,10 @@ func (s *shownChunks) check(t *testing.T, who string, least int) {
 // log holds, and learns that the turn was interrupted; the prompt ran once
 // (the chat asked its outcome instead of sending it again); and the log
 // kept every chunk a client was shown longer ago than the documented
-// window.
+// window. Like TestRestart_KillMidMessageKeepsShownText, it does not run
+// in parallel with the package's other tests, which would stretch the
+// window with their commits.
 func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
-	t.Parallel()
 	addr := freeAddr(t)
 	h := startHub(t, "--listen", addr, "--agent-cmd", demoAgentCmd(5*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*testTimeout)

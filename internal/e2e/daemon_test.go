@@ -241,7 +241,7 @@ func TestDemo_EachRunIsANewConversation(t *testing.T) {
 		t.Errorf("second demo, after the first in %s: %v\n%s", key, err, second)
 	}
 	again, err := runDemo(t, dir, []string{"--session", key}, "/echo back again")
-	if err != nil || demoSession(t, again) != key || !strings.Contains(again, "> /echo from the first demo\nfrom the first demo\n") ||
+	if err != nil || demoSession(t, again) != key || !regexp.MustCompile(`\n\[[^\]]+\] /echo from the first demo\n(.*\n)?from the first demo\n`).MatchString(again) ||
 		!strings.Contains(again, "'s turn ended: the agent exited (exit code 0)]\n") || strings.Contains(again, "agent_exited") ||
 		!strings.HasSuffix(again, "back again\n[done: end_turn]\n") {
 		t.Errorf("demo --session %s: %v\n%s", key, err, again)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -229,6 +230,15 @@ func conversation(ms []msg) []string {
 		run = ""
 	}
 	return out
+}
+
+// withoutNotes returns ms without the _acphub/prompt_received and
+// _acphub/permission_resolved notifications a history carries beside the
+// conversation (who prompted, who answered).
+func withoutNotes(ms []msg) []msg {
+	return slices.DeleteFunc(slices.Clone(ms), func(m msg) bool {
+		return m.Method == "_acphub/prompt_received" || m.Method == "_acphub/permission_resolved"
+	})
 }
 
 // turnAsSeen is the conversation of one turn as the client that prompted

@@ -124,7 +124,7 @@ func TestHistory_LoadThroughAttach(t *testing.T) {
 		t.Errorf("session/load result %s, want the session/new result %s without its sessionId", resp.Result, created.Result)
 	}
 	for _, m := range hist {
-		if (m.Method != "session/update" && m.Method != "_acphub/turn_complete") || len(m.ID) > 0 {
+		if !slices.Contains([]string{"session/update", "_acphub/turn_complete", "_acphub/prompt_received", "_acphub/permission_resolved"}, m.Method) || len(m.ID) > 0 {
 			t.Errorf("before the load response: %s, want only the history", m.raw)
 		}
 	}
@@ -267,7 +267,7 @@ func TestHistory_MoveToAnotherSession(t *testing.T) {
 					t.Errorf("attach result: session %s, client %s, connected %v", r.SessionID, r.ClientID, ids)
 				}
 			}
-			if d := diffLines(conversation(hist), bHistory); d != "" || len(hist) != len(bHistory) {
+			if d := diffLines(conversation(hist), bHistory); d != "" || len(withoutNotes(hist)) != len(bHistory) {
 				t.Errorf("x's history after moving:\n%s", d)
 			}
 			checkSessionIDs(t, hist, sidB)
@@ -336,7 +336,7 @@ func TestHistory_JoinMidMessage(t *testing.T) {
 			switch how {
 			case "session/new":
 				b.mustCall(how, map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
-				all := b.until(isMethod("_acphub/turn_complete"))
+				all := withoutNotes(b.until(isMethod("_acphub/turn_complete")))
 				// The history is what is in the log at the join: the
 				// prompt, then the message so far as one chunk.
 				hist, live = all[:2], all[2:]
@@ -357,6 +357,7 @@ func TestHistory_JoinMidMessage(t *testing.T) {
 				t.Fatalf("a received %q", texts(gotA))
 			}
 
+			hist = withoutNotes(hist)
 			if len(hist) == 0 || hist[0].update() != "user_message_chunk" || hist[0].text() != prompt {
 				t.Fatalf("b's history %v, want the prompt first", rawFrames(hist))
 			}
@@ -432,7 +433,7 @@ func TestHistory_AttachFullAfterAHugeTurn(t *testing.T) {
 		t.Fatalf("attach after a 68 MiB turn: %d frames in the response, historyStreamed %d of lastSeq %d",
 			len(hist), res.Meta.HistoryStreamed, res.Meta.LastSeq)
 	}
-	hist = b.until(isMethod("_acphub/turn_complete"))
+	hist = withoutNotes(b.until(isMethod("_acphub/turn_complete")))
 	if hist[0].update() != "user_message_chunk" || hist[0].text() != "/flood 17000 4096" {
 		t.Errorf("the history starts with %.200s, want the prompt", hist[0].raw)
 	}

@@ -90,7 +90,7 @@ func TestScenario_LateJoinerGetsCachedResultsAndOpenPermission(t *testing.T) {
 		}
 		// History first (the prompt, then what the agent said so far), then
 		// the open permission request.
-		got := c.until(isMethod("session/request_permission"))
+		got := withoutNotes(c.until(isMethod("session/request_permission")))
 		if got[0].update() != "user_message_chunk" || got[0].text() != k.askPrompt {
 			t.Errorf("late joiner's first frame %s, want the prompt replayed", got[0].raw)
 		}

@@ -11,7 +11,8 @@ import (
 // appendReplayFrames appends the frames a joining client receives for ev:
 // the agent's notifications as they were sent, each prompt as
 // user_message_chunk updates so a plain ACP client shows the whole
-// conversation, the end of each turn as _acphub/turn_complete so a client
+// conversation (and as _acphub/prompt_received, which says who sent it),
+// each permission answer as _acphub/permission_resolved, the end of each turn as _acphub/turn_complete so a client
 // knows where one turn's reply stops, and each terminal acphub ran as
 // _acphub/terminal_exited, with its final output. Other events are not part
 // of the replayed stream.
@@ -27,6 +28,12 @@ func appendReplayFrames(frames [][]byte, ev eventlog.Event) [][]byte {
 		return append(frames, jsonrpc.NewNotification(api.MethodTurnComplete, json.RawMessage(ev.Data)))
 	case api.EventTerminalExited:
 		return append(frames, jsonrpc.NewNotification(api.MethodTerminalExited, json.RawMessage(ev.Data)))
+	case api.EventPromptReceived, api.EventPermissionResolved:
+		// Who sent each prompt, and who answered each permission request
+		// with what, as live clients were told.
+		if method, params := missedNotification("", ev); method != "" {
+			return append(frames, jsonrpc.NewNotification(method, params))
+		}
 	case api.EventAgentNotification, api.EventTurnStarted:
 		data, err := api.DecodeEventData(ev.Type, ev.Data)
 		if err != nil {
