@@ -59,7 +59,7 @@ func runChat(ctx context.Context, args []string, stdio Stdio) error {
 }
 
 func runAttach(ctx context.Context, args []string, stdio Stdio) error {
-	var addr, session, peer, agentName, agentCmd string
+	var addr, session, peer, agentName, agentCmd, replay string
 	var noStart bool
 	var eofWait time.Duration
 	cfg, fs, err := parseFlags("attach", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
@@ -69,6 +69,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 		fs.StringVar(&agentName, "agent", "", "agent to run when the session is created (default: the hub's)")
 		fs.StringVar(&agentCmd, "agent-cmd", "", "default agent of a hub this command starts, as a command line")
 		fs.BoolVar(&noStart, "no-start", false, "fail instead of starting a local hub when none answers")
+		fs.StringVar(&replay, "replay", "full", "the session's history the editor gets after session/new: full or skip (session/load always replays it)")
 		fs.DurationVar(&eofWait, "eof-wait", DefaultEOFWait, "once stdin ends, wait this long for the answers to the requests sent (0: answer them with an error at once)")
 	})
 	if err != nil {
@@ -86,7 +87,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	opts := client.DialOptions{Session: session, Peer: peer, Agent: agentName}
+	opts := client.DialOptions{Session: session, Peer: peer, Agent: agentName, Replay: replay}
 	opts.Lost, opts.Back = sayLost(stdio.Err, target.addr)
 	conn, err := waitForPeer(ctx, stdio.Err, opts, func() (*client.Conn, error) { return target.dial(ctx, opts) })
 	// A hub attach starts serves no TLS.

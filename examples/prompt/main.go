@@ -59,7 +59,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	// Handlers run one at a time, in the order of the session's stream.
-	c, err := client.Dial(ctx, client.DialOptions{Endpoint: endpoint, Session: *session}, client.Handlers{
+	// Replay "skip": the session's earlier turns are not this program's
+	// output; it prints its own turn only.
+	c, err := client.Dial(ctx, client.DialOptions{Endpoint: endpoint, Session: *session, Replay: "skip"}, client.Handlers{
 		SessionUpdate: func(n *api.SessionNotification) {
 			if n.Kind() == "agent_message_chunk" {
 				fmt.Fprint(out, n.Text())

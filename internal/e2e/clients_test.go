@@ -673,3 +673,28 @@ func TestChat_SaysItWaitsForASlowAgent(t *testing.T) {
 		t.Errorf("chat on an agent that starts in 1s printed:\n%s", strings.Join(seen, "\n"))
 	}
 }
+
+// attach --replay skip gives the editor no history after session/new: a
+// script that runs a turn on a session that has others prints its own.
+func TestAttach_ReplaySkip(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	web := h.dial("s", "peer=web")
+	sid := web.handshake()
+	web.untilResponse(web.prompt(sid, "/echo earlier turn"))
+	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "editor", "--no-start", "--replay", "skip")...)
+	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	ed.write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	ed.expectMsg(func(m msg) bool { return string(m.ID) == "2" })
+	ed.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/echo my turn"}]}}`, sid))
+	for _, m := range ed.expectMsg(func(m msg) bool { return string(m.ID) == "3" }) {
+		if strings.Contains(string(m.raw), "earlier turn") {
+			t.Errorf("attach --replay skip gave the editor %s", m.raw)
+		}
+	}
+	// A bad value is refused by name.
+	bad := runProc(t, h.clientArgs("attach", "--session", "s", "--no-start", "--replay", "some")...)
+	if err := bad.wait(); err == nil || !strings.Contains(bad.err.String(), "replay must be full or skip") {
+		t.Errorf("attach --replay some: %v, %q", err, bad.err.String())
+	}
+}

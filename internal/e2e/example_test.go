@@ -47,4 +47,10 @@ func TestExample_Prompt(t *testing.T) {
 		})
 	}
 	h.waitLog(`session=other peer=\S+ reason=left`)
+
+	// Run again on a session that has a turn: it prints its own turn only.
+	out, err := exec.Command(prog, "-addr", h.addr, "-token", h.token, "-session", "other", "/echo only mine").CombinedOutput()
+	if err != nil || strings.Contains(string(out), "again") || !strings.HasPrefix(string(out), "only mine") {
+		t.Errorf("prompt on a session with an earlier turn: %v\n%s\nwant its own turn only", err, out)
+	}
 }
