@@ -23,9 +23,10 @@ const testedWindow = 100 * time.Millisecond
 // TestStore_KillKeepsAcknowledgedEvents appends events one by one in a
 // child process, a paced stream, kills it with SIGKILL, and reopens the
 // log: every event acknowledged more than testedWindow before the kill is
-// there, and what is there is a gap-free prefix.
+// there, and what is there is a gap-free prefix. It does not run in
+// parallel with the package's other tests, whose commits would stretch the
+// window it measures (seen once in a dozen runs under load).
 func TestStore_KillKeepsAcknowledgedEvents(t *testing.T) {
-	t.Parallel()
 	path := filepath.Join(t.TempDir(), sqlite.FileName)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestStore_KilledWriter$")
 	cmd.Env = append(os.Environ(), "ACPHUB_KILLED_STORE="+path)

@@ -236,15 +236,7 @@ CREATE TABLE sessions (
 	name TEXT    NOT NULL UNIQUE
 );
 CREATE TABLE events (
-	session   INTEGER NOT NULL, -- sessions.key
-	seq       INTEGER NOT NULL,
-	id        TEXT    NOT NULL,
-	parent_id TEXT,
-	ts        TEXT    NOT NULL,
-	type      TEXT    NOT NULL,
-	data      BLOB    NOT NULL,
-	peer      TEXT    NOT NULL DEFAULT '',
-	agent_id  TEXT    NOT NULL DEFAULT '',
+	session   INTEGER NOT NULL, -- sessions.key` + eventColumns + `,
 	PRIMARY KEY (session, seq)
 );
 CREATE TABLE last_of_type (
@@ -254,10 +246,17 @@ CREATE TABLE last_of_type (
 	PRIMARY KEY (session, type)
 ) WITHOUT ROWID;` + createHeld
 
-// createHeld adds the table of held events, which layout 3 added.
+// createHeld adds the table of held events, which layout 3 added: one row
+// per session, with the columns of an event.
 const createHeld = `
 CREATE TABLE held (
-	session   INTEGER PRIMARY KEY, -- sessions.key
+	session   INTEGER PRIMARY KEY, -- sessions.key` + eventColumns + `
+);
+PRAGMA user_version = 3;`
+
+// eventColumns are an event's columns after its session, in events and in
+// held; eventArgs gives their values.
+const eventColumns = `
 	seq       INTEGER NOT NULL,
 	id        TEXT    NOT NULL,
 	parent_id TEXT,
@@ -265,9 +264,17 @@ CREATE TABLE held (
 	type      TEXT    NOT NULL,
 	data      BLOB    NOT NULL,
 	peer      TEXT    NOT NULL DEFAULT '',
-	agent_id  TEXT    NOT NULL DEFAULT ''
-);
-PRAGMA user_version = 3;`
+	agent_id  TEXT    NOT NULL DEFAULT ''`
+
+// eventArgs appends to args the values of e's row, of the session with key.
+func eventArgs(args []any, key int64, e eventlog.Event) []any {
+	var parent any
+	if e.ParentID != nil {
+		parent = *e.ParentID
+	}
+	return append(args, key, e.Seq, e.ID, parent, e.Timestamp.UTC().Format(time.RFC3339Nano),
+		e.Type, []byte(e.Data), e.Peer, e.AgentID)
+}
 
 // fromV1 turns layout 1 into layout 3. Layout 1 was one WITHOUT ROWID
 // table events keyed by (session TEXT, seq), with the same columns, and an
@@ -648,12 +655,7 @@ func (s *Store) write(batch []eventlog.Event, holds map[string]eventlog.Event) e
 				return err
 			}
 			last[typeOf{key, e.Type}] = e.Seq
-			var parent any
-			if e.ParentID != nil {
-				parent = *e.ParentID
-			}
-			args = append(args, key, e.Seq, e.ID, parent, e.Timestamp.UTC().Format(time.RFC3339Nano),
-				e.Type, []byte(e.Data), e.Peer, e.AgentID)
+			args = eventArgs(args, key, e)
 		}
 		if _, err := stmt.Exec(args...); err != nil {
 			return fmt.Errorf("insert %s from seq %d: %w", batch[0].Session, batch[0].Seq, err)
@@ -678,12 +680,7 @@ func (s *Store) write(batch []eventlog.Event, holds map[string]eventlog.Event) e
 		if e.Seq <= lastOf[key] {
 			continue // the log reached it in this batch
 		}
-		var parent any
-		if e.ParentID != nil {
-			parent = *e.ParentID
-		}
-		if _, err := setHeld.Exec(key, e.Seq, e.ID, parent, e.Timestamp.UTC().Format(time.RFC3339Nano),
-			e.Type, []byte(e.Data), e.Peer, e.AgentID); err != nil {
+		if _, err := setHeld.Exec(eventArgs(nil, key, e)...); err != nil {
 			return fmt.Errorf("hold an event of %s: %w", e.Session, err)
 		}
 		held[key] = true
