@@ -49,11 +49,15 @@ func runChat(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
+	isNew := target.newSession(ctx, session)
 	conn, err := joinAsPeer(ctx, stdio.Out, session, peer, func(ctx context.Context, peer string) (*client.Conn, error) {
 		return target.dial(ctx, client.DialOptions{Session: session, Peer: peer, Replay: replay})
 	})
 	if err != nil {
 		return err
+	}
+	if isNew {
+		fmt.Fprintf(stdio.Out, "acphub: session %s is new: no session had that key, so the hub created it, with its default agent (acphub sessions lists the sessions)\n", session)
 	}
 	return chat.Run(ctx, conn, stdio.In, stdio.Out, chat.Options{})
 }

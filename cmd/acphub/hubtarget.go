@@ -132,6 +132,18 @@ func (t *hubTarget) get(ctx context.Context, path string) (*http.Response, error
 	return nil, fmt.Errorf("hub answered %s", resp.Status)
 }
 
+// newSession reports whether the hub says it has no session key: a join
+// creates it. When the hub cannot say, it reports false.
+func (t *hubTarget) newSession(ctx context.Context, key string) bool {
+	resp, err := t.do(ctx, "/api/sessions/"+url.PathEscape(key)+"/events?limit=1")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var e api.HTTPError
+	return resp.StatusCode == http.StatusNotFound && json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error.Reason == api.ReasonUnknownSession
+}
+
 // do sends GET path over the socket, or over TCP when there is no socket
 // to try or no hub answers there.
 func (t *hubTarget) do(ctx context.Context, path string) (*http.Response, error) {

@@ -698,3 +698,21 @@ func TestAttach_ReplaySkip(t *testing.T) {
 		t.Errorf("attach --replay some: %v, %q", err, bad.err.String())
 	}
 }
+
+// A chat on a key no session has says that it created the session: a
+// mistyped --session does not pass for the session meant.
+func TestChat_SaysASessionIsNew(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	web := h.dial("s", "peer=web")
+	web.handshake()
+	typo := runProc(t, h.clientArgs("chat", "--session", "sx", "--peer", "me")...)
+	typo.expect("acphub: session sx is new: no session had that key, so the hub created it")
+	typo.stdin.Close()
+	old := runProc(t, h.clientArgs("chat", "--session", "s", "--peer", "me2")...)
+	for _, l := range old.expect("connected: session") {
+		if strings.Contains(l, "is new") {
+			t.Errorf("chat on an existing session said %q", l)
+		}
+	}
+}

@@ -30,8 +30,10 @@ const durabilityWait = 100 * time.Millisecond
 // while a turn writes durable events, and checks that every event a
 // subscriber received longer ago than the durability window survived, byte
 // for byte, and that the session goes on in a new hub.
+//
+// Like the other tests that measure a durability window, it does not run in
+// parallel with the package's other hubs.
 func TestRestart_KillMidTurnKeepsAcknowledgedEvents(t *testing.T) {
-	t.Parallel()
 	// The demo script with 100 ms between steps: about a second of
 	// streamed reply, then the plan and the three updates of a tool call
 	// 100 ms apart, then a permission request.
