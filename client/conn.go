@@ -190,8 +190,10 @@ type Conn struct {
 	initialize []byte // params of the first initialize answered
 	sessionID  string // the ACP session joined
 	// lastSeq and lastText are where in its log what was read reaches:
-	// from the last _acphub/seq record, or the last attach or detach.
+	// from the last _acphub/seq record and the text read since, or the
+	// last attach or detach. seqRecords: the hub sends such records.
 	lastSeq, lastText int64
+	seqRecords        bool
 	peer              string
 	nextOwn           int // ids of the Conn's own requests
 	// watchers are told what DialOptions.Lost and Back are (see watch).
@@ -719,9 +721,15 @@ func (c *Conn) bookkeepLocked(frame []byte) bool {
 		case api.MethodSeq:
 			var p api.SeqParams
 			if json.Unmarshal(m.Params, &p) == nil {
-				c.lastSeq, c.lastText = p.Seq, p.Text
+				c.lastSeq, c.lastText, c.seqRecords = p.Seq, p.Text, true
 			}
 			return false
+		case api.MethodSessionUpdate:
+			// Streamed text moves the cursor without a record, on a
+			// connection that gets them.
+			if tc, ok := jsonrpc.ParseTextChunk(m.Params); ok && c.seqRecords {
+				c.lastText += int64(len(tc.Body()))
+			}
 		case jsonrpc.MethodCancelRequest:
 			var p struct {
 				RequestID json.RawMessage `json:"requestId"`

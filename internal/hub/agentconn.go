@@ -339,7 +339,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		return // history the hub already holds
 	}
 	if m.Method == jsonrpc.MethodSessionUpdate {
-		if c, ok := parseTextChunk(m.Params); ok {
+		if c, ok := jsonrpc.ParseTextChunk(m.Params); ok {
 			s.collect(c, m.Params)
 			if len(s.tails) > 0 {
 				s.publishEphemeral(&api.AgentChunk{Params: m.Params})

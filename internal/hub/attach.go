@@ -331,17 +331,17 @@ func skipText(render func([][]byte, eventlog.Event) [][]byte, n int64) func([][]
 			return render(frames, ev)
 		}
 		params, _ := jsonrpc.Field(ev.Data, "params")
-		c, ok := parseTextChunk(params)
+		c, ok := jsonrpc.ParseTextChunk(params)
 		if ev.Type != api.EventAgentMessage || !ok {
 			n = 0 // the streamed text ended: what follows is new to the client
 			return render(frames, ev)
 		}
-		body := c.text[1 : len(c.text)-1]
+		body := c.Body()
 		if int64(len(body)) <= n {
 			n -= int64(len(body))
 			return frames
 		}
-		rest := message{sessionID: c.sessionID, kind: c.kind, messageID: c.messageID, text: body[textCut(body, int(n)):], chunks: 2}
+		rest := message{sessionID: c.SessionID, kind: c.Kind, messageID: c.MessageID, text: body[textCut(body, int(n)):], chunks: 2}
 		n = 0
 		return append(frames, updateFrame(rest.params()))
 	}

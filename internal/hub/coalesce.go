@@ -40,84 +40,9 @@ type message struct {
 	held      int64 // chunks when the message was last held
 }
 
-// textChunk is a session/update that only carries plain text: the one kind
-// of update coalescing may rewrite without losing a byte of meaning.
-type textChunk struct {
-	sessionID, kind, messageID, text []byte
-}
-
-var (
-	keySessionID     = []byte(`"sessionId"`)
-	keyUpdate        = []byte(`"update"`)
-	keySessionUpdate = []byte(`"sessionUpdate"`)
-	keyContent       = []byte(`"content"`)
-	keyMessageID     = []byte(`"messageId"`)
-	keyType          = []byte(`"type"`)
-	keyText          = []byte(`"text"`)
-	valTextType      = []byte(`"text"`)
-	valMessageChunk  = []byte(`"agent_message_chunk"`)
-	valThoughtChunk  = []byte(`"agent_thought_chunk"`)
-)
-
-// parseTextChunk recognises params of the form
-// {"sessionId":S,"update":{"sessionUpdate":K,"content":{"type":"text","text":T}[,"messageId":M]}}
-// with K an agent message or thought chunk and nothing else (no _meta, no
-// unknown member): anything more is logged as it came, uncoalesced.
-func parseTextChunk(params []byte) (textChunk, bool) {
-	var c textChunk
-	var update []byte
-	ok := jsonrpc.Members(params, func(k, v []byte) bool {
-		switch {
-		case bytes.Equal(k, keySessionID) && v[0] == '"':
-			c.sessionID = v
-		case bytes.Equal(k, keyUpdate):
-			update = v
-		default:
-			update = nil
-			return false
-		}
-		return true
-	})
-	if !ok || update == nil || c.sessionID == nil {
-		return c, false
-	}
-	var content []byte
-	ok = jsonrpc.Members(update, func(k, v []byte) bool {
-		switch {
-		case bytes.Equal(k, keySessionUpdate) && (bytes.Equal(v, valMessageChunk) || bytes.Equal(v, valThoughtChunk)):
-			c.kind = v
-		case bytes.Equal(k, keyContent):
-			content = v
-		case bytes.Equal(k, keyMessageID) && v[0] == '"':
-			c.messageID = v
-		default:
-			c.kind = nil
-			return false
-		}
-		return true
-	})
-	if !ok || c.kind == nil || content == nil {
-		return c, false
-	}
-	typed := false
-	ok = jsonrpc.Members(content, func(k, v []byte) bool {
-		switch {
-		case bytes.Equal(k, keyType) && bytes.Equal(v, valTextType):
-			typed = true
-		case bytes.Equal(k, keyText) && v[0] == '"':
-			c.text = v
-		default:
-			typed = false
-			return false
-		}
-		return true
-	})
-	return c, ok && typed && c.text != nil
-}
-
 // continues reports whether c belongs to the message being collected.
-func (m *message) continues(c textChunk) bool {
-	return bytes.Equal(m.sessionID, c.sessionID) && bytes.Equal(m.kind, c.kind) && bytes.Equal(m.messageID, c.messageID)
+func (m *message) continues(c jsonrpc.TextChunk) bool {
+	return bytes.Equal(m.sessionID, c.SessionID) && bytes.Equal(m.kind, c.Kind) && bytes.Equal(m.messageID, c.MessageID)
 }
 
 // params renders the collected message as session/update params.
@@ -142,14 +67,14 @@ func (m *message) params() []byte {
 
 // collect adds a text chunk to the message in progress, first writing out
 // the one it does not continue.
-func (s *Session) collect(c textChunk, params []byte) {
+func (s *Session) collect(c jsonrpc.TextChunk, params []byte) {
 	if s.msg != nil && !s.msg.continues(c) {
 		s.flushMessage()
 	}
 	if s.msg == nil {
-		s.msg = &message{sessionID: c.sessionID, kind: c.kind, messageID: c.messageID, first: params, started: time.Now()}
+		s.msg = &message{sessionID: c.SessionID, kind: c.Kind, messageID: c.MessageID, first: params, started: time.Now()}
 	}
-	s.msg.text = append(s.msg.text, c.text[1:len(c.text)-1]...)
+	s.msg.text = append(s.msg.text, c.Body()...)
 	s.msg.chunks++
 	if len(s.msg.text) >= coalesceMax {
 		s.flushMessage()

@@ -7,38 +7,8 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
-
-func TestParseTextChunk(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		params string
-		ok     bool
-	}{
-		{"message", `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`, true},
-		{"thought with id", `{"sessionId":"s","update":{"messageId":"m1","sessionUpdate":"agent_thought_chunk","content":{"text":"x","type":"text"}}}`, true},
-		{"user chunk", `{"sessionId":"s","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}}`, false},
-		{"image", `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"x","mimeType":"image/png"}}}`, false},
-		{"meta on content", `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x","_meta":{}}}}`, false},
-		{"meta on update", `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{}}}`, false},
-		{"meta on params", `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}},"_meta":{}}`, false},
-		{"unknown member", `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"future":1}}`, false},
-		{"annotations", `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x","annotations":{}}}}`, false},
-		{"numeric text", `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":5}}}`, false},
-		{"no session", `{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}`, false},
-		{"escaped key", `{"sessionId":"s","update":{"session\u0055pdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}`, false},
-		{"not an object", `[1]`, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if _, ok := parseTextChunk([]byte(tt.params)); ok != tt.ok {
-				t.Errorf("parseTextChunk = %v, want %v", ok, tt.ok)
-			}
-		})
-	}
-}
 
 func TestMessageParams(t *testing.T) {
 	t.Parallel()
@@ -49,16 +19,16 @@ func TestMessageParams(t *testing.T) {
 	}
 	var m *message
 	for _, c := range chunks {
-		tc, ok := parseTextChunk([]byte(c))
+		tc, ok := jsonrpc.ParseTextChunk([]byte(c))
 		if !ok {
 			t.Fatalf("chunk not recognised: %s", c)
 		}
 		if m == nil {
-			m = &message{sessionID: tc.sessionID, kind: tc.kind, first: []byte(c)}
+			m = &message{sessionID: tc.SessionID, kind: tc.Kind, first: []byte(c)}
 		} else if !m.continues(tc) {
 			t.Fatal("chunk does not continue the message")
 		}
-		m.text = append(m.text, tc.text[1:len(tc.text)-1]...)
+		m.text = append(m.text, tc.Body()...)
 		m.chunks++
 	}
 	var p struct {
@@ -79,16 +49,6 @@ func TestMessageParams(t *testing.T) {
 	one := &message{first: []byte(chunks[0]), chunks: 1}
 	if string(one.params()) != chunks[0] {
 		t.Error("a message of one chunk is not logged as it came")
-	}
-}
-
-func BenchmarkParseTextChunk(b *testing.B) {
-	params := []byte(`{"sessionId":"sess_0123456789abcdef","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"0000012345 1763800000000000000 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}}`)
-	b.SetBytes(int64(len(params)))
-	for b.Loop() {
-		if _, ok := parseTextChunk(params); !ok {
-			b.Fatal("not a text chunk")
-		}
 	}
 }
 

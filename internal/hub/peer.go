@@ -35,10 +35,10 @@ type peer struct {
 	removed     context.Context         // done when gone is set
 	markRemoved context.CancelFunc
 	// cursor: the peer is given _acphub/seq records (JoinOptions.Cursor);
-	// markedSeq and markedText are the last it was given, markedSeq -1
-	// when it is to be given the next one whatever it says.
-	cursor                bool
-	markedSeq, markedText int64
+	// markedSeq is the seq of the last it was given, -1 when it is to be
+	// given the next one whatever it says.
+	cursor    bool
+	markedSeq int64
 }
 
 // allocID returns a fresh hub id toward the peer.

@@ -308,20 +308,27 @@ func (s *Session) run() {
 }
 
 // markCursors gives each live peer that keeps a cursor an _acphub/seq
-// record, once the actor has done a batch of work: the log seq its frames
-// so far reach, and the bytes of streamed text after it (the message
-// being collected, which every event recorded ends).
+// record once the actor has done a batch of work in which the log moved:
+// the log seq its frames so far reach, and the bytes of streamed text
+// after it (the message being collected, which every event recorded
+// ends). Between two records the client counts the text of the plain text
+// chunks it reads itself (jsonrpc.TextChunk), so that a flood of chunks
+// costs no record, only the ends of its messages do.
 func (s *Session) markCursors() {
 	var text int64
 	if s.msg != nil {
 		text = int64(len(s.msg.text))
 	}
+	var frame []byte // one record, shared by the peers
 	for _, p := range s.peers {
-		if !p.cursor || !p.attached || p.gone || p.dropped || p.st.lagging.Load() || (p.markedSeq == s.seq && p.markedText == text) {
+		if !p.cursor || !p.attached || p.gone || p.dropped || p.st.lagging.Load() || p.markedSeq == s.seq {
 			continue
 		}
-		p.markedSeq, p.markedText = s.seq, text
-		if n, err := p.out.PushOver(seqFrame(s.seq, text)); err == nil {
+		p.markedSeq = s.seq
+		if frame == nil {
+			frame = seqFrame(s.seq, text)
+		}
+		if n, err := p.out.PushOver(frame); err == nil {
 			s.checkLag(p, n)
 		}
 	}
