@@ -213,7 +213,7 @@ func TestAttach_WaitsForItsPeerIDToComeFree(t *testing.T) {
 	h := startHub(t)
 	holder := h.dial("s", "peer=ed")
 	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "ed", "--no-start")...)
-	waitUntil(t, func() bool { return strings.Contains(ed.err.String(), "waiting up to 5s for it to leave") })
+	waitFor(t, "attach to say it waits for its peer id", func() bool { return strings.Contains(ed.err.String(), "waiting up to 5s for it to leave") })
 	holder.close()
 	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	got := ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
@@ -273,10 +273,10 @@ func TestAttach_StartsALocalHub(t *testing.T) {
 		t.Errorf("auto-started hub wrote no token: %v", err)
 	}
 	// It says so, with what a person needs to find and stop it.
+	// Its stderr is copied apart from its stdout: the words may come later
+	// than the answer.
 	started := fmt.Sprintf("acphub: no hub answered at %s: started one (pid %d, log %s); it exits after 10 minutes without clients\n", h.addr, h.pid(), h.path("hub.log"))
-	if !strings.Contains(ed.err.String(), started) {
-		t.Errorf("attach that started a hub said:\n%s\nwant:\n%s", ed.err.String(), started)
-	}
+	waitFor(t, "attach to say it started a hub", func() bool { return strings.Contains(ed.err.String(), started) })
 	// A second editor finds the running hub instead of starting another.
 	ed2 := runProc(t, h.args("attach", "--session", "auto", "--no-start")...)
 	ed2.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
@@ -607,16 +607,6 @@ func TestChat_ReplaysHistoryToALateJoiner(t *testing.T) {
 	chat.expect("[web] /permission")
 	chat.expect("[permission] Edit demo.txt: web chose Allow")
 	chat.expect("[web's turn complete: end_turn]")
-}
-
-// waitUntil polls cond until it holds, failing the test after testTimeout.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(testTimeout); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-	}
 }
 
 // A chat stopped with SIGTERM, or with Ctrl-C (SIGINT), as a person stops

@@ -42,7 +42,7 @@ func TestCLI_NoHubSaysHowToStartOne(t *testing.T) {
 	check("no hub ever ran with the data dir")
 
 	hub := startProc(t, exec.Command(serve[0], serve[1:]...))
-	waitUntil(t, func() bool {
+	waitFor(t, "the hub to answer", func() bool {
 		_, _, err := runCLI(t, clientArgs(nowhere, dir, "sessions")...)
 		return err == nil
 	})

@@ -349,7 +349,7 @@ func TestResume_ANewJoinTakesTheVanishedClientsPeerID(t *testing.T) {
 	a.drop()
 	// Once the hub has seen the transport go, the id is free for a new join.
 	var b *client
-	waitUntil(t, func() bool {
+	waitFor(t, "the peer id to come free", func() bool {
 		var err error
 		b, err = h.tryDial("s", "peer=ed", nil)
 		return err == nil
