@@ -215,6 +215,15 @@ func TestOperations_OutcomesSurviveAKill(t *testing.T) {
 	if got := b.outcome(sid, "op-never"); got.Error == nil || got.Error.Code != -32042 || got.reason() != "operation_unknown" {
 		t.Errorf("_acphub/outcome of an operation the hub never saw: %s, want -32042 operation_unknown", got.raw)
 	}
+	for _, bad := range []struct{ sid, op, reason string }{
+		{sid, "", "bad_params"},
+		{sid, strings.Repeat("x", 129), "bad_params"},
+		{"another-session", "op-cut", "unknown_session"},
+	} {
+		if got := b.outcome(bad.sid, bad.op); got.Error == nil || got.reason() != bad.reason {
+			t.Errorf("_acphub/outcome of session %q, operation %.10q: %s, want %s", bad.sid, bad.op, got.raw, bad.reason)
+		}
+	}
 	starts := 0
 	for _, ev := range h.readLog("s") {
 		if ev.Type == "turn.started" {
