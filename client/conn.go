@@ -725,10 +725,14 @@ func (c *Conn) bookkeepLocked(frame []byte) bool {
 			}
 			return false
 		case api.MethodSessionUpdate:
-			// Streamed text moves the cursor without a record, on a
-			// connection that gets them.
-			if tc, ok := jsonrpc.ParseTextChunk(m.Params); ok && c.seqRecords {
-				c.lastText += int64(len(tc.Body()))
+			// Streamed text and the agent's other updates move the cursor
+			// without a record, on a connection that gets them.
+			if c.seqRecords {
+				if text, event := jsonrpc.CursorStep(m.Params); event {
+					c.lastSeq, c.lastText = c.lastSeq+1, 0
+				} else {
+					c.lastText += text
+				}
 			}
 		case jsonrpc.MethodCancelRequest:
 			var p struct {

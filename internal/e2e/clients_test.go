@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -442,15 +443,24 @@ func TestAttach_AnswersWhatStaysUnansweredWithAnError(t *testing.T) {
 }
 
 // freeAddr returns a loopback address nothing listens on.
+//
+// The port is below the kernel's range of ephemeral ports (32768 and up on
+// Linux), from which the hubs of other tests, listening on port 0, get
+// theirs: a test that stops its hub and expects nothing on its address
+// must not find another test's hub there.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			continue
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
 
 // stopPIDFile stops the hub whose pid is in path and waits for it to go.

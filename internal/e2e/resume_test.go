@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // resumable is a client of a resumable connection: it keeps the
@@ -69,6 +71,28 @@ func positionOf(t *testing.T, m msg) uint64 {
 		t.Fatalf("position %q: %v", s, err)
 	}
 	return n
+}
+
+// settle returns the records that come until none has for d.
+func (r *resumable) settle(d time.Duration) []msg {
+	r.t.Helper()
+	var got []msg
+	for {
+		select {
+		case b, ok := <-r.client.frames:
+			if !ok {
+				r.t.Fatalf("%s: connection closed: %v", r.name, <-r.client.closed)
+			}
+			m := decode(r.t, b)
+			if p := positionOf(r.t, m); p != r.pos+1 {
+				r.t.Fatalf("%s: record at position %d after %d: %s", r.name, p, r.pos, m.raw)
+			}
+			r.pos++
+			got = append(got, m)
+		case <-time.After(d):
+			return got
+		}
+	}
 }
 
 // next returns the next record, checking it is the one after the last.
@@ -376,5 +400,58 @@ func (r *resumable) mustBeGone() {
 	r.t.Helper()
 	if _, status, body := r.h.tryResume(r.credential, strconv.FormatUint(r.pos, 10)); status != http.StatusGone || !strings.Contains(body, "resume_unknown") {
 		r.t.Fatalf("resuming %s: %d %s, want 410 resume_unknown", r.name, status, body)
+	}
+}
+
+// A resumable client works its place in the log out from the frames it
+// reads (jsonrpc.CursorStep) and the few _acphub/seq records the hub sends
+// where they would not tell it: through a flood of updates that are each
+// an event, a streamed message and the demo's tool calls, its place at the
+// end of each turn is the log's end, from a handful of records.
+func TestResume_ClientWorksItsPlaceOut(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dialResumable("s", "a")
+	sid := a.handshake()
+	var place struct{ seq, text int64 }
+	records := 0
+	read := func(ms []msg) {
+		for _, m := range ms {
+			switch m.Method {
+			case "_acphub/seq":
+				var p struct{ Seq, Text int64 }
+				if err := json.Unmarshal(m.Params, &p); err != nil {
+					t.Fatal(err)
+				}
+				place.seq, place.text = p.Seq, p.Text
+				records++
+			case "session/update":
+				if text, event := jsonrpc.CursorStep(m.Params); event {
+					place.seq, place.text = place.seq+1, 0
+				} else {
+					place.text += text
+				}
+			}
+		}
+	}
+	read(a.until(isMethod("_acphub/seq"))) // the record that follows the join
+	for _, prompt := range []string{"/flood 2000 100", "/chunks 500", "hello"} {
+		records = 0
+		id := a.prompt(sid, prompt)
+		if prompt == "hello" {
+			got := a.until(isMethod("session/request_permission"))
+			read(got)
+			a.respond(lastOf(got).ID, allowAnswer)
+		}
+		read(a.until(func(m msg) bool { return m.isResponseTo(id) }))
+		read(a.settle(200 * time.Millisecond))
+		last := h.readLog("s")
+		if want := last[len(last)-1].Seq; place.seq != want || place.text != 0 {
+			t.Errorf("after %q the client's place is seq %d and %d bytes of text, the log ends at %d", prompt, place.seq, place.text, want)
+		}
+		if records > 12 {
+			t.Errorf("%q took %d _acphub/seq records, want a handful", prompt, records)
+		}
+		t.Logf("%q: %d records", prompt, records)
 	}
 }

@@ -341,11 +341,18 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 	if m.Method == jsonrpc.MethodSessionUpdate {
 		if c, ok := jsonrpc.ParseTextChunk(m.Params); ok {
 			s.collect(c, m.Params)
+			s.guess.text += int64(len(c.Body()))
 			if len(s.tails) > 0 {
 				s.publishEphemeral(&api.AgentChunk{Params: m.Params})
 			}
 		} else {
+			// One event, unless it ends a message being collected too.
+			_, event := jsonrpc.CursorStep(m.Params)
+			counted := event && s.msg == nil
 			s.record("", &api.AgentUpdate{Params: m.Params})
+			if counted {
+				s.guess = cursor{s.guess.seq + 1, 0}
+			}
 		}
 	} else {
 		s.record("", &api.AgentNotification{Method: m.Method, Params: m.Params})

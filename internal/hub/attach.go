@@ -253,7 +253,7 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 		p.st.mark(s.key, after, s.seq, render)
 	}
 	p.attached = true
-	p.markedSeq = -1
+	p.marked.seq = -1
 	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
 	if req.HistoryPolicy != historyNone {
 		s.resendOpenRequests(p)

@@ -80,7 +80,7 @@ func (s *Session) catchUp(p *peer, live bool) {
 	s.flush()
 	p.st.catchUp(s.key, s.seq, catchUpFrames(&s.recent, s.sessionIDString(), p.id), &s.recent, live)
 	if live {
-		p.markedSeq = -1
+		p.marked.seq = -1
 		s.log.Debug("client is live again", "peer", p.id, "seq", s.seq)
 		// The agent requests that opened while it read the log.
 		s.resendOpenRequests(p)

@@ -35,10 +35,10 @@ type peer struct {
 	removed     context.Context         // done when gone is set
 	markRemoved context.CancelFunc
 	// cursor: the peer is given _acphub/seq records (JoinOptions.Cursor);
-	// markedSeq is the seq of the last it was given, -1 when it is to be
-	// given the next one whatever it says.
-	cursor    bool
-	markedSeq int64
+	// marked is its place as of the last markCursors, given or worked out
+	// (seq -1: it is to be given the next record whatever it says).
+	cursor bool
+	marked cursor
 }
 
 // allocID returns a fresh hub id toward the peer.
@@ -115,7 +115,7 @@ func (s *Session) attachWith(p *peer, after int64, replay bool, answer func()) {
 		return
 	}
 	p.attached = true
-	p.markedSeq = -1
+	p.marked.seq = -1
 	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
 	if answer != nil {
 		answer()

@@ -111,6 +111,10 @@ type Session struct {
 	recent recentLog // the latest events and their frames, for lagging consumers
 
 	msg *message // text chunks collected for the log
+	// pass is the place in the log of the peers that keep a cursor as of
+	// the last markCursors, and guess where the frames sent since take the
+	// ones that were there (see jsonrpc.CursorStep).
+	pass, guess cursor
 	// heldAt is when the message being collected was last held, and
 	// holdTimer, when set, comes back to hold it (see holdMessage).
 	heldAt    time.Time
@@ -307,31 +311,42 @@ func (s *Session) run() {
 	}
 }
 
+// cursor is a place in the session's log: every event up to seq, and text
+// bytes of the message streamed after it.
+type cursor struct{ seq, text int64 }
+
 // markCursors gives each live peer that keeps a cursor an _acphub/seq
-// record once the actor has done a batch of work in which the log moved:
-// the log seq its frames so far reach, and the bytes of streamed text
-// after it (the message being collected, which every event recorded
-// ends). Between two records the client counts the text of the plain text
-// chunks it reads itself (jsonrpc.TextChunk), so that a flood of chunks
-// costs no record, only the ends of its messages do.
+// record, once the actor has done a batch of work, where the frames it was
+// sent do not tell it its place: the log seq they reach, and the bytes of
+// streamed text after it (the message being collected, which every event
+// recorded ends). Between two records the client works its place out
+// itself (jsonrpc.CursorStep: a plain text chunk adds its text, another
+// agent update is one event), so a streamed message, or a flood of tool
+// call updates, costs no record; a prompt, a message's end or a peer's
+// arrival, which the client cannot count, costs one per burst.
 func (s *Session) markCursors() {
-	var text int64
+	now := cursor{s.seq, 0}
 	if s.msg != nil {
-		text = int64(len(s.msg.text))
+		now.text = int64(len(s.msg.text))
 	}
 	var frame []byte // one record, shared by the peers
 	for _, p := range s.peers {
-		if !p.cursor || !p.attached || p.gone || p.dropped || p.st.lagging.Load() || p.markedSeq == s.seq {
+		switch {
+		case !p.cursor || !p.attached || p.gone || p.dropped || p.st.lagging.Load() || p.marked == now:
+			continue
+		case p.marked == s.pass && s.guess == now:
+			p.marked = now // it works it out from what it was sent
 			continue
 		}
-		p.markedSeq = s.seq
+		p.marked = now
 		if frame == nil {
-			frame = seqFrame(s.seq, text)
+			frame = seqFrame(now.seq, now.text)
 		}
 		if n, err := p.out.PushOver(frame); err == nil {
 			s.checkLag(p, n)
 		}
 	}
+	s.pass, s.guess = now, now
 }
 
 // seqFrame is the _acphub/seq record of a cursor.

@@ -82,3 +82,25 @@ func ParseTextChunk(params []byte) (TextChunk, bool) {
 	})
 	return c, ok && typed && c.Text != nil
 }
+
+var valUserChunk = []byte(`"user_message_chunk"`)
+
+// CursorStep says how a session/update the hub sends a client moves the
+// client's place in the session log (the _acphub/seq records of docs/resume.md):
+// a plain text chunk adds its text to the streamed text (text, its body's
+// length); any other update the agent sends is an event of its own (event:
+// the next seq, no text yet). A user_message_chunk moves nothing, since the
+// hub sends them for a prompt, whose events are elsewhere; nor do params it
+// cannot read. Between two records a client works its place out from these
+// steps, and the hub sends a record only where they would not find it.
+func CursorStep(params []byte) (text int64, event bool) {
+	if c, ok := ParseTextChunk(params); ok {
+		return int64(len(c.Body())), false
+	}
+	update, ok := Field(params, "update")
+	if !ok {
+		return 0, false
+	}
+	kind, ok := Field(update, "sessionUpdate")
+	return 0, ok && len(kind) > 0 && kind[0] == '"' && !bytes.Equal(kind, valUserChunk)
+}

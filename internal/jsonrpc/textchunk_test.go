@@ -42,3 +42,25 @@ func BenchmarkParseTextChunk(b *testing.B) {
 		}
 	}
 }
+
+func TestCursorStep(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		params string
+		text   int64
+		event  bool
+	}{
+		{`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"h\u00e9"}}}`, 7, false},
+		{`{"sessionId":"s","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":""}}}`, 0, false},
+		{`{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}},"_meta":{}}`, 0, true},
+		{`{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Edit"}}`, 0, true},
+		{`{"sessionId":"s","update":{"sessionUpdate":"some_future_update"}}`, 0, true},
+		{`{"sessionId":"s","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}}`, 0, false},
+		{`{"sessionId":"s"}`, 0, false},
+		{`[1]`, 0, false},
+	} {
+		if text, event := CursorStep([]byte(tt.params)); text != tt.text || event != tt.event {
+			t.Errorf("CursorStep(%s) = %d, %v; want %d, %v", tt.params, text, event, tt.text, tt.event)
+		}
+	}
+}
