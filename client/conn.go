@@ -108,9 +108,12 @@ type Record struct {
 // Restart says that a dropped connection could not be resumed — the hub
 // restarted, the resume window passed, or the position was gone — and was
 // joined anew: initialize sent again, the session attached again with the
-// history after AfterSeq, and every request still unanswered sent again
-// with its operation id, so that those the hub already had take effect
-// once.
+// history after the reader's place in the log (AfterSeq, AfterText), every
+// unanswered prompt asked about with _acphub/outcome under its own id —
+// never sent again: its answer is the outcome the hub kept, or -32042
+// operation_unknown when it did not run — and every other request still
+// unanswered sent again with its operation id, so that those the hub
+// already had take effect once.
 type Restart struct {
 	Cause     error  // the hub's refusal to resume (a *RefusedError), or why there was nothing to resume
 	SessionID string // the ACP session attached again; "" when none was joined
