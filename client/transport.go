@@ -85,6 +85,7 @@ func (e *WebSocket) open(ctx context.Context, q url.Values) (Transport, error) {
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + e.Token}},
 	})
 	if err != nil {
+		err = dialError(e.Addr, err)
 		if resp != nil && resp.StatusCode >= 400 {
 			return nil, refused(resp, err)
 		}
@@ -92,6 +93,16 @@ func (e *WebSocket) open(ctx context.Context, q url.Values) (Transport, error) {
 	}
 	ws.SetReadLimit(4 * int64(maxFrame(e.MaxFrame)))
 	return wsTransport{ws}, nil
+}
+
+// dialError is err, a failed WebSocket dial to addr, without the URL the
+// HTTP client puts in it: a resume's URL carries the connection's
+// credential, which must not reach a terminal or a log.
+func dialError(addr string, err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return fmt.Errorf("dial %s: %w", addr, ue.Err)
+	}
+	return err
 }
 
 // Resumes implements Endpoint: acphub's own endpoint resumes.

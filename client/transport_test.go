@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -124,5 +126,21 @@ func TestConnOverTheSocket(t *testing.T) {
 	_, err = dial(serveSocket(t, fmt.Sprintf("HTTP/1.1 409 Conflict\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)))
 	if re, ok := errors.AsType[*client.RefusedError](err); !ok || re.Status != "409 Conflict" || re.Code != 409 || !client.IsPeerTaken(err) {
 		t.Errorf("refusal: %#v (%v)", err, err)
+	}
+}
+
+// A resume that cannot reach the hub fails with an error that does not
+// carry its credential: the client prints it while it retries.
+func TestDialErrorsKeepTheCredentialOut(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = (&client.WebSocket{Addr: addr}).Open(context.Background(), url.Values{"resume": {"c0ffee.secret-part"}, "position": {"7"}})
+	if err == nil || strings.Contains(err.Error(), "secret-part") || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial to nothing: %v; want connection refused without the credential", err)
 	}
 }

@@ -1,7 +1,10 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"syscall"
 	"sync"
 	"time"
 )
@@ -27,12 +30,27 @@ func (o *Outage) Lost(at string, err error, attempt int) string {
 	switch {
 	case attempt == 0 || o.since.IsZero():
 		o.since, o.said = now, now
-		return fmt.Sprintf("lost the hub at %s: %v; reconnecting", at, err)
+		return fmt.Sprintf("lost the hub at %s: %s; reconnecting", at, why(err))
 	case now.Sub(o.said) >= StillLostEvery:
 		o.said = now
-		return fmt.Sprintf("still no hub at %s after %s: %v; retrying", at, now.Sub(o.since).Round(time.Second), err)
+		return fmt.Sprintf("still no hub at %s after %s: %s; retrying", at, now.Sub(o.since).Round(time.Second), why(err))
 	}
 	return ""
+}
+
+// why says in a few words why the hub could not be reached: the system's
+// words for a failed connection, not the layers of the libraries around
+// them.
+func why(err error) string {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the connection closed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	}
+	return err.Error()
 }
 
 // Back returns what to say when the connection is back, or "" when it was

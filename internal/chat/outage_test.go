@@ -1,8 +1,10 @@
 package chat
 
 import (
-	"errors"
+	"fmt"
+	"io"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -14,15 +16,15 @@ func TestOutage(t *testing.T) {
 	if got := o.Back(); got != "" {
 		t.Errorf("back while connected: %q", got)
 	}
-	refused := errors.New("connection refused")
-	if got := o.Lost("127.0.0.1:7878", refused, 0); got != "lost the hub at 127.0.0.1:7878: connection refused; reconnecting" {
+	if got := o.Lost("127.0.0.1:7878", fmt.Errorf("failed to get reader: failed to read frame header: %w", io.EOF), 0); got != "lost the hub at 127.0.0.1:7878: the connection closed; reconnecting" {
 		t.Errorf("lost: %q", got)
 	}
+	refused := fmt.Errorf("dial 127.0.0.1:7878: %w", syscall.ECONNREFUSED)
 	if got := o.Lost("127.0.0.1:7878", refused, 1); got != "" {
 		t.Errorf("a retry at once said %q", got)
 	}
 	o.said = o.said.Add(-StillLostEvery)
-	if got := o.Lost("127.0.0.1:7878", refused, 2); !strings.HasPrefix(got, "still no hub at 127.0.0.1:7878 after ") {
+	if got := o.Lost("127.0.0.1:7878", refused, 2); !strings.HasPrefix(got, "still no hub at 127.0.0.1:7878 after ") || !strings.HasSuffix(got, ": connection refused; retrying") {
 		t.Errorf("a retry %s later said %q", StillLostEvery, got)
 	}
 	if got := o.Back(); !strings.HasPrefix(got, "back, after ") {
