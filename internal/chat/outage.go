@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"syscall"
 	"sync"
+	"syscall"
 	"time"
 )
 
