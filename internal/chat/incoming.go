@@ -306,6 +306,8 @@ func (c *chat) turnComplete(p *api.TurnCompleteParams) {
 		c.out.line(styleInfo, "["+turn+" ended: "+agentExitedCleanly+"]")
 	case p.Error != nil:
 		c.out.line(styleInfo, "["+turn+" complete: "+p.Error.Error()+"]")
+	case p.Interrupted:
+		c.out.line(styleInfo, "["+turn+" interrupted: the hub stopped during it; it ended "+p.StopReason+"]")
 	default:
 		c.out.line(styleInfo, "["+turn+" complete: "+p.StopReason+"]")
 	}

@@ -242,7 +242,7 @@ func TestDemo_EachRunIsANewConversation(t *testing.T) {
 	}
 	again, err := runDemo(t, dir, []string{"--session", key}, "/echo back again")
 	if err != nil || demoSession(t, again) != key || !regexp.MustCompile(`\n\[[^\]]+\] /echo from the first demo\n(.*\n)?from the first demo\n`).MatchString(again) ||
-		!strings.Contains(again, "'s turn ended: the agent exited (exit code 0)]\n") || strings.Contains(again, "agent_exited") ||
+		!strings.Contains(again, "'s turn interrupted: the hub stopped during it; it ended cancelled]\n") || strings.Contains(again, "agent_exited") ||
 		!strings.HasSuffix(again, "back again\n[done: end_turn]\n") {
 		t.Errorf("demo --session %s: %v\n%s", key, err, again)
 	}

@@ -451,6 +451,7 @@ func (s *Session) handle(msg any) {
 
 // shutdown ends the session when the hub stops.
 func (s *Session) shutdown() {
+	s.endStoppedTurn()
 	for _, p := range append([]*peer(nil), s.peers...) {
 		s.removePeer(p, ErrSessionGone)
 	}
