@@ -40,7 +40,9 @@ func startLocalHub(ctx context.Context, out io.Writer, cfg *config.Config, addr,
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	// The hub would refuse a data dir others can write; its log must not
+	// be written there first.
+	if err := privateDataDir(cfg.DataDir); err != nil {
 		return err
 	}
 	logPath := filepath.Join(cfg.DataDir, HubLog)
@@ -106,7 +108,8 @@ func runDetach(_ context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(args[0], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// Not through a link: the log is the hub's own file.
+	logFile, err := os.OpenFile(args[0], os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}

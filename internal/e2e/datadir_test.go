@@ -99,3 +99,37 @@ func TestDataDir_RefusesOneOthersCanWrite(t *testing.T) {
 		t.Errorf("the refused data dir holds %d files; the hub must write nothing there", len(entries))
 	}
 }
+
+// attach, which starts a hub when none answers, refuses a data dir others
+// can write before it writes the hub's log there, and writes no log
+// through a link.
+func TestDataDir_AttachRefusesOneOthersCanWrite(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(target, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "hub.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "none.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, clientArgs(freeAddr(t), dir, "attach", "--session", "x")...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "other users can write it") {
+		t.Errorf("attach on a data dir mode 0777: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "precious\n" {
+		t.Errorf("the file hub.log links to now holds %q", b)
+	}
+}
