@@ -95,7 +95,7 @@ func (c *chat) promptDone(r *api.PromptResult, err error) {
 	case exitedCleanly(e):
 		c.out.line(styleInfo, "[turn ended: "+agentExitedCleanly+"]")
 	case e != nil && e.Code == api.CodeOperationUnknown:
-		c.out.line(styleError, "[your prompt did not run: the hub stopped before its turn started; send it again if you still want it]")
+		c.out.line(styleError, "[your prompt did not run: the hub has no record of it (sent while the hub was away, or queued when it stopped); send it again if you still want it]")
 	case err != nil:
 		c.out.line(styleError, "["+err.Error()+"]")
 	case interrupted(r):
@@ -120,12 +120,12 @@ func interrupted(r *api.PromptResult) bool {
 // follows.
 func (c *chat) restarted(r *client.Restart) {
 	c.perms = nil
-	c.outage.Back()
+	c.back()
 	what := "the session's history follows"
 	if r.AfterSeq > 0 {
 		what = "what you have not seen follows"
 	}
-	c.out.line(styleError, fmt.Sprintf("[the hub could not resume the connection (%v): joined anew; %s]", r.Cause, what))
+	c.out.line(styleInfo, "[joined anew: the hub had no connection to resume (it restarted, or the window passed); "+what+"]")
 }
 
 // maxTerminalLine is the most of a terminal's line the chat holds back.

@@ -172,6 +172,12 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 
 	// Each learns that the turn was interrupted: the chat from its prompt's
 	// outcome, the others from the turn's end in the history they get.
+	waitFor(t, "chat to say the hub is back", func() bool {
+		chatMu.Lock()
+		defer chatMu.Unlock()
+		return strings.Contains(chatOut.String(), "[back, after ")
+	})
+	waitFor(t, "attach to say the hub is back", func() bool { return strings.Contains(ed.err.String(), "acphub: back, after ") })
 	waitFor(t, "chat to say the turn was interrupted", func() bool {
 		chatMu.Lock()
 		defer chatMu.Unlock()
