@@ -156,10 +156,15 @@ func summary(ev api.Event) string {
 	case *api.TurnStarted:
 		return clip(promptText(d.Prompt))
 	case *api.TurnCompleted:
-		if d.Error != nil {
+		switch {
+		case d.Error != nil:
 			return fmt.Sprintf("error %d: %s", d.Error.Code, d.Error.Message)
+		case d.Interrupted:
+			return d.StopReason + " (interrupted: the hub stopped during the turn)"
 		}
 		return d.StopReason
+	case *api.SessionResumed:
+		return fmt.Sprintf("the hub started again; the log went on after seq %d", d.FromSeq)
 	case *api.PermissionResolved:
 		return fmt.Sprintf("%s → %s", d.Title, outcomeText(d))
 	case *api.PeerLeft:

@@ -224,6 +224,12 @@ func TestOperations_OutcomesSurviveAKill(t *testing.T) {
 			t.Errorf("_acphub/outcome of session %q, operation %.10q: %s, want %s", bad.sid, bad.op, got.raw, bad.reason)
 		}
 	}
+	// acphub log says it in words.
+	out, _, err := runCLI(t, h.clientArgs("log", "s")...)
+	if err != nil || !strings.Contains(out, "cancelled (interrupted: the hub stopped during the turn)") ||
+		!strings.Contains(out, "the hub started again; the log went on after seq ") {
+		t.Errorf("acphub log: %v\n%s\nwant the interrupted turn and the restart said in words", err, out)
+	}
 	starts := 0
 	for _, ev := range h.readLog("s") {
 		if ev.Type == "turn.started" {
