@@ -253,8 +253,9 @@ func (l *ledger) add(op *operation) {
 	l.forget(n)
 }
 
-// remove forgets op, which has no outcome.
+// remove forgets op.
 func (l *ledger) remove(op *operation) {
+	l.bytes -= len(op.outcome)
 	delete(l.byID, op.id)
 	if i := slices.Index(l.order, op); i >= 0 {
 		l.order = slices.Delete(l.order, i, i+1)

@@ -25,8 +25,15 @@ func TestLedger_ForgetsTheOldestPastItsBounds(t *testing.T) {
 	if l.bytes > opsMaxBytes || l.byID["big2"] == nil {
 		t.Fatalf("holds %d bytes of outcomes (bound %d); newest kept %v", l.bytes, opsMaxBytes, l.byID["big2"] != nil)
 	}
+	// An operation removed takes its outcome's bytes with it: remember
+	// replaces an outcome the session holds with the one its log holds.
+	before := l.bytes
+	l.remove(l.byID["big2"])
+	if l.bytes != before-len(big) || l.byID["big2"] != nil {
+		t.Fatalf("removing an outcome of %d bytes left %d of %d", len(big), l.bytes, before)
+	}
 	// Past opsKeep everything is forgotten.
-	if op := l.find("big2", now.Add(opsKeep+time.Second)); op != nil || len(l.order) != 0 || l.bytes != 0 {
+	if op := l.find("big1", now.Add(opsKeep+time.Second)); op != nil || len(l.order) != 0 || l.bytes != 0 {
 		t.Fatalf("after %s: found %v, %d kept, %d bytes", opsKeep, op != nil, len(l.order), l.bytes)
 	}
 }
