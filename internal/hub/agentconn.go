@@ -347,8 +347,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 			}
 		} else {
 			// One event, unless it ends a message being collected too.
-			_, event := jsonrpc.CursorStep(m.Params)
-			counted := event && s.msg == nil
+			counted := jsonrpc.AgentEvent(m.Params) && s.msg == nil
 			s.record("", &api.AgentUpdate{Params: m.Params})
 			if counted {
 				s.guess = cursor{s.guess.seq + 1, 0}

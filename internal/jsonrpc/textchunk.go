@@ -97,10 +97,16 @@ func CursorStep(params []byte) (text int64, event bool) {
 	if c, ok := ParseTextChunk(params); ok {
 		return int64(len(c.Body())), false
 	}
+	return 0, AgentEvent(params)
+}
+
+// AgentEvent is CursorStep's event for params that are no TextChunk: an
+// update of any kind but user_message_chunk.
+func AgentEvent(params []byte) bool {
 	update, ok := Field(params, "update")
 	if !ok {
-		return 0, false
+		return false
 	}
 	kind, ok := Field(update, "sessionUpdate")
-	return 0, ok && len(kind) > 0 && kind[0] == '"' && !bytes.Equal(kind, valUserChunk)
+	return ok && len(kind) > 0 && kind[0] == '"' && !bytes.Equal(kind, valUserChunk)
 }
