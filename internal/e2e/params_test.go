@@ -30,6 +30,8 @@ func TestSession_BadParamsAreNamedInJSONTerms(t *testing.T) {
 		{a, "session/load", `{"sessionId":5,"cwd":"/tmp","mcpServers":[]}`, "params.sessionId: expected a string, got a number"},
 		{a, "session/attach", `{"sessionId":"x","afterSeq":"3"}`, "params.afterSeq: expected an integer, got a string"},
 		{a, "session/attach", `{"sessionId":"x","afterSeq":2.5}`, "params.afterSeq: expected an integer, got 2.5"},
+		{a, "session/attach", `{"sessionId":"x","afterText":5}`, "afterText must not be negative, and goes with afterSeq"},
+		{a, "session/attach", `{"sessionId":"x","afterSeq":1,"afterText":-1}`, "afterText must not be negative, and goes with afterSeq"},
 		{a, "session/detach", `{"sessionId":[1]}`, "params.sessionId: expected a string, got an array"},
 		{a, "session/list", `{"cwd":false}`, "params.cwd: expected a string, got a boolean"},
 		{a, "initialize", `[1]`, "params: expected an object, got an array"},
