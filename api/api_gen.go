@@ -1373,6 +1373,49 @@ var ACPMethods = map[string]MethodInfo{
 	MethodSessionRequestPermission: {Kind: "request", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 }
 
+// DefaultRight is the right a method MethodRights does not list needs.
+const DefaultRight = "configure"
+
+// MethodRights is the right a client's role needs for each method it
+// sends (docs/roles.md).
+var MethodRights = map[string]string{
+	"initialize":                "read",
+	"authenticate":              "configure",
+	"logout":                    "manage",
+	"session/new":               "create",
+	"session/load":              "read",
+	"session/list":              "read",
+	"session/resume":            "read",
+	"session/attach":            "read",
+	"session/detach":            "read",
+	"_acphub/outcome":           "read",
+	"_acphub/ack":               "read",
+	"_acphub/bye":               "read",
+	"$/cancel_request":          "read",
+	"session/prompt":            "prompt",
+	"session/cancel":            "prompt",
+	"nes/start":                 "prompt",
+	"nes/suggest":               "prompt",
+	"nes/accept":                "prompt",
+	"nes/reject":                "prompt",
+	"nes/close":                 "prompt",
+	"document/didOpen":          "prompt",
+	"document/didChange":        "prompt",
+	"document/didClose":         "prompt",
+	"document/didSave":          "prompt",
+	"document/didFocus":         "prompt",
+	"session/set_mode":          "configure",
+	"session/set_model":         "configure",
+	"session/set_config_option": "configure",
+	"mcp/message":               "configure",
+	"providers/list":            "read",
+	"providers/set":             "manage",
+	"providers/disable":         "manage",
+	"session/fork":              "create",
+	"session/delete":            "manage",
+	"session/close":             "manage",
+}
+
 // Health is generated from the schema.
 type Health struct {
 	Status  string `json:"status"`
@@ -1480,6 +1523,10 @@ type HTTPErrorError struct {
 	Param string `json:"param,omitempty"`
 	// past_end: the seq of the session's last event.
 	LastSeq int64 `json:"lastSeq,omitempty"`
+	// forbidden: the right that was missing (x-acphub-rights).
+	Right string `json:"right,omitempty"`
+	// forbidden: the role of the token that was refused.
+	Role string `json:"role,omitempty"`
 	// The error condition of the ACP Remote drafts' registry, where one fits (unauthenticated, forbidden, cursor_gap, rate_limited, temporarily_unavailable, …).
 	Condition string `json:"condition,omitempty"`
 	// Whether the same request may succeed if sent again later, unchanged.
@@ -1504,6 +1551,14 @@ func (v *HTTPErrorError) AppendJSON(b []byte) []byte {
 	if v.LastSeq != 0 {
 		b = member(b, &n, "lastSeq")
 		b = strconv.AppendInt(b, v.LastSeq, 10)
+	}
+	if v.Right != "" {
+		b = member(b, &n, "right")
+		b = appendString(b, v.Right)
+	}
+	if v.Role != "" {
+		b = member(b, &n, "role")
+		b = appendString(b, v.Role)
 	}
 	if v.Condition != "" {
 		b = member(b, &n, "condition")
@@ -1566,6 +1621,7 @@ const (
 	CodeNoAnswer          = -32038
 	CodeOperationConflict = -32041
 	CodeOperationUnknown  = -32042
+	CodeForbidden         = -32043
 	CodeTooManySessions   = -32050
 	CodeShuttingDown      = -32051
 )
@@ -1604,6 +1660,7 @@ const (
 	ReasonDuplicateMember   = "duplicate_member"
 	ReasonExecutorClosed    = "executor_closed"
 	ReasonExecutorLeft      = "executor_left"
+	ReasonForbidden         = "forbidden"
 	ReasonFrameTooLarge     = "frame_too_large"
 	ReasonInternal          = "internal"
 	ReasonIoError           = "io_error"
@@ -1703,6 +1760,7 @@ var Errors = []ErrorInfo{
 	{Code: -32038, Reason: "no_answer", Message: "No answer before acphub attach stopped waiting", Description: "acphub attach: its stdin ended and a request it had forwarded got no answer within --eof-wait; written by attach itself, one for each such request, before it exits. data: eofWait.", Condition: "temporarily_unavailable", Retryable: true},
 	{Code: -32041, Reason: "operation_conflict", Message: "Operation id reused with other content", Description: "A request or answer carried an operation id (_meta acphub.dev/operationId) the session remembers for another method or other params: it caused nothing. data: operationId.", Condition: "operation_conflict", Retryable: false},
 	{Code: -32042, Reason: "operation_unknown", Message: "No outcome for this operation", Description: "_acphub/outcome: the session holds no outcome for the operation id: it never reached the hub, it was queued when the hub stopped and never started, or it is older than the session remembers. Nothing was done. data: operationId.", Condition: "", Retryable: false},
+	{Code: -32043, Reason: "forbidden", Message: "Forbidden", Description: "The client's role lacks the right the method needs (x-acphub-rights), or its token does not reach the session. data.right names the missing right, data.role the client's role. Nothing was done: the frame reached neither the agent nor the log.", Condition: "forbidden", Retryable: false},
 	{Code: -32050, Reason: "too_many_sessions", Message: "Too many sessions", Description: "The standard /acp endpoint: session/new, session/load or session/attach needs a hub session while the hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Code: -32051, Reason: "shutting_down", Message: "The hub is stopping", Description: "The standard /acp endpoint: the hub is stopping and opens no session.", Condition: "temporarily_unavailable", Retryable: true},
 }
@@ -1712,6 +1770,7 @@ var Errors = []ErrorInfo{
 var HTTPErrors = []HTTPErrorInfo{
 	{Status: 401, Reason: "unauthorized", Description: "No Authorization: Bearer header, or the wrong token. WWW-Authenticate: Bearer.", Condition: "unauthenticated", Retryable: false},
 	{Status: 403, Reason: "bad_origin", Description: "A WebSocket upgrade from a browser page whose Origin is neither the hub's own nor an --allow-origin.", Condition: "forbidden", Retryable: false},
+	{Status: 403, Reason: "forbidden", Description: "The token's role lacks the right the endpoint needs (right names it, role says the token's), or the token does not reach the session.", Condition: "forbidden", Retryable: false},
 	{Status: 400, Reason: "bad_query", Description: "The query string does not parse (a bad %-escape, a ';').", Condition: "", Retryable: false},
 	{Status: 400, Reason: "unknown_parameter", Description: "A query parameter the endpoint does not take (param names it).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_session", Description: "/acp: session missing, or not 1-128 of A-Z a-z 0-9 . _ : @ - (param: session).", Condition: "", Retryable: false},

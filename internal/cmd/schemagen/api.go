@@ -42,6 +42,9 @@ func genAPI(doc *object, source string, done map[string]*object) ([]byte, error)
 		g.printf("// %s describes each method %s.\nvar %s = map[string]MethodInfo{\n%s}\n\n", cat.name, cat.what, cat.name, infos.String())
 	}
 
+	if err := genRights(g, doc); err != nil {
+		return nil, err
+	}
 	if err := genHTTP(g, doc); err != nil {
 		return nil, err
 	}
@@ -57,6 +60,31 @@ func genAPI(doc *object, source string, done map[string]*object) ([]byte, error)
 		return nil, err
 	}
 	return g.file(source)
+}
+
+// genRights emits the right each method needs (x-acphub-rights).
+func genRights(g *gen, doc *object) error {
+	r, ok := doc.get("x-acphub-rights").(*object)
+	if !ok {
+		return errors.New("no x-acphub-rights")
+	}
+	rights, _ := r.get("rights").(*object)
+	methods, _ := r.get("methods").(*object)
+	def := str(r, "default")
+	if rights == nil || methods == nil || rights.get(def) == nil {
+		return errors.New("x-acphub-rights needs rights, methods and a default among the rights")
+	}
+	var b strings.Builder
+	for _, name := range methods.keys {
+		right, _ := methods.get(name).(string)
+		if rights.get(right) == nil {
+			return fmt.Errorf("x-acphub-rights: method %s needs %q, which is not a right", name, right)
+		}
+		fmt.Fprintf(&b, "\t%q: %q,\n", name, right)
+	}
+	g.printf("// DefaultRight is the right a method MethodRights does not list needs.\nconst DefaultRight = %q\n\n", def)
+	g.printf("// MethodRights is the right a client's role needs for each method it\n// sends (docs/roles.md).\nvar MethodRights = map[string]string{\n%s}\n\n", b.String())
+	return nil
 }
 
 // methodConst is the name of a method's constant in package api.

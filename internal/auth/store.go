@@ -1,0 +1,406 @@
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// File is the name of the token store in the data dir. It holds hashes of
+// the tokens, never the tokens.
+const File = "tokens.json"
+
+// TokenPrefix starts every token the store makes, so that secret scanners
+// and people can tell one when they see it.
+const TokenPrefix = "acphub_"
+
+// CookieLife is the longest a browser stays signed in; never longer than
+// its token lives.
+const CookieLife = 30 * 24 * time.Hour
+
+// Errors of the store.
+var (
+	ErrNameTaken    = errors.New("a token with that name exists: revoke it first, or choose another --name")
+	ErrUnknownToken = errors.New("no token has that name")
+	ErrBadName      = errors.New("a token's name is 1 to 64 letters, digits and ._@- , not starting with punctuation")
+	ErrOwnerName    = errors.New(`"owner" is the data dir's token: it cannot be created or revoked (replace <data-dir>/token and restart the hub to change it)`)
+	ErrBadLink      = errors.New("this sign-in link is unknown, used or expired: ask for a new one (acphub open, or acphub token create)")
+)
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+
+// Token is a stored token: what it may do, never the secret.
+type Token struct {
+	Name     string    `json:"name"`
+	Role     string    `json:"role"`
+	Hash     string    `json:"hash"` // hex SHA-256 of the token
+	Sessions []string  `json:"sessions,omitempty"`
+	Created  time.Time `json:"created"`
+	Expires  time.Time `json:"expires,omitzero"`
+}
+
+// link is a one-time sign-in link's code, by its hash.
+type link struct {
+	Hash    string    `json:"hash"`
+	Name    string    `json:"name"` // the token it signs in as
+	Expires time.Time `json:"expires"`
+}
+
+// file is the store's file.
+type file struct {
+	CookieKey string  `json:"cookieKey"` // hex; signs browser cookies
+	Tokens    []Token `json:"tokens"`
+	Links     []link  `json:"links"`
+}
+
+// Store is the tokens of a hub: the data dir's owner token and the tokens
+// made with Create, kept hashed in <data-dir>/tokens.json (mode 0600).
+// It is safe for concurrent use.
+type Store struct {
+	path  string
+	owner []byte // the owner token
+	now   func() time.Time
+
+	mu      sync.Mutex
+	f       file
+	key     []byte
+	revoked map[string]chan struct{} // by token name
+}
+
+// Open reads the token store of dir, creating it on first use. owner is
+// the data dir's token, which acts as the owner.
+func Open(dir, owner string) (*Store, error) {
+	s := &Store{path: filepath.Join(dir, File), owner: []byte(owner), now: time.Now, revoked: make(map[string]chan struct{})}
+	b, err := os.ReadFile(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", s.path, err)
+	default:
+		if err := json.Unmarshal(b, &s.f); err != nil {
+			return nil, fmt.Errorf("read %s: %w (move it away to start with no tokens but the owner's)", s.path, err)
+		}
+	}
+	if s.key, err = hex.DecodeString(s.f.CookieKey); err != nil || len(s.key) < 32 {
+		s.key = random(32)
+		s.f.CookieKey = hex.EncodeToString(s.key)
+	}
+	for _, t := range s.f.Tokens {
+		s.revoked[t.Name] = make(chan struct{})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.save(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Create makes a token named name with role, limited to sessions when not
+// nil, that works for ttl (0: until revoked). It returns the token, which
+// the store does not keep.
+func (s *Store) Create(name string, role Role, ttl time.Duration, sessions []string) (string, Token, error) {
+	switch {
+	case name == OwnerName:
+		return "", Token{}, ErrOwnerName
+	case !validName.MatchString(name):
+		return "", Token{}, ErrBadName
+	case role < Observer || role > Owner:
+		return "", Token{}, fmt.Errorf("unknown role %d", role)
+	case ttl < 0:
+		return "", Token{}, fmt.Errorf("a token's lifetime cannot be negative")
+	}
+	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(random(32))
+	now := s.now().UTC().Truncate(time.Second)
+	t := Token{Name: name, Role: role.String(), Hash: hash(secret), Sessions: sessions, Created: now}
+	if ttl > 0 {
+		t.Expires = now.Add(ttl)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prune()
+	if s.find(name) >= 0 {
+		return "", Token{}, ErrNameTaken
+	}
+	s.f.Tokens = append(s.f.Tokens, t)
+	if err := s.save(); err != nil {
+		s.f.Tokens = s.f.Tokens[:len(s.f.Tokens)-1]
+		return "", Token{}, err
+	}
+	s.revoked[name] = make(chan struct{})
+	return secret, t, nil
+}
+
+// List returns the tokens that still work, oldest first. The owner's is
+// not among them.
+func (s *Store) List() []Token {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prune()
+	return append([]Token(nil), s.f.Tokens...)
+}
+
+// Revoke removes the token named name and its sign-in links; connections
+// that use it are told through their principal's Revoked.
+func (s *Store) Revoke(name string) error {
+	if name == OwnerName {
+		return ErrOwnerName
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.find(name)
+	if i < 0 {
+		return ErrUnknownToken
+	}
+	old := s.f
+	s.f.Tokens = append(append([]Token(nil), s.f.Tokens[:i]...), s.f.Tokens[i+1:]...)
+	s.f.Links = dropLinks(s.f.Links, name)
+	if err := s.save(); err != nil {
+		s.f = old
+		return err
+	}
+	if c := s.revoked[name]; c != nil {
+		close(c)
+		delete(s.revoked, name)
+	}
+	return nil
+}
+
+// Authenticate returns the principal of a token, or nil when it is not
+// one that works.
+func (s *Store) Authenticate(secret string) *Principal {
+	if secret == "" {
+		return nil
+	}
+	if subtle.ConstantTimeCompare([]byte(secret), s.owner) == 1 {
+		return &Principal{Name: OwnerName, Role: Owner}
+	}
+	h := hash(secret)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.f.Tokens {
+		if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) == 1 {
+			return s.principal(t)
+		}
+	}
+	return nil
+}
+
+// principal returns t's principal, or nil when t has expired.
+func (s *Store) principal(t Token) *Principal {
+	if !t.Expires.IsZero() && !s.now().Before(t.Expires) {
+		return nil
+	}
+	role, err := ParseRole(t.Role)
+	if err != nil {
+		return nil
+	}
+	return &Principal{Name: t.Name, Role: role, Sessions: t.Sessions, Expires: t.Expires, Revoked: s.revoked[t.Name]}
+}
+
+// Link makes a one-time sign-in link's code for the token named name,
+// which works for ttl or until the token ends, whichever is sooner.
+func (s *Store) Link(name string, ttl time.Duration) (string, time.Time, error) {
+	code := base64.RawURLEncoding.EncodeToString(random(24))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prune()
+	expires := s.now().Add(ttl).UTC().Truncate(time.Second)
+	if name != OwnerName {
+		i := s.find(name)
+		if i < 0 {
+			return "", time.Time{}, ErrUnknownToken
+		}
+		if e := s.f.Tokens[i].Expires; !e.IsZero() && e.Before(expires) {
+			expires = e
+		}
+	}
+	s.f.Links = append(s.f.Links, link{Hash: hash(code), Name: name, Expires: expires})
+	if err := s.save(); err != nil {
+		s.f.Links = s.f.Links[:len(s.f.Links)-1]
+		return "", time.Time{}, err
+	}
+	return code, expires, nil
+}
+
+// Redeem trades a sign-in link's code, once, for a browser cookie's value
+// and how long it lasts.
+func (s *Store) Redeem(code string) (*Principal, string, time.Time, error) {
+	h := hash(code)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prune()
+	for i, l := range s.f.Links {
+		if subtle.ConstantTimeCompare([]byte(l.Hash), []byte(h)) != 1 {
+			continue
+		}
+		old := s.f.Links
+		s.f.Links = append(append([]link(nil), old[:i]...), old[i+1:]...)
+		if err := s.save(); err != nil {
+			s.f.Links = old
+			return nil, "", time.Time{}, err
+		}
+		p, tokenHash := s.byName(l.Name)
+		if p == nil {
+			return nil, "", time.Time{}, ErrBadLink
+		}
+		expires := s.now().Add(CookieLife).UTC().Truncate(time.Second)
+		if !p.Expires.IsZero() && p.Expires.Before(expires) {
+			expires = p.Expires
+		}
+		return p, s.cookie(l.Name, tokenHash, expires), expires, nil
+	}
+	return nil, "", time.Time{}, ErrBadLink
+}
+
+// Cookie returns the principal of a browser cookie's value, or nil when it
+// is not one the store made, or its token or the cookie has ended.
+func (s *Store) Cookie(value string) *Principal {
+	enc, exp, mac, ok := splitCookie(value)
+	if !ok {
+		return nil
+	}
+	nameB, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return nil
+	}
+	secs, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil || !s.now().Before(time.Unix(secs, 0)) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, tokenHash := s.byName(string(nameB))
+	if p == nil || !hmac.Equal([]byte(s.cookie(string(nameB), tokenHash, time.Unix(secs, 0))), []byte(enc+"."+exp+"."+mac)) {
+		return nil
+	}
+	return p
+}
+
+func splitCookie(v string) (name, exp, mac string, ok bool) {
+	name, rest, ok1 := strings.Cut(v, ".")
+	exp, mac, ok2 := strings.Cut(rest, ".")
+	return name, exp, mac, ok1 && ok2
+}
+
+// cookie is the value of a cookie for the token name (whose hash is
+// tokenHash: a token made again under the same name does not take up the
+// old one's cookies) that lasts until expires.
+func (s *Store) cookie(name, tokenHash string, expires time.Time) string {
+	enc := base64.RawURLEncoding.EncodeToString([]byte(name))
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(name + "\x00" + tokenHash + "\x00" + exp))
+	return enc + "." + exp + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// byName returns the principal of the token named name and the token's
+// hash, or nil when it does not work. The caller holds mu.
+func (s *Store) byName(name string) (*Principal, string) {
+	if name == OwnerName {
+		return &Principal{Name: OwnerName, Role: Owner}, hash(string(s.owner))
+	}
+	i := s.find(name)
+	if i < 0 {
+		return nil, ""
+	}
+	return s.principal(s.f.Tokens[i]), s.f.Tokens[i].Hash
+}
+
+// find returns the index of the token named name, or -1.
+func (s *Store) find(name string) int {
+	for i, t := range s.f.Tokens {
+		if t.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// prune forgets expired tokens and links; the file follows at the next
+// save. The caller holds mu.
+func (s *Store) prune() {
+	now := s.now()
+	var tokens []Token
+	for _, t := range s.f.Tokens {
+		if t.Expires.IsZero() || now.Before(t.Expires) {
+			tokens = append(tokens, t)
+		} else {
+			s.f.Links = dropLinks(s.f.Links, t.Name)
+			delete(s.revoked, t.Name)
+		}
+	}
+	s.f.Tokens = tokens
+	var links []link
+	for _, l := range s.f.Links {
+		if now.Before(l.Expires) {
+			links = append(links, l)
+		}
+	}
+	s.f.Links = links
+}
+
+func dropLinks(links []link, name string) []link {
+	var out []link
+	for _, l := range links {
+		if l.Name != name {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// save writes the file, mode 0600, replacing it whole. The caller holds
+// mu.
+func (s *Store) save() error {
+	b, err := json.MarshalIndent(&s.f, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.path), ".tokens-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func hash(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+func random(n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on the systems Go supports
+	}
+	return b
+}

@@ -1,0 +1,173 @@
+package auth
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func openStore(t *testing.T, dir string) (*Store, *time.Time) {
+	t.Helper()
+	s, err := Open(dir, "the-owner-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	return s, &now
+}
+
+func TestStore_TokensWorkUntilTheyEndAndAreKeptHashed(t *testing.T) {
+	dir := t.TempDir()
+	s, now := openStore(t, dir)
+	if p := s.Authenticate("the-owner-token"); p == nil || p.Role != Owner || p.Name != OwnerName {
+		t.Fatalf("owner token: %+v", p)
+	}
+	secret, tok, err := s.Create("alice", Observer, 24*time.Hour, []string{"k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(secret, TokenPrefix) || tok.Role != "observer" || !tok.Expires.Equal(now.Add(24*time.Hour)) {
+		t.Fatalf("token %q %+v", secret, tok)
+	}
+	p := s.Authenticate(secret)
+	if p == nil || p.Role != Observer || p.Name != "alice" || !p.Reaches("k1") || p.Reaches("k2") || p.Can(Prompt) || !p.Can(Read) {
+		t.Fatalf("alice: %+v", p)
+	}
+	if s.Authenticate(secret+"x") != nil || s.Authenticate("") != nil {
+		t.Fatal("a wrong token authenticates")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), secret) || strings.Contains(string(b), "the-owner-token") {
+		t.Fatal("the store keeps a token in clear")
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, File)); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	if _, _, err := s.Create("alice", Controller, 0, nil); !errors.Is(err, ErrNameTaken) {
+		t.Fatalf("same name again: %v", err)
+	}
+	for _, bad := range []string{"", "owner", "-x", strings.Repeat("a", 65), "a b"} {
+		if _, _, err := s.Create(bad, Controller, 0, nil); err == nil {
+			t.Errorf("name %q accepted", bad)
+		}
+	}
+
+	// A restarted hub knows the token.
+	s2, _ := openStore(t, dir)
+	if p := s2.Authenticate(secret); p == nil || p.Name != "alice" {
+		t.Fatal("the token is lost on reopening")
+	}
+
+	*now = now.Add(24 * time.Hour)
+	if s.Authenticate(secret) != nil {
+		t.Fatal("an expired token works")
+	}
+	if len(s.List()) != 0 {
+		t.Fatalf("an expired token is listed: %+v", s.List())
+	}
+}
+
+func TestStore_RevokeEndsTokenLinksAndCookies(t *testing.T) {
+	s, _ := openStore(t, t.TempDir())
+	secret, _, err := s.Create("bob", Controller, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Authenticate(secret)
+	code, _, err := s.Link("bob", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cookie, _, err := s.Redeem(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Cookie(cookie); c == nil || c.Name != "bob" || c.Role != Controller {
+		t.Fatalf("cookie: %+v", c)
+	}
+	code2, _, _ := s.Link("bob", time.Hour)
+	if err := s.Revoke("bob"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Revoked:
+	default:
+		t.Fatal("Revoked is not closed")
+	}
+	if s.Authenticate(secret) != nil || s.Cookie(cookie) != nil {
+		t.Fatal("a revoked token still works")
+	}
+	if _, _, _, err := s.Redeem(code2); !errors.Is(err, ErrBadLink) {
+		t.Fatalf("a revoked token's link: %v", err)
+	}
+	// Made again under the same name, it does not take up the old cookies.
+	if _, _, err := s.Create("bob", Controller, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.Cookie(cookie) != nil {
+		t.Fatal("an old cookie works for a new token of the same name")
+	}
+	if err := s.Revoke("nobody"); !errors.Is(err, ErrUnknownToken) {
+		t.Fatalf("revoke nobody: %v", err)
+	}
+	if err := s.Revoke(OwnerName); !errors.Is(err, ErrOwnerName) {
+		t.Fatalf("revoke owner: %v", err)
+	}
+}
+
+func TestStore_LinksAreOneTimeAndShortLived(t *testing.T) {
+	s, now := openStore(t, t.TempDir())
+	code, expires, err := s.Link(OwnerName, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !expires.Equal(now.Add(10 * time.Minute)) {
+		t.Fatalf("expires %v", expires)
+	}
+	p, cookie, until, err := s.Redeem(code)
+	if err != nil || p.Role != Owner || !until.Equal(now.Add(CookieLife)) {
+		t.Fatalf("redeem: %+v %v %v", p, until, err)
+	}
+	if _, _, _, err := s.Redeem(code); !errors.Is(err, ErrBadLink) {
+		t.Fatalf("a link used twice: %v", err)
+	}
+	late, _, _ := s.Link(OwnerName, 10*time.Minute)
+	*now = now.Add(11 * time.Minute)
+	if _, _, _, err := s.Redeem(late); !errors.Is(err, ErrBadLink) {
+		t.Fatalf("an expired link: %v", err)
+	}
+	// A link never outlives its token, nor a cookie.
+	if _, _, err := s.Create("carol", Observer, time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, expires, _ := s.Link("carol", 24*time.Hour)
+	if !expires.Equal(now.Add(time.Hour)) {
+		t.Fatalf("the link outlives its token: %v", expires)
+	}
+	_, ck, until, _ := s.Redeem(c)
+	if !until.Equal(now.Add(time.Hour)) {
+		t.Fatalf("the cookie outlives its token: %v", until)
+	}
+	*now = now.Add(time.Hour)
+	if s.Cookie(ck) != nil {
+		t.Fatal("a cookie works after its token ended")
+	}
+	if s.Cookie(cookie) == nil {
+		t.Fatal("the owner's cookie ended early")
+	}
+	for _, forged := range []string{"", "x", "b3duZXI.99999999999.AAAA", cookie + "x", strings.Replace(cookie, ".", "..", 1)} {
+		if s.Cookie(forged) != nil {
+			t.Errorf("forged cookie %q works", forged)
+		}
+	}
+	if _, _, err := s.Link("nobody", time.Hour); !errors.Is(err, ErrUnknownToken) {
+		t.Fatalf("link for nobody: %v", err)
+	}
+}
