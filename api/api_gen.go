@@ -72,6 +72,10 @@ type ConnectedClient struct {
 	ClientID string `json:"clientId"`
 	// Any JSON object, kept as it was.
 	ClientInfo json.RawMessage `json:"clientInfo,omitempty"`
+	// The role of the client's token (docs/roles.md).
+	Role string `json:"role,omitempty"`
+	// The name of the client's token: owner for the data dir's token and the Unix socket.
+	Token string `json:"token,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -84,6 +88,14 @@ func (v *ConnectedClient) AppendJSON(b []byte) []byte {
 	if len(v.ClientInfo) != 0 {
 		b = member(b, &n, "clientInfo")
 		b = appendRaw(b, v.ClientInfo)
+	}
+	if v.Role != "" {
+		b = member(b, &n, "role")
+		b = appendString(b, v.Role)
+	}
+	if v.Token != "" {
+		b = member(b, &n, "token")
+		b = appendString(b, v.Token)
 	}
 	return append(b, '}')
 }
@@ -182,6 +194,10 @@ func (v *Empty) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 type PeerJoinedParams struct {
 	SessionID string `json:"sessionId"`
 	Peer      string `json:"peer"`
+	// The role of the client's token (docs/roles.md).
+	Role string `json:"role,omitempty"`
+	// The name of the client's token: owner for the data dir's token and the Unix socket.
+	Token string `json:"token,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -193,6 +209,14 @@ func (v *PeerJoinedParams) AppendJSON(b []byte) []byte {
 	b = appendString(b, v.SessionID)
 	b = member(b, &n, "peer")
 	b = appendString(b, v.Peer)
+	if v.Role != "" {
+		b = member(b, &n, "role")
+		b = appendString(b, v.Role)
+	}
+	if v.Token != "" {
+		b = member(b, &n, "token")
+		b = appendString(b, v.Token)
+	}
 	return append(b, '}')
 }
 
@@ -365,6 +389,32 @@ func (v *PermissionResolvedParams) AppendJSON(b []byte) []byte {
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *PermissionResolvedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// AgentRequestParams is generated from the schema.
+type AgentRequestParams struct {
+	SessionID string `json:"sessionId"`
+	// The agent's method, session/request_permission for one.
+	Method string `json:"method"`
+	// The request's params, byte for byte.
+	Params json.RawMessage `json:"params"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentRequestParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "method")
+	b = appendString(b, v.Method)
+	b = member(b, &n, "params")
+	b = appendRaw(b, v.Params)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentRequestParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // AgentExitedParams is generated from the schema.
 type AgentExitedParams struct {
@@ -547,6 +597,7 @@ const (
 	MethodPromptReceived     = "_acphub/prompt_received"
 	MethodTurnComplete       = "_acphub/turn_complete"
 	MethodPermissionResolved = "_acphub/permission_resolved"
+	MethodAgentRequest       = "_acphub/agent_request"
 	MethodAgentExited        = "_acphub/agent_exited"
 	MethodTerminalOutput     = "_acphub/terminal_output"
 	MethodTerminalExited     = "_acphub/terminal_exited"
@@ -567,6 +618,7 @@ var Methods = map[string]MethodInfo{
 	MethodPromptReceived:     {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 	MethodTurnComplete:       {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 	MethodPermissionResolved: {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodAgentRequest:       {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodAgentExited:        {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 	MethodTerminalOutput:     {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodTerminalExited:     {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
@@ -1511,6 +1563,232 @@ func (v *SessionList) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SessionList) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// Me: Whom a request acts for (GET /api/me).
+type Me struct {
+	// The token's name; owner for the data dir's token and the Unix socket.
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// What the role may do (x-acphub-rights).
+	Rights []string `json:"rights"`
+	// The session keys the token is limited to; absent when it reaches every session.
+	Sessions []string `json:"sessions,omitempty"`
+	// When the token stops working; absent when never.
+	Expires time.Time `json:"expires,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *Me) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "name")
+	b = appendString(b, v.Name)
+	b = member(b, &n, "role")
+	b = appendString(b, v.Role)
+	b = member(b, &n, "rights")
+	b = append(b, '[')
+	for i := range v.Rights {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v.Rights[i])
+	}
+	b = append(b, ']')
+	if len(v.Sessions) != 0 {
+		b = member(b, &n, "sessions")
+		b = append(b, '[')
+		for i := range v.Sessions {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, v.Sessions[i])
+		}
+		b = append(b, ']')
+	}
+	if !v.Expires.IsZero() {
+		b = member(b, &n, "expires")
+		b = appendTime(b, v.Expires)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *Me) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// TokenInfo: A token the hub knows, without the token itself.
+type TokenInfo struct {
+	Name     string    `json:"name"`
+	Role     string    `json:"role"`
+	Sessions []string  `json:"sessions,omitempty"`
+	Created  time.Time `json:"created"`
+	// Absent when it works until revoked.
+	Expires time.Time `json:"expires,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *TokenInfo) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "name")
+	b = appendString(b, v.Name)
+	b = member(b, &n, "role")
+	b = appendString(b, v.Role)
+	if len(v.Sessions) != 0 {
+		b = member(b, &n, "sessions")
+		b = append(b, '[')
+		for i := range v.Sessions {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, v.Sessions[i])
+		}
+		b = append(b, ']')
+	}
+	b = member(b, &n, "created")
+	b = appendTime(b, v.Created)
+	if !v.Expires.IsZero() {
+		b = member(b, &n, "expires")
+		b = appendTime(b, v.Expires)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *TokenInfo) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// TokenList: The body of GET /api/tokens.
+type TokenList struct {
+	Tokens []TokenInfo `json:"tokens"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *TokenList) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "tokens")
+	b = append(b, '[')
+	for i := range v.Tokens {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = (&v.Tokens[i]).AppendJSON(b)
+	}
+	b = append(b, ']')
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *TokenList) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// CreateToken: The body of POST /api/tokens.
+type CreateToken struct {
+	// 1 to 64 letters, digits and ._@- , not starting with punctuation; not owner.
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// How long the token works; 0 or absent: until revoked.
+	TtlSeconds int64 `json:"ttlSeconds,omitempty"`
+	// Limit the token to these session keys.
+	Sessions []string `json:"sessions,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *CreateToken) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "name")
+	b = appendString(b, v.Name)
+	b = member(b, &n, "role")
+	b = appendString(b, v.Role)
+	if v.TtlSeconds != 0 {
+		b = member(b, &n, "ttlSeconds")
+		b = strconv.AppendInt(b, v.TtlSeconds, 10)
+	}
+	if len(v.Sessions) != 0 {
+		b = member(b, &n, "sessions")
+		b = append(b, '[')
+		for i := range v.Sessions {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, v.Sessions[i])
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *CreateToken) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SignInLink: A one-time sign-in link: opened in a browser, it signs the browser in as its token.
+type SignInLink struct {
+	// The link: the hub's public URL, /signin, and the code after #, which browsers never send to a server.
+	URL     string    `json:"url"`
+	Expires time.Time `json:"expires"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SignInLink) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "url")
+	b = appendString(b, v.URL)
+	b = member(b, &n, "expires")
+	b = appendTime(b, v.Expires)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SignInLink) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// CreatedToken: The body of POST /api/tokens: the token, shown this once, and a sign-in link for it.
+type CreatedToken struct {
+	// The token: send it as Authorization: Bearer.
+	Token string     `json:"token"`
+	Info  TokenInfo  `json:"info"`
+	Link  SignInLink `json:"link"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *CreatedToken) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "token")
+	b = appendString(b, v.Token)
+	b = member(b, &n, "info")
+	b = v.Info.AppendJSON(b)
+	b = member(b, &n, "link")
+	b = v.Link.AppendJSON(b)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *CreatedToken) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SignIn: The body of POST /api/signin.
+type SignIn struct {
+	// The code of a sign-in link.
+	Code string `json:"code"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SignIn) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "code")
+	b = appendString(b, v.Code)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SignIn) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // HTTPErrorError is generated from the schema.
 type HTTPErrorError struct {
 	// The HTTP status of the response.
@@ -1634,13 +1912,16 @@ const (
 	ReasonAmbiguous         = "ambiguous"
 	ReasonBadAfter          = "bad_after"
 	ReasonBadAgent          = "bad_agent"
+	ReasonBadBody           = "bad_body"
 	ReasonBadContentType    = "bad_content_type"
 	ReasonBadEphemeral      = "bad_ephemeral"
 	ReasonBadError          = "bad_error"
 	ReasonBadFollow         = "bad_follow"
+	ReasonBadHost           = "bad_host"
 	ReasonBadID             = "bad_id"
 	ReasonBadLastEventID    = "bad_last_event_id"
 	ReasonBadLimit          = "bad_limit"
+	ReasonBadLink           = "bad_link"
 	ReasonBadMethod         = "bad_method"
 	ReasonBadOrigin         = "bad_origin"
 	ReasonBadParams         = "bad_params"
@@ -1666,6 +1947,7 @@ const (
 	ReasonIoError           = "io_error"
 	ReasonIsDirectory       = "is_directory"
 	ReasonMethodNotAllowed  = "method_not_allowed"
+	ReasonNameTaken         = "name_taken"
 	ReasonNoAnswer          = "no_answer"
 	ReasonNoConnection      = "no_connection"
 	ReasonNoExecutor        = "no_executor"
@@ -1708,6 +1990,7 @@ const (
 	ReasonUnknownRoute      = "unknown_route"
 	ReasonUnknownSession    = "unknown_session"
 	ReasonUnknownTerminal   = "unknown_terminal"
+	ReasonUnknownToken      = "unknown_token"
 	ReasonUpgradeRequired   = "upgrade_required"
 )
 
@@ -1769,8 +2052,13 @@ var Errors = []ErrorInfo{
 // reason.
 var HTTPErrors = []HTTPErrorInfo{
 	{Status: 401, Reason: "unauthorized", Description: "No Authorization: Bearer header, or the wrong token. WWW-Authenticate: Bearer.", Condition: "unauthenticated", Retryable: false},
-	{Status: 403, Reason: "bad_origin", Description: "A WebSocket upgrade from a browser page whose Origin is neither the hub's own nor an --allow-origin.", Condition: "forbidden", Retryable: false},
+	{Status: 403, Reason: "bad_origin", Description: "A WebSocket upgrade from a browser page whose Origin is neither the hub's own nor an --allow-origin; or a request that changes state, signed in by the dashboard's cookie, without such an Origin.", Condition: "forbidden", Retryable: false},
 	{Status: 403, Reason: "forbidden", Description: "The token's role lacks the right the endpoint needs (right names it, role says the token's), or the token does not reach the session.", Condition: "forbidden", Retryable: false},
+	{Status: 403, Reason: "bad_host", Description: "The Host header names the hub by a DNS name it was not told it serves under (--allow-host, --public-url): a page of another site that points its name at the hub (DNS rebinding) is refused. IP addresses and localhost are always answered. Every path but /healthz.", Condition: "forbidden", Retryable: false},
+	{Status: 400, Reason: "bad_body", Description: "A request body that is not the JSON the endpoint takes (message says what is wrong), or over 64 KiB.", Condition: "", Retryable: false},
+	{Status: 409, Reason: "name_taken", Description: "POST /api/tokens: a token with that name exists.", Condition: "", Retryable: false},
+	{Status: 404, Reason: "unknown_token", Description: "DELETE /api/tokens/{name}: no token has that name.", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_link", Description: "POST /api/signin: the code is unknown, used or expired.", Condition: "unauthenticated", Retryable: false},
 	{Status: 400, Reason: "bad_query", Description: "The query string does not parse (a bad %-escape, a ';').", Condition: "", Retryable: false},
 	{Status: 400, Reason: "unknown_parameter", Description: "A query parameter the endpoint does not take (param names it).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_session", Description: "/acp: session missing, or not 1-128 of A-Z a-z 0-9 . _ : @ - (param: session).", Condition: "", Retryable: false},

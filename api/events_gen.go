@@ -236,6 +236,10 @@ type PeerJoined struct {
 	Peer               string          `json:"peer"`
 	ClientInfo         json.RawMessage `json:"clientInfo,omitempty"`
 	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
+	// The role of the client's token (docs/roles.md).
+	Role string `json:"role,omitempty"`
+	// The name of the client's token: owner for the data dir's token and the Unix socket.
+	Token string `json:"token,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -252,6 +256,14 @@ func (v *PeerJoined) AppendJSON(b []byte) []byte {
 	if len(v.ClientCapabilities) != 0 {
 		b = member(b, &n, "clientCapabilities")
 		b = appendRaw(b, v.ClientCapabilities)
+	}
+	if v.Role != "" {
+		b = member(b, &n, "role")
+		b = appendString(b, v.Role)
+	}
+	if v.Token != "" {
+		b = member(b, &n, "token")
+		b = appendString(b, v.Token)
 	}
 	return append(b, '}')
 }

@@ -291,6 +291,14 @@ type Handlers struct {
 	// Stability: stable.
 	PermissionResolved func(*api.PermissionResolvedParams)
 
+	// AgentRequest receives _acphub/agent_request: an agent's request shown to a
+	// client whose role may not answer it (an observer): what the agent asks, for
+	// display, instead of the request. A permission request's end follows as
+	// _acphub/permission_resolved.
+	//
+	// Stability: experimental. It may change in a later version.
+	AgentRequest func(*api.AgentRequestParams)
+
 	// AgentExited receives _acphub/agent_exited: the agent process ended on its
 	// own.
 	//
@@ -380,6 +388,13 @@ func (h *Handlers) notification(method string, params json.RawMessage) {
 		if h.PermissionResolved != nil {
 			if p, ok := decode[api.PermissionResolvedParams](params); ok {
 				h.PermissionResolved(p)
+				return
+			}
+		}
+	case api.MethodAgentRequest:
+		if h.AgentRequest != nil {
+			if p, ok := decode[api.AgentRequestParams](params); ok {
+				h.AgentRequest(p)
 				return
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,7 +45,9 @@ func clientTarget(cfg *config.Config, fs *flag.FlagSet, addr string) (*hubTarget
 		return nil, err
 	}
 	t := &hubTarget{cfg: cfg, fs: fs, addr: hostPort, tls: tls}
-	if sock := transport.SocketPath(cfg.DataDir); !flagGiven(fs, "addr") && len(sock) <= transport.MaxSocketPath {
+	// With a token in the environment the client acts as its holder: the
+	// socket, which makes it the owner, is not tried.
+	if sock := transport.SocketPath(cfg.DataDir); !flagGiven(fs, "addr") && len(sock) <= transport.MaxSocketPath && os.Getenv(TokenEnv) == "" {
 		t.sock = sock
 	}
 	return t, nil
@@ -114,11 +118,18 @@ func (t *hubTarget) dial(ctx context.Context, opts client.DialOptions) (*client.
 // get performs GET path on the hub's HTTP API and returns the response
 // when it is 200; otherwise the hub's error.
 func (t *hubTarget) get(ctx context.Context, path string) (*http.Response, error) {
-	resp, err := t.do(ctx, path)
+	return t.call(ctx, http.MethodGet, path, nil)
+}
+
+// call sends a request with body (JSON; nil for none) to the hub's HTTP
+// API and returns the response when it is a success; otherwise the hub's
+// error.
+func (t *hubTarget) call(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	resp, err := t.do(ctx, method, path, body)
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode == http.StatusOK {
+	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
 	defer resp.Body.Close()
@@ -135,7 +146,7 @@ func (t *hubTarget) get(ctx context.Context, path string) (*http.Response, error
 // newSession reports whether the hub says it has no session key: a join
 // creates it. When the hub cannot say, it reports false.
 func (t *hubTarget) newSession(ctx context.Context, key string) bool {
-	resp, err := t.do(ctx, "/api/sessions/"+url.PathEscape(key)+"/events?limit=1")
+	resp, err := t.do(ctx, http.MethodGet, "/api/sessions/"+url.PathEscape(key)+"/events?limit=1", nil)
 	if err != nil {
 		return false
 	}
@@ -144,11 +155,18 @@ func (t *hubTarget) newSession(ctx context.Context, key string) bool {
 	return resp.StatusCode == http.StatusNotFound && json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error.Reason == api.ReasonUnknownSession
 }
 
-// do sends GET path over the socket, or over TCP when there is no socket
+// do sends a request over the socket, or over TCP when there is no socket
 // to try or no hub answers there.
-func (t *hubTarget) do(ctx context.Context, path string) (*http.Response, error) {
+func (t *hubTarget) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	newRequest := func(url string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+		if err == nil && body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req, err
+	}
 	if t.sock != "" {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://acphub"+path, nil)
+		req, err := newRequest("http://acphub" + path)
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +189,7 @@ func (t *hubTarget) do(ctx context.Context, path string) (*http.Response, error)
 	if t.tls {
 		scheme = "https"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+t.addr+path, nil)
+	req, err := newRequest(scheme + "://" + t.addr + path)
 	if err != nil {
 		return nil, err
 	}
@@ -180,10 +198,17 @@ func (t *hubTarget) do(ctx context.Context, path string) (*http.Response, error)
 	return resp, t.failed(t.addr, err)
 }
 
-// token reads the hub's token from the data dir. A data dir without one
-// never had a hub: when nothing answers at the address either, that is
-// the error, as the connection failure it would be.
+// TokenEnv names the environment variable that gives client commands a
+// token (from acphub token create) instead of the data dir's.
+const TokenEnv = "ACPHUB_TOKEN"
+
+// token returns $ACPHUB_TOKEN, or reads the hub's token from the data dir.
+// A data dir without one never had a hub: when nothing answers at the
+// address either, that is the error, as the connection failure it would be.
 func (t *hubTarget) token() (string, error) {
+	if tok := os.Getenv(TokenEnv); tok != "" {
+		return tok, nil
+	}
 	token, err := transport.ReadToken(t.cfg.DataDir)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return token, err
@@ -200,8 +225,12 @@ func (t *hubTarget) tokenPath() string {
 	return filepath.Join(absPath(t.cfg.DataDir), transport.TokenFile)
 }
 
-// tokenRefused is the hub answering 401 to the token from the data dir.
+// tokenRefused is the hub answering 401 to the token from the data dir,
+// or the environment.
 func (t *hubTarget) tokenRefused() error {
+	if os.Getenv(TokenEnv) != "" {
+		return fmt.Errorf("the hub at %s refused the token in $%s (401 Unauthorized): it is wrong, expired or revoked", t.addr, TokenEnv)
+	}
 	return fmt.Errorf("the hub at %s refused the token read from %s (401 Unauthorized): --data-dir must name the data dir the hub was started with", t.addr, t.tokenPath())
 }
 

@@ -44,9 +44,22 @@ func runSchema(_ context.Context, args []string, stdio Stdio) error {
 
 // runSessions lists the hub's sessions.
 func runSessions(ctx context.Context, args []string, stdio Stdio) error {
+	return runListing(ctx, "sessions", args, stdio, "/api/sessions", func(tw *tabwriter.Writer, list *api.SessionList) {
+		fmt.Fprintln(tw, "SESSION\tAGENT\tEVENTS\tCLIENTS\tAGENT RUNNING\tUPDATED\tCWD")
+		for _, s := range list.Sessions {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%s\t%s\n", s.Key, s.Agent, s.LastSeq, s.Clients, s.AgentRunning,
+				s.UpdatedAt.Local().Format(time.DateTime), s.Cwd)
+		}
+	})
+}
+
+// runListing runs the command name, which prints the list the hub's API
+// gives at path: as the API's JSON with --json, else as the table print
+// writes.
+func runListing[T any](ctx context.Context, name string, args []string, stdio Stdio, path string, print func(*tabwriter.Writer, *T)) error {
 	var addr string
 	var asJSON bool
-	cfg, fs, err := parseFlags("sessions", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+	cfg, fs, err := parseFlags(name, args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.BoolVar(&asJSON, "json", false, "print the API's JSON instead of a table")
 	})
@@ -57,7 +70,7 @@ func runSessions(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	resp, err := target.get(ctx, "/api/sessions")
+	resp, err := target.get(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -66,16 +79,12 @@ func runSessions(ctx context.Context, args []string, stdio Stdio) error {
 		_, err := io.Copy(stdio.Out, resp.Body)
 		return err
 	}
-	var list api.SessionList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return fmt.Errorf("decode session list: %w", err)
+	list := new(T)
+	if err := json.NewDecoder(resp.Body).Decode(list); err != nil {
+		return fmt.Errorf("decode the hub's answer: %w", err)
 	}
 	tw := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tAGENT\tEVENTS\tCLIENTS\tAGENT RUNNING\tUPDATED\tCWD")
-	for _, s := range list.Sessions {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%s\t%s\n", s.Key, s.Agent, s.LastSeq, s.Clients, s.AgentRunning,
-			s.UpdatedAt.Local().Format(time.DateTime), s.Cwd)
-	}
+	print(tw, list)
 	return tw.Flush()
 }
 

@@ -120,6 +120,8 @@ func commands() []command {
 		{name: "attach", summary: "stdio bridge for editors: join a hub session as its agent", run: runAttach},
 		{name: "chat", summary: "chat with a hub session in the terminal", run: runChat},
 		{name: "sessions", summary: "list the hub's sessions", run: runSessions},
+		{name: "open", summary: "sign a browser in to the hub's dashboard", run: runOpen},
+		{name: "token", args: "create|list|revoke", summary: "make, list and revoke tokens with roles", run: runToken, about: tokenAbout},
 		{name: "log", args: "SESSION", summary: "print a session's events", run: runLog},
 		{name: "schema", args: "[events|api]", summary: "print the published JSON Schemas", run: runSchema,
 			about: "Prints the session-event schema (events), the API schema (api), or both."},
@@ -134,8 +136,8 @@ func commands() []command {
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("acphub "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	i := slices.IndexFunc(commands(), func(c command) bool { return c.name == name })
-	c := commands()[i]
+	all := append(commands(), tokenCommands...)
+	c := all[slices.IndexFunc(all, func(c command) bool { return c.name == name })]
 	fs.Usage = func() {
 		w := fs.Output()
 		hasFlags := false

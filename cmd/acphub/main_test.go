@@ -115,6 +115,8 @@ func TestUsageLinesNameTheArguments(t *testing.T) {
 		"attach":     "usage: acphub attach [flags]\n\n",
 		"chat":       "usage: acphub chat [flags]\n\n",
 		"sessions":   "usage: acphub sessions [flags]\n\n",
+		"open":       "usage: acphub open [flags]\n\n",
+		"token":      "usage: acphub token [flags] create|list|revoke\n\nTokens let others reach the hub with a role",
 		"log":        "usage: acphub log [flags] SESSION\n\n",
 		"schema":     "usage: acphub schema [events|api]\n\nPrints the session-event schema (events), the API schema (api), or both.\n",
 		"demo-agent": "usage: acphub demo-agent [flags]\n\nThe built-in demo ACP agent, on stdio.",

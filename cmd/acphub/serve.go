@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/internal/agent"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/hub"
@@ -46,6 +47,8 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", cfg.MaxSessions, "sessions held at once (0: 256)")
 	fs.DurationVar(&cfg.PermissionTimeout.Duration, "permission-timeout", cfg.PermissionTimeout.Duration, "answer unanswered permission requests as cancelled after this long (0: never)")
 	fs.Var(listFlag{&cfg.AllowedOrigins}, "allow-origin", "browser origin allowed to open WebSockets besides the hub's own (repeatable)")
+	fs.Var(listFlag{&cfg.AllowedHosts}, "allow-host", "a host name the hub answers to besides IP addresses and localhost, as behind a proxy (repeatable)")
+	fs.StringVar(&cfg.PublicURL, "public-url", cfg.PublicURL, "the URL people reach the hub at, for sign-in links (default: http(s)://the listen address)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "TLS certificate file")
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "TLS key file")
 	fs.BoolVar(&cfg.AllowInsecure, "allow-insecure-remote", cfg.AllowInsecure, "allow a non-loopback listen address without TLS")
@@ -116,6 +119,10 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	tokens, err := auth.Open(cfg.DataDir, token)
+	if err != nil {
+		return nil, err
+	}
 	var debug *debugServer
 	if cfg.DebugListen != "" {
 		if debug, err = listenDebug(cfg.DebugListen); err != nil {
@@ -134,6 +141,10 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		log.Warn("serving without a Unix socket: clients use TCP", "err", err)
 		sock, err = nil, nil
 	}
+	var base string
+	if err == nil {
+		base, err = publicURL(cfg, ln.Addr(), tlsCfg != nil)
+	}
 	var store *sqlite.Store
 	if err == nil {
 		store, err = sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log})
@@ -151,7 +162,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	hcfg.Store = store
 	h := hub.New(hcfg)
 	srv := transport.NewServer(transport.Options{
-		Hub: h, Token: token, AllowedOrigins: cfg.AllowedOrigins, MaxFrame: cfg.MaxFrame,
+		Hub: h, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Logger: log,
 	})
 	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil

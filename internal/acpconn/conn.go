@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -23,7 +24,7 @@ type Hub interface {
 	// hub.Hub.Initialize).
 	Initialize(ctx context.Context, agent string, params []byte) ([]byte, error)
 	// ListSessions answers session/list for clients of agent.
-	ListSessions(ctx context.Context, agent string, params []byte) ([]byte, *jsonrpc.Error)
+	ListSessions(ctx context.Context, agent string, params []byte, who *auth.Principal) ([]byte, *jsonrpc.Error)
 	// FindSession returns the key of the hub session that holds an ACP
 	// session id, or "".
 	FindSession(ctx context.Context, sessionID string) (string, error)
@@ -51,6 +52,8 @@ type Options struct {
 	// for more without reading is dropped. 0 means hub.DefaultClientQueue.
 	QueueBytes int
 	Logger     *slog.Logger // nil means slog.Default()
+	// Principal is whom the connection acts for (see hub.JoinOptions).
+	Principal *auth.Principal
 }
 
 // Conn is one client connection of the standard endpoint (see the package
@@ -221,7 +224,7 @@ func (c *Conn) request(ctx context.Context, m *jsonrpc.Message) {
 	case m.Method == jsonrpc.MethodSessionLoad || m.Method == api.MethodSessionAttach:
 		c.loadSession(ctx, m)
 	case m.Method == jsonrpc.MethodSessionList:
-		result, e := c.hub.ListSessions(ctx, c.opts.Agent, m.Params)
+		result, e := c.hub.ListSessions(ctx, c.opts.Agent, m.Params, c.opts.Principal)
 		if e != nil {
 			c.replyError(m.ID, e)
 			return
@@ -366,6 +369,9 @@ func (c *Conn) loadSession(ctx context.Context, m *jsonrpc.Message) {
 		c.replyError(m.ID, hubError(err))
 		return
 	}
+	if !c.opts.Principal.Reaches(key) {
+		key = "" // a session out of the token's reach is one it does not know
+	}
 	s := &session{key: key, id: id, ready: make(chan struct{}), watch: m.ID}
 	agent := "" // the session's, whichever it is
 	if key == "" {
@@ -408,7 +414,7 @@ func newKey() string {
 // starts its pump and sends it frame, the request that opened it (with
 // id).
 func (c *Conn) open(s *session, agent string, frame, id []byte) {
-	client, err := c.hub.Join(c.ctx, s.key, hub.JoinOptions{Agent: agent, IDs: &c.ids})
+	client, err := c.hub.Join(c.ctx, s.key, hub.JoinOptions{Agent: agent, IDs: &c.ids, Principal: c.opts.Principal})
 	if err != nil {
 		c.fail(s, id, hubError(err))
 		return
@@ -550,15 +556,14 @@ func (c *Conn) watchAnswer(s *session, frames [][]byte) bool {
 }
 
 // clientEnded handles the end of s's client: the connection ends when the
-// hub dropped the client (too slow, the hub stopping).
+// hub dropped the client (too slow, the hub stopping, its token revoked).
 func (c *Conn) clientEnded(s *session, err error) {
 	switch {
 	case errors.Is(err, frameq.ErrClosed), c.ctx.Err() != nil:
 		// It left, or the connection ended.
-	case errors.Is(err, hub.ErrSlowClient):
-		c.Close(hub.ErrSlowClient)
-	case errors.Is(err, hub.ErrSessionGone):
-		c.Close(hub.ErrSessionGone)
+	case disconnect(err) != nil:
+		// Too slow, the hub stopping, its token revoked.
+		c.Close(disconnect(err))
 	default:
 		c.log.Warn("session client failed", "session", s.key, "err", err)
 		c.Close(errServeFailed)
@@ -618,7 +623,10 @@ func errUnknownSession(id string) *jsonrpc.Error {
 
 // hubError is the JSON-RPC error for a hub error.
 func hubError(err error) *jsonrpc.Error {
+	var f *auth.Forbidden
 	switch {
+	case errors.As(err, &f):
+		return hub.ForbiddenError(f)
 	case errors.Is(err, hub.ErrTooMany):
 		return jsonrpc.NewError(api.CodeTooManySessions, api.ReasonTooManySessions, "The hub holds as many active sessions as it may", nil)
 	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrSessionGone), errors.Is(err, context.Canceled):

@@ -9,6 +9,7 @@ package auth
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -109,4 +110,37 @@ func (p *Principal) Describe() (name, role string) {
 		return "", ""
 	}
 	return p.Name, p.Role.String()
+}
+
+// Forbidden is a refusal for a right the principal lacks.
+type Forbidden struct {
+	Right Right  // the right that was missing
+	Role  Role   // the principal's role
+	Text  string // what was refused and why, for people
+}
+
+func (f *Forbidden) Error() string { return f.Text }
+
+// Check returns nil when p has the right, else why it may not: what a
+// refusal says.
+func (p *Principal) Check(right Right) *Forbidden {
+	if p.Can(right) {
+		return nil
+	}
+	return &Forbidden{Right: right, Role: p.Role, Text: fmt.Sprintf(
+		"the %s token %q lacks the right %s, which %s tokens have: ask the hub's owner for one (acphub token create)",
+		p.Role, p.Name, right, least[right])}
+}
+
+// CheckSession returns nil when p may reach the session key with right,
+// else why it may not.
+func (p *Principal) CheckSession(key string, right Right) *Forbidden {
+	if f := p.Check(right); f != nil {
+		return f
+	}
+	if p.Reaches(key) {
+		return nil
+	}
+	return &Forbidden{Right: right, Role: p.Role, Text: fmt.Sprintf(
+		"the token %q reaches only the sessions %s, not %q", p.Name, strings.Join(p.Sessions, ", "), key)}
 }

@@ -70,6 +70,8 @@ type Config struct {
 	MaxSessions       int      `toml:"max_sessions"`
 	PermissionTimeout Duration `toml:"permission_timeout"`
 	AllowedOrigins    []string `toml:"allowed_origins"`
+	AllowedHosts      []string `toml:"allowed_hosts"`
+	PublicURL         string   `toml:"public_url"`
 	TLSCert           string   `toml:"tls_cert"`
 	TLSKey            string   `toml:"tls_key"`
 	AllowInsecure     bool     `toml:"allow_insecure_remote"`

@@ -126,7 +126,7 @@ func attachTranscript(t *testing.T, tc attachGoldenCase) string {
 
 	// The first client is told that b joined, and nothing else.
 	if got := histDrain(a, 300*time.Millisecond); len(got) != 1 || got[0].Method != "_acphub/peer_joined" ||
-		string(got[0].Params) != fmt.Sprintf(`{"sessionId":%q,"peer":"b"}`, sid) {
+		string(got[0].Params) != fmt.Sprintf(`{"sessionId":%q,"peer":"b","role":"owner","token":"owner"}`, sid) {
 		t.Errorf("a received %d frames on b's attach, want one peer_joined: %v", len(got), rawFrames(got))
 	}
 

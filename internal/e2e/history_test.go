@@ -133,7 +133,7 @@ func TestHistory_LoadThroughAttach(t *testing.T) {
 		t.Errorf("the editor's history differs from what a saw:\n%s", d)
 	}
 	got := a.until(isMethod("_acphub/peer_joined"))
-	if p := string(lastOf(got).Params); p != fmt.Sprintf(`{"sessionId":%q,"peer":"editor"}`, sid) || len(got) > 1 {
+	if p := string(lastOf(got).Params); p != fmt.Sprintf(`{"sessionId":%q,"peer":"editor","role":"owner","token":"owner"}`, sid) || len(got) > 1 {
 		t.Errorf("a received %v, want the editor's peer_joined", rawFrames(got))
 	}
 
@@ -277,7 +277,7 @@ func TestHistory_MoveToAnotherSession(t *testing.T) {
 				t.Errorf("y was told %s, want x moved to session sb", p)
 			}
 			joined := z.until(isMethod("_acphub/peer_joined"))
-			if p := string(lastOf(joined).Params); p != fmt.Sprintf(`{"sessionId":%q,"peer":"x"}`, sidB) {
+			if p := string(lastOf(joined).Params); p != fmt.Sprintf(`{"sessionId":%q,"peer":"x","role":"owner","token":"owner"}`, sidB) {
 				t.Errorf("z was told %s, want x joined", p)
 			}
 

@@ -254,12 +254,12 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	}
 	p.attached = true
 	p.marked.seq = -1
-	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
+	s.recordJoined(p)
 	if req.HistoryPolicy != historyNone {
 		s.resendOpenRequests(p)
 	}
 	s.updatePaced()
-	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id}, p)
+	s.notifyJoined(p)
 }
 
 // detachSession handles session/detach: the client stops receiving the
@@ -293,7 +293,8 @@ func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
 	var out []api.ConnectedClient
 	for _, q := range s.peers {
 		if q.attached || q == p {
-			out = append(out, api.ConnectedClient{ClientID: q.id, ClientInfo: q.info})
+			token, role := q.who.Describe()
+			out = append(out, api.ConnectedClient{ClientID: q.id, ClientInfo: q.info, Role: role, Token: token})
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
 )
@@ -201,7 +202,9 @@ func (s *Session) routeToExecutor(m *jsonrpc.Message, tool *toolCall) {
 // always an attached peer whose initialize advertised what method needs.
 func (s *Session) executorFor(method string) *peer {
 	ns := policy.NamespaceOf(method)
-	capable := func(p *peer) bool { return p != nil && p.attached && policy.Capable(p.caps, method) }
+	capable := func(p *peer) bool {
+		return p != nil && p.attached && p.who.Can(auth.Answer) && policy.Capable(p.caps, method)
+	}
 	if p := s.peerByID(s.policy.Executor); s.policy.Executor != "" && capable(p) {
 		s.executors[ns] = p.id
 		return p

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
 )
@@ -22,7 +23,7 @@ func (s *Session) clientFrame(p *peer, frame []byte) {
 		s.log.Debug("invalid frame from client", "peer", p.id, "err", err)
 		return
 	}
-	if !s.admit(p, &m) {
+	if !s.permits(p, &m) || !s.admit(p, &m) {
 		return
 	}
 	switch m.Kind {
@@ -33,6 +34,31 @@ func (s *Session) clientFrame(p *peer, frame []byte) {
 	case jsonrpc.KindNotification:
 		s.clientNotification(p, &m)
 	}
+}
+
+// permits reports whether p's role has the right m needs (docs/roles.md).
+// A request refused is answered forbidden; a notification or a response
+// is dropped. Either way it reaches neither the agent nor the log.
+func (s *Session) permits(p *peer, m *jsonrpc.Message) bool {
+	var right auth.Right
+	switch {
+	case m.Kind == jsonrpc.KindResponse:
+		right = auth.Answer
+	case m.Method == jsonrpc.MethodSessionNew && (s.newResult != nil || s.newParams != nil):
+		// It joins the ACP session there is.
+		right = auth.Read
+	default:
+		right = auth.MethodRight(m.Method)
+	}
+	f := p.who.Check(right)
+	if f == nil {
+		return true
+	}
+	s.log.Info("frame refused for its right", "peer", p.id, "method", m.Method, "right", right, "role", p.who.Role)
+	if m.Kind == jsonrpc.KindRequest {
+		s.replyError(p, m.ID, ForbiddenError(f))
+	}
+	return false
 }
 
 func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -44,7 +45,16 @@ func ErrStalled(d time.Duration) *Disconnect {
 var (
 	ErrSlowClient  = &Disconnect{Text: "fell too far behind the session's output", Condition: "backpressure"}
 	ErrSessionGone = &Disconnect{Text: "the hub is stopping", Condition: "temporarily_unavailable"}
+	ErrRevoked     = &Disconnect{Text: "its token was revoked", Condition: "unauthenticated"}
+	ErrExpired     = &Disconnect{Text: "its token expired", Condition: "unauthenticated"}
 )
+
+// ForbiddenError is the JSON-RPC error that refuses a frame for a right its
+// sender lacks.
+func ForbiddenError(f *auth.Forbidden) *jsonrpc.Error {
+	return jsonrpc.NewError(api.CodeForbidden, api.ReasonForbidden, "Forbidden: "+f.Text,
+		map[string]any{"right": f.Right, "role": f.Role.String()})
+}
 
 func errNotInitialized() *jsonrpc.Error {
 	return jsonrpc.NewError(api.CodeNotInitialized, api.ReasonNotInitialized, "Send initialize first", nil)

@@ -209,20 +209,20 @@ func TestHub_ListAndFindSessions(t *testing.T) {
 	if key, err := h.FindSession(ctx, "nope"); key != "" || err != nil {
 		t.Errorf("FindSession(nope) = %q, %v; want none", key, err)
 	}
-	list, e := h.ListSessions(ctx, "demo", nil)
+	list, e := h.ListSessions(ctx, "demo", nil, nil)
 	if e != nil || !strings.Contains(string(list), `"sessionId":"`+sid+`"`) || !strings.Contains(string(list), `"_meta":{"acphub.dev/key":"k"}`) {
 		t.Errorf("ListSessions(demo) = %s, %v", list, e)
 	}
-	if dflt, e := h.ListSessions(ctx, "", nil); e != nil || string(dflt) != string(list) {
+	if dflt, e := h.ListSessions(ctx, "", nil, nil); e != nil || string(dflt) != string(list) {
 		t.Errorf("ListSessions of the default agent = %s, %v; want %s", dflt, e, list)
 	}
-	if list, e := h.ListSessions(ctx, "demo", []byte(`{"cwd":"/elsewhere"}`)); e != nil || string(list) != `{"sessions":[]}` {
+	if list, e := h.ListSessions(ctx, "demo", []byte(`{"cwd":"/elsewhere"}`), nil); e != nil || string(list) != `{"sessions":[]}` {
 		t.Errorf("ListSessions of another cwd = %s, %v", list, e)
 	}
-	if list, e := h.ListSessions(ctx, "other", nil); e != nil || string(list) != `{"sessions":[]}` {
+	if list, e := h.ListSessions(ctx, "other", nil, nil); e != nil || string(list) != `{"sessions":[]}` {
 		t.Errorf("ListSessions(other) = %s, %v", list, e)
 	}
-	if _, e := h.ListSessions(ctx, "demo", []byte(`{"cwd":5}`)); e == nil || e.Code != jsonrpc.CodeInvalidParams {
+	if _, e := h.ListSessions(ctx, "demo", []byte(`{"cwd":5}`), nil); e == nil || e.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("ListSessions with a bad cwd: %v", e)
 	}
 }

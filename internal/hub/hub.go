@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/internal/agent"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/toolexec"
@@ -134,6 +135,10 @@ type JoinOptions struct {
 	// several sessions gives each the same counter, so that their requests
 	// never share an id on it.
 	IDs *atomic.Int64
+	// Principal is who the client acts for: the hub checks its rights on
+	// every frame (docs/roles.md). nil is the hub's own process, which may
+	// do everything; transports always give one.
+	Principal *auth.Principal
 }
 
 // Replay says how much history a peer receives when it attaches.
@@ -168,7 +173,16 @@ func (h *Hub) Join(ctx context.Context, key string, opts JoinOptions) (*Client, 
 	if opts.Peer != "" && !ValidKey(opts.Peer) {
 		return nil, ErrBadPeerID
 	}
-	s, err := h.session(key, opts.Agent, true)
+	if f := opts.Principal.CheckSession(key, auth.Read); f != nil {
+		return nil, f
+	}
+	create := opts.Principal.Can(auth.Create)
+	s, err := h.session(key, opts.Agent, create)
+	if errors.Is(err, ErrUnknownSession) && !create {
+		// Joining a session that is not there would create it, and start
+		// its agent.
+		return nil, opts.Principal.Check(auth.Create)
+	}
 	if err != nil {
 		return nil, err
 	}

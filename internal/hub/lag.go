@@ -124,7 +124,7 @@ func missedNotification(sessionID string, ev eventlog.Event) (string, any) {
 	}
 	switch d := data.(type) {
 	case *api.PeerJoined:
-		return api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: sessionID, Peer: d.Peer}
+		return api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: sessionID, Peer: d.Peer, Role: d.Role, Token: d.Token}
 	case *api.PeerLeft:
 		return api.MethodPeerLeft, &api.PeerLeftParams{SessionID: sessionID, Peer: d.Peer, Reason: d.Reason, Condition: d.Condition}
 	case *api.PromptReceived:

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // listSessions answers session/list (see ListSessions).
 func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
-	result, e := s.hub.ListSessions(context.Background(), s.agentName, m.Params)
+	result, e := s.hub.ListSessions(context.Background(), s.agentName, m.Params, p.who)
 	if e != nil {
 		s.replyError(p, m.ID, e)
 		return
@@ -23,9 +24,9 @@ func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 // ListSessions answers session/list for a client of the agent agentName
 // ("" means the default agent), from the log: the hub sessions that run that agent and have an ACP
 // session, most recently updated first, filtered by cwd when params give
-// one; each names its hub session in _meta["acphub.dev/key"]. The error is
-// the one to answer the client with.
-func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte) ([]byte, *jsonrpc.Error) {
+// one, and to those who reaches; each names its hub session in
+// _meta["acphub.dev/key"]. The error is the one to answer the client with.
+func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte, who *auth.Principal) ([]byte, *jsonrpc.Error) {
 	var req struct {
 		Cwd string `json:"cwd"`
 	}
@@ -37,7 +38,7 @@ func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte)
 	if agentName == "" {
 		agentName = h.cfg.DefaultAgent
 	}
-	list, err := h.List(ctx)
+	list, err := h.List(ctx, who)
 	if err != nil {
 		return nil, errLogRead()
 	}
@@ -64,15 +65,18 @@ func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte)
 	return result, nil
 }
 
-// List describes every session the hub holds or has a log of, oldest
-// first.
-func (h *Hub) List(ctx context.Context) ([]api.SessionSummary, error) {
+// List describes every session the hub holds or has a log of that who
+// reaches (nil: all), oldest first.
+func (h *Hub) List(ctx context.Context, who *auth.Principal) ([]api.SessionSummary, error) {
 	infos, err := h.cfg.Store.Sessions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]api.SessionSummary, 0, len(infos))
 	for _, info := range infos {
+		if !who.Reaches(info.Session) {
+			continue
+		}
 		sum := api.SessionSummary{Key: info.Session, CreatedAt: info.Created, UpdatedAt: info.Updated, LastSeq: info.LastSeq}
 		if last, ok, err := h.cfg.Store.Last(ctx, info.Session, ""); err != nil {
 			return nil, err

@@ -53,7 +53,9 @@ func (c *Client) moveTarget(ctx context.Context, frame []byte) (*Session, bool) 
 		return nil, false
 	}
 	target, err := cur.hub.findACP(ctx, p.SessionID)
-	if err != nil || target == nil || target == cur {
+	if err != nil || target == nil || target == cur || !c.p.who.Reaches(target.key) {
+		// A session the client's token does not reach is one it does not
+		// know: the session it is in answers not found.
 		return nil, false
 	}
 	return target, true
@@ -121,7 +123,7 @@ func (h *Hub) findACP(ctx context.Context, id string) (*Session, error) {
 		}
 	}
 	h.mu.Unlock()
-	list, err := h.List(ctx)
+	list, err := h.List(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

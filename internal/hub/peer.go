@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
@@ -19,6 +21,7 @@ type peer struct {
 	st     *stream
 	out    *frameq.Queue // st.out
 	replay Replay
+	who    *auth.Principal // whom it acts for (JoinOptions.Principal)
 
 	nextID      int64                   // hub ids toward this peer
 	ids         *atomic.Int64           // shared hub ids toward this peer's connection (JoinOptions.IDs), or nil
@@ -67,6 +70,7 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 	p := &peer{
 		id:     id,
 		replay: opts.Replay,
+		who:    opts.Principal,
 		ids:    opts.IDs,
 		copies: make(map[int64]*agentRequest),
 		cursor: opts.Cursor,
@@ -78,7 +82,32 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 	s.adopt(p)
 	s.hub.clients.Add(1)
 	s.log.Info("client joined", "peer", id)
-	return &Client{p: p}, nil
+	c := &Client{p: p}
+	c.watchToken()
+	return c, nil
+}
+
+// watchToken removes the client when its token is revoked or expires.
+func (c *Client) watchToken() {
+	who := c.p.who
+	if who == nil || (who.Revoked == nil && who.Expires.IsZero()) {
+		return
+	}
+	go func() {
+		var expired <-chan time.Time
+		if !who.Expires.IsZero() {
+			t := time.NewTimer(time.Until(who.Expires))
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-c.p.removed.Done():
+		case <-who.Revoked:
+			c.LeaveBecause(ErrRevoked)
+		case <-expired:
+			c.LeaveBecause(ErrExpired)
+		}
+	}()
 }
 
 // adopt makes p one of the session's peers.
@@ -116,7 +145,7 @@ func (s *Session) attachWith(p *peer, after int64, replay bool, answer func()) {
 	}
 	p.attached = true
 	p.marked.seq = -1
-	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps})
+	s.recordJoined(p)
 	if answer != nil {
 		answer()
 	}
@@ -126,7 +155,19 @@ func (s *Session) attachWith(p *peer, after int64, replay bool, answer func()) {
 	}
 	s.resendOpenRequests(p)
 	s.updatePaced()
-	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id}, p)
+	s.notifyJoined(p)
+}
+
+// recordJoined records that p joined the ACP session, as whom.
+func (s *Session) recordJoined(p *peer) {
+	token, role := p.who.Describe()
+	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps, Role: role, Token: token})
+}
+
+// notifyJoined tells the other peers that p joined.
+func (s *Session) notifyJoined(p *peer) {
+	token, role := p.who.Describe()
+	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id, Role: role, Token: token}, p)
 }
 
 // removePeer takes p out of the session and ends its connection. cause,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -74,8 +75,14 @@ func (s *Session) refuseDuplicateID(m *jsonrpc.Message) {
 		"Invalid request: id already in use by an open request", nil)))
 }
 
-// giveCopy sends p its copy of r under a fresh hub id.
+// giveCopy sends p its copy of r under a fresh hub id; a peer whose role
+// may not answer is shown it as _acphub/agent_request instead.
 func (s *Session) giveCopy(r *agentRequest, p *peer) {
+	if !p.who.Can(auth.Answer) {
+		s.send(p, jsonrpc.NewNotification(api.MethodAgentRequest,
+			&api.AgentRequestParams{SessionID: s.sessionIDString(), Method: r.msg.Method, Params: r.msg.Params}))
+		return
+	}
 	id := p.allocID()
 	n, _ := parseHubID(id)
 	r.copies[p] = n

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/hub"
 )
 
@@ -30,7 +31,7 @@ const logPageSize = 1000
 const maxLimit = 10000
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ url.Values) {
-	list, err := s.opts.Hub.List(r.Context())
+	list, err := s.opts.Hub.List(r.Context(), principal(r))
 	if err != nil {
 		s.hubRefusal(err).write(w)
 		return
@@ -107,6 +108,10 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request, q url.Val
 		return
 	}
 	key := r.PathValue("key")
+	if f := principal(r).CheckSession(key, auth.Read); f != nil {
+		forbidden(f).write(w)
+		return
+	}
 	last, err := s.opts.Hub.LastSeq(r.Context(), key)
 	if err != nil {
 		s.hubRefusal(err).write(w)

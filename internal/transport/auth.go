@@ -2,16 +2,19 @@ package transport
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 )
 
 // TokenFile is the name of the token file in the data directory.
@@ -74,11 +77,75 @@ func ReadToken(dir string) (string, error) {
 	return tok, nil
 }
 
-// authorized reports whether r carries the token.
-func authorized(r *http.Request, token string) bool {
-	h := r.Header.Get("Authorization")
-	got, ok := strings.CutPrefix(h, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+// CookieName is the dashboard's sign-in cookie (docs/roles.md).
+const CookieName = "acphub"
+
+type principalKey struct{}
+
+// principal returns whom r acts for, as the route's check found it; nil
+// on a route that needs no token.
+func principal(r *http.Request) *auth.Principal {
+	p, _ := r.Context().Value(principalKey{}).(*auth.Principal)
+	return p
+}
+
+// authenticate returns whom r acts for: the owner over the Unix socket,
+// whose file mode is the authentication; else the holder of its bearer
+// token; else of its sign-in cookie. byCookie says it was the cookie,
+// which a browser sends by itself: state-changing requests that use it
+// must come from the hub's own pages (see sameOrigin).
+func (s *Server) authenticate(r *http.Request) (who *auth.Principal, byCookie bool) {
+	if listener(r) == "unix" {
+		return auth.Local, false
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			return nil, false
+		}
+		return s.opts.Tokens.Authenticate(token), false
+	}
+	if c, err := r.Cookie(CookieName); err == nil {
+		return s.opts.Tokens.Cookie(c.Value), true
+	}
+	return nil, false
+}
+
+// forbidden is the refusal of a request for a right its token lacks.
+func forbidden(f *auth.Forbidden) *refusal {
+	ref := refuse(http.StatusForbidden, api.ReasonForbidden, "", "%s", f.Text)
+	ref.err.Right, ref.err.Role = string(f.Right), f.Role.String()
+	return ref
+}
+
+// sameOrigin reports whether r comes from a page of the hub itself (or an
+// allowed origin): its Origin header says so. Browsers send Origin on
+// every request that can change state.
+func sameOrigin(r *http.Request, allowed []string) bool {
+	return r.Header.Get("Origin") != "" && originAllowed(r, allowed)
+}
+
+// hostAllowed reports whether r's Host names the hub in a way a page on
+// another site cannot borrow (DNS rebinding): an IP address, localhost, or
+// a name the hub is told it serves under (--allow-host, --public-url).
+func hostAllowed(r *http.Request, allowed []string) bool {
+	if listener(r) == "unix" {
+		return true
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if net.ParseIP(strings.Trim(host, "[]")) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	for _, a := range allowed {
+		if strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
 }
 
 // originAllowed reports whether a WebSocket upgrade may proceed: requests

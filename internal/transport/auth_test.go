@@ -1,11 +1,15 @@
 package transport
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/acphub/acphub/internal/auth"
 )
 
 func TestOriginAllowed(t *testing.T) {
@@ -41,8 +45,13 @@ func TestOriginAllowed(t *testing.T) {
 	}
 }
 
-func TestAuthorized(t *testing.T) {
+func TestAuthenticate(t *testing.T) {
 	t.Parallel()
+	tokens, err := auth.Open(t.TempDir(), "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{opts: Options{Tokens: tokens}}
 	for header, want := range map[string]bool{
 		"Bearer secret":  true,
 		"Bearer secret ": false,
@@ -54,8 +63,43 @@ func TestAuthorized(t *testing.T) {
 	} {
 		r := httptest.NewRequest("GET", "/acp", nil)
 		r.Header.Set("Authorization", header)
-		if got := authorized(r, "secret"); got != want {
-			t.Errorf("authorized(%q) = %v, want %v", header, got, want)
+		if who, _ := s.authenticate(r); (who != nil) != want {
+			t.Errorf("authenticate(%q) = %v, want %v", header, who, want)
+		}
+	}
+	// A wrong bearer token is not made up for by a good cookie.
+	code, _, _ := tokens.Link(auth.OwnerName, time.Minute)
+	_, cookie, _, _ := tokens.Redeem(code)
+	r := httptest.NewRequest("GET", "/acp", nil)
+	r.AddCookie(&http.Cookie{Name: CookieName, Value: cookie})
+	if who, byCookie := s.authenticate(r); who == nil || !byCookie {
+		t.Errorf("the cookie alone: %v, %v", who, byCookie)
+	}
+	r.Header.Set("Authorization", "Bearer wrong")
+	if who, _ := s.authenticate(r); who != nil {
+		t.Errorf("a wrong token with a good cookie: %v", who)
+	}
+}
+
+func TestHostAllowed(t *testing.T) {
+	t.Parallel()
+	for host, want := range map[string]bool{
+		"127.0.0.1:7878":         true,
+		"[::1]:7878":             true,
+		"10.1.2.3":               true,
+		"localhost:7878":         true,
+		"LOCALHOST.":             true,
+		"dev.localhost:7878":     true,
+		"hub.example:443":        true,
+		"HUB.example":            true,
+		"evil.example:7878":      false,
+		"127.0.0.1.evil.example": false,
+		"":                       false,
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host = host
+		if got := hostAllowed(r, []string{"hub.example"}); got != want {
+			t.Errorf("hostAllowed(%q) = %v, want %v", host, got, want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/hub"
 )
 
@@ -137,6 +138,9 @@ var hubRefusals = []struct {
 // hubRefusal is the refusal of a request the hub failed; an error it does
 // not know is logged and refused as internal, without its text.
 func (s *Server) hubRefusal(err error) *refusal {
+	if f, ok := errors.AsType[*auth.Forbidden](err); ok {
+		return forbidden(f)
+	}
 	for _, h := range hubRefusals {
 		if errors.Is(err, h.err) {
 			msg := h.msg

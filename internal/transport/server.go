@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -23,12 +24,20 @@ import (
 )
 
 // Options configures a Server. The zero value of each field but Hub and
-// Token is a working default.
+// Tokens is a working default.
 type Options struct {
-	Hub            *hub.Hub
-	Token          string   // required on every endpoint but /healthz
+	Hub *hub.Hub
+	// Tokens says whom a request acts for; every endpoint but /healthz
+	// needs a token (or, from the dashboard, its cookie).
+	Tokens Tokens
+	// PublicURL is where people reach the hub, the start of its sign-in
+	// links: scheme://host[:port], no trailing slash.
+	PublicURL      string
 	AllowedOrigins []string // browser origins allowed besides the hub's own
-	MaxFrame       int      // largest client frame; 0 means jsonrpc.DefaultMaxFrame
+	// AllowedHosts are the host names the hub answers to besides IP
+	// addresses and localhost (see hostAllowed).
+	AllowedHosts []string
+	MaxFrame     int // largest client frame; 0 means jsonrpc.DefaultMaxFrame
 	// StallTimeout disconnects a client whose connection takes none of
 	// its output for that long (see ws.Conn.SetStallTimeout); 0 means
 	// DefaultStallTimeout.
@@ -66,28 +75,40 @@ func NewServer(opts Options) *Server {
 	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), resumes: resume.NewRegistry[*hub.Client](opts.ResumeWindow)}
 	s.handle("/healthz", route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.healthz})
-	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, auth: true, params: acpParams, serve: s.acp})
-	s.handle("/api/sessions", route{auth: true, serve: s.listSessions})
-	s.handle("/api/sessions/{key}/events", route{auth: true, params: eventParams, serve: s.sessionEvents})
+	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, right: auth.Read, params: acpParams, serve: s.acp})
+	s.handle("/api/sessions", route{right: auth.Read, serve: s.listSessions})
+	s.handle("/api/sessions/{key}/events", route{right: auth.Read, params: eventParams, serve: s.sessionEvents})
+	s.tokenRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusNotFound, api.ReasonUnknownRoute, "", "no endpoint at %s: acphub serves /acp, /healthz, /api/sessions and /api/sessions/{key}/events", r.URL.Path).write(w)
 	})
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/healthz" && !hostAllowed(r, s.opts.AllowedHosts) {
+		// A page on another site that made its name point at this
+		// machine (DNS rebinding) gets nothing, not even the sign-in page.
+		refuse(http.StatusForbidden, api.ReasonBadHost, "Host",
+			"the hub does not answer to the host name %q: use its address, localhost, or start it with --allow-host", r.Host).write(w)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // route is one endpoint.
 type route struct {
 	methods []string          // the methods it answers; nil means GET
-	auth    bool              // whether it needs the token
+	right   auth.Right        // the right its token needs; "" for none
 	params  map[string]string // the query parameters it takes → the reason a bad value gets
 	serve   func(http.ResponseWriter, *http.Request, url.Values)
 }
 
 // handle serves path with rt: a method it does not answer is refused with
-// Allow, a request without the token when it needs one, a query with a
-// parameter it does not take; then rt.serve gets the query.
+// Allow, a request without a token when it needs one or whose token lacks
+// its right, a request that changes state by a browser's cookie from
+// another site, a query with a parameter it does not take; then rt.serve
+// gets the query, and principal(r) whom it acts for.
 func (s *Server) handle(path string, rt route) {
 	if rt.methods == nil {
 		rt.methods = []string{http.MethodGet}
@@ -100,12 +121,24 @@ func (s *Server) handle(path string, rt route) {
 			f.write(w)
 			return
 		}
-		// Over the hub's Unix socket, its file mode is the authentication.
-		if rt.auth && listener(r) != "unix" && !authorized(r, s.opts.Token) {
-			f := refuse(http.StatusUnauthorized, api.ReasonUnauthorized, "", "missing or wrong bearer token: send Authorization: Bearer <the token in the hub's data dir, <data-dir>/token>")
-			f.header = http.Header{"Www-Authenticate": {`Bearer realm="acphub"`}}
-			f.write(w)
-			return
+		if rt.right != "" {
+			who, byCookie := s.authenticate(r)
+			if who == nil {
+				f := refuse(http.StatusUnauthorized, api.ReasonUnauthorized, "", "missing or wrong bearer token: send Authorization: Bearer <the token in the hub's data dir, <data-dir>/token, or one from acphub token create>")
+				f.header = http.Header{"Www-Authenticate": {`Bearer realm="acphub"`}}
+				f.write(w)
+				return
+			}
+			if byCookie && r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r, s.opts.AllowedOrigins) {
+				s.log.Warn("cross-site request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"))
+				refuse(http.StatusForbidden, api.ReasonBadOrigin, "Origin", "a request that signs in by cookie must come from the hub's own pages").write(w)
+				return
+			}
+			if f := who.Check(rt.right); f != nil {
+				forbidden(f).write(w)
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, who))
 		}
 		q, f := strictQuery(r, rt.params)
 		if f != nil {
@@ -230,7 +263,7 @@ func (s *Server) joinOptions(r *http.Request, q url.Values) (hub.JoinOptions, *r
 	if f := s.checkUpgrade(r); f != nil {
 		return hub.JoinOptions{}, f
 	}
-	return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay, Cursor: q.Get("resume") == resumeNew}, nil
+	return hub.JoinOptions{Peer: q.Get("peer"), Agent: q.Get("agent"), Replay: replay, Cursor: q.Get("resume") == resumeNew, Principal: principal(r)}, nil
 }
 
 // checkUpgrade checks that r may upgrade: its origin, and that it asks for
@@ -321,6 +354,7 @@ func (c wsConn) WriteBatch(frames [][]byte, first uint64) error {
 // connection ends for (a slow or stalled client, a stopping hub, a failure).
 var closeStatus = map[string]int{
 	"backpressure":            ws.StatusPolicyViolation,
+	"unauthenticated":         ws.StatusPolicyViolation,
 	"connection_fenced":       ws.StatusPolicyViolation,
 	"temporarily_unavailable": ws.StatusGoingAway,
 	"internal_error":          ws.StatusInternalError,
@@ -419,15 +453,15 @@ func (s *Server) writeLoop(ctx context.Context, out *recordWriter, l link) *hub.
 	if err := out.writeKept(l.first); err != nil {
 		return nil
 	}
+	var dropped *hub.Disconnect
 	for {
 		frames, err := l.client.Next(ctx)
 		switch {
 		case err != nil && l.hold != nil && l.hold.Fenced().Err() != nil:
 			return errFenced
-		case errors.Is(err, hub.ErrSlowClient):
-			return hub.ErrSlowClient
-		case errors.Is(err, hub.ErrSessionGone):
-			return hub.ErrSessionGone
+		case errors.As(err, &dropped):
+			// Too slow, the hub stopping, its token revoked.
+			return dropped
 		case errors.Is(err, frameq.ErrClosed):
 			return nil
 		case err != nil:

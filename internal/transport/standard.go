@@ -3,7 +3,6 @@ package transport
 import (
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -134,7 +133,7 @@ func (s *Server) standardPost(w http.ResponseWriter, r *http.Request, q url.Valu
 // response, and the connection's id in Acp-Connection-Id when it succeeded.
 func (s *Server) standardInitialize(w http.ResponseWriter, r *http.Request, q url.Values, m *jsonrpc.Message) {
 	out := newOutlet(s.opts.StallTimeout)
-	mux := acpconn.New(s.opts.Hub, out, acpconn.Options{Agent: q.Get("agent"), Logger: s.log})
+	mux := acpconn.New(s.opts.Hub, out, acpconn.Options{Agent: q.Get("agent"), Logger: s.log, Principal: principal(r)})
 	resp, ok, err := mux.Initialize(r.Context(), m)
 	if !ok {
 		mux.Close(nil)
@@ -171,18 +170,13 @@ type stdConns struct {
 // stdConn is one connection of the standard endpoint.
 type stdConn struct {
 	mux   *acpconn.Conn
-	out   *outlet  // its event streams; nil for a WebSocket connection
-	owner [32]byte // who opened it (see principal)
+	out   *outlet // its event streams; nil for a WebSocket connection
+	owner string  // who opened it (see holder): it answers to no other
 }
 
-// principal names who makes r: the Unix socket's user, or the holder of the
-// bearer token. A connection answers only to the principal that opened it.
-func principal(r *http.Request) [32]byte {
-	if listener(r) == "unix" {
-		return sha256.Sum256([]byte("unix"))
-	}
-	return sha256.Sum256([]byte("bearer\x00" + r.Header.Get("Authorization")))
-}
+// holder names who makes r: its token's name, and whether it came over the
+// Unix socket or TCP. A connection opened on one answers to no other.
+func holder(r *http.Request) string { return listener(r) + "\x00" + principal(r).Name }
 
 // add registers a connection r opened and returns its id: 256 random bits,
 // of which the hub keeps only a hash. The connection is forgotten when it
@@ -196,7 +190,7 @@ func (cs *stdConns) add(r *http.Request, mux *acpconn.Conn, out *outlet) string 
 	if cs.conns == nil {
 		cs.conns, cs.hooked = make(map[[32]byte]*stdConn), make(map[*http.Server]bool)
 	}
-	cs.conns[key] = &stdConn{mux: mux, out: out, owner: principal(r)}
+	cs.conns[key] = &stdConn{mux: mux, out: out, owner: holder(r)}
 	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && !cs.hooked[srv] {
 		cs.hooked[srv] = true
 		srv.RegisterOnShutdown(cs.closeAll)
@@ -225,7 +219,7 @@ func (cs *stdConns) lookup(r *http.Request) (*stdConn, *refusal) {
 	cs.mu.Lock()
 	c := cs.conns[key]
 	cs.mu.Unlock()
-	if owner := principal(r); c == nil || c.out == nil || subtle.ConstantTimeCompare(c.owner[:], owner[:]) != 1 {
+	if c == nil || c.out == nil || c.owner != holder(r) {
 		return nil, refuseUnknownConnection()
 	}
 	return c, nil

@@ -114,7 +114,7 @@ func genHTTP(g *gen, doc *object) error {
 	}
 	for _, ep := range http.keys {
 		e := http.get(ep).(*object)
-		for _, part := range []string{"response", "item"} {
+		for _, part := range []string{"request", "response", "item"} {
 			if s, ok := e.get(part).(*object); ok {
 				if _, err := g.goType(s, ""); err != nil {
 					return fmt.Errorf("%s %s: %w", ep, part, err)

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"rsc.io/qr"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/config"
+)
+
+const tokenAbout = `Tokens let others reach the hub with a role: observer (reads), controller
+(also prompts, cancels, answers, creates sessions) or owner (also manages
+tokens). See docs/roles.md.
+
+  acphub token create --name NAME --role ROLE [--ttl 24h] [--session KEY]...
+  acphub token list [--json]
+  acphub token revoke NAME
+
+Each takes --addr and --data-dir as the other client commands do.`
+
+// tokenCommands are the subcommands of acphub token, for their usage.
+var tokenCommands = []command{
+	{name: "token create", summary: "make a token", about: "Makes a token with a role and prints it, a one-time sign-in link for it and the\nlink as a QR code."},
+	{name: "token list", summary: "list the tokens"},
+	{name: "token revoke", args: "NAME", summary: "revoke a token", about: "Revokes the token NAME: it stops working, and its clients are disconnected."},
+}
+
+// runToken runs acphub token create|list|revoke.
+func runToken(ctx context.Context, args []string, stdio Stdio) error {
+	sub := ""
+	if len(args) > 0 {
+		sub = args[0]
+	}
+	switch sub {
+	case "create":
+		return runTokenCreate(ctx, args[1:], stdio)
+	case "list":
+		return runTokenList(ctx, args[1:], stdio)
+	case "revoke":
+		return runTokenRevoke(ctx, args[1:], stdio)
+	}
+	// No subcommand: the usage for -h, else what is missing.
+	if _, _, err := parseFlags("token", args, 0, stdio.Err, func(*flag.FlagSet, *config.Config) {}); err != nil {
+		return err
+	}
+	return errors.New("acphub token needs create, list or revoke")
+}
+
+func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
+	var addr, name, role string
+	var ttl time.Duration
+	var sessions []string
+	cfg, fs, err := parseFlags("token create", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+		fs.StringVar(&name, "name", "", "the token's name, shown in peer lists and the log (required)")
+		fs.StringVar(&role, "role", "", "observer, controller or owner (required)")
+		fs.DurationVar(&ttl, "ttl", 30*24*time.Hour, "how long the token works (0: until revoked)")
+		fs.Var(listFlag{&sessions}, "session", "limit the token to this session key (repeatable)")
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case name == "":
+		return errors.New("acphub token create needs --name")
+	case role == "":
+		return errors.New("acphub token create needs --role: observer, controller or owner")
+	case ttl < 0:
+		return errors.New("--ttl cannot be negative")
+	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(api.CreateToken{Name: name, Role: role, TtlSeconds: int64(ttl / time.Second), Sessions: sessions})
+	resp, err := target.call(ctx, http.MethodPost, "/api/tokens", body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var created api.CreatedToken
+	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil {
+		return fmt.Errorf("decode the hub's answer: %w", err)
+	}
+	t := created.Info
+	fmt.Fprintf(stdio.Out, "Token %s (%s, %s, %s):\n\n  %s\n\nIt is shown this once: the hub keeps only its hash. Programs send it as\nAuthorization: Bearer; acphub attach, chat and the other\nclient commands take it from $%s.\n\n",
+		t.Name, t.Role, reach(t.Sessions), until(t.Expires), created.Token, TokenEnv)
+	printLink(stdio.Out, created.Link)
+	return nil
+}
+
+// printLink prints a sign-in link and its QR code.
+func printLink(w io.Writer, l api.SignInLink) {
+	fmt.Fprintf(w, "Sign-in link for a browser or a phone (works once, until %s):\n\n  %s\n\n", l.Expires.Local().Format(time.DateTime), l.URL)
+	if code, err := qr.Encode(l.URL, qr.M); err == nil {
+		fmt.Fprint(w, terminalQR(code))
+	}
+}
+
+// terminalQR draws a QR code with block characters, two modules per line,
+// light modules as blocks: a terminal's dark background is then the
+// code's dark, and the quiet zone around it light.
+func terminalQR(c *qr.Code) string {
+	const quiet = 2
+	light := func(x, y int) bool {
+		return x < 0 || y < 0 || x >= c.Size || y >= c.Size || !c.Black(x, y)
+	}
+	var b strings.Builder
+	for y := -quiet; y < c.Size+quiet; y += 2 {
+		b.WriteString("  ")
+		for x := -quiet; x < c.Size+quiet; x++ {
+			top, bottom := light(x, y), y+1 < c.Size+quiet && light(x, y+1)
+			switch {
+			case top && bottom:
+				b.WriteString("█")
+			case top:
+				b.WriteString("▀")
+			case bottom:
+				b.WriteString("▄")
+			default:
+				b.WriteString(" ")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func reach(sessions []string) string {
+	if len(sessions) == 0 {
+		return "every session"
+	}
+	return "sessions " + strings.Join(sessions, ", ")
+}
+
+func until(t time.Time) string {
+	if t.IsZero() {
+		return "until revoked"
+	}
+	return "until " + t.Local().Format(time.DateTime)
+}
+
+func runTokenList(ctx context.Context, args []string, stdio Stdio) error {
+	return runListing(ctx, "token list", args, stdio, "/api/tokens", func(tw *tabwriter.Writer, list *api.TokenList) {
+		fmt.Fprintln(tw, "NAME\tROLE\tREACHES\tCREATED\tEXPIRES")
+		for _, t := range list.Tokens {
+			expires := "never"
+			if !t.Expires.IsZero() {
+				expires = t.Expires.Local().Format(time.DateTime)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Role, reach(t.Sessions), t.Created.Local().Format(time.DateTime), expires)
+		}
+	})
+}
+
+func runTokenRevoke(ctx context.Context, args []string, stdio Stdio) error {
+	var addr string
+	cfg, fs, err := parseFlags("token revoke", args, 1, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+	})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("acphub token revoke needs the token's NAME")
+	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
+	resp, err := target.call(ctx, http.MethodDelete, "/api/tokens/"+url.PathEscape(fs.Arg(0)), nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	fmt.Fprintf(stdio.Out, "Token %s revoked: it no longer works, and its clients were disconnected.\n", fs.Arg(0))
+	return nil
+}
+
+// runOpen prints a one-time sign-in link to the dashboard and opens it in
+// a browser where there is one.
+func runOpen(ctx context.Context, args []string, stdio Stdio) error {
+	var addr string
+	var noBrowser bool
+	cfg, fs, err := parseFlags("open", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+		fs.BoolVar(&noBrowser, "no-browser", false, "print the link without opening a browser")
+	})
+	if err != nil {
+		return err
+	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
+	resp, err := target.call(ctx, http.MethodPost, "/api/links", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var link api.SignInLink
+	if err := json.NewDecoder(resp.Body).Decode(&link); err != nil {
+		return fmt.Errorf("decode the hub's answer: %w", err)
+	}
+	printLink(stdio.Out, link)
+	if !noBrowser {
+		if err := openBrowser(link.URL); err == nil {
+			fmt.Fprintln(stdio.Out, "Opened in your browser.")
+		}
+	}
+	return nil
+}
+
+// openBrowser opens url in the desktop's browser, when there is a desktop.
+func openBrowser(url string) error {
+	var cmd *exec.Cmd
+	switch {
+	case runtime.GOOS == "darwin":
+		cmd = exec.Command("open", url)
+	case runtime.GOOS == "windows":
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+	case os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != "":
+		cmd = exec.Command("xdg-open", url)
+	default:
+		return errors.New("no desktop to open a browser on")
+	}
+	return cmd.Start()
+}
+
+// publicURL is where people reach the hub: --public-url, else the listen
+// address ln has.
+func publicURL(cfg *config.Config, ln net.Addr, tls bool) (string, error) {
+	if cfg.PublicURL == "" {
+		scheme := "http"
+		if tls {
+			scheme = "https"
+		}
+		host, port, _ := net.SplitHostPort(ln.String())
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		return scheme + "://" + net.JoinHostPort(host, port), nil
+	}
+	u, err := url.Parse(cfg.PublicURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("--public-url %q: want http:// or https://, a host, and no path", cfg.PublicURL)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// allowedHosts are the host names the hub answers to besides IP addresses
+// and localhost: --allow-host, the host of --public-url and of --listen.
+func allowedHosts(cfg *config.Config) []string {
+	hosts := append([]string(nil), cfg.AllowedHosts...)
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	if h, _, err := net.SplitHostPort(cfg.Listen); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	return hosts
+}

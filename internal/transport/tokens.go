@@ -1,0 +1,202 @@
+package transport
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
+	"github.com/acphub/acphub/internal/hub"
+)
+
+// Tokens is what the server needs of the hub's tokens: whom a token or a
+// cookie stands for, and their management; *auth.Store has it.
+type Tokens interface {
+	Authenticate(token string) *auth.Principal
+	Cookie(value string) *auth.Principal
+	Create(name string, role auth.Role, ttl time.Duration, sessions []string) (string, auth.Token, error)
+	List() []auth.Token
+	Revoke(name string) error
+	Link(name string, ttl time.Duration) (string, time.Time, error)
+	Redeem(code string) (*auth.Principal, string, time.Time, error)
+}
+
+// Sign-in links' lifetimes: one asked for by its own token's holder
+// (acphub open), and a share link made with a token, which travels.
+const (
+	openLinkLife  = 10 * time.Minute
+	shareLinkLife = 24 * time.Hour
+)
+
+// maxBody bounds the JSON body of an API request.
+const maxBody = 64 << 10
+
+// tokenRoutes adds the routes of tokens and sign-in.
+func (s *Server) tokenRoutes() {
+	s.handle("/api/me", route{right: auth.Read, serve: s.me})
+	s.handle("/api/tokens", route{methods: []string{http.MethodGet, http.MethodPost}, right: auth.Manage, serve: s.tokens})
+	s.handle("/api/tokens/{name}", route{methods: []string{http.MethodDelete}, right: auth.Manage, serve: s.revokeToken})
+	s.handle("/api/links", route{methods: []string{http.MethodPost}, right: auth.Read, serve: s.newLink})
+	s.handle("/api/signin", route{methods: []string{http.MethodPost}, serve: s.signIn})
+	s.handle("/api/signout", route{methods: []string{http.MethodPost}, serve: s.signOut})
+}
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	writeJSON(w, http.StatusOK, meOf(principal(r)))
+}
+
+func meOf(p *auth.Principal) *api.Me {
+	me := &api.Me{Name: p.Name, Role: p.Role.String(), Rights: []string{}, Sessions: p.Sessions, Expires: p.Expires}
+	for _, r := range auth.Rights {
+		if p.Can(r) {
+			me.Rights = append(me.Rights, string(r))
+		}
+	}
+	return me
+}
+
+func (s *Server) tokens(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	if r.Method == http.MethodGet {
+		list := api.TokenList{Tokens: []api.TokenInfo{}}
+		for _, t := range s.opts.Tokens.List() {
+			list.Tokens = append(list.Tokens, tokenInfo(t))
+		}
+		writeJSON(w, http.StatusOK, list)
+		return
+	}
+	var req api.CreateToken
+	if f := readBody(r, &req); f != nil {
+		f.write(w)
+		return
+	}
+	role, err := auth.ParseRole(req.Role)
+	if err != nil {
+		refuse(http.StatusBadRequest, api.ReasonBadBody, "", "%v", err).write(w)
+		return
+	}
+	for _, k := range req.Sessions {
+		if !hub.ValidKey(k) {
+			refuse(http.StatusBadRequest, api.ReasonBadBody, "", "sessions: %q is not a session key: 1-128 of A-Z a-z 0-9 . _ : @ -", k).write(w)
+			return
+		}
+	}
+	if req.TtlSeconds < 0 || req.TtlSeconds > 100*365*24*3600 {
+		refuse(http.StatusBadRequest, api.ReasonBadBody, "", "ttlSeconds must be from 0 (until revoked) to 100 years").write(w)
+		return
+	}
+	secret, t, err := s.opts.Tokens.Create(req.Name, role, time.Duration(req.TtlSeconds)*time.Second, req.Sessions)
+	switch {
+	case errors.Is(err, auth.ErrNameTaken):
+		refuse(http.StatusConflict, api.ReasonNameTaken, "", "%v", err).write(w)
+		return
+	case errors.Is(err, auth.ErrBadName), errors.Is(err, auth.ErrOwnerName):
+		refuse(http.StatusBadRequest, api.ReasonBadBody, "", "name: %v", err).write(w)
+		return
+	case err != nil:
+		s.log.Error("create token", "err", err)
+		refuse(http.StatusInternalServerError, api.ReasonInternal, "", "the hub could not write its token store; its log says why").write(w)
+		return
+	}
+	link, f := s.link(t.Name, shareLinkLife)
+	if f != nil {
+		f.write(w)
+		return
+	}
+	s.log.Info("token created", "name", t.Name, "role", t.Role, "by", principal(r).Name)
+	writeJSON(w, http.StatusCreated, api.CreatedToken{Token: secret, Info: tokenInfo(t), Link: *link})
+}
+
+func tokenInfo(t auth.Token) api.TokenInfo {
+	return api.TokenInfo{Name: t.Name, Role: t.Role, Sessions: t.Sessions, Created: t.Created, Expires: t.Expires}
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	name := r.PathValue("name")
+	switch err := s.opts.Tokens.Revoke(name); {
+	case errors.Is(err, auth.ErrUnknownToken):
+		refuse(http.StatusNotFound, api.ReasonUnknownToken, "", "no token is named %q: acphub token list shows them", name).write(w)
+	case errors.Is(err, auth.ErrOwnerName):
+		refuse(http.StatusBadRequest, api.ReasonBadBody, "", "%v", err).write(w)
+	case err != nil:
+		s.log.Error("revoke token", "err", err)
+		refuse(http.StatusInternalServerError, api.ReasonInternal, "", "the hub could not write its token store; its log says why").write(w)
+	default:
+		s.log.Info("token revoked", "name", name, "by", principal(r).Name)
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) newLink(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	link, f := s.link(principal(r).Name, openLinkLife)
+	if f != nil {
+		f.write(w)
+		return
+	}
+	writeJSON(w, http.StatusCreated, link)
+}
+
+// link makes a one-time sign-in link for the token name.
+func (s *Server) link(name string, life time.Duration) (*api.SignInLink, *refusal) {
+	code, expires, err := s.opts.Tokens.Link(name, life)
+	if err != nil {
+		s.log.Error("make sign-in link", "err", err)
+		return nil, refuse(http.StatusInternalServerError, api.ReasonInternal, "", "the hub could not write its token store; its log says why")
+	}
+	return &api.SignInLink{URL: s.opts.PublicURL + "/signin#" + code, Expires: expires}, nil
+}
+
+// signIn trades a sign-in link's code for the dashboard's cookie.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	// A page of another site could sign the browser in as the site's own
+	// token (login CSRF): only the hub's pages, or a program, may.
+	if r.Header.Get("Origin") != "" && !originAllowed(r, s.opts.AllowedOrigins) {
+		refuse(http.StatusForbidden, api.ReasonBadOrigin, "Origin", "sign in from the hub's own page").write(w)
+		return
+	}
+	var req api.SignIn
+	if f := readBody(r, &req); f != nil {
+		f.write(w)
+		return
+	}
+	p, cookie, expires, err := s.opts.Tokens.Redeem(req.Code)
+	if errors.Is(err, auth.ErrBadLink) {
+		refuse(http.StatusBadRequest, api.ReasonBadLink, "", "%v", err).write(w)
+		return
+	} else if err != nil {
+		s.log.Error("redeem sign-in link", "err", err)
+		refuse(http.StatusInternalServerError, api.ReasonInternal, "", "the hub could not write its token store; its log says why").write(w)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: cookie, Path: "/", Expires: expires,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	s.log.Info("browser signed in", "token", p.Name)
+	writeJSON(w, http.StatusOK, meOf(p))
+}
+
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// readBody reads r's JSON body into v: application/json, at most maxBody
+// bytes, one value with no member v does not have.
+func readBody(r *http.Request, v any) *refusal {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return refuse(http.StatusUnsupportedMediaType, api.ReasonBadContentType, "Content-Type", "send the body as Content-Type: application/json")
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return refuse(http.StatusBadRequest, api.ReasonBadBody, "", "the body is not the JSON this endpoint takes: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return refuse(http.StatusBadRequest, api.ReasonBadBody, "", "the body holds more than one JSON value")
+	}
+	return nil
+}
