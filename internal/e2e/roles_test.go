@@ -424,3 +424,90 @@ func TestCLI_TokenCreateListRevoke(t *testing.T) {
 func (h *hubProc) tokenArgs(sub string, args ...string) []string {
 	return append([]string{"token"}, h.clientArgs(sub, args...)...)
 }
+
+// TestSignIn_LinkTradesForACookieOnce: a sign-in link's code gives a
+// browser an HttpOnly, SameSite=Strict cookie once; the cookie acts as
+// its token, but a request that changes state with it must come from the
+// hub's own origin; a page of another site gets nothing.
+func TestSignIn_LinkTradesForACookieOnce(t *testing.T) {
+	h := startHub(t)
+	status, body := h.apiDo(http.MethodPost, "/api/links", h.token, nil)
+	var link api.SignInLink
+	if err := json.Unmarshal(body, &link); status != http.StatusCreated || err != nil {
+		t.Fatalf("POST /api/links: %d %s", status, body)
+	}
+	_, code, ok := strings.Cut(link.URL, "/signin#")
+	if !ok || time.Until(link.Expires) > 10*time.Minute || time.Until(link.Expires) < 9*time.Minute {
+		t.Fatalf("link %+v, want /signin#CODE for 10 minutes", link)
+	}
+	origin := "http://" + h.addr
+	post := func(path, origin string, cookie *http.Cookie, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, origin+path, strings.NewReader(body))
+		req.URL.Host, req.URL.Scheme = h.addr, "http"
+		req.Header.Set("Content-Type", "application/json")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	signIn := `{"code":"` + code + `"}`
+	if resp := post("/api/signin", "https://evil.example", nil, signIn); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("sign-in from another site: %d, want 403", resp.StatusCode)
+	}
+	resp := post("/api/signin", origin, nil, signIn)
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "acphub" {
+			cookie = c
+		}
+	}
+	if resp.StatusCode != http.StatusOK || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/" {
+		t.Fatalf("sign-in: %d, cookie %+v; want 200 and an HttpOnly, SameSite=Strict cookie", resp.StatusCode, cookie)
+	}
+	if resp := post("/api/signin", origin, nil, signIn); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("the same code again: %d, want 400 bad_link", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodGet, origin+"/api/me", nil)
+	req.AddCookie(cookie)
+	me, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(me.Body)
+	me.Body.Close()
+	if me.StatusCode != http.StatusOK || !strings.Contains(string(b), `"name":"owner","role":"owner"`) {
+		t.Errorf("GET /api/me by cookie: %d %s", me.StatusCode, b)
+	}
+	create := `{"name":"x","role":"observer"}`
+	if resp := post("/api/tokens", "", cookie, create); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a token made by cookie without Origin: %d, want 403", resp.StatusCode)
+	}
+	if resp := post("/api/tokens", "https://evil.example", cookie, create); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a token made by cookie from another site: %d, want 403", resp.StatusCode)
+	}
+	if resp := post("/api/tokens", origin, cookie, create); resp.StatusCode != http.StatusCreated {
+		t.Errorf("a token made by cookie from the hub's page: %d, want 201", resp.StatusCode)
+	}
+	// A name that points at the hub (DNS rebinding) reaches nothing.
+	req, _ = http.NewRequest(http.MethodGet, origin+"/api/me", nil)
+	req.Host = "evil.example:80"
+	req.AddCookie(cookie)
+	rebound, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(rebound.Body)
+	rebound.Body.Close()
+	if rebound.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "bad_host") {
+		t.Errorf("Host evil.example: %d %s, want 403 bad_host", rebound.StatusCode, b)
+	}
+}
