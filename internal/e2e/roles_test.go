@@ -511,3 +511,33 @@ func TestSignIn_LinkTradesForACookieOnce(t *testing.T) {
 		t.Errorf("Host evil.example: %d %s, want 403 bad_host", rebound.StatusCode, b)
 	}
 }
+
+// TestRoles_ExpiredTokenIsDisconnected: a token's clients are
+// disconnected when it expires, and acphub open makes a sign-in link.
+func TestRoles_ExpiredTokenIsDisconnected(t *testing.T) {
+	h := startHub(t)
+	owner := h.dial("s", "peer=boss")
+	owner.handshake()
+	status, body := h.apiDo(http.MethodPost, "/api/tokens", h.token, api.CreateToken{Name: "brief", Role: "observer", TtlSeconds: 2})
+	var created api.CreatedToken
+	if err := json.Unmarshal(body, &created); status != http.StatusCreated || err != nil {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	c := h.dialAs(created.Token, "s", "peer=brief")
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
+	left := lastOf(owner.until(isMethod("_acphub/peer_left")))
+	if p := string(left.Params); !strings.Contains(p, `"peer":"brief"`) || !strings.Contains(p, "expired") {
+		t.Errorf("peer_left %s, want brief's token expired", p)
+	}
+	for range c.frames {
+	}
+	if err := <-c.closed; websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Errorf("the connection ended with %v, want 1008", err)
+	}
+
+	out := mustCLI(t, h.clientArgs("open", "--no-browser")...)
+	if !strings.Contains(out, "http://"+h.addr+"/signin#") || !strings.Contains(out, "█") {
+		t.Errorf("acphub open printed:\n%s\nwant a sign-in link and its QR code", out)
+	}
+}
