@@ -132,6 +132,8 @@ func TestRun_Renders(t *testing.T) {
 			name: "hub notifications",
 			frames: []string{
 				`{"jsonrpc":"2.0","method":"_acphub/peer_joined","params":{"sessionId":"s1","peer":"bob"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/peer_joined","params":{"sessionId":"s1","peer":"phone","role":"observer","token":"alice"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/peer_joined","params":{"sessionId":"s1","peer":"me","role":"owner","token":"owner"}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"end_turn"}}`,
 				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":{"code":-32603,"message":"agent died"}}}`,
 				// The agent exited with status 0 while the turn ran (acphub demo's hub
@@ -149,6 +151,8 @@ func TestRun_Renders(t *testing.T) {
 				`{"jsonrpc":"2.0","method":"_acphub/peer_left","params":{"sessionId":"s1","peer":"bob","reason":"slow client"}}`,
 			},
 			want: "[bob joined]\n" +
+				"[phone joined: observer alice]\n" +
+				"[me joined]\n" +
 				"[bob's turn complete: end_turn]\n" +
 				"[bob's turn complete: error -32603: agent died]\n" +
 				"[bob's turn ended: the agent exited (exit code 0)]\n" +

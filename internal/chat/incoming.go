@@ -28,7 +28,7 @@ func (c *chat) handlers() client.Handlers {
 		PermissionResolved: func(p *api.PermissionResolvedParams) { c.show(func() { c.permissionResolved(p) }) },
 		PromptReceived:     func(p *api.PromptReceivedParams) { c.show(func() { c.promptReceived(p) }) },
 		TurnComplete:       func(p *api.TurnCompleteParams) { c.show(func() { c.turnComplete(p) }) },
-		PeerJoined:         func(p *api.PeerJoinedParams) { c.show(func() { c.peerChanged(p.Peer, "joined", "") }) },
+		PeerJoined:         func(p *api.PeerJoinedParams) { c.show(func() { c.peerChanged(p.Peer, "joined", joinedAs(p)) }) },
 		PeerLeft:           func(p *api.PeerLeftParams) { c.show(func() { c.peerChanged(p.Peer, "left", p.Reason) }) },
 		AgentExited:        func(p *api.AgentExitedParams) { c.show(func() { c.agentExited(p) }) },
 		TerminalOutput:     func(p *api.TerminalOutput) { c.show(func() { c.terminalOutput(p) }) },
@@ -329,6 +329,15 @@ func exitedCleanly(e *api.RPCError) bool {
 		Signal string `json:"signal"`
 	}](e.Data)
 	return ok && d.Code != nil && *d.Code == 0 && d.Signal == ""
+}
+
+// joinedAs says with what token a peer that is not the owner joined:
+// "observer alice"; "" for the owner, as a hub without tokens has it.
+func joinedAs(p *api.PeerJoinedParams) string {
+	if p.Role == "" || p.Role == "owner" {
+		return ""
+	}
+	return p.Role + " " + p.Token
 }
 
 func (c *chat) peerChanged(peer, change, reason string) {
