@@ -26,8 +26,8 @@ type Hub interface {
 	// ListSessions answers session/list for clients of agent.
 	ListSessions(ctx context.Context, agent string, params []byte, who *auth.Principal) ([]byte, *jsonrpc.Error)
 	// FindSession returns the key of the hub session that holds an ACP
-	// session id, or "".
-	FindSession(ctx context.Context, sessionID string) (string, error)
+	// session id that who reaches, or "".
+	FindSession(ctx context.Context, sessionID string, who *auth.Principal) (string, error)
 	// Join makes a client of a hub session, creating it on first use.
 	Join(ctx context.Context, key string, opts hub.JoinOptions) (*hub.Client, error)
 }
@@ -364,13 +364,10 @@ func (c *Conn) loadSession(ctx context.Context, m *jsonrpc.Message) {
 		c.replyError(m.ID, jsonrpc.InvalidParams("params.sessionId: required, a string"))
 		return
 	}
-	key, err := c.hub.FindSession(ctx, id)
+	key, err := c.hub.FindSession(ctx, id, c.opts.Principal)
 	if err != nil {
 		c.replyError(m.ID, hubError(err))
 		return
-	}
-	if !c.opts.Principal.Reaches(key) {
-		key = "" // a session out of the token's reach is one it does not know
 	}
 	s := &session{key: key, id: id, ready: make(chan struct{}), watch: m.ID}
 	agent := "" // the session's, whichever it is
@@ -623,10 +620,10 @@ func errUnknownSession(id string) *jsonrpc.Error {
 
 // hubError is the JSON-RPC error for a hub error.
 func hubError(err error) *jsonrpc.Error {
-	var f *auth.Forbidden
-	switch {
-	case errors.As(err, &f):
+	if f, ok := errors.AsType[*auth.Forbidden](err); ok {
 		return hub.ForbiddenError(f)
+	}
+	switch {
 	case errors.Is(err, hub.ErrTooMany):
 		return jsonrpc.NewError(api.CodeTooManySessions, api.ReasonTooManySessions, "The hub holds as many active sessions as it may", nil)
 	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrSessionGone), errors.Is(err, context.Canceled):

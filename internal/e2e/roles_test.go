@@ -232,8 +232,18 @@ func TestRoles_RoutesAsTheSchemaSays(t *testing.T) {
 func TestRoles_ObserverWatchesButCannotAnswer(t *testing.T) {
 	h := startHub(t)
 	watcher := h.newToken("alice", "observer")
-	if _, err := h.tryDial("nowhere", "", http.Header{"Authorization": {"Bearer " + watcher}}); err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), `"right":"create"`) {
-		t.Fatalf("an observer joining a session that does not exist: %v, want 403 forbidden for create", err)
+	if _, err := h.tryDial("nowhere", "", http.Header{"Authorization": {"Bearer " + watcher}}); err == nil || !strings.Contains(err.Error(), "403") ||
+		!strings.Contains(err.Error(), `"right":"create"`) || !strings.Contains(err.Error(), `no session is named \"nowhere\"`) {
+		t.Fatalf("an observer joining a session that does not exist: %v, want 403 forbidden for create, naming the session", err)
+	}
+	// Nor does it make the agent load a session into a hub session that
+	// has none yet.
+	h.dial("bare", "").mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	bare := h.dialAs(watcher, "bare", "")
+	bare.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	resp, _ := bare.call("session/load", map[string]any{"sessionId": "elsewhere", "cwd": "/tmp", "mcpServers": []any{}})
+	if resp.Error == nil || resp.Error.Code != int(api.CodeForbidden) || !strings.Contains(string(resp.Error.Data), `"right":"create"`) {
+		t.Errorf("an observer's session/load into a bare session: %s, want forbidden for create", resp.raw)
 	}
 	ctl := h.dialAs(h.newToken("bob", "controller"), "s", "peer=bob")
 	sid := ctl.handshake()

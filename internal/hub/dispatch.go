@@ -47,6 +47,10 @@ func (s *Session) permits(p *peer, m *jsonrpc.Message) bool {
 	case m.Method == jsonrpc.MethodSessionNew && (s.newResult != nil || s.newParams != nil):
 		// It joins the ACP session there is.
 		right = auth.Read
+	case m.Method == jsonrpc.MethodSessionLoad && s.sessionID == nil && s.newParams == nil:
+		// The agent would load a session of its own into this hub session
+		// (loadFromAgent): that creates its ACP session.
+		right = auth.Create
 	default:
 		right = auth.MethodRight(m.Method)
 	}

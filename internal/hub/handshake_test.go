@@ -203,10 +203,10 @@ func TestHub_ListAndFindSessions(t *testing.T) {
 	h, ctx := newTestHub(t, map[string]agent.Spec{"demo": demoSpec(exe), "other": demoSpec(exe)})
 	_, sid := openSession(t, ctx, h, "k", hub.JoinOptions{})
 
-	if key, err := h.FindSession(ctx, sid); key != "k" || err != nil {
+	if key, err := h.FindSession(ctx, sid, nil); key != "k" || err != nil {
 		t.Errorf("FindSession(%s) = %q, %v; want k", sid, key, err)
 	}
-	if key, err := h.FindSession(ctx, "nope"); key != "" || err != nil {
+	if key, err := h.FindSession(ctx, "nope", nil); key != "" || err != nil {
 		t.Errorf("FindSession(nope) = %q, %v; want none", key, err)
 	}
 	list, e := h.ListSessions(ctx, "demo", nil, nil)

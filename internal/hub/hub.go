@@ -181,7 +181,9 @@ func (h *Hub) Join(ctx context.Context, key string, opts JoinOptions) (*Client, 
 	if errors.Is(err, ErrUnknownSession) && !create {
 		// Joining a session that is not there would create it, and start
 		// its agent.
-		return nil, opts.Principal.Check(auth.Create)
+		f := opts.Principal.Check(auth.Create)
+		f.Text = fmt.Sprintf("no session is named %q, and joining would create it: %s", key, f.Text)
+		return nil, f
 	}
 	if err != nil {
 		return nil, err

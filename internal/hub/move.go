@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -52,10 +53,8 @@ func (c *Client) moveTarget(ctx context.Context, frame []byte) (*Session, bool) 
 	if id := cur.acpID.Load(); id != nil && *id == p.SessionID {
 		return nil, false
 	}
-	target, err := cur.hub.findACP(ctx, p.SessionID)
-	if err != nil || target == nil || target == cur || !c.p.who.Reaches(target.key) {
-		// A session the client's token does not reach is one it does not
-		// know: the session it is in answers not found.
+	target, err := cur.hub.findACP(ctx, p.SessionID, c.p.who)
+	if err != nil || target == nil || target == cur {
 		return nil, false
 	}
 	return target, true
@@ -103,27 +102,28 @@ func (s *Session) adoptMoved(m adoptMsg) {
 }
 
 // FindSession returns the key of the hub session whose ACP session id is
-// id, or "" when no hub session has it.
-func (h *Hub) FindSession(ctx context.Context, id string) (string, error) {
-	s, err := h.findACP(ctx, id)
+// id, or "" when no hub session that who reaches has it: a session out of
+// a token's reach is one it does not know.
+func (h *Hub) FindSession(ctx context.Context, id string, who *auth.Principal) (string, error) {
+	s, err := h.findACP(ctx, id, who)
 	if err != nil || s == nil {
 		return "", err
 	}
 	return s.key, nil
 }
 
-// findACP returns the hub session whose ACP session id is id, opening it
-// from its log if needed, or nil.
-func (h *Hub) findACP(ctx context.Context, id string) (*Session, error) {
+// findACP returns the hub session that who reaches whose ACP session id is
+// id, opening it from its log if needed, or nil.
+func (h *Hub) findACP(ctx context.Context, id string, who *auth.Principal) (*Session, error) {
 	h.mu.Lock()
 	for _, s := range h.sessions {
-		if p := s.acpID.Load(); p != nil && *p == id {
+		if p := s.acpID.Load(); p != nil && *p == id && who.Reaches(s.key) {
 			h.mu.Unlock()
 			return s, nil
 		}
 	}
 	h.mu.Unlock()
-	list, err := h.List(ctx, nil)
+	list, err := h.List(ctx, who)
 	if err != nil {
 		return nil, err
 	}
