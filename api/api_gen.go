@@ -1923,6 +1923,7 @@ const (
 	ReasonBadLimit          = "bad_limit"
 	ReasonBadLink           = "bad_link"
 	ReasonBadMethod         = "bad_method"
+	ReasonBadName           = "bad_name"
 	ReasonBadOrigin         = "bad_origin"
 	ReasonBadParams         = "bad_params"
 	ReasonBadPeer           = "bad_peer"
@@ -2051,11 +2052,12 @@ var Errors = []ErrorInfo{
 // HTTPErrors lists every refusal of an HTTP request, with its status and
 // reason.
 var HTTPErrors = []HTTPErrorInfo{
-	{Status: 401, Reason: "unauthorized", Description: "No Authorization: Bearer header, or the wrong token. WWW-Authenticate: Bearer.", Condition: "unauthenticated", Retryable: false},
+	{Status: 401, Reason: "unauthorized", Description: "No token (an Authorization: Bearer header, or the dashboard's cookie), or one that is wrong, expired or revoked. WWW-Authenticate: Bearer.", Condition: "unauthenticated", Retryable: false},
 	{Status: 403, Reason: "bad_origin", Description: "A WebSocket upgrade from a browser page whose Origin is neither the hub's own nor an --allow-origin; or a request that changes state, signed in by the dashboard's cookie, without such an Origin.", Condition: "forbidden", Retryable: false},
 	{Status: 403, Reason: "forbidden", Description: "The token's role lacks the right the endpoint needs (right names it, role says the token's), or the token does not reach the session.", Condition: "forbidden", Retryable: false},
 	{Status: 403, Reason: "bad_host", Description: "The Host header names the hub by a DNS name it was not told it serves under (--allow-host, --public-url): a page of another site that points its name at the hub (DNS rebinding) is refused. IP addresses and localhost are always answered. Every path but /healthz.", Condition: "forbidden", Retryable: false},
 	{Status: 400, Reason: "bad_body", Description: "A request body that is not the JSON the endpoint takes (message says what is wrong), or over 64 KiB.", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_name", Description: "POST /api/tokens: the name is not 1 to 64 letters, digits and ._@- starting with a letter or digit; or, there and in DELETE /api/tokens/{name}, it is owner, the data dir's token, which is neither made nor revoked through the API.", Condition: "", Retryable: false},
 	{Status: 409, Reason: "name_taken", Description: "POST /api/tokens: a token with that name exists.", Condition: "", Retryable: false},
 	{Status: 404, Reason: "unknown_token", Description: "DELETE /api/tokens/{name}: no token has that name.", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_link", Description: "POST /api/signin: the code is unknown, used or expired.", Condition: "unauthenticated", Retryable: false},
@@ -2089,7 +2091,7 @@ var HTTPErrors = []HTTPErrorInfo{
 	{Status: 404, Reason: "unknown_connection", Description: "The standard /acp endpoint: Acp-Connection-Id names no connection this token (or the Unix socket) opened, or one that ended (param: Acp-Connection-Id).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "no_session_header", Description: "The standard /acp endpoint: a POSTed request or notification whose params name a sessionId, without Acp-Session-Id (param: Acp-Session-Id).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "session_mismatch", Description: "The standard /acp endpoint: Acp-Session-Id is not the sessionId the message's params name (param: Acp-Session-Id).", Condition: "", Retryable: false},
-	{Status: 415, Reason: "bad_content_type", Description: "The standard /acp endpoint: a POST whose Content-Type is not application/json (param: Content-Type).", Condition: "", Retryable: false},
+	{Status: 415, Reason: "bad_content_type", Description: "The standard /acp endpoint: a POST whose Content-Type is not application/json (param: Content-Type). Also POST /api/tokens and POST /api/signin.", Condition: "", Retryable: false},
 	{Status: 406, Reason: "not_acceptable", Description: "The standard /acp endpoint: a GET that is no WebSocket upgrade and whose Accept does not name text/event-stream (param: Accept).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "parse_error", Description: "The standard /acp endpoint: a POST body that is not one JSON value in UTF-8.", Condition: "", Retryable: false},
 	{Status: 400, Reason: "not_object", Description: "The standard /acp endpoint: a POST body that is JSON but no object.", Condition: "", Retryable: false},

@@ -551,3 +551,58 @@ func TestRoles_ExpiredTokenIsDisconnected(t *testing.T) {
 		t.Errorf("acphub open printed:\n%s\nwant a sign-in link and its QR code", out)
 	}
 }
+
+// TestTokensAPI_EveryRefusalIsJSON: every way a request to make, revoke or
+// sign in can be wrong is refused with a JSON body naming its reason, and
+// makes nothing.
+func TestTokensAPI_EveryRefusalIsJSON(t *testing.T) {
+	h := startHub(t)
+	h.newToken("taken", "observer")
+	jsonType := "application/json"
+	for _, tt := range []struct {
+		method, path, ctype, body string
+		status                    int
+		reason, param             string
+	}{
+		{"POST", "/api/tokens", "text/plain", `{"name":"a","role":"observer"}`, 415, "bad_content_type", "Content-Type"},
+		{"POST", "/api/tokens", "", `{"name":"a","role":"observer"}`, 415, "bad_content_type", "Content-Type"},
+		{"POST", "/api/tokens", jsonType, `{"name":"a","role":"observer"`, 400, "bad_body", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"a","role":"observer"} {}`, 400, "bad_body", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"a","role":"observer","admin":true}`, 400, "bad_body", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"a","role":"root"}`, 400, "bad_body", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"a","role":""}`, 400, "bad_body", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"-a","role":"observer"}`, 400, "bad_name", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"owner","role":"observer"}`, 400, "bad_name", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"a","role":"observer","ttlSeconds":-1}`, 400, "bad_body", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"a","role":"observer","sessions":["bad key"]}`, 400, "bad_body", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"a","role":"observer","pad":"` + strings.Repeat("x", 70<<10) + `"}`, 400, "bad_body", ""},
+		{"POST", "/api/tokens", jsonType, `{"name":"taken","role":"controller"}`, 409, "name_taken", ""},
+		{"PUT", "/api/tokens", jsonType, `{}`, 405, "method_not_allowed", ""},
+		{"DELETE", "/api/tokens/nobody", "", "", 404, "unknown_token", ""},
+		{"DELETE", "/api/tokens/owner", "", "", 400, "bad_name", ""},
+		{"GET", "/api/tokens/taken", "", "", 405, "method_not_allowed", ""},
+		{"POST", "/api/signin", jsonType, `{"code":"made-up"}`, 400, "bad_link", ""},
+		{"POST", "/api/signin", jsonType, `{}`, 400, "bad_link", ""},
+		{"POST", "/api/signin", jsonType, `{"code":"x","token":"y"}`, 400, "bad_body", ""},
+		{"POST", "/api/signin", "text/plain", `{"code":"x"}`, 415, "bad_content_type", "Content-Type"},
+	} {
+		req, err := http.NewRequest(tt.method, "http://"+h.addr+tt.path, strings.NewReader(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+h.token)
+		if tt.ctype != "" {
+			req.Header.Set("Content-Type", tt.ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRefusal(t, tt.method+" "+tt.path+" "+tt.body[:min(len(tt.body), 60)], resp, tt.status, tt.reason, tt.param, "")
+	}
+	status, body := h.apiDo(http.MethodGet, "/api/tokens", h.token, nil)
+	var list api.TokenList
+	if err := json.Unmarshal(body, &list); status != http.StatusOK || err != nil || len(list.Tokens) != 1 || list.Tokens[0].Name != "taken" {
+		t.Errorf("after the refusals the hub has %s, want the one token made before", body)
+	}
+}

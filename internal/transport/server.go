@@ -59,6 +59,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	resumes *resume.Registry[*hub.Client]
+	paths   []string // the paths it serves, for the refusal of others
 	std     stdConns // connections of the standard endpoint
 }
 
@@ -80,7 +81,7 @@ func NewServer(opts Options) *Server {
 	s.handle("/api/sessions/{key}/events", route{right: auth.Read, params: eventParams, serve: s.sessionEvents})
 	s.tokenRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		refuse(http.StatusNotFound, api.ReasonUnknownRoute, "", "no endpoint at %s: acphub serves /acp, /healthz, /api/sessions and /api/sessions/{key}/events", r.URL.Path).write(w)
+		refuse(http.StatusNotFound, api.ReasonUnknownRoute, "", "no endpoint at %s: acphub serves %s", r.URL.Path, strings.Join(s.paths, ", ")).write(w)
 	})
 	return s
 }
@@ -113,6 +114,7 @@ func (s *Server) handle(path string, rt route) {
 	if rt.methods == nil {
 		rt.methods = []string{http.MethodGet}
 	}
+	s.paths = append(s.paths, path)
 	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		if !slices.Contains(rt.methods, r.Method) {
 			allow := strings.Join(rt.methods, ", ")

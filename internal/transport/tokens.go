@@ -95,7 +95,7 @@ func (s *Server) tokens(w http.ResponseWriter, r *http.Request, _ url.Values) {
 		refuse(http.StatusConflict, api.ReasonNameTaken, "", "%v", err).write(w)
 		return
 	case errors.Is(err, auth.ErrBadName), errors.Is(err, auth.ErrOwnerName):
-		refuse(http.StatusBadRequest, api.ReasonBadBody, "", "name: %v", err).write(w)
+		refuse(http.StatusBadRequest, api.ReasonBadName, "", "%v", err).write(w)
 		return
 	case err != nil:
 		s.log.Error("create token", "err", err)
@@ -121,7 +121,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, _ url.Value
 	case errors.Is(err, auth.ErrUnknownToken):
 		refuse(http.StatusNotFound, api.ReasonUnknownToken, "", "no token is named %q: acphub token list shows them", name).write(w)
 	case errors.Is(err, auth.ErrOwnerName):
-		refuse(http.StatusBadRequest, api.ReasonBadBody, "", "%v", err).write(w)
+		refuse(http.StatusBadRequest, api.ReasonBadName, "", "%v", err).write(w)
 	case err != nil:
 		s.log.Error("revoke token", "err", err)
 		refuse(http.StatusInternalServerError, api.ReasonInternal, "", "the hub could not write its token store; its log says why").write(w)
