@@ -171,3 +171,41 @@ func TestStore_LinksAreOneTimeAndShortLived(t *testing.T) {
 		t.Fatalf("link for nobody: %v", err)
 	}
 }
+
+func TestStore_CorruptFileIsRefusedAndKept(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, File)
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir, "owner-token")
+	if err == nil || !strings.Contains(err.Error(), "move it away") {
+		t.Fatalf("Open of a corrupt store: %v, want an error that says what to do", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "{not json" {
+		t.Fatalf("the corrupt file was rewritten: %q", b)
+	}
+}
+
+func TestStore_CookieSurvivesReopening(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openStore(t, dir)
+	code, _, _ := s.Link(OwnerName, time.Minute)
+	_, cookie, _, err := s.Redeem(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := openStore(t, dir)
+	if p := s2.Cookie(cookie); p == nil || p.Role != Owner {
+		t.Fatal("a cookie stops working when the hub starts again")
+	}
+	// Another owner token (the data dir's token replaced) ends them.
+	s3, err := Open(dir, "a-new-owner-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3.now = s2.now
+	if s3.Cookie(cookie) != nil {
+		t.Fatal("a cookie outlives the owner token it was made with")
+	}
+}

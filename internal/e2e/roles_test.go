@@ -124,6 +124,9 @@ func TestRoles_EveryMethodAsTheSchemaSays(t *testing.T) {
 	// extension method the schema does not list needs the default right.
 	methods = slices.DeleteFunc(methods, func(m string) bool { return m == "session/close" })
 	methods = append(methods, "_vendor/extension", "session/close")
+	if len(methods) < 30 || len(rights) != len(roleOrder) {
+		t.Fatalf("%d methods and %d roles from the schema: the test reads it wrong", len(methods), len(rights))
+	}
 	params := func(method string) map[string]any {
 		p := map[string]any{"sessionId": sid, "cwd": "/tmp", "mcpServers": []any{}}
 		switch method {
@@ -196,6 +199,9 @@ func TestRoles_RoutesAsTheSchemaSays(t *testing.T) {
 	}
 	if err := json.Unmarshal(schema.API, &doc); err != nil {
 		t.Fatal(err)
+	}
+	if len(doc.HTTP) < 12 || len(rights) != len(roleOrder) {
+		t.Fatalf("the schema lists %d endpoints and %d roles: the test reads it wrong", len(doc.HTTP), len(rights))
 	}
 	for ep, e := range doc.HTTP {
 		method, path, _ := strings.Cut(ep, " ")
@@ -605,4 +611,57 @@ func TestTokensAPI_EveryRefusalIsJSON(t *testing.T) {
 	if err := json.Unmarshal(body, &list); status != http.StatusOK || err != nil || len(list.Tokens) != 1 || list.Tokens[0].Name != "taken" {
 		t.Errorf("after the refusals the hub has %s, want the one token made before", body)
 	}
+}
+
+// TestRoles_TokensSurviveAKill: after kill -9 and a restart, a token still
+// works with its role, a revoked one stays revoked, and a browser signed
+// in before keeps its cookie.
+func TestRoles_TokensSurviveAKill(t *testing.T) {
+	h := startHub(t)
+	h.dial("s", "").handshake()
+	kept := h.newToken("kept", "observer")
+	gone := h.newToken("gone", "controller")
+	_, body := h.apiDo(http.MethodPost, "/api/links", h.token, nil)
+	var link api.SignInLink
+	if err := json.Unmarshal(body, &link); err != nil {
+		t.Fatal(err)
+	}
+	_, code, _ := strings.Cut(link.URL, "#")
+	req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr+"/api/signin", strings.NewReader(`{"code":"`+code+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("sign-in gave cookies %v", cookies)
+	}
+	if status, _ := h.apiDo(http.MethodDelete, "/api/tokens/gone", h.token, nil); status != http.StatusNoContent {
+		t.Fatalf("revoke: %d", status)
+	}
+
+	h.kill()
+	h.start()
+	if status, body := h.apiDo(http.MethodGet, "/api/me", kept, nil); status != http.StatusOK || !strings.Contains(string(body), `"name":"kept","role":"observer"`) {
+		t.Errorf("the kept token after a kill: %d %s", status, body)
+	}
+	if status, _ := h.apiDo(http.MethodGet, "/api/me", gone, nil); status != http.StatusUnauthorized {
+		t.Errorf("the revoked token after a kill: %d, want 401", status)
+	}
+	req, _ = http.NewRequest(http.MethodGet, "http://"+h.addr+"/api/me", nil)
+	req.AddCookie(cookies[0])
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"name":"owner"`) {
+		t.Errorf("the cookie after a kill: %d %s", resp.StatusCode, b)
+	}
+	c := h.dialAs(kept, "s", "")
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
 }
