@@ -155,6 +155,29 @@ func (t *hubTarget) newSession(ctx context.Context, key string) bool {
 	return resp.StatusCode == http.StatusNotFound && json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error.Reason == api.ReasonUnknownSession
 }
 
+// callJSON is call with in as the JSON body (none when nil) and the
+// answer's JSON decoded into out (when not nil).
+func (t *hubTarget) callJSON(ctx context.Context, method, path string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	resp, err := t.call(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return fmt.Errorf("decode the hub's answer: %w", err)
+		}
+	}
+	return nil
+}
+
 // do sends a request over the socket, or over TCP when there is no socket
 // to try or no hub answers there.
 func (t *hubTarget) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -87,15 +86,10 @@ func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	body, _ := json.Marshal(api.CreateToken{Name: name, Role: role, TtlSeconds: int64(ttl / time.Second), Sessions: sessions})
-	resp, err := target.call(ctx, http.MethodPost, "/api/tokens", body)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	var created api.CreatedToken
-	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil {
-		return fmt.Errorf("decode the hub's answer: %w", err)
+	req := api.CreateToken{Name: name, Role: role, TtlSeconds: int64(ttl / time.Second), Sessions: sessions}
+	if err := target.callJSON(ctx, http.MethodPost, "/api/tokens", &req, &created); err != nil {
+		return err
 	}
 	t := created.Info
 	fmt.Fprintf(stdio.Out, "Token %s (%s, %s, %s):\n\n  %s\n\nIt is shown this once: the hub keeps only its hash. Programs send it as\nAuthorization: Bearer; acphub attach, chat and the other\nclient commands take it from $%s.\n\n",
@@ -183,11 +177,9 @@ func runTokenRevoke(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	resp, err := target.call(ctx, http.MethodDelete, "/api/tokens/"+url.PathEscape(fs.Arg(0)), nil)
-	if err != nil {
+	if err := target.callJSON(ctx, http.MethodDelete, "/api/tokens/"+url.PathEscape(fs.Arg(0)), nil, nil); err != nil {
 		return err
 	}
-	resp.Body.Close()
 	fmt.Fprintf(stdio.Out, "Token %s revoked: it no longer works, and its clients were disconnected.\n", fs.Arg(0))
 	return nil
 }
@@ -208,14 +200,9 @@ func runOpen(ctx context.Context, args []string, stdio Stdio) error {
 	if err != nil {
 		return err
 	}
-	resp, err := target.call(ctx, http.MethodPost, "/api/links", nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	var link api.SignInLink
-	if err := json.NewDecoder(resp.Body).Decode(&link); err != nil {
-		return fmt.Errorf("decode the hub's answer: %w", err)
+	if err := target.callJSON(ctx, http.MethodPost, "/api/links", nil, &link); err != nil {
+		return err
 	}
 	printLink(stdio.Out, link)
 	if !noBrowser {
