@@ -17,6 +17,7 @@ type agentRequest struct {
 	toolCallID string          // a permission request's toolCall.toolCallId
 	msg        jsonrpc.Message // the request as the agent sent it
 	copies     map[*peer]int64 // outstanding copies
+	shown      map[*peer]bool  // peers that may not answer, shown it as _acphub/agent_request
 	timer      *time.Timer     // the permission timeout, if any
 	exec       *peer           // the only peer that gets it (single_pass_through), or nil for all
 	tool       *toolCall       // a client-tool request's audit, or nil
@@ -79,6 +80,13 @@ func (s *Session) refuseDuplicateID(m *jsonrpc.Message) {
 // may not answer is shown it as _acphub/agent_request instead.
 func (s *Session) giveCopy(r *agentRequest, p *peer) {
 	if !p.who.Can(auth.Answer) {
+		if r.shown[p] {
+			return
+		}
+		if r.shown == nil {
+			r.shown = make(map[*peer]bool)
+		}
+		r.shown[p] = true
 		s.send(p, jsonrpc.NewNotification(api.MethodAgentRequest,
 			&api.AgentRequestParams{SessionID: s.sessionIDString(), Method: r.msg.Method, Params: r.msg.Params}))
 		return
@@ -267,6 +275,9 @@ func (s *Session) cancelCopy(p *peer, n int64) {
 // another session). The requests stay open for the others, or for the next
 // peer to attach.
 func (s *Session) withdrawCopies(p *peer) {
+	for _, r := range s.agentReqs {
+		delete(r.shown, p) // shown again if it attaches again
+	}
 	for n, r := range p.copies {
 		delete(r.copies, p)
 		delete(p.copies, n)
