@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,18 +68,27 @@ type file struct {
 	Links     []link  `json:"links"`
 }
 
+// maxLinks bounds the sign-in links a token has waiting: making another
+// drops its oldest, so that asking for links again and again grows
+// nothing.
+const maxLinks = 8
+
 // Store is the tokens of a hub: the data dir's owner token and the tokens
 // made with Create, kept hashed in <data-dir>/tokens.json (mode 0600).
-// It is safe for concurrent use.
+// It is safe for concurrent use. A change is written to the disk before
+// it takes effect, and while it is written the store answers from what it
+// had: readers never wait for the disk (see update).
 type Store struct {
 	path  string
 	owner []byte // the owner token
+	key   []byte // signs cookies
 	now   func() time.Time
 
-	mu      sync.Mutex
-	f       file
-	key     []byte
-	revoked map[string]chan struct{} // by token name
+	wmu sync.Mutex // serialises changes: held across their write
+
+	mu      sync.Mutex               // guards f and revoked; never held across I/O
+	f       file                     // replaced whole by a change, never edited in place
+	revoked map[string]chan struct{} // by token name, made on first use (see principal)
 }
 
 // Open reads the token store of dir, creating it on first use. owner is
@@ -99,15 +109,37 @@ func Open(dir, owner string) (*Store, error) {
 		s.key = random(32)
 		s.f.CookieKey = hex.EncodeToString(s.key)
 	}
-	for _, t := range s.f.Tokens {
-		s.revoked[t.Name] = make(chan struct{})
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.save(); err != nil {
+	s.f.prune(s.now())
+	if err := s.write(&s.f); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// update makes a change to the store: change edits a copy of the file
+// (without expired entries), which is written, and only then becomes the
+// store's; installed, when not nil, runs as it does, under mu. Readers go
+// on with the old file meanwhile.
+func (s *Store) update(change func(f *file) error, installed func()) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	next := file{CookieKey: s.f.CookieKey, Tokens: slices.Clone(s.f.Tokens), Links: slices.Clone(s.f.Links)}
+	s.mu.Unlock()
+	next.prune(s.now())
+	if err := change(&next); err != nil {
+		return err
+	}
+	if err := s.write(&next); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.f = next
+	if installed != nil {
+		installed()
+	}
+	return nil
 }
 
 // Create makes a token named name with role, limited to sessions when not
@@ -130,18 +162,22 @@ func (s *Store) Create(name string, role Role, ttl time.Duration, sessions []str
 	if ttl > 0 {
 		t.Expires = now.Add(ttl)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.prune()
-	if s.find(name) >= 0 {
-		return "", Token{}, ErrNameTaken
-	}
-	s.f.Tokens = append(s.f.Tokens, t)
-	if err := s.save(); err != nil {
-		s.f.Tokens = s.f.Tokens[:len(s.f.Tokens)-1]
+	err := s.update(func(f *file) error {
+		if f.find(name) >= 0 {
+			return ErrNameTaken
+		}
+		f.Tokens = append(f.Tokens, t)
+		return nil
+	}, func() {
+		if c := s.revoked[name]; c != nil {
+			// A token of that name that ended: its watchers are done.
+			close(c)
+			delete(s.revoked, name)
+		}
+	})
+	if err != nil {
 		return "", Token{}, err
 	}
-	s.revoked[name] = make(chan struct{})
 	return secret, t, nil
 }
 
@@ -150,8 +186,8 @@ func (s *Store) Create(name string, role Role, ttl time.Duration, sessions []str
 func (s *Store) List() []Token {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.prune()
-	return append([]Token(nil), s.f.Tokens...)
+	now := s.now()
+	return slices.DeleteFunc(slices.Clone(s.f.Tokens), func(t Token) bool { return t.expired(now) })
 }
 
 // Revoke removes the token named name and its sign-in links; connections
@@ -160,24 +196,20 @@ func (s *Store) Revoke(name string) error {
 	if name == OwnerName {
 		return ErrOwnerName
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := s.find(name)
-	if i < 0 {
-		return ErrUnknownToken
-	}
-	old := s.f
-	s.f.Tokens = append(append([]Token(nil), s.f.Tokens[:i]...), s.f.Tokens[i+1:]...)
-	s.f.Links = dropLinks(s.f.Links, name)
-	if err := s.save(); err != nil {
-		s.f = old
-		return err
-	}
-	if c := s.revoked[name]; c != nil {
-		close(c)
-		delete(s.revoked, name)
-	}
-	return nil
+	return s.update(func(f *file) error {
+		i := f.find(name)
+		if i < 0 {
+			return ErrUnknownToken
+		}
+		f.Tokens = slices.Delete(f.Tokens, i, i+1)
+		f.Links = slices.DeleteFunc(f.Links, func(l link) bool { return l.Name == name })
+		return nil
+	}, func() {
+		if c := s.revoked[name]; c != nil {
+			close(c)
+			delete(s.revoked, name)
+		}
+	})
 }
 
 // Authenticate returns the principal of a token, or nil when it is not
@@ -200,38 +232,54 @@ func (s *Store) Authenticate(secret string) *Principal {
 	return nil
 }
 
-// principal returns t's principal, or nil when t has expired.
+// principal returns t's principal, or nil when t has expired. The caller
+// holds mu.
 func (s *Store) principal(t Token) *Principal {
-	if !t.Expires.IsZero() && !s.now().Before(t.Expires) {
+	if t.expired(s.now()) {
 		return nil
 	}
 	role, err := ParseRole(t.Role)
 	if err != nil {
 		return nil
 	}
-	return &Principal{Name: t.Name, Role: role, Sessions: t.Sessions, Expires: t.Expires, Revoked: s.revoked[t.Name]}
+	c := s.revoked[t.Name]
+	if c == nil {
+		c = make(chan struct{})
+		s.revoked[t.Name] = c
+	}
+	return &Principal{Name: t.Name, Role: role, Sessions: t.Sessions, Expires: t.Expires, Revoked: c}
 }
+
+func (t Token) expired(now time.Time) bool { return !t.Expires.IsZero() && !now.Before(t.Expires) }
 
 // Link makes a one-time sign-in link's code for the token named name,
 // which works for ttl or until the token ends, whichever is sooner.
 func (s *Store) Link(name string, ttl time.Duration) (string, time.Time, error) {
 	code := base64.RawURLEncoding.EncodeToString(random(24))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.prune()
 	expires := s.now().Add(ttl).UTC().Truncate(time.Second)
-	if name != OwnerName {
-		i := s.find(name)
-		if i < 0 {
-			return "", time.Time{}, ErrUnknownToken
+	err := s.update(func(f *file) error {
+		if name != OwnerName {
+			i := f.find(name)
+			if i < 0 {
+				return ErrUnknownToken
+			}
+			if e := f.Tokens[i].Expires; !e.IsZero() && e.Before(expires) {
+				expires = e
+			}
 		}
-		if e := s.f.Tokens[i].Expires; !e.IsZero() && e.Before(expires) {
-			expires = e
+		var mine []int // its links, oldest first
+		for i, l := range f.Links {
+			if l.Name == name {
+				mine = append(mine, i)
+			}
 		}
-	}
-	s.f.Links = append(s.f.Links, link{Hash: hash(code), Name: name, Expires: expires})
-	if err := s.save(); err != nil {
-		s.f.Links = s.f.Links[:len(s.f.Links)-1]
+		if len(mine) >= maxLinks {
+			f.Links = slices.Delete(f.Links, mine[0], mine[0]+1)
+		}
+		f.Links = append(f.Links, link{Hash: hash(code), Name: name, Expires: expires})
+		return nil
+	}, nil)
+	if err != nil {
 		return "", time.Time{}, err
 	}
 	return code, expires, nil
@@ -241,30 +289,30 @@ func (s *Store) Link(name string, ttl time.Duration) (string, time.Time, error) 
 // and how long it lasts.
 func (s *Store) Redeem(code string) (*Principal, string, time.Time, error) {
 	h := hash(code)
+	var name string
+	err := s.update(func(f *file) error {
+		i := slices.IndexFunc(f.Links, func(l link) bool { return subtle.ConstantTimeCompare([]byte(l.Hash), []byte(h)) == 1 })
+		if i < 0 {
+			return ErrBadLink
+		}
+		name = f.Links[i].Name
+		f.Links = slices.Delete(f.Links, i, i+1)
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, "", time.Time{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.prune()
-	for i, l := range s.f.Links {
-		if subtle.ConstantTimeCompare([]byte(l.Hash), []byte(h)) != 1 {
-			continue
-		}
-		old := s.f.Links
-		s.f.Links = append(append([]link(nil), old[:i]...), old[i+1:]...)
-		if err := s.save(); err != nil {
-			s.f.Links = old
-			return nil, "", time.Time{}, err
-		}
-		p, tokenHash := s.byName(l.Name)
-		if p == nil {
-			return nil, "", time.Time{}, ErrBadLink
-		}
-		expires := s.now().Add(CookieLife).UTC().Truncate(time.Second)
-		if !p.Expires.IsZero() && p.Expires.Before(expires) {
-			expires = p.Expires
-		}
-		return p, s.cookie(l.Name, tokenHash, expires), expires, nil
+	p, tokenHash := s.byName(name)
+	if p == nil {
+		return nil, "", time.Time{}, ErrBadLink
 	}
-	return nil, "", time.Time{}, ErrBadLink
+	expires := s.now().Add(CookieLife).UTC().Truncate(time.Second)
+	if !p.Expires.IsZero() && p.Expires.Before(expires) {
+		expires = p.Expires
+	}
+	return p, s.cookie(name, tokenHash, expires), expires, nil
 }
 
 // Cookie returns the principal of a browser cookie's value, or nil when it
@@ -314,7 +362,7 @@ func (s *Store) byName(name string) (*Principal, string) {
 	if name == OwnerName {
 		return &Principal{Name: OwnerName, Role: Owner}, hash(string(s.owner))
 	}
-	i := s.find(name)
+	i := s.f.find(name)
 	if i < 0 {
 		return nil, ""
 	}
@@ -322,52 +370,25 @@ func (s *Store) byName(name string) (*Principal, string) {
 }
 
 // find returns the index of the token named name, or -1.
-func (s *Store) find(name string) int {
-	for i, t := range s.f.Tokens {
-		if t.Name == name {
-			return i
-		}
-	}
-	return -1
+func (f *file) find(name string) int {
+	return slices.IndexFunc(f.Tokens, func(t Token) bool { return t.Name == name })
 }
 
-// prune forgets expired tokens and links; the file follows at the next
-// save. The caller holds mu.
-func (s *Store) prune() {
-	now := s.now()
-	var tokens []Token
-	for _, t := range s.f.Tokens {
-		if t.Expires.IsZero() || now.Before(t.Expires) {
-			tokens = append(tokens, t)
-		} else {
-			s.f.Links = dropLinks(s.f.Links, t.Name)
-			delete(s.revoked, t.Name)
+// prune drops expired tokens, their links, and expired links.
+func (f *file) prune(now time.Time) {
+	var ended []string
+	f.Tokens = slices.DeleteFunc(f.Tokens, func(t Token) bool {
+		if t.expired(now) {
+			ended = append(ended, t.Name)
 		}
-	}
-	s.f.Tokens = tokens
-	var links []link
-	for _, l := range s.f.Links {
-		if now.Before(l.Expires) {
-			links = append(links, l)
-		}
-	}
-	s.f.Links = links
+		return t.expired(now)
+	})
+	f.Links = slices.DeleteFunc(f.Links, func(l link) bool { return !now.Before(l.Expires) || slices.Contains(ended, l.Name) })
 }
 
-func dropLinks(links []link, name string) []link {
-	var out []link
-	for _, l := range links {
-		if l.Name != name {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// save writes the file, mode 0600, replacing it whole. The caller holds
-// mu.
-func (s *Store) save() error {
-	b, err := json.MarshalIndent(&s.f, "", "  ")
+// write writes f to the store's file, mode 0600, replacing it whole.
+func (s *Store) write(f *file) error {
+	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,11 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -207,5 +209,69 @@ func TestStore_CookieSurvivesReopening(t *testing.T) {
 	s3.now = s2.now
 	if s3.Cookie(cookie) != nil {
 		t.Fatal("a cookie outlives the owner token it was made with")
+	}
+}
+
+// Asking for sign-in links again and again keeps a token's newest few;
+// the file does not grow.
+func TestStore_LinksPerTokenAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openStore(t, dir)
+	var codes []string
+	for range 3 * maxLinks {
+		code, _, err := s.Link(OwnerName, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, code)
+	}
+	fi, _ := os.Stat(filepath.Join(dir, File))
+	if _, _, _, err := s.Redeem(codes[len(codes)-maxLinks-1]); !errors.Is(err, ErrBadLink) {
+		t.Errorf("a link older than the newest %d: %v, want bad link", maxLinks, err)
+	}
+	if _, _, _, err := s.Redeem(codes[len(codes)-maxLinks]); err != nil {
+		t.Errorf("the oldest of the newest %d: %v", maxLinks, err)
+	}
+	for range 3 * maxLinks {
+		if _, _, err := s.Link(OwnerName, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fi2, _ := os.Stat(filepath.Join(dir, File)); fi2.Size() > fi.Size()+200 {
+		t.Errorf("the store grew from %d to %d bytes", fi.Size(), fi2.Size())
+	}
+}
+
+// Changes and reads at once: each change takes effect whole, and a
+// token made is found by every read after its Create returned.
+func TestStore_ConcurrentChangesAndReads(t *testing.T) {
+	s, _ := openStore(t, t.TempDir())
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			name := fmt.Sprintf("t%d", i)
+			secret, _, err := s.Create(name, Controller, 0, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if p := s.Authenticate(secret); p == nil || p.Name != name {
+				t.Errorf("%s is not found right after it was made", name)
+			}
+			code, _, err := s.Link(name, time.Hour)
+			if err == nil {
+				_, _, _, err = s.Redeem(code)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+			if err := s.Revoke(name); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if l := s.List(); len(l) != 0 {
+		t.Errorf("left %v", l)
 	}
 }
