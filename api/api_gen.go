@@ -1689,7 +1689,7 @@ type CreateToken struct {
 	Role string `json:"role"`
 	// How long the token works; 0 or absent: until revoked.
 	TtlSeconds int64 `json:"ttlSeconds,omitempty"`
-	// Limit the token to these session keys.
+	// Limit the token to these session keys; absent or empty: every session.
 	Sessions []string `json:"sessions,omitempty"`
 }
 

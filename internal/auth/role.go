@@ -100,9 +100,6 @@ func (p *Principal) Reaches(key string) bool {
 	return p == nil || p.Sessions == nil || slices.Contains(p.Sessions, key)
 }
 
-// Scoped reports whether p is limited to some sessions.
-func (p *Principal) Scoped() bool { return p != nil && p.Sessions != nil }
-
 // Describe returns the principal's name and role, for logs and events;
 // "" and "" for the hub's own process.
 func (p *Principal) Describe() (name, role string) {

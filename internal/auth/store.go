@@ -142,9 +142,9 @@ func (s *Store) update(change func(f *file) error, installed func()) error {
 	return nil
 }
 
-// Create makes a token named name with role, limited to sessions when not
-// nil, that works for ttl (0: until revoked). It returns the token, which
-// the store does not keep.
+// Create makes a token named name with role, limited to sessions when
+// there are some, that works for ttl (0: until revoked). It returns the
+// token, which the store does not keep.
 func (s *Store) Create(name string, role Role, ttl time.Duration, sessions []string) (string, Token, error) {
 	switch {
 	case name == OwnerName:
@@ -155,6 +155,9 @@ func (s *Store) Create(name string, role Role, ttl time.Duration, sessions []str
 		return "", Token{}, fmt.Errorf("unknown role %d", role)
 	case ttl < 0:
 		return "", Token{}, fmt.Errorf("a token's lifetime cannot be negative")
+	}
+	if len(sessions) == 0 {
+		sessions = nil // every session, as the file keeps it
 	}
 	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(random(32))
 	now := s.now().UTC().Truncate(time.Second)

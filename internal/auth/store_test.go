@@ -39,6 +39,15 @@ func TestStore_TokensWorkUntilTheyEndAndAreKeptHashed(t *testing.T) {
 	if p == nil || p.Role != Observer || p.Name != "alice" || !p.Reaches("k1") || p.Reaches("k2") || p.Can(Prompt) || !p.Can(Read) {
 		t.Fatalf("alice: %+v", p)
 	}
+	// No sessions, given as an empty list, is every session, as after a
+	// restart.
+	wide, _, _ := s.Create("wide", Observer, 0, []string{})
+	if p := s.Authenticate(wide); p == nil || !p.Reaches("any") {
+		t.Fatalf("a token made with an empty session list: %+v", p)
+	}
+	if err := s.Revoke("wide"); err != nil {
+		t.Fatal(err)
+	}
 	if s.Authenticate(secret+"x") != nil || s.Authenticate("") != nil {
 		t.Fatal("a wrong token authenticates")
 	}
