@@ -53,11 +53,18 @@ func runToken(ctx context.Context, args []string, stdio Stdio) error {
 	case "revoke":
 		return runTokenRevoke(ctx, args[1:], stdio)
 	}
+	// The subcommand later on: say where it goes.
+	for i, a := range args {
+		if a == "create" || a == "list" || a == "revoke" {
+			rest := append([]string{"token", a}, args[:i]...)
+			return fmt.Errorf("the subcommand comes first: %s", pasteCommand(append(rest, args[i+1:]...)...))
+		}
+	}
 	// No subcommand: the usage for -h, else what is missing.
 	if _, _, err := parseFlags("token", args, 0, stdio.Err, func(*flag.FlagSet, *config.Config) {}); err != nil {
 		return err
 	}
-	return errors.New("acphub token needs create, list or revoke")
+	return errors.New(`missing the subcommand: create, list or revoke; run "acphub token -h" for usage`)
 }
 
 func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
@@ -76,9 +83,9 @@ func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	switch {
 	case name == "":
-		return errors.New("acphub token create needs --name")
+		return errors.New(`missing --name, the token's name (as alice); run "acphub token create -h" for usage`)
 	case role == "":
-		return errors.New("acphub token create needs --role: observer, controller or owner")
+		return errors.New(`missing --role: observer, controller or owner; run "acphub token create -h" for usage`)
 	case ttl < 0:
 		return errors.New("--ttl cannot be negative")
 	}
@@ -92,7 +99,7 @@ func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	t := created.Info
-	fmt.Fprintf(stdio.Out, "Token %s (%s, %s, %s):\n\n  %s\n\nIt is shown this once: the hub keeps only its hash. Programs send it as\nAuthorization: Bearer; acphub attach, chat and the other\nclient commands take it from $%s.\n\n",
+	fmt.Fprintf(stdio.Out, "Token %s (%s, %s, %s):\n\n  %s\n\nIt is shown this once: the hub keeps only its hash. Programs send it as\nAuthorization: Bearer; acphub attach, chat and the other client commands\ntake it from $%s.\n\n",
 		t.Name, t.Role, reach(t.Sessions), until(t.Expires), created.Token, TokenEnv)
 	printLink(stdio.Out, created.Link)
 	return nil
@@ -171,7 +178,7 @@ func runTokenRevoke(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("acphub token revoke needs the token's NAME")
+		return errors.New(`missing NAME, the token to revoke; run "acphub token revoke -h" for usage`)
 	}
 	target, err := clientTarget(cfg, fs, addr)
 	if err != nil {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"io"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/acphub/acphub/internal/config"
@@ -43,5 +46,18 @@ func TestAllowedHosts(t *testing.T) {
 	cfg.Listen = "c.example:7878"
 	if got, want := allowedHosts(&cfg), []string{"a.example", "b.example", "c.example"}; !slices.Equal(got, want) {
 		t.Errorf("allowedHosts = %v, want %v", got, want)
+	}
+}
+
+// A subcommand after flags is pointed out with the command line that
+// works; none at all says what is missing.
+func TestTokenSubcommandGoesFirst(t *testing.T) {
+	stdio := Stdio{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}
+	err := Run(context.Background(), []string{"token", "--addr", "127.0.0.1:1", "revoke", "alice"}, stdio)
+	if err == nil || !strings.Contains(err.Error(), "the subcommand comes first: ") || !strings.HasSuffix(err.Error(), " token revoke --addr 127.0.0.1:1 alice") {
+		t.Errorf("token with the subcommand last: %v", err)
+	}
+	if err := Run(context.Background(), []string{"token"}, stdio); err == nil || !strings.Contains(err.Error(), "missing the subcommand") {
+		t.Errorf("token alone: %v", err)
 	}
 }
