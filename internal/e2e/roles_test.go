@@ -665,3 +665,29 @@ func TestRoles_TokensSurviveAKill(t *testing.T) {
 	c.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
 	c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
 }
+
+// TestChat_AsAnObserver: chat run with an observer's token follows the
+// session, is told why its prompt is refused, and ends saying so when the
+// token is revoked.
+func TestChat_AsAnObserver(t *testing.T) {
+	h := startHub(t)
+	owner := h.dial("s", "peer=boss")
+	sid := owner.handshake()
+	tok := h.newToken("alice", "observer")
+	cmd := exec.Command(bin, h.clientArgs("chat", "--session", "s", "--peer", "alice")...)
+	cmd.Env = append(os.Environ(), "ACPHUB_TOKEN="+tok)
+	chat := startProc(t, cmd)
+	chat.expect("type a prompt")
+	owner.until(isMethod("_acphub/peer_joined"))
+	mustStop(t, "the owner's turn", lastOf(owner.untilResponse(owner.prompt(sid, "/echo seen by all"))), "end_turn")
+	chat.expect("seen by all")
+	chat.write("let me type")
+	chat.expect(`Forbidden: the observer token "alice" lacks the right prompt`)
+	if status, body := h.apiDo(http.MethodDelete, "/api/tokens/alice", h.token, nil); status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", status, body)
+	}
+	chat.expect("its token was revoked")
+	if err := chat.wait(); err == nil {
+		t.Error("chat exited 0 after its token was revoked")
+	}
+}
