@@ -152,6 +152,7 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 	goBefore, edBefore := goShown.len(), edShown.len()
 	killedAt := time.Now()
 	h.kill()
+	window := textWindow(h.log.String(), killedAt)
 
 	// Each client says at once that the hub is gone.
 	select {
@@ -229,9 +230,9 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 	}{{"the Go client", &goShown}, {"the editor", &edShown}} {
 		c.shown.mu.Lock()
 		for i, at := range c.shown.at {
-			if killedAt.Sub(at) > textWindow && c.shown.chunks[i] > inLog.len() {
+			if killedAt.Sub(at) > window && c.shown.chunks[i] > inLog.len() {
 				t.Errorf("%s was shown chunk %d %s before the kill; the log keeps chunks 1 to %d (window %s)",
-					c.who, c.shown.chunks[i], killedAt.Sub(at).Round(time.Millisecond), inLog.len(), textWindow)
+					c.who, c.shown.chunks[i], killedAt.Sub(at).Round(time.Millisecond), inLog.len(), window)
 				break
 			}
 		}

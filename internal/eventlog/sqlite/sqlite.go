@@ -585,6 +585,8 @@ func (s *Store) commit() error {
 	}
 	if d := time.Since(start); d > time.Second {
 		s.log.Warn("slow session log commit", "events", len(batch), "took", d)
+	} else {
+		s.log.Debug("session log commit", "events", len(batch), "held", len(holds), "took", d)
 	}
 	size := queuedSize(batch)
 	s.commitMu.Lock()
