@@ -169,8 +169,9 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 }
 
 // privateDataDir makes the data dir, mode 0700, when it does not exist,
-// and refuses one that other users can write: they could replace the
-// token, the socket or the session log. A directory others can only read
+// and refuses one that belongs to another user or that other users can
+// write: they could replace the token, the socket or the session log, or
+// have put a token of their own there. A directory others can only read
 // is kept as it is: every file the hub creates in it is 0600 and every
 // directory 0700 (docs/log.md), so they read nothing.
 func privateDataDir(dir string) error {
@@ -178,9 +179,14 @@ func privateDataDir(dir string) error {
 		return fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
 	fi, err := os.Stat(dir)
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("--data-dir %s: it belongs to another user (uid %d), who could have put a token of their own there; choose a --data-dir of yours",
+			dir, st.Uid)
+	}
+	switch {
 	case fi.Mode().Perm()&0o022 != 0:
 		return fmt.Errorf("--data-dir %s: other users can write it (mode %#o); make it private with `chmod go-w %s`, or choose another --data-dir",
 			dir, fi.Mode().Perm(), dir)
