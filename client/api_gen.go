@@ -217,7 +217,9 @@ func (s *Session) GoDetach(ctx context.Context, params *api.DetachParams, done f
 
 // Outcome sends _acphub/outcome and waits for the answer: the outcome of an
 // operation of the session, without causing it: answered with the response
-// the operation got (its result, or its error), once it has one; -32042
+// the operation got (its result, or its error), once it has one, or {} for
+// one that has no response of its own (a notification such as session/cancel,
+// an answer to an agent's request) once the hub took it; -32042
 // operation_unknown when the session holds none (it never reached the hub,
 // never started, or is forgotten). A client that starts over after a hub
 // restart asks this for its unanswered prompts instead of sending them again

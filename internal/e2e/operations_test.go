@@ -240,3 +240,20 @@ func TestOperations_OutcomesSurviveAKill(t *testing.T) {
 		t.Errorf("the log holds %d turn.started, want 2: the prompts sent again did not run", starts)
 	}
 }
+
+// _acphub/outcome of a running prompt is answered when its turn ends; of a
+// notification the hub took, with {}.
+func TestOperations_OutcomeOfARunningPromptAndOfANotification(t *testing.T) {
+	h := startHub(t)
+	a, b, sid := h.pair()
+	id := a.promptOp(sid, "/slow 6", "op-run")
+	a.until(func(m msg) bool { return m.text() != "" })
+	ask := b.request("_acphub/outcome", map[string]any{"sessionId": sid, "operationId": "op-run"})
+	mustStop(t, "the prompt", lastOf(a.untilResponse(id)), "end_turn")
+	mustStop(t, "_acphub/outcome of the running prompt", lastOf(b.untilResponse(ask)), "end_turn")
+
+	b.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q,"_meta":{"acphub.dev/operationId":"op-cancel"}}}`, sid))
+	if got := b.outcome(sid, "op-cancel"); got.Error != nil || string(got.Result) != "{}" {
+		t.Errorf("_acphub/outcome of a cancel the hub took: %s, want {}", got.raw)
+	}
+}

@@ -218,8 +218,14 @@ func turnOutcome(d *api.TurnCompleted) []byte {
 	return jsonrpc.NewResponse(jsonrpc.Null, append(result, '}'))
 }
 
-// answerRetry gives a retry the outcome of its operation, under its own id.
+// answerRetry gives a retry the outcome of its operation, under its own id:
+// {} for an operation that has no response of its own (a notification, an
+// answer to an agent's request), which the hub took.
 func (s *Session) answerRetry(w waiter, outcome []byte) {
+	if outcome == nil {
+		s.reply(w.peer, w.id, []byte("{}"))
+		return
+	}
 	m, err := jsonrpc.Parse(outcome)
 	if err != nil {
 		return
