@@ -257,3 +257,22 @@ func TestOperations_OutcomeOfARunningPromptAndOfANotification(t *testing.T) {
 		t.Errorf("_acphub/outcome of a cancel the hub took: %s, want {}", got.raw)
 	}
 }
+
+// A turn the agent's exit ended is the prompt's outcome, though its error
+// says retryable: the prompt ran, in part. Sent again under its operation
+// id it gets that error and does not run again.
+func TestOperations_TurnEndedByTheAgentsExitIsKept(t *testing.T) {
+	h := startHub(t)
+	a, _, sid := h.pair()
+	first := lastOf(a.untilResponse(a.promptOp(sid, "/crash", "op-crash")))
+	if first.Error == nil || first.reason() != "agent_exited" {
+		t.Fatalf("the crashing prompt answered %s, want agent_exited", first.raw)
+	}
+	again := lastOf(a.untilResponse(a.promptOp(sid, "/crash", "op-crash")))
+	if again.Error == nil || again.reason() != "agent_exited" || string(again.Error.Data) != string(first.Error.Data) {
+		t.Errorf("sent again under its operation id: %s, want the same agent_exited", again.raw)
+	}
+	if n := h.countEvents("s", "turn.started"); n != 1 {
+		t.Errorf("%d turns started, want 1: the prompt ran again", n)
+	}
+}

@@ -133,29 +133,21 @@ func (s *Session) settle(p *peer, frame []byte) {
 		s.answerRetry(w, frame)
 	}
 	op.waiters = nil
-	if retryable(frame) {
-		// Not an outcome: the same request may succeed later, so a retry
-		// of it is a new operation.
-		s.ops.remove(op)
-		return
-	}
 	op.outcome, op.done = frame, true
 	s.ops.bytes += len(frame)
 }
 
-// retryable reports whether frame is an error response that says the same
-// request may succeed if sent again later (data.retryable).
-func retryable(frame []byte) bool {
-	e, ok := jsonrpc.Field(frame, "error")
-	if !ok {
-		return false
+// refuseUntried answers m with e, a refusal of the hub's own before
+// anything was done that may not hold later (queue_full): not an outcome.
+// The session forgets the operation, so the same request sent again under
+// its id is a new operation. An error that comes after the request went
+// further (an agent's, even one that says retryable; the agent exiting
+// during a turn) is the operation's outcome: it may have done something.
+func (s *Session) refuseUntried(p *peer, m *jsonrpc.Message, e *jsonrpc.Error) {
+	s.replyError(p, m.ID, e) // answers the retries waiting for it too
+	if op := s.ops.find(operationID(m), time.Now()); op != nil {
+		s.ops.remove(op)
 	}
-	data, ok := jsonrpc.Field(e, "data")
-	if !ok {
-		return false
-	}
-	r, ok := jsonrpc.Field(data, "retryable")
-	return ok && string(r) == "true"
 }
 
 // outcome answers _acphub/outcome: the response the operation got, once it

@@ -40,7 +40,7 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	if s.turn != nil && len(s.queue) >= s.cfg.PromptQueue {
-		s.replyError(p, m.ID, errQueueFull(s.cfg.PromptQueue))
+		s.refuseUntried(p, m, errQueueFull(s.cfg.PromptQueue))
 		return
 	}
 	t := &turn{peer: p, op: operationID(m), id: m.ID, msg: *m, prompt: params.Prompt}
