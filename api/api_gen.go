@@ -15,7 +15,7 @@ type AttachParams struct {
 	HistoryPolicy string `json:"historyPolicy,omitempty"`
 	// With after_message: the messageId of the last message the client has. Unknown: the full history, and _meta says so.
 	AfterMessageID string `json:"afterMessageId,omitempty"`
-	// acphub's exact cursor: the history after this log seq. Overrides historyPolicy full and after_message.
+	// acphub's exact cursor: the history after this log seq. Overrides historyPolicy full and after_message. A seq past what a crash let the log keep (past its end, or among the events the hub wrote when it reopened the session) gets the history from the end of what it kept (docs/resume.md); a seq past the end of a log no crash cut short is refused bad_params.
 	AfterSeq int64  `json:"afterSeq,omitempty"`
 	ClientID string `json:"clientId,omitempty"`
 	// Any JSON object, kept as it was.

@@ -483,3 +483,55 @@ func TestRestart_KillMidMessageKeepsShownText(t *testing.T) {
 	}
 	t.Logf("shown %d chunks, the log keeps %d (%d bytes of text); window %s", len(got), kept, len(logged), window)
 }
+
+// A client's place in the log that a crash made point past what was
+// committed gets the history from the end of what was, with what the hub
+// wrote when it started again — the interrupted turn's end — rather than
+// nothing; a place past the end of a log no hub cut short is refused.
+func TestRestart_PlaceAheadOfTheLogAfterAKill(t *testing.T) {
+	h := startHub(t)
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	b := h.dial("s", "peer=b")
+	b.mustCall("initialize", clientInit("b"))
+	joined, _ := decodeAttach(t, b.mustCall("session/attach", attachParams(sid, nil)))
+	resp, _ := b.call("session/attach", attachParams(sid, map[string]any{"afterSeq": joined.Meta.LastSeq + 100}))
+	if resp.Error == nil || resp.reason() != "bad_params" || !strings.Contains(resp.Error.Message, "past the end of the session's log") {
+		t.Errorf("a place past the end: %s, want bad_params", resp.raw)
+	}
+	a.prompt(sid, "/slow 200")
+	a.until(isUpdate("agent_message_chunk"))
+	h.waitCommitted()
+	h.kill()
+	h.start()
+	c := h.dial("s", "peer=c")
+	c.mustCall("initialize", clientInit("c"))
+	// Far ahead: the events a crash lost, and more.
+	res, hist := decodeAttach(t, c.mustCall("session/attach", attachParams(sid, map[string]any{"afterSeq": joined.Meta.LastSeq + 1000, "afterText": 5})))
+	var ended bool
+	for _, m := range hist {
+		ended = ended || (m.Method == "_acphub/turn_complete" && strings.Contains(string(m.Params), `"interrupted":true`))
+	}
+	if !ended || res.Meta.LastSeq <= joined.Meta.LastSeq {
+		t.Errorf("a place ahead of the log after a kill got %d frames ending at seq %d, want the interrupted turn's end", len(hist), res.Meta.LastSeq)
+	}
+	// A place among the events the restart wrote is from before it.
+	_, again := decodeAttach(t, c.mustCall("session/attach", attachParams(sid, map[string]any{"afterSeq": res.Meta.LastSeq - 1})))
+	if len(again) != len(hist) {
+		t.Errorf("a place among the restart's events got %d frames, want the %d from before them", len(again), len(hist))
+	}
+}
+
+// waitCommitted waits until what the hub had queued for its log is
+// committed: two commits after now, the one in progress and the next.
+func (h *hubProc) waitCommitted() {
+	h.t.Helper()
+	mark := len(h.log.String())
+	deadline := time.Now().Add(testTimeout)
+	for strings.Count(h.log.String()[mark:], `msg="session log commit"`) < 2 {
+		if time.Now().After(deadline) {
+			h.t.Fatal("the hub's log was not committed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

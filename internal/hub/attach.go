@@ -164,7 +164,15 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	applied, after := req.HistoryPolicy, int64(-1)
 	switch {
 	case req.AfterSeq != nil:
-		applied, after = "after_seq", *req.AfterSeq
+		var ok bool
+		if after, ok = s.attachFrom(*req.AfterSeq); !ok {
+			s.replyError(p, m.ID, errBadParams(fmt.Sprintf("afterSeq %d is past the end of the session's log: its last seq is %d", *req.AfterSeq, s.seq)))
+			return
+		}
+		if after != *req.AfterSeq {
+			req.AfterText = 0
+		}
+		applied = "after_seq"
 	case applied == historyFull:
 		after = 0
 	case applied == historyAfterMessage:
@@ -286,6 +294,25 @@ func (s *Session) detachSession(p *peer, m *jsonrpc.Message) {
 		seen = lagSeq
 	}
 	s.reply(p, m.ID, fmt.Appendf(nil, `{"_meta":{"acphub.dev/lastSeq":%d}}`, seen))
+}
+
+// attachFrom is where the history of a client whose place is seq starts.
+// A place past the log's end, or among the events the hub wrote when it
+// reopened the session, was given by a hub a crash stopped before those
+// seqs were committed: the log now has other events under them. The
+// client gets everything after what was committed then — some of it
+// again, rather than miss what the hub wrote since (docs/resume.md).
+// A place past the end of a log that was never reopened is refused (ok
+// false): no hub gave it.
+func (s *Session) attachFrom(seq int64) (from int64, ok bool) {
+	reopened := s.reopened.to > 0
+	switch {
+	case seq > s.seq && !reopened:
+		return 0, false
+	case seq > s.seq, reopened && seq > s.reopened.from && seq < s.reopened.to:
+		return s.reopened.from, true
+	}
+	return seq, true
 }
 
 // connectedClients lists the attached peers and p.

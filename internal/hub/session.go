@@ -125,6 +125,12 @@ type Session struct {
 	seq       int64
 	lastID    *string
 	unflushed []eventlog.Event
+	// reopened spans the events the session wrote when the hub reopened
+	// it (the held message, session.resumed, the interrupted turn's end):
+	// from, the log's last seq before them, to the last of them. A
+	// client's place inside them is from a log a crash cut short (see
+	// attachFrom).
+	reopened struct{ from, to int64 }
 
 	idleTimer *time.Timer
 }
@@ -273,10 +279,12 @@ func (s *Session) stop() {
 func (s *Session) run() {
 	defer close(s.done)
 	if s.prior != nil {
+		s.reopened.from = s.seq
 		s.recordHeld()
 		s.record("", &api.SessionResumed{FromSeq: s.seq})
 		s.endInterrupted()
 		s.flush()
+		s.reopened.to = s.seq
 	}
 	for {
 		select {
