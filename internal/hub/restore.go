@@ -176,9 +176,9 @@ func (h *Hub) Recover(ctx context.Context) (int, error) {
 // endStoppedTurn ends the running turn as the hub stops cleanly, as a
 // restart after a crash ends the turn the crash cut short: cancelled,
 // interrupted, with its prompt's operation id, so that the prompt sent
-// again, or asked about, after the hub is back gets that outcome. Its
-// clients are being let go, and the agent stopped: the failed answer the
-// stop brings the turn afterwards ends nothing more.
+// again, or asked about, after the hub is back gets that outcome from the
+// log. Its clients are being let go, and the agent stopped: the failed
+// answer the stop brings the turn afterwards ends nothing more.
 func (s *Session) endStoppedTurn() {
 	t := s.turn
 	if t == nil {
@@ -187,7 +187,6 @@ func (s *Session) endStoppedTurn() {
 	s.turn, s.queue = nil, nil
 	ev := &api.TurnCompleted{SessionID: s.sessionIDString(), Peer: t.peer.id, StopReason: "cancelled", Interrupted: true, OperationID: t.op}
 	s.record(t.peer.id, ev)
-	s.remember(time.Now(), ev)
 	s.log.Info("ended the running turn: the hub is stopping", "peer", t.peer.id)
 }
 
