@@ -200,14 +200,11 @@ func turnOutcome(d *api.TurnCompleted) []byte {
 	if d.Error != nil {
 		return jsonrpc.NewErrorResponse(jsonrpc.Null, d.Error)
 	}
-	result := fmt.Appendf(nil, `{"stopReason":%s`, mustJSON(d.StopReason))
-	if d.Target != nil {
-		result = fmt.Appendf(result, `,"target":%s`, d.Target)
-	}
+	r := api.PromptResult{StopReason: d.StopReason, Target: d.Target}
 	if d.Interrupted {
-		result = fmt.Appendf(result, `,"_meta":{%q:true}`, api.MetaInterrupted)
+		r.Meta = fmt.Appendf(nil, `{%q:true}`, api.MetaInterrupted)
 	}
-	return jsonrpc.NewResponse(jsonrpc.Null, append(result, '}'))
+	return jsonrpc.NewResponse(jsonrpc.Null, r.AppendJSON(nil))
 }
 
 // answerRetry gives a retry the outcome of its operation, under its own id:
