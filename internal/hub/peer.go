@@ -37,10 +37,9 @@ type peer struct {
 	overNoted   bool                    // in the session's over list (see lagBehind)
 	removed     context.Context         // done when gone is set
 	markRemoved context.CancelFunc
-	// cursor: the peer is given _acphub/seq records (JoinOptions.Cursor);
-	// marked is its place as of the last markCursors, given or worked out
+	// marked is the place of a peer given _acphub/seq records (its
+	// stream's seqRecords) as of the last markCursors, given or worked out
 	// (seq -1: it is to be given the next record whatever it says).
-	cursor bool
 	marked cursor
 }
 
@@ -73,7 +72,6 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 		who:    opts.Principal,
 		ids:    opts.IDs,
 		copies: make(map[int64]*agentRequest),
-		cursor: opts.Cursor,
 	}
 	p.removed, p.markRemoved = context.WithCancel(context.Background())
 	p.st = newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, func() { p.sess.Load().kickLag() })

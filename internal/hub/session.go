@@ -340,7 +340,7 @@ func (s *Session) markCursors() {
 	var frame []byte // one record, shared by the peers
 	for _, p := range s.peers {
 		switch {
-		case !p.cursor || !p.attached || p.gone || p.dropped || p.st.lagging.Load() || p.marked == now:
+		case !p.st.seqRecords || !p.attached || p.gone || p.dropped || p.st.lagging.Load() || p.marked == now:
 			continue
 		case p.marked == s.pass && s.guess == now:
 			p.marked = now // it works it out from what it was sent

@@ -27,8 +27,9 @@ import (
 type stream struct {
 	out   *frameq.Queue
 	store eventlog.Store
-	// seqRecords: each page of history ends with an _acphub/seq record of
-	// its last event (see markCursors).
+	// seqRecords: the consumer is given _acphub/seq records
+	// (JoinOptions.Cursor): each page of history ends with one of its last
+	// event, and markCursors gives them live.
 	seqRecords bool
 	render     func(frames [][]byte, ev eventlog.Event) [][]byte // log event → frames
 	caughtUp   func()                                            // a lagging consumer wants more (see lagging)
