@@ -193,7 +193,11 @@ func (t *hubTarget) do(ctx context.Context, method, path string, body []byte) (*
 		if err != nil {
 			return nil, err
 		}
+		// One request per connection: a transport made for one call keeps
+		// no idle connection (and its goroutines, and the hub's) open
+		// for the rest of a chat.
 		hc := &http.Client{Transport: &http.Transport{
+			DisableKeepAlives: true,
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
 				return d.DialContext(ctx, "unix", t.sock)
