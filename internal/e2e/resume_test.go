@@ -415,6 +415,9 @@ func TestResume_ClientWorksItsPlaceOut(t *testing.T) {
 	sid := a.handshake()
 	var place struct{ seq, text int64 }
 	records := 0
+	// worked is the place the client worked out right after each flood
+	// update, by the update's number: each is an event of the log.
+	worked := map[int64]int64{}
 	read := func(ms []msg) {
 		for _, m := range ms {
 			switch m.Method {
@@ -430,6 +433,9 @@ func TestResume_ClientWorksItsPlaceOut(t *testing.T) {
 					place.seq, place.text = place.seq+1, 0
 				} else {
 					place.text += text
+				}
+				if n, ok := floodNumber(m.Params); ok {
+					worked[n] = place.seq
 				}
 			}
 		}
@@ -452,6 +458,43 @@ func TestResume_ClientWorksItsPlaceOut(t *testing.T) {
 		if records > 12 {
 			t.Errorf("%q took %d _acphub/seq records, want a handful", prompt, records)
 		}
+		if prompt == "/flood 2000 100" {
+			// Through the flood, not just at its end, the place the client
+			// worked out is each update's seq in the log.
+			checked := 0
+			for _, ev := range last {
+				if n, ok := floodNumber(ev.Data); ok {
+					if worked[n] != ev.Seq {
+						t.Fatalf("after flood update %d the client's place is seq %d; the log has the update at %d", n, worked[n], ev.Seq)
+					}
+					checked++
+				}
+			}
+			if checked != 2000 {
+				t.Fatalf("checked %d flood updates against the log, want 2000", checked)
+			}
+		}
 		t.Logf("%q: %d records", prompt, records)
 	}
+}
+
+// floodNumber returns the number the demo agent's /flood stamps in an
+// update's _meta (its params, or an agent.update event's data, which holds
+// the frame), if it has one.
+func floodNumber(raw []byte) (int64, bool) {
+	var v struct {
+		Meta   map[string]json.RawMessage `json:"_meta"`
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return 0, false
+	}
+	n, ok := v.Meta["acphub.dev/seq"]
+	if !ok {
+		n, ok = v.Params.Meta["acphub.dev/seq"]
+	}
+	var seq int64
+	return seq, ok && json.Unmarshal(n, &seq) == nil
 }
