@@ -406,8 +406,9 @@ func (r *resumable) mustBeGone() {
 // A resumable client works its place in the log out from the frames it
 // reads (jsonrpc.CursorStep) and the few _acphub/seq records the hub sends
 // where they would not tell it: through a flood of updates that are each
-// an event, a streamed message and the demo's tool calls, its place at the
-// end of each turn is the log's end, from a handful of records.
+// an event its place is each update's seq in the log, and after a streamed
+// message and the demo's tool calls too, at the end of each turn the log's
+// end, from a handful of records.
 func TestResume_ClientWorksItsPlaceOut(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
@@ -473,6 +474,7 @@ func TestResume_ClientWorksItsPlaceOut(t *testing.T) {
 			if checked != 2000 {
 				t.Fatalf("checked %d flood updates against the log, want 2000", checked)
 			}
+			t.Logf("checked %d flood updates against the log", checked)
 		}
 		t.Logf("%q: %d records", prompt, records)
 	}

@@ -339,6 +339,8 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		return // history the hub already holds
 	}
 	if m.Method == jsonrpc.MethodSessionUpdate {
+		s.syncCursors()
+		defer s.syncCursors()
 		if c, ok := jsonrpc.ParseTextChunk(m.Params); ok {
 			s.collect(c, m.Params)
 			s.guess.text += int64(len(c.Body()))

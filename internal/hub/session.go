@@ -333,10 +333,7 @@ type cursor struct{ seq, text int64 }
 // call updates, costs no record; a prompt, a message's end or a peer's
 // arrival, which the client cannot count, costs one per burst.
 func (s *Session) markCursors() {
-	now := cursor{s.seq, 0}
-	if s.msg != nil {
-		now.text = int64(len(s.msg.text))
-	}
+	now := s.cursorNow()
 	var frame []byte // one record, shared by the peers
 	for _, p := range s.peers {
 		switch {
@@ -355,6 +352,28 @@ func (s *Session) markCursors() {
 		}
 	}
 	s.pass, s.guess = now, now
+}
+
+// cursorNow is where the log is: its last seq, and the text of the
+// message being collected after it.
+func (s *Session) cursorNow() cursor {
+	now := cursor{s.seq, 0}
+	if s.msg != nil {
+		now.text = int64(len(s.msg.text))
+	}
+	return now
+}
+
+// syncCursors gives the cursor peers a record now, rather than at the end
+// of the burst, when the frames sent since the last one no longer tell
+// them their place: before an agent update that follows what they cannot
+// count (a prompt, a peer's arrival), and after one that ended a message.
+// Their place then never lags the frames they read by more than that one
+// frame, however long the burst.
+func (s *Session) syncCursors() {
+	if s.guess != s.cursorNow() {
+		s.markCursors()
+	}
 }
 
 // seqFrame is the _acphub/seq record of a cursor.
