@@ -697,3 +697,30 @@ func TestChat_AsAnObserver(t *testing.T) {
 		t.Error("chat exited 0 after its token was revoked")
 	}
 }
+
+// TestAttach_AsAnObserver: an editor behind attach with an observer's
+// token joins the session, its prompt is refused forbidden, and attach
+// ends saying why when the token is revoked.
+func TestAttach_AsAnObserver(t *testing.T) {
+	h := startHub(t)
+	sid := h.dial("s", "peer=boss").handshake()
+	cmd := exec.Command(bin, h.clientArgs("attach", "--session", "s", "--peer", "editor", "--no-start")...)
+	cmd.Env = append(os.Environ(), "ACPHUB_TOKEN="+h.newToken("viewer", "observer"))
+	ed := startProc(t, cmd)
+	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
+	ed.write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	if m := lastOf(ed.expectMsg(func(m msg) bool { return string(m.ID) == "2" })); m.Error != nil || !strings.Contains(string(m.Result), sid) {
+		t.Fatalf("an observer's session/new through attach: %s, want the session joined", m.raw)
+	}
+	ed.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/echo no"}]}}`, sid))
+	if m := lastOf(ed.expectMsg(func(m msg) bool { return string(m.ID) == "3" })); m.Error == nil || m.Error.Code != int(api.CodeForbidden) {
+		t.Errorf("an observer's prompt through attach: %s, want forbidden", m.raw)
+	}
+	if status, _ := h.apiDo(http.MethodDelete, "/api/tokens/viewer", h.token, nil); status != http.StatusNoContent {
+		t.Fatalf("revoke: %d", status)
+	}
+	if err := ed.wait(); err == nil || !strings.Contains(ed.err.String(), "its token was revoked") {
+		t.Errorf("attach after its token was revoked: %v, stderr %q", err, ed.err.String())
+	}
+}
