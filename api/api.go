@@ -191,3 +191,12 @@ func (e *RPCError) Reason() string {
 	_ = json.Unmarshal(e.Data, &d)
 	return d.Reason
 }
+
+// The states of a session (SessionSummary.State).
+const (
+	StateIdle           = "idle"
+	StateRunning        = "running"
+	StateRequiresAction = "requires_action"
+	StateAgentExited    = "agent_exited"
+	StateStopped        = "stopped"
+)

@@ -129,6 +129,33 @@ func (v *SessionStopped) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SessionStopped) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// SessionDescribed: The agent changed the session's title (session_info_update) or usage (usage_update): what the hub keeps of both after the change, for lists and the session stream. The agent's update itself is the agent.update before it.
+type SessionDescribed struct {
+	// The latest title the agent gave the session; absent when none (or it cleared it).
+	Title string `json:"title,omitempty"`
+	// The latest usage_update the agent sent, as it sent it.
+	Usage json.RawMessage `json:"usage,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionDescribed) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	if v.Title != "" {
+		b = member(b, &n, "title")
+		b = appendString(b, v.Title)
+	}
+	if len(v.Usage) != 0 {
+		b = member(b, &n, "usage")
+		b = appendRaw(b, v.Usage)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionDescribed) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // AgentStarted: The agent process was started.
 type AgentStarted struct {
 	Pid     int64    `json:"pid"`
@@ -953,6 +980,7 @@ const (
 	EventSessionCreated      = "session.created"
 	EventSessionResumed      = "session.resumed"
 	EventSessionStopped      = "session.stopped"
+	EventSessionDescribed    = "session.described"
 	EventAgentStarted        = "agent.started"
 	EventAgentInitialized    = "agent.initialized"
 	EventAgentExited         = "agent.exited"
@@ -986,6 +1014,9 @@ func (*SessionResumed) EventType() string { return EventSessionResumed }
 
 // EventType implements EventData.
 func (*SessionStopped) EventType() string { return EventSessionStopped }
+
+// EventType implements EventData.
+func (*SessionDescribed) EventType() string { return EventSessionDescribed }
 
 // EventType implements EventData.
 func (*AgentStarted) EventType() string { return EventAgentStarted }
@@ -1060,6 +1091,7 @@ var eventTypes = map[string]eventInfo{
 	EventSessionCreated:      {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionCreated) }},
 	EventSessionResumed:      {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionResumed) }},
 	EventSessionStopped:      {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionStopped) }},
+	EventSessionDescribed:    {ephemeral: false, stability: "experimental", new: func() EventData { return new(SessionDescribed) }},
 	EventAgentStarted:        {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentStarted) }},
 	EventAgentInitialized:    {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentInitialized) }},
 	EventAgentExited:         {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentExited) }},

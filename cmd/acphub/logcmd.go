@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,12 +46,35 @@ func runSchema(_ context.Context, args []string, stdio Stdio) error {
 // runSessions lists the hub's sessions.
 func runSessions(ctx context.Context, args []string, stdio Stdio) error {
 	return runListing(ctx, "sessions", args, stdio, "/api/sessions", func(tw *tabwriter.Writer, list *api.SessionList) {
-		fmt.Fprintln(tw, "SESSION\tAGENT\tEVENTS\tCLIENTS\tAGENT RUNNING\tUPDATED\tCWD")
+		fmt.Fprintln(tw, "SESSION\tAGENT\tSTATE\tEVENTS\tCLIENTS\tUPDATED\tUSAGE\tCWD\tTITLE")
 		for _, s := range list.Sessions {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%s\t%s\n", s.Key, s.Agent, s.LastSeq, s.Clients, s.AgentRunning,
-				s.UpdatedAt.Local().Format(time.DateTime), s.Cwd)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Key, s.Agent, s.State, s.LastSeq, s.Clients,
+				s.UpdatedAt.Local().Format(time.DateTime), usageText(s.Usage), s.Cwd, s.Title)
 		}
 	})
+}
+
+// usageText shows an agent's usage_update in a word: the context used of
+// its size, and the cost, "12000/200000,0.036USD"; "-" when there is none.
+func usageText(raw json.RawMessage) string {
+	var u struct {
+		Used, Size *int64
+		Cost       *struct {
+			Amount   float64
+			Currency string
+		}
+	}
+	if json.Unmarshal(raw, &u) != nil || (u.Used == nil && u.Cost == nil) {
+		return "-"
+	}
+	var parts []string
+	if u.Used != nil && u.Size != nil {
+		parts = append(parts, fmt.Sprintf("%d/%d", *u.Used, *u.Size))
+	}
+	if u.Cost != nil {
+		parts = append(parts, strconv.FormatFloat(u.Cost.Amount, 'g', 4, 64)+u.Cost.Currency)
+	}
+	return strings.Join(parts, ",")
 }
 
 // runListing runs the command name, which prints the list the hub's API

@@ -20,11 +20,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/hub"
+	"github.com/acphub/acphub/internal/lifecycle"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/toolexec"
 	"github.com/acphub/acphub/internal/transport"
@@ -149,6 +151,20 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err == nil {
 		store, err = sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log})
 	}
+	// The session stream starts with the sessions of the log; the ones
+	// that change from now on are told by their actors.
+	sessions := lifecycle.New(0)
+	var h *hub.Hub
+	if err == nil {
+		hcfg.Store, hcfg.Watcher = store, sessions
+		h = hub.New(hcfg)
+		var known []api.SessionSummary
+		if known, err = h.List(context.Background(), nil); err != nil {
+			store.Close()
+			err = fmt.Errorf("list the sessions of the log: %w", err)
+		}
+		sessions.Seed(known)
+	}
 	if err != nil {
 		ln.Close()
 		if sock != nil {
@@ -159,10 +175,8 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		}
 		return nil, err
 	}
-	hcfg.Store = store
-	h := hub.New(hcfg)
 	srv := transport.NewServer(transport.Options{
-		Hub: h, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
+		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Logger: log,
 	})
 	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil

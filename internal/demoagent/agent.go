@@ -108,6 +108,8 @@ type sessionParams struct {
 type session struct {
 	cwd    string
 	cancel context.CancelFunc // ends the running turn; nil when idle
+	titled bool               // it was given a title
+	tokens int                // the context it reports using
 }
 
 // agent is one connection: the read loop runs in Run's goroutine, each prompt

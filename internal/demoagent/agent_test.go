@@ -47,6 +47,8 @@ type update struct {
 	Kind          string            `json:"kind"`
 	Status        string            `json:"status"`
 	Entries       []json.RawMessage `json:"entries"`
+	Title         string            `json:"title"`
+	Used, Size    int
 }
 
 // text returns the text of a message chunk.
@@ -434,6 +436,12 @@ func checkScriptUpdates(t *testing.T, sid string, frames []frame) {
 			if len(u.Entries) < 2 || len(u.Entries) > 3 {
 				t.Errorf("plan has %d entries", len(u.Entries))
 			}
+		case "session_info_update":
+			kinds = append(kinds, u.SessionUpdate+" "+u.Title)
+			continue
+		case "usage_update":
+			kinds = append(kinds, fmt.Sprintf("%s %t %d", u.SessionUpdate, u.Used > 0, u.Size))
+			continue
 		}
 		kinds = append(kinds, strings.Join([]string{u.SessionUpdate, u.ToolCallID, u.Kind, u.Status}, " "))
 	}
@@ -441,6 +449,8 @@ func checkScriptUpdates(t *testing.T, sid string, frames []frame) {
 		t.Errorf("reply in %d chunks = %q, want several chunks echoing the prompt", chunks, text)
 	}
 	want := []string{
+		"session_info_update hello there",
+		"usage_update true 200000",
 		"plan   ",
 		"tool_call demo-1 read pending",
 		"tool_call_update demo-1  in_progress",
@@ -475,7 +485,9 @@ func checkPermissionRequest(t *testing.T, sid string, req frame) {
 
 func TestRun_Cancel(t *testing.T) {
 	t.Parallel()
-	isChunk := func(f frame) bool { return f.Method == "session/update" }
+	isChunk := func(f frame) bool {
+		return f.Method == "session/update" && strings.Contains(string(f.Params), `"agent_message_chunk"`)
+	}
 	isPermission := func(f frame) bool { return f.isRequest("session/request_permission") }
 	tests := []struct {
 		name   string

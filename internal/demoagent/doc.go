@@ -23,8 +23,11 @@
 // before its answer. Unless the prompt starts with "/", the turn runs the demo
 // script, pausing Options.Delay after each step:
 //
-//  1. a reply that echoes the prompt, streamed as agent_message_chunk updates of
-//     a few words;
+//  1. in a session's first such turn, a session_info_update whose title is
+//     the prompt's first line (at most 48 characters); then a reply that
+//     echoes the prompt, streamed as agent_message_chunk updates of a few
+//     words, and a usage_update (used: the session's prompts and replies so
+//     far, at four bytes a token; size 200000; cost at 3 USD a million);
 //  2. a plan of three entries;
 //  3. the tool call "demo-1" (kind read), pending, in progress, then completed;
 //  4. session/request_permission for the tool call "demo-2" (kind edit) with the

@@ -20,6 +20,7 @@ type turn struct {
 	ctx       context.Context // cancelled by session/cancel and by the end of the connection
 	sessionID string
 	cwd       string
+	s         *session // only the running turn touches its title and tokens
 }
 
 type promptParams struct {
@@ -58,7 +59,7 @@ func (a *agent) startPrompt(id, raw json.RawMessage) *rpcError {
 	}
 	ctx, cancel := context.WithCancel(a.ctx)
 	s.cancel = cancel
-	t := &turn{a: a, ctx: ctx, sessionID: p.SessionID, cwd: s.cwd}
+	t := &turn{a: a, ctx: ctx, sessionID: p.SessionID, cwd: s.cwd, s: s}
 	a.turns.Go(func() { a.runTurn(t, s, id, p.text()) })
 	return nil
 }
@@ -157,6 +158,20 @@ type (
 		Content textContent `json:"content"`
 	}
 	// toolCall is a tool_call or tool_call_update update, or without
+	infoUpdate struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		Title         string `json:"title"`
+	}
+	usageUpdate struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		Used          int    `json:"used"`
+		Size          int    `json:"size"`
+		Cost          *cost  `json:"cost,omitempty"`
+	}
+	cost struct {
+		Amount   float64 `json:"amount"`
+		Currency string  `json:"currency"`
+	}
 	// SessionUpdate the toolCall of a permission request.
 	toolCall struct {
 		SessionUpdate string            `json:"sessionUpdate,omitempty"`
@@ -197,6 +212,10 @@ var scriptUpdates = []any{
 // script is the default turn: a streamed reply that echoes the prompt, a plan,
 // a tool call and a permission request, with a pause after each step.
 func (t *turn) script(text string) error {
+	if !t.s.titled {
+		t.s.titled = true
+		t.update(infoUpdate{SessionUpdate: "session_info_update", Title: titleOf(text)})
+	}
 	reply := "You asked: \"" + text + "\". I am the acphub demo agent: I have no model, " +
 		"so every prompt gets the same tour of a plan, a tool call and a permission request."
 	for _, piece := range wordGroups(reply, 3) {
@@ -205,6 +224,10 @@ func (t *turn) script(text string) error {
 			return err
 		}
 	}
+	// A token is taken to be four bytes, and to cost 3 USD a million.
+	t.s.tokens += (len(text) + len(reply)) / 4
+	t.update(usageUpdate{SessionUpdate: "usage_update", Used: t.s.tokens, Size: contextSize,
+		Cost: &cost{Amount: float64(t.s.tokens) * 3e-6, Currency: "USD"}})
 	for _, u := range scriptUpdates {
 		t.update(u)
 		if err := t.pause(); err != nil {
@@ -212,6 +235,19 @@ func (t *turn) script(text string) error {
 		}
 	}
 	return t.askPermission()
+}
+
+// contextSize is the context window the demo agent reports, in tokens.
+const contextSize = 200000
+
+// titleOf makes a session's title of its first prompt: its first line, at
+// most 48 characters.
+func titleOf(prompt string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	if r := []rune(line); len(r) > 48 {
+		line = string(r[:47]) + "…"
+	}
+	return line
 }
 
 // wordGroups cuts s after every n-th space; the groups concatenate to s.

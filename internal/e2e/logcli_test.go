@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,18 +61,18 @@ func TestCLI_SessionsAndLog(t *testing.T) {
 
 	// acphub sessions: a table, and the API's JSON.
 	lines := strings.Split(strings.TrimSpace(mustCLI(t, h.clientArgs("sessions")...)), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "SESSION AGENT EVENTS CLIENTS AGENT RUNNING UPDATED CWD" {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "SESSION AGENT STATE EVENTS CLIENTS UPDATED USAGE CWD TITLE" {
 		t.Fatalf("acphub sessions printed:\n%s", strings.Join(lines, "\n"))
 	}
 	row := strings.Fields(lines[1])
-	if len(row) != 8 || row[0] != "s" || row[1] != sum.Agent || row[2] != strconv.Itoa(n) || row[3] != "1" || row[4] != "true" || row[7] != "/tmp" {
-		t.Errorf("acphub sessions row %q, want s, agent %s, %d events, 1 client, running, cwd /tmp", lines[1], sum.Agent, n)
+	if len(row) != 9 || row[0] != "s" || row[1] != sum.Agent || row[2] != "idle" || row[3] != strconv.Itoa(n) || row[4] != "1" || row[7] != "-" || row[8] != "/tmp" {
+		t.Errorf("acphub sessions row %q, want s, agent %s, idle, %d events, 1 client, no usage, cwd /tmp, no title", lines[1], sum.Agent, n)
 	}
 	var list api.SessionList
 	if err := json.Unmarshal([]byte(mustCLI(t, h.clientArgs("sessions", "--json")...)), &list); err != nil {
 		t.Fatalf("acphub sessions --json: %v", err)
 	}
-	if len(list.Sessions) != 1 || list.Sessions[0] != sum {
+	if len(list.Sessions) != 1 || !reflect.DeepEqual(list.Sessions[0], sum) {
 		t.Errorf("acphub sessions --json: %+v, want %+v", list.Sessions, sum)
 	}
 

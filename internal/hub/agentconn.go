@@ -46,6 +46,7 @@ func (s *Session) startAgent() error {
 	opts.Logger = s.log
 	proc, err := agent.Start(spec, opts)
 	if err != nil {
+		s.agentEnd = api.StateAgentExited
 		s.record("", &api.AgentExited{Code: -1, Error: err.Error()})
 		return err
 	}
@@ -349,11 +350,13 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 			}
 		} else {
 			// One event, unless it ends a message being collected too.
-			counted := jsonrpc.AgentEvent(m.Params) && s.msg == nil
+			update, kind := jsonrpc.UpdateKind(m.Params)
+			counted := jsonrpc.AgentKind(kind) && s.msg == nil
 			s.record("", &api.AgentUpdate{Params: m.Params})
 			if counted {
 				s.guess = cursor{s.guess.seq + 1, 0}
 			}
+			s.describe(kind, update)
 		}
 	} else {
 		s.record("", &api.AgentNotification{Method: m.Method, Params: m.Params})
@@ -369,6 +372,10 @@ func (s *Session) agentGone(exit agent.Exit) {
 	clear(s.terminalOwners)
 	clear(s.terminalsGone)
 	s.closeTools() // the terminals of self_handle end with the agent; their exits come later
+	s.agentEnd = api.StateAgentExited
+	if exit.Requested {
+		s.agentEnd = api.StateStopped
+	}
 	s.record("", &api.AgentExited{
 		Code: int64(exit.Code), Signal: exit.Signal, Requested: exit.Requested, StderrTail: exit.StderrTail,
 	})

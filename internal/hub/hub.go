@@ -64,6 +64,9 @@ type Config struct {
 	// "cancelled" (fail closed). 0 means wait forever.
 	PermissionTimeout time.Duration
 
+	// Watcher, when set, is given each session's summary as it changes.
+	Watcher Watcher
+
 	Logger *slog.Logger // nil means slog.Default()
 }
 

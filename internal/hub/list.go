@@ -23,7 +23,7 @@ func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 
 // ListSessions answers session/list for a client of the agent agentName
 // ("" means the default agent), from the log: the hub sessions that run that agent and have an ACP
-// session, most recently updated first, filtered by cwd when params give
+// session, with the title their agent last gave them, most recently updated first, filtered by cwd when params give
 // one, and to those who reaches; each names its hub session in
 // _meta["acphub.dev/key"]. The error is the one to answer the client with.
 func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte, who *auth.Principal) ([]byte, *jsonrpc.Error) {
@@ -45,6 +45,7 @@ func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte,
 	type info struct {
 		SessionID string          `json:"sessionId"`
 		Cwd       string          `json:"cwd"`
+		Title     string          `json:"title,omitempty"`
 		UpdatedAt time.Time       `json:"updatedAt"`
 		Meta      json.RawMessage `json:"_meta"`
 	}
@@ -55,7 +56,7 @@ func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte,
 			continue
 		}
 		key, _ := json.Marshal(sum.Key)
-		out = append(out, info{SessionID: sum.SessionID, Cwd: sum.Cwd, UpdatedAt: sum.UpdatedAt,
+		out = append(out, info{SessionID: sum.SessionID, Cwd: sum.Cwd, Title: sum.Title, UpdatedAt: sum.UpdatedAt,
 			Meta: append(append([]byte(`{"acphub.dev/key":`), key...), '}')})
 	}
 	result, err := json.Marshal(map[string]any{"sessions": out})
@@ -66,7 +67,8 @@ func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte,
 }
 
 // List describes every session the hub holds or has a log of that who
-// reaches (nil: all), oldest first.
+// reaches (nil: all), oldest first: a session the hub holds as its actor
+// last reported it, another from its log.
 func (h *Hub) List(ctx context.Context, who *auth.Principal) ([]api.SessionSummary, error) {
 	infos, err := h.cfg.Store.Sessions(ctx)
 	if err != nil {
@@ -77,7 +79,12 @@ func (h *Hub) List(ctx context.Context, who *auth.Principal) ([]api.SessionSumma
 		if !who.Reaches(info.Session) {
 			continue
 		}
-		sum := api.SessionSummary{Key: info.Session, CreatedAt: info.Created, UpdatedAt: info.Updated, LastSeq: info.LastSeq}
+		if sum := h.reported(info.Session); sum != nil {
+			sum.CreatedAt = info.Created
+			out = append(out, *sum)
+			continue
+		}
+		sum := api.SessionSummary{Key: info.Session, CreatedAt: info.Created, UpdatedAt: info.Updated, LastSeq: info.LastSeq, State: api.StateStopped}
 		if last, ok, err := h.cfg.Store.Last(ctx, info.Session, ""); err != nil {
 			return nil, err
 		} else if ok {
@@ -98,13 +105,31 @@ func (h *Hub) List(ctx context.Context, who *auth.Principal) ([]api.SessionSumma
 				sum.Cwd = p.Cwd
 			}
 		}
-		h.mu.Lock()
-		if s := h.sessions[info.Session]; s != nil {
-			sum.Clients = int64(s.clients.Load())
-			sum.AgentRunning = s.agentRunning.Load()
+		if ev, ok, err := h.cfg.Store.Last(ctx, info.Session, api.EventSessionDescribed); err != nil {
+			return nil, err
+		} else if ok {
+			var d api.SessionDescribed
+			if json.Unmarshal(ev.Data, &d) == nil {
+				sum.Title, sum.Usage = d.Title, d.Usage
+			}
 		}
-		h.mu.Unlock()
 		out = append(out, sum)
 	}
 	return out, nil
+}
+
+// reported returns a copy of the last summary the session key reported,
+// or nil when the hub does not hold it or it has reported none.
+func (h *Hub) reported(key string) *api.SessionSummary {
+	h.mu.Lock()
+	s := h.sessions[key]
+	h.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if sum := s.status.Load(); sum != nil {
+		c := *sum
+		return &c
+	}
+	return nil
 }

@@ -34,6 +34,10 @@ type prior struct {
 	// ended are the turns of prompts with an operation id that the log
 	// shows ended, oldest first: the session remembers their outcomes.
 	ended []eventlog.Event
+	// created and updated are when the log started and last moved;
+	// described is the title and usage it last kept.
+	created, updated time.Time
+	described        api.SessionDescribed
 }
 
 // opsScan bounds how far back in the log a reopened session looks for the
@@ -49,7 +53,19 @@ func loadPrior(ctx context.Context, store eventlog.Store, key string) (*prior, e
 	if err != nil || !ok {
 		return nil, err
 	}
-	p := &prior{lastSeq: last.Seq, lastID: last.ID, agent: last.AgentID}
+	p := &prior{lastSeq: last.Seq, lastID: last.ID, agent: last.AgentID, updated: last.Timestamp}
+	if first, err := store.Read(ctx, key, 0, 1); err != nil {
+		return nil, err
+	} else if len(first) > 0 {
+		p.created = first[0].Timestamp
+	}
+	if ev, ok, err := store.Last(ctx, key, api.EventSessionDescribed); err != nil {
+		return nil, err
+	} else if ok {
+		if err := json.Unmarshal(ev.Data, &p.described); err != nil {
+			return nil, fmt.Errorf("session %q: %s event %d: %w", key, ev.Type, ev.Seq, err)
+		}
+	}
 	if ev, ok, err := store.Last(ctx, key, api.EventAgentInitialized); err != nil {
 		return nil, err
 	} else if ok {
@@ -225,6 +241,7 @@ func (s *Session) endInterrupted() {
 // restore sets the session up from its log.
 func (s *Session) restore(p *prior) {
 	s.prior = p
+	s.restoreStatus(p)
 	s.seq = p.lastSeq
 	s.lastSeq.Store(p.lastSeq)
 	id := p.lastID

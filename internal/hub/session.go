@@ -57,13 +57,10 @@ type Session struct {
 	terminalsPaused bool
 
 	// active is set while the session has clients, subscribers or a
-	// running agent; the hub's session limit counts it. clients and
-	// agentRunning are reported by List.
-	active       atomic.Bool
-	clients      atomic.Int32
-	agentRunning atomic.Bool
-	acpID        atomic.Pointer[string] // the ACP session id, once known
-	lastSeq      atomic.Int64           // seq, for readers outside the actor
+	// running agent; the hub's session limit counts it.
+	active  atomic.Bool
+	acpID   atomic.Pointer[string] // the ACP session id, once known
+	lastSeq atomic.Int64           // seq, for readers outside the actor
 
 	// Owned by the actor.
 	peers      []*peer // attached or not, in join order
@@ -133,6 +130,17 @@ type Session struct {
 	reopened struct{ from, to int64 }
 
 	idleTimer *time.Timer
+
+	// What the session's summary says besides its log (see report):
+	// when its log started and last moved, the title and usage the
+	// agent gave it, and, while no agent runs, why (api.StateStopped or
+	// api.StateAgentExited; "" before the first agent).
+	createdAt, updatedAt time.Time
+	title                string
+	usage                json.RawMessage
+	agentEnd             string
+	reported             reported
+	status               atomic.Pointer[api.SessionSummary] // the last summary, for List
 }
 
 // waiter is a client request answered when a cached result arrives.
@@ -166,6 +174,7 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		outputCarry:    make(map[string][]byte),
 	}
 	s.active.Store(true) // its first client is on the way
+	s.createdAt = time.Now().UTC()
 	return s
 }
 
@@ -285,6 +294,7 @@ func (s *Session) run() {
 		s.endInterrupted()
 		s.flush()
 		s.reopened.to = s.seq
+		s.report()
 	}
 	for {
 		select {
@@ -316,6 +326,7 @@ func (s *Session) run() {
 		s.flushStaleMessage()
 		s.flush()
 		s.markCursors()
+		s.report()
 	}
 }
 
@@ -503,6 +514,7 @@ func (s *Session) shutdown() {
 	}
 	s.record("", &api.SessionStopped{Reason: "hub_shutdown"})
 	s.flush()
+	s.report()
 }
 
 // record appends a durable event, caused by peerID (or the hub, when ""),
@@ -515,11 +527,12 @@ func (s *Session) record(peerID string, data api.EventData) {
 	s.seq++
 	s.lastSeq.Store(s.seq)
 	id := eventlog.NewID()
+	s.updatedAt = time.Now().UTC()
 	s.unflushed = append(s.unflushed, eventlog.Event{Session: s.key, Event: api.Event{
 		Seq:       s.seq,
 		ID:        id,
 		ParentID:  s.lastID,
-		Timestamp: time.Now().UTC(),
+		Timestamp: s.updatedAt,
 		Type:      data.EventType(),
 		Data:      raw,
 		Peer:      peerID,
@@ -603,8 +616,6 @@ func (s *Session) checkLag(p *peer, n int) {
 // updateActive recomputes active.
 func (s *Session) updateActive() {
 	s.active.Store(len(s.peers) > 0 || len(s.tails) > 0 || s.agent != nil)
-	s.clients.Store(int32(len(s.peers)))
-	s.agentRunning.Store(s.agent != nil)
 }
 
 // reapDropped removes the peers send dropped.

@@ -11,6 +11,7 @@ const (
 	MethodSessionCancel     = "session/cancel"
 	MethodSessionUpdate     = "session/update"
 	MethodRequestPermission = "session/request_permission"
+	MethodElicitationCreate = "elicitation/create"
 	MethodCancelRequest     = "$/cancel_request"
 	MethodTerminalCreate    = "terminal/create"
 	MethodTerminalRelease   = "terminal/release"

@@ -103,10 +103,23 @@ func CursorStep(params []byte) (text int64, event bool) {
 // AgentEvent is CursorStep's event for params that are no TextChunk: an
 // update of any kind but user_message_chunk.
 func AgentEvent(params []byte) bool {
+	_, kind := UpdateKind(params)
+	return AgentKind(kind)
+}
+
+// UpdateKind returns the update of session/update params and its
+// sessionUpdate, raw; nil for what the params lack.
+func UpdateKind(params []byte) (update, kind []byte) {
 	update, ok := Field(params, "update")
 	if !ok {
-		return false
+		return nil, nil
 	}
-	kind, ok := Field(update, "sessionUpdate")
-	return ok && len(kind) > 0 && kind[0] == '"' && !bytes.Equal(kind, valUserChunk)
+	kind, _ = Field(update, "sessionUpdate")
+	return update, kind
+}
+
+// AgentKind reports whether an update's raw sessionUpdate is an agent's:
+// a string, and not user_message_chunk.
+func AgentKind(kind []byte) bool {
+	return len(kind) > 0 && kind[0] == '"' && !bytes.Equal(kind, valUserChunk)
 }

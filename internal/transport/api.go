@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -246,20 +245,32 @@ func (s *Server) streamLines(ctx context.Context, w http.ResponseWriter, key str
 
 // streamSSE writes events as server-sent events until the client goes.
 func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, key string, t *hub.Tail) {
-	sw := s.newStreamWriter(w, key, "text/event-stream")
+	s.pumpSSE(ctx, s.newStreamWriter(w, key, "text/event-stream"), func(ctx context.Context) ([][]byte, error) {
+		events, err := t.Next(ctx)
+		// The slice Next returns is only valid until the next call, which
+		// is made while this batch is being written.
+		out := make([][]byte, len(events))
+		for i, ev := range events {
+			out[i] = sseEvent(ev)
+		}
+		return out, err
+	})
+}
+
+// pumpSSE writes what next returns, server-sent events, with a comment
+// now and then while it returns nothing, until it fails or the client
+// goes.
+func (s *Server) pumpSSE(ctx context.Context, sw *streamWriter, next func(context.Context) ([][]byte, error)) {
 	type batch struct {
 		events [][]byte
 		err    error
 	}
-	next := make(chan batch)
+	batches := make(chan batch)
 	go func() {
 		for {
-			events, err := t.Next(ctx)
-			// The slice Next returns is only valid until the next call,
-			// which this goroutine makes while the batch is being written:
-			// hand over a copy.
+			events, err := next(ctx)
 			select {
-			case next <- batch{slices.Clone(events), err}:
+			case batches <- batch{events, err}:
 			case <-ctx.Done():
 				return
 			}
@@ -272,12 +283,12 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, key strin
 	defer beat.Stop()
 	for {
 		select {
-		case b := <-next:
+		case b := <-batches:
 			if b.err != nil {
 				return
 			}
 			for _, ev := range b.events {
-				if !sw.write(sseEvent(ev)) {
+				if !sw.write(ev) {
 					return
 				}
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/lifecycle"
 	"github.com/acphub/acphub/internal/transport/resume"
 	"github.com/acphub/acphub/internal/transport/ws"
 )
@@ -27,6 +28,9 @@ import (
 // Tokens is a working default.
 type Options struct {
 	Hub *hub.Hub
+	// Sessions is the hub-wide session stream; nil leaves out its
+	// endpoint, GET /api/sessions/events.
+	Sessions *lifecycle.Stream
 	// Tokens says whom a request acts for; every endpoint but /healthz
 	// needs a token (or, from the dashboard, its cookie).
 	Tokens Tokens
@@ -78,6 +82,9 @@ func NewServer(opts Options) *Server {
 	s.handle("/healthz", route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.healthz})
 	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, right: auth.Read, params: acpParams, serve: s.acp})
 	s.handle("/api/sessions", route{right: auth.Read, serve: s.listSessions})
+	if opts.Sessions != nil {
+		s.handle("/api/sessions/events", route{right: auth.Read, serve: s.sessionStream})
+	}
 	s.handle("/api/sessions/{key}/events", route{right: auth.Read, params: eventParams, serve: s.sessionEvents})
 	s.tokenRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

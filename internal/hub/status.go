@@ -1,0 +1,144 @@
+package hub
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// Watcher is told how sessions change: the hub-wide session stream
+// (package lifecycle) keeps every session's latest summary through it.
+// Changed is called by a session's actor after each batch of work that
+// moved its log or its state; it must not block, and may keep sum, which
+// the session never changes again.
+type Watcher interface {
+	Changed(sum *api.SessionSummary)
+}
+
+// reported is what a session last told its Watcher: every change to what
+// a summary says comes with an event (a peer's arrival, a title, a push),
+// or with a new state.
+type reported struct {
+	seq   int64
+	state string
+}
+
+// report publishes the session's summary when its log or its state moved
+// since the last one.
+func (s *Session) report() {
+	now := reported{s.seq, s.state()}
+	if now == s.reported {
+		return
+	}
+	s.reported = now
+	sum := s.summary(now.state)
+	s.status.Store(sum)
+	if s.cfg.Watcher != nil {
+		s.cfg.Watcher.Changed(sum)
+	}
+}
+
+// state is what the session is doing (api.State*).
+func (s *Session) state() string {
+	switch {
+	case s.agent == nil && s.agentEnd != "":
+		return s.agentEnd
+	case s.waiting() > 0:
+		return api.StateRequiresAction
+	case s.turn != nil:
+		return api.StateRunning
+	}
+	return api.StateIdle
+}
+
+// waiting counts the agent's requests that wait for a person: permission
+// requests and elicitations.
+func (s *Session) waiting() int {
+	n := 0
+	for _, r := range s.agentReqs {
+		if r.msg.Method == jsonrpc.MethodRequestPermission || r.msg.Method == jsonrpc.MethodElicitationCreate {
+			n++
+		}
+	}
+	return n
+}
+
+// summary describes the session as it is.
+func (s *Session) summary(state string) *api.SessionSummary {
+	sum := &api.SessionSummary{
+		Key: s.key, SessionID: s.sessionIDString(), Agent: s.agentName, Cwd: s.cwd(),
+		CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, LastSeq: s.seq,
+		Clients: int64(len(s.peers)), AgentRunning: s.agent != nil,
+		State: state, Title: s.title, Usage: s.usage, Waiting: int64(s.waiting()),
+	}
+	for _, p := range s.peers {
+		if p.attached {
+			token, role := p.who.Describe()
+			sum.Peers = append(sum.Peers, api.ConnectedClient{ClientID: p.id, ClientInfo: p.info, Role: role, Token: token})
+		}
+	}
+	if s.remote != nil {
+		w := s.remote.ws
+		sum.Remote = &api.SessionRemote{Repository: withoutUser(w.Remote.URL), Branch: w.Branch, Pushed: s.remote.pushed}
+	}
+	return sum
+}
+
+// cwd is the working directory the session was created with.
+func (s *Session) cwd() string {
+	var p struct {
+		Cwd string `json:"cwd"`
+	}
+	_ = json.Unmarshal(s.newParams, &p)
+	return p.Cwd
+}
+
+// withoutUser is a repository URL without the user name it may carry.
+func withoutUser(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
+}
+
+var (
+	kindInfoUpdate  = []byte(`"session_info_update"`)
+	kindUsageUpdate = []byte(`"usage_update"`)
+)
+
+// describe keeps the title or usage an agent update of kind gives, and
+// records what the session keeps of both after it (api.SessionDescribed).
+func (s *Session) describe(kind, update []byte) {
+	switch {
+	case bytes.Equal(kind, kindInfoUpdate):
+		raw, ok := jsonrpc.Field(update, "title")
+		if !ok {
+			return
+		}
+		var title *string
+		if json.Unmarshal(raw, &title) != nil {
+			return
+		}
+		s.title = ""
+		if title != nil {
+			s.title = *title
+		}
+	case bytes.Equal(kind, kindUsageUpdate):
+		s.usage = bytes.Clone(update)
+	default:
+		return
+	}
+	s.record("", &api.SessionDescribed{Title: s.title, Usage: s.usage})
+}
+
+// restoreStatus takes what a reopened session's log says of it.
+func (s *Session) restoreStatus(p *prior) {
+	s.createdAt, s.updatedAt = p.created, p.updated
+	s.title, s.usage = p.described.Title, p.described.Usage
+	s.agentEnd = api.StateStopped
+}
