@@ -1071,6 +1071,14 @@ func (h *hubProc) openSSE(key, query, lastID string) *sseStream {
 	if query != "" {
 		path += "?" + query
 	}
+	return h.openEventStream(path, header)
+}
+
+// openEventStream GETs an event stream at path with header besides the
+// owner's token (which header may replace). It is closed when the test
+// ends.
+func (h *hubProc) openEventStream(path string, header http.Header) *sseStream {
+	h.t.Helper()
 	resp := h.apiGet(path, header)
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(resp.Body)
