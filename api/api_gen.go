@@ -2173,7 +2173,7 @@ var HTTPErrors = []HTTPErrorInfo{
 	{Status: 400, Reason: "bad_limit", Description: "limit not an integer from 1 to 10000, or given with following (param: limit).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_follow", Description: "follow not true, false, 1 or 0, or false on an event stream (param: follow).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_ephemeral", Description: "ephemeral not true, false, 1 or 0, or true without following (param: ephemeral).", Condition: "", Retryable: false},
-	{Status: 400, Reason: "bad_last_event_id", Description: "Last-Event-ID of an event stream not an integer >= 0 (param: Last-Event-ID).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_last_event_id", Description: "Last-Event-ID of an event stream not an id of it: of a session's events, not an integer >= 0; of the hub-wide session stream, not RUN-N (param: Last-Event-ID).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "past_end", Description: "after or Last-Event-ID is beyond the session's last event (param names which; lastSeq is the last seq).", Condition: "cursor_gap", Retryable: false},
 	{Status: 400, Reason: "bad_upgrade", Description: "/acp: Sec-WebSocket-Version is not 13 or Sec-WebSocket-Key is not 16 bytes in base64.", Condition: "", Retryable: false},
 	{Status: 426, Reason: "upgrade_required", Description: "/acp without a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket).", Condition: "", Retryable: false},
