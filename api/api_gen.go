@@ -565,6 +565,203 @@ func (v *PromptResult) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *PromptResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// WatchSessionsParams: _acphub/watch_sessions: where to start.
+type WatchSessionsParams struct {
+	// The id of the last session change the client has (a notification's or an earlier answer's); absent: start with every session. One from before the hub restarted starts with every session too.
+	After string `json:"after,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *WatchSessionsParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	if v.After != "" {
+		b = member(b, &n, "after")
+		b = appendString(b, v.After)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *WatchSessionsParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SessionRemote: A remote session's repository and result branch.
+type SessionRemote struct {
+	// The repository URL, without credentials.
+	Repository string `json:"repository"`
+	// The branch acphub pushes each turn's result to.
+	Branch string `json:"branch"`
+	// The revision the result branch is at on the remote; absent before the first push.
+	Pushed string `json:"pushed,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionRemote) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "repository")
+	b = appendString(b, v.Repository)
+	b = member(b, &n, "branch")
+	b = appendString(b, v.Branch)
+	if v.Pushed != "" {
+		b = member(b, &n, "pushed")
+		b = appendString(b, v.Pushed)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionRemote) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SessionSummary: One session the hub holds or has a log of, as it is now.
+type SessionSummary struct {
+	// The hub session key.
+	Key string `json:"key"`
+	// The ACP session id clients use; absent before session/new.
+	SessionID string    `json:"sessionId,omitempty"`
+	Agent     string    `json:"agent"`
+	Cwd       string    `json:"cwd,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	LastSeq   int64     `json:"lastSeq"`
+	// Clients connected now.
+	Clients      int64 `json:"clients"`
+	AgentRunning bool  `json:"agentRunning"`
+	// idle: no turn runs (the agent runs, or starts when a client needs it); running: a turn runs; requires_action: an agent request waits for a person's answer (a permission request or an elicitation); agent_exited: the agent ended on its own, and starts again when a client needs it; stopped: the hub stopped the agent (no client for --idle-ttl, or the hub stopped or restarted), and starts it again when a client needs it.
+	State string `json:"state"`
+	// The latest title the agent gave the session (session_info_update); absent when it gave none or cleared it.
+	Title string `json:"title,omitempty"`
+	// The latest usage_update the agent sent, as it sent it (sessionUpdate, used: tokens in the context, size: the context's size, cost: {amount, currency}, and anything else). Any JSON object, kept as it was.
+	Usage json.RawMessage `json:"usage,omitempty"`
+	// The clients attached now, in the order they joined; absent for a session the hub does not hold.
+	Peers []ConnectedClient `json:"peers,omitempty"`
+	// Agent requests waiting for a person's answer: permission requests and elicitations.
+	Waiting int64          `json:"waiting,omitempty"`
+	Remote  *SessionRemote `json:"remote,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionSummary) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "key")
+	b = appendString(b, v.Key)
+	if v.SessionID != "" {
+		b = member(b, &n, "sessionId")
+		b = appendString(b, v.SessionID)
+	}
+	b = member(b, &n, "agent")
+	b = appendString(b, v.Agent)
+	if v.Cwd != "" {
+		b = member(b, &n, "cwd")
+		b = appendString(b, v.Cwd)
+	}
+	b = member(b, &n, "createdAt")
+	b = appendTime(b, v.CreatedAt)
+	b = member(b, &n, "updatedAt")
+	b = appendTime(b, v.UpdatedAt)
+	b = member(b, &n, "lastSeq")
+	b = strconv.AppendInt(b, v.LastSeq, 10)
+	b = member(b, &n, "clients")
+	b = strconv.AppendInt(b, v.Clients, 10)
+	b = member(b, &n, "agentRunning")
+	b = strconv.AppendBool(b, v.AgentRunning)
+	b = member(b, &n, "state")
+	b = appendString(b, v.State)
+	if v.Title != "" {
+		b = member(b, &n, "title")
+		b = appendString(b, v.Title)
+	}
+	if len(v.Usage) != 0 {
+		b = member(b, &n, "usage")
+		b = appendRaw(b, v.Usage)
+	}
+	if len(v.Peers) != 0 {
+		b = member(b, &n, "peers")
+		b = append(b, '[')
+		for i := range v.Peers {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = (&v.Peers[i]).AppendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	if v.Waiting != 0 {
+		b = member(b, &n, "waiting")
+		b = strconv.AppendInt(b, v.Waiting, 10)
+	}
+	if v.Remote != nil {
+		b = member(b, &n, "remote")
+		b = v.Remote.AppendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionSummary) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// SessionChange: One event of the hub-wide session stream (GET /api/sessions/events, _acphub/session_changed): a session as it is now, and what changed since the subscriber's last event.
+type SessionChange struct {
+	// The event's id, for Last-Event-ID (the SSE id).
+	ID string `json:"id"`
+	// What changed since the subscriber's last event: created (the session is new to the subscriber), state, title, usage, peers (who is attached), events (the log grew: lastSeq, updatedAt), details (sessionId, cwd, agent, remote). A subscriber that starts, or whose Last-Event-ID the hub does not know (it restarted), gets every session once, with every change that applies.
+	Changes []string       `json:"changes"`
+	Session SessionSummary `json:"session"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionChange) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "id")
+	b = appendString(b, v.ID)
+	b = member(b, &n, "changes")
+	b = append(b, '[')
+	for i := range v.Changes {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v.Changes[i])
+	}
+	b = append(b, ']')
+	b = member(b, &n, "session")
+	b = v.Session.AppendJSON(b)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionChange) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// WatchSessionsResult: _acphub/watch_sessions: the sessions as they are, oldest change first.
+type WatchSessionsResult struct {
+	Changes []SessionChange `json:"changes"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *WatchSessionsResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "changes")
+	b = append(b, '[')
+	for i := range v.Changes {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = (&v.Changes[i]).AppendJSON(b)
+	}
+	b = append(b, ']')
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *WatchSessionsResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // SeqParams: _acphub/seq: where in the session log the records before it reach.
 type SeqParams struct {
 	// Every event of the log up to this seq has been given to the client, as its frames.
@@ -606,6 +803,8 @@ const (
 	MethodAck                = "_acphub/ack"
 	MethodBye                = "_acphub/bye"
 	MethodOutcome            = "_acphub/outcome"
+	MethodWatchSessions      = "_acphub/watch_sessions"
+	MethodSessionChanged     = "_acphub/session_changed"
 	MethodSeq                = "_acphub/seq"
 )
 
@@ -627,6 +826,8 @@ var Methods = map[string]MethodInfo{
 	MethodAck:                {Kind: "notification", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodBye:                {Kind: "notification", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodOutcome:            {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodWatchSessions:      {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodSessionChanged:     {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodSeq:                {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 }
 
@@ -1466,6 +1667,7 @@ var MethodRights = map[string]string{
 	"session/fork":              "create",
 	"session/delete":            "manage",
 	"session/close":             "manage",
+	"_acphub/watch_sessions":    "read",
 }
 
 // Health is generated from the schema.
@@ -1488,124 +1690,6 @@ func (v *Health) AppendJSON(b []byte) []byte {
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *Health) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
-
-// SessionRemote: A remote session's repository and result branch.
-type SessionRemote struct {
-	// The repository URL, without credentials.
-	Repository string `json:"repository"`
-	// The branch acphub pushes each turn's result to.
-	Branch string `json:"branch"`
-	// The revision the result branch is at on the remote; absent before the first push.
-	Pushed string `json:"pushed,omitempty"`
-}
-
-// AppendJSON appends v as JSON to b: members in schema order, raw
-// members byte for byte, no HTML escaping.
-func (v *SessionRemote) AppendJSON(b []byte) []byte {
-	n := 0
-	b = append(b, '{')
-	b = member(b, &n, "repository")
-	b = appendString(b, v.Repository)
-	b = member(b, &n, "branch")
-	b = appendString(b, v.Branch)
-	if v.Pushed != "" {
-		b = member(b, &n, "pushed")
-		b = appendString(b, v.Pushed)
-	}
-	return append(b, '}')
-}
-
-// MarshalJSON implements json.Marshaler with AppendJSON.
-func (v *SessionRemote) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
-
-// SessionSummary: One session the hub holds or has a log of, as it is now.
-type SessionSummary struct {
-	// The hub session key.
-	Key string `json:"key"`
-	// The ACP session id clients use; absent before session/new.
-	SessionID string    `json:"sessionId,omitempty"`
-	Agent     string    `json:"agent"`
-	Cwd       string    `json:"cwd,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
-	LastSeq   int64     `json:"lastSeq"`
-	// Clients connected now.
-	Clients      int64 `json:"clients"`
-	AgentRunning bool  `json:"agentRunning"`
-	// idle: no turn runs (the agent runs, or starts when a client needs it); running: a turn runs; requires_action: an agent request waits for a person's answer (a permission request or an elicitation); agent_exited: the agent ended on its own, and starts again when a client needs it; stopped: the hub stopped the agent (no client for --idle-ttl, or the hub stopped or restarted), and starts it again when a client needs it.
-	State string `json:"state"`
-	// The latest title the agent gave the session (session_info_update); absent when it gave none or cleared it.
-	Title string `json:"title,omitempty"`
-	// The latest usage_update the agent sent, as it sent it (sessionUpdate, used: tokens in the context, size: the context's size, cost: {amount, currency}, and anything else). Any JSON object, kept as it was.
-	Usage json.RawMessage `json:"usage,omitempty"`
-	// The clients attached now, in the order they joined; absent for a session the hub does not hold.
-	Peers []ConnectedClient `json:"peers,omitempty"`
-	// Agent requests waiting for a person's answer: permission requests and elicitations.
-	Waiting int64          `json:"waiting,omitempty"`
-	Remote  *SessionRemote `json:"remote,omitempty"`
-}
-
-// AppendJSON appends v as JSON to b: members in schema order, raw
-// members byte for byte, no HTML escaping.
-func (v *SessionSummary) AppendJSON(b []byte) []byte {
-	n := 0
-	b = append(b, '{')
-	b = member(b, &n, "key")
-	b = appendString(b, v.Key)
-	if v.SessionID != "" {
-		b = member(b, &n, "sessionId")
-		b = appendString(b, v.SessionID)
-	}
-	b = member(b, &n, "agent")
-	b = appendString(b, v.Agent)
-	if v.Cwd != "" {
-		b = member(b, &n, "cwd")
-		b = appendString(b, v.Cwd)
-	}
-	b = member(b, &n, "createdAt")
-	b = appendTime(b, v.CreatedAt)
-	b = member(b, &n, "updatedAt")
-	b = appendTime(b, v.UpdatedAt)
-	b = member(b, &n, "lastSeq")
-	b = strconv.AppendInt(b, v.LastSeq, 10)
-	b = member(b, &n, "clients")
-	b = strconv.AppendInt(b, v.Clients, 10)
-	b = member(b, &n, "agentRunning")
-	b = strconv.AppendBool(b, v.AgentRunning)
-	b = member(b, &n, "state")
-	b = appendString(b, v.State)
-	if v.Title != "" {
-		b = member(b, &n, "title")
-		b = appendString(b, v.Title)
-	}
-	if len(v.Usage) != 0 {
-		b = member(b, &n, "usage")
-		b = appendRaw(b, v.Usage)
-	}
-	if len(v.Peers) != 0 {
-		b = member(b, &n, "peers")
-		b = append(b, '[')
-		for i := range v.Peers {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = (&v.Peers[i]).AppendJSON(b)
-		}
-		b = append(b, ']')
-	}
-	if v.Waiting != 0 {
-		b = member(b, &n, "waiting")
-		b = strconv.AppendInt(b, v.Waiting, 10)
-	}
-	if v.Remote != nil {
-		b = member(b, &n, "remote")
-		b = v.Remote.AppendJSON(b)
-	}
-	return append(b, '}')
-}
-
-// MarshalJSON implements json.Marshaler with AppendJSON.
-func (v *SessionSummary) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // SessionList: The body of GET /api/sessions, oldest session first.
 type SessionList struct {
@@ -1631,39 +1715,6 @@ func (v *SessionList) AppendJSON(b []byte) []byte {
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SessionList) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
-
-// SessionChange: One event of the hub-wide session stream (GET /api/sessions/events, _acphub/session_changed): a session as it is now, and what changed since the subscriber's last event.
-type SessionChange struct {
-	// The event's id, for Last-Event-ID (the SSE id).
-	ID string `json:"id"`
-	// What changed since the subscriber's last event: created (the session is new to the subscriber), state, title, usage, peers (who is attached), events (the log grew: lastSeq, updatedAt), details (sessionId, cwd, agent, remote). A subscriber that starts, or whose Last-Event-ID the hub does not know (it restarted), gets every session once, with every change that applies.
-	Changes []string       `json:"changes"`
-	Session SessionSummary `json:"session"`
-}
-
-// AppendJSON appends v as JSON to b: members in schema order, raw
-// members byte for byte, no HTML escaping.
-func (v *SessionChange) AppendJSON(b []byte) []byte {
-	n := 0
-	b = append(b, '{')
-	b = member(b, &n, "id")
-	b = appendString(b, v.ID)
-	b = member(b, &n, "changes")
-	b = append(b, '[')
-	for i := range v.Changes {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, v.Changes[i])
-	}
-	b = append(b, ']')
-	b = member(b, &n, "session")
-	b = v.Session.AppendJSON(b)
-	return append(b, '}')
-}
-
-// MarshalJSON implements json.Marshaler with AppendJSON.
-func (v *SessionChange) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // Me: Whom a request acts for (GET /api/me).
 type Me struct {

@@ -242,6 +242,32 @@ func (c *Client) GoOutcome(ctx context.Context, params *api.OutcomeParams, done 
 	return goCall(ctx, c, api.MethodOutcome, p.AppendJSON(nil), done)
 }
 
+// WatchSessions sends _acphub/watch_sessions and waits for the answer:
+// subscribe the connection to the hub-wide session stream (docs/sessions.md,
+// The hub-wide session stream): answered with every session the token reaches
+// as it is now, or, with after, the ones that changed since that event; then
+// _acphub/session_changed notifications as sessions change, until the
+// connection ends. Only on the standard endpoint's connections, which are
+// bound to no session; a session's own connection answers -32601 unknown
+// method (it may use GET /api/sessions/events). A second call answers again,
+// from its own after, and keeps one subscription.
+//
+// Stability: experimental. It may change in a later version.
+func (c *Client) WatchSessions(ctx context.Context, params *api.WatchSessionsParams) (*api.WatchSessionsResult, error) {
+	return wait(ctx, params, c.GoWatchSessions)
+}
+
+// GoWatchSessions sends _acphub/watch_sessions and returns; done is called
+// with the answer, on the client's reading goroutine in order with the
+// handlers, or with the error that ended the connection. It must not block.
+func (c *Client) GoWatchSessions(ctx context.Context, params *api.WatchSessionsParams, done func(*api.WatchSessionsResult, error)) error {
+	var p api.WatchSessionsParams
+	if params != nil {
+		p = *params
+	}
+	return goCall(ctx, c, api.MethodWatchSessions, p.AppendJSON(nil), done)
+}
+
 // Handlers receive what the hub sends a client unasked. Each runs on the
 // client's reading goroutine, one at a time, in the order of the session's
 // stream, and must not block: it must not wait for an answer from the hub
@@ -320,6 +346,14 @@ type Handlers struct {
 	//
 	// Stability: experimental. It may change in a later version.
 	TerminalExited func(*api.TerminalExited)
+
+	// SessionChanged receives _acphub/session_changed: A session changed (see
+	// _acphub/watch_sessions): as it is now, and what changed since the
+	// connection's previous notification or answer. Its id may be given as after
+	// to a later _acphub/watch_sessions.
+	//
+	// Stability: experimental. It may change in a later version.
+	SessionChanged func(*api.SessionChange)
 
 	// Notification receives every other notification, raw, and those a
 	// typed handler is nil for or could not decode.
@@ -418,6 +452,13 @@ func (h *Handlers) notification(method string, params json.RawMessage) {
 		if h.TerminalExited != nil {
 			if p, ok := decode[api.TerminalExited](params); ok {
 				h.TerminalExited(p)
+				return
+			}
+		}
+	case api.MethodSessionChanged:
+		if h.SessionChanged != nil {
+			if p, ok := decode[api.SessionChange](params); ok {
+				h.SessionChanged(p)
 				return
 			}
 		}

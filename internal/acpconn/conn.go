@@ -16,6 +16,7 @@ import (
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/lifecycle"
 )
 
 // Hub is what a Conn needs of the hub; *hub.Hub has it.
@@ -54,6 +55,9 @@ type Options struct {
 	Logger     *slog.Logger // nil means slog.Default()
 	// Principal is whom the connection acts for (see hub.JoinOptions).
 	Principal *auth.Principal
+	// Sessions is the hub-wide session stream _acphub/watch_sessions
+	// subscribes to; nil answers it unknown method.
+	Sessions *lifecycle.Stream
 }
 
 // Conn is one client connection of the standard endpoint (see the package
@@ -73,6 +77,7 @@ type Conn struct {
 	initParams []byte     // the client's initialize params, once answered
 	initResult []byte
 	sessions   []*session // in the order they were opened
+	watching   bool       // _acphub/watch_sessions subscribed it
 	ended      bool
 	why        *hub.Disconnect
 }
@@ -223,6 +228,8 @@ func (c *Conn) request(ctx context.Context, m *jsonrpc.Message) {
 		c.newSession(ctx, m)
 	case m.Method == jsonrpc.MethodSessionLoad || m.Method == api.MethodSessionAttach:
 		c.loadSession(ctx, m)
+	case m.Method == api.MethodWatchSessions && c.opts.Sessions != nil:
+		c.watchSessions(m)
 	case m.Method == jsonrpc.MethodSessionList:
 		result, e := c.hub.ListSessions(ctx, c.opts.Agent, m.Params, c.opts.Principal)
 		if e != nil {

@@ -241,3 +241,50 @@ func TestSessionStream_RefusesABadLastEventID(t *testing.T) {
 		t.Errorf("Last-Event-ID seven: %d %s", status, body)
 	}
 }
+
+// TestSessionStream_WatchOverTheStandardEndpoint subscribes a WebSocket
+// connection of the standard endpoint with _acphub/watch_sessions.
+func TestSessionStream_WatchOverTheStandardEndpoint(t *testing.T) {
+	h := startHub(t)
+	a := h.dial("first", "peer=a")
+	a.handshake()
+	w, err := h.dialRFDWebSocket("watcher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	resp := w.mustCall(api.MethodWatchSessions, map[string]any{})
+	var res api.WatchSessionsResult
+	if err := json.Unmarshal(resp.Result, &res); err != nil || len(res.Changes) != 1 || res.Changes[0].Session.Key != "first" {
+		t.Fatalf("watch_sessions answered %s", resp.raw)
+	}
+	if err := validateAPI("WatchSessionsResult", resp.Result); err != nil {
+		t.Errorf("%v\n%s", err, resp.Result)
+	}
+	b := h.dial("second", "peer=b")
+	b.handshake()
+	n := lastOf(w.until(func(m msg) bool {
+		return m.Method == api.MethodSessionChanged && strings.Contains(string(m.Params), `"key":"second"`)
+	}))
+	var c api.SessionChange
+	if err := json.Unmarshal(n.Params, &c); err != nil || !slices.Contains(c.Changes, "created") {
+		t.Errorf("session_changed %s", n.raw)
+	}
+	if err := validateAPI("SessionChange", n.Params); err != nil {
+		t.Errorf("%v\n%s", err, n.Params)
+	}
+	// From the id of that change: nothing changed since but the second
+	// session's later events, never the first session's creation.
+	again := w.mustCall(api.MethodWatchSessions, map[string]any{"after": c.ID})
+	if strings.Contains(string(again.Result), `"key":"first"`) {
+		t.Errorf("watch_sessions after %s: %s", c.ID, again.Result)
+	}
+	bad, _ := w.call(api.MethodWatchSessions, map[string]any{"after": "nonsense"})
+	if bad.Error == nil || bad.Error.Code != -32602 {
+		t.Errorf("after nonsense: %s", bad.raw)
+	}
+	// A session's own connection has no hub-wide stream.
+	if r, _ := a.call(api.MethodWatchSessions, map[string]any{}); r.Error == nil || r.Error.Code != -32601 {
+		t.Errorf("watch_sessions on a session's connection: %s", r.raw)
+	}
+}

@@ -133,7 +133,7 @@ func (s *Server) standardPost(w http.ResponseWriter, r *http.Request, q url.Valu
 // response, and the connection's id in Acp-Connection-Id when it succeeded.
 func (s *Server) standardInitialize(w http.ResponseWriter, r *http.Request, q url.Values, m *jsonrpc.Message) {
 	out := newOutlet(s.opts.StallTimeout)
-	mux := acpconn.New(s.opts.Hub, out, acpconn.Options{Agent: q.Get("agent"), Logger: s.log, Principal: principal(r)})
+	mux := acpconn.New(s.opts.Hub, out, s.connOptions(r, q))
 	resp, ok, err := mux.Initialize(r.Context(), m)
 	if !ok {
 		mux.Close(nil)
@@ -236,4 +236,10 @@ func (cs *stdConns) closeAll() {
 	for _, c := range conns {
 		c.mux.Close(hub.ErrSessionGone)
 	}
+}
+
+// connOptions configures a connection of the standard endpoint that r
+// opens.
+func (s *Server) connOptions(r *http.Request, q url.Values) acpconn.Options {
+	return acpconn.Options{Agent: q.Get("agent"), Logger: s.log, Principal: principal(r), Sessions: s.opts.Sessions}
 }

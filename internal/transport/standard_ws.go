@@ -35,7 +35,7 @@ func (s *Server) standardWebSocket(w http.ResponseWriter, r *http.Request, q url
 		return
 	}
 	sink := &wsSink{stall: s.opts.StallTimeout}
-	mux := acpconn.New(s.opts.Hub, sink, acpconn.Options{Agent: q.Get("agent"), Logger: s.log, Principal: principal(r)})
+	mux := acpconn.New(s.opts.Hub, sink, s.connOptions(r, q))
 	w.Header().Set(HeaderConnectionID, s.std.add(r, mux, nil))
 	conn, err := ws.Accept(w, r)
 	if err != nil {
