@@ -564,6 +564,7 @@ func TestRun_Commands(t *testing.T) {
 		{"/chunks 3", "chunk 1 chunk 2 chunk 3 ", 3, ""},
 		{"/chunks 0", "", 0, ""},
 		{"/chunks x", "usage: /chunks N", 1, ""},
+		{"/tools x", "usage: /tools N", 1, ""},
 		{"/slow 2", "chunk 1 chunk 2 ", 2, ""},
 		{"/stderr to the log", "ok", 1, "to the log\n"},
 		{"/nope", "unknown command", 1, ""},

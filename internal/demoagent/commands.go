@@ -31,6 +31,7 @@ func init() {
 		{"/raw", "LINE", "LINE written to the client as it is (for tests)", (*turn).raw},
 		{"/chunks", "N", `N chunks "chunk 1 ", "chunk 2 ", ... without pauses`, (*turn).chunks},
 		{"/slow", "N", "the same chunks with --delay between them", (*turn).slow},
+		{"/tools", "N", `N completed tool calls "tool-1", "tool-2", ... without pauses`, (*turn).tools},
 		{"/permission", "", "only the permission request of the demo script", func(t *turn, _ string) error { return t.askPermission() }},
 		{"/crash", "", `a chunk "partial", a line on stderr, then exit status 3`, (*turn).crash},
 		{"/stderr", "TEXT", `TEXT on stderr, then a chunk "ok"`, (*turn).stderr},
@@ -131,6 +132,19 @@ func (t *turn) chunks(args string) error {
 	}
 	for i := 1; i <= n[0]; i++ {
 		t.chunk(fmt.Sprintf("chunk %d ", i))
+	}
+	return nil
+}
+
+func (t *turn) tools(args string) error {
+	n, ok := parseCounts(args, 1)
+	if !ok {
+		t.chunk(usage("/tools"))
+		return nil
+	}
+	for i := 1; i <= n[0]; i++ {
+		id := fmt.Sprintf("tool-%d", i)
+		t.update(toolCall{SessionUpdate: "tool_call", ToolCallID: id, Title: "Step " + strconv.Itoa(i), Kind: "other", Status: "completed"})
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/acphub/acphub/internal/lifecycle"
 	"github.com/acphub/acphub/internal/transport/resume"
 	"github.com/acphub/acphub/internal/transport/ws"
+	"github.com/acphub/acphub/internal/web"
 )
 
 // Options configures a Server. The zero value of each field but Hub and
@@ -87,10 +88,21 @@ func NewServer(opts Options) *Server {
 	}
 	s.handle("/api/sessions/{key}/events", route{right: auth.Read, params: eventParams, serve: s.sessionEvents})
 	s.tokenRoutes()
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		refuse(http.StatusNotFound, api.ReasonUnknownRoute, "", "no endpoint at %s: acphub serves %s", r.URL.Path, strings.Join(s.paths, ", ")).write(w)
-	})
+	for _, p := range web.Paths {
+		s.handle(p, route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.dashboard})
+	}
+	s.mux.HandleFunc("/", s.unknownRoute)
 	return s
+}
+
+func (s *Server) unknownRoute(w http.ResponseWriter, r *http.Request) {
+	refuse(http.StatusNotFound, api.ReasonUnknownRoute, "", "no endpoint at %s: acphub serves %s", r.URL.Path, strings.Join(s.paths, ", ")).write(w)
+}
+
+// dashboard serves the dashboard's pages and files (package web): public,
+// like any sign-in page; what they show comes from the API.
+func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	web.Serve(w, r, http.HandlerFunc(s.unknownRoute))
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -122,7 +134,11 @@ func (s *Server) handle(path string, rt route) {
 		rt.methods = []string{http.MethodGet}
 	}
 	s.paths = append(s.paths, path)
-	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	pattern := path
+	if path == "/" {
+		pattern = "/{$}" // the root alone, not every path
+	}
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if !slices.Contains(rt.methods, r.Method) {
 			allow := strings.Join(rt.methods, ", ")
 			f := refuse(http.StatusMethodNotAllowed, api.ReasonMethodNotAllowed, "", "%s answers %s, not %s", r.URL.Path, allow, r.Method)

@@ -1,0 +1,207 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/acphub/acphub/api"
+)
+
+// chromePath finds Chromium: $ACPHUB_CHROME, or chromium (Debian's
+// package, which .ci/run installs) or Google Chrome on the PATH.
+func chromePath() string {
+	if p := os.Getenv("ACPHUB_CHROME"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// newBrowser starts a headless Chromium with an empty profile for the
+// test and returns a tab's context. Without Chromium the test is skipped,
+// or fails under CI=true, where .ci/run installed it.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromePath()
+	if path == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no Chromium: .ci/run installs Debian's chromium; set ACPHUB_CHROME to use another")
+		}
+		t.Skip("no Chromium on this machine (apt-get install chromium, or set ACPHUB_CHROME)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.WindowSize(1200, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	// The first run starts the browser; it lives as long as ctx.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium (%s): %v", path, err)
+	}
+	return ctx
+}
+
+// run runs browser actions within the test timeout.
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, testTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page, awaiting a promise.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, testTimeout)
+	defer cancel()
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return out
+}
+
+// waitJS waits until the JavaScript expression is true in the page.
+func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	run(t, ctx, "wait for "+what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(testTimeout)))
+}
+
+// signInLink makes a one-time sign-in link for token, for a browser that
+// reaches the hub at addr.
+func (h *hubProc) signInLink(token, addr string) string {
+	h.t.Helper()
+	status, body := h.apiDo(http.MethodPost, "/api/links", token, nil)
+	var link api.SignInLink
+	if status != http.StatusCreated || json.Unmarshal(body, &link) != nil {
+		h.t.Fatalf("POST /api/links: %d %s", status, body)
+	}
+	u, err := url.Parse(link.URL)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	u.Host = addr
+	return u.String()
+}
+
+// screenshot saves the page as docs/images/NAME.png when
+// ACPHUB_SCREENSHOTS names the directory to write to.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("ACPHUB_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// proxy relays TCP connections to the hub, so that a test can cut every
+// connection a browser has (a network drop) and point the browser's
+// address at a restarted hub.
+type proxy struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	upstream string
+	conns    map[net.Conn]bool
+}
+
+func newProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, upstream: upstream, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+	})
+	go p.serve()
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		up, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// cut closes every connection relayed now, without a goodbye.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // a reset, as a dropped network gives
+		}
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// point relays new connections to upstream.
+func (p *proxy) point(upstream string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.upstream = upstream
+}

@@ -1,0 +1,186 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/acphub/acphub/api"
+)
+
+// openSession signs the browser in with token through p and opens the
+// page of session key from the inbox.
+func openSession(t *testing.T, h *hubProc, p *proxy, token, key string) context.Context {
+	t.Helper()
+	ctx := newBrowser(t)
+	row := `a.row[data-key="` + key + `"]`
+	run(t, ctx, "sign in and open "+key,
+		chromedp.Navigate(h.signInLink(token, p.addr())),
+		chromedp.WaitVisible(row),
+		chromedp.Click(row),
+		chromedp.WaitVisible(`.conn`))
+	waitJS(t, ctx, "the session page to be live", `document.querySelector('.conn').textContent === 'live'`)
+	return ctx
+}
+
+// pageAgentText is the text of the page's agent messages, in order.
+const pageAgentText = `[...document.querySelectorAll('.item.agent')].map(e => e.textContent).join('|')`
+
+func TestDashboard_ControllerPromptsAndApproves(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	ctx := openSession(t, h, p, h.token, "s")
+	screenshot(t, ctx, "session-empty")
+
+	// A prompt typed in the page runs; the agent's permission request is
+	// answered by a click, and the agent gets the option chosen.
+	run(t, ctx, "prompt",
+		chromedp.SendKeys(`textarea`, "Fix the login bug"),
+		chromedp.Click(`button[type=submit]`),
+		chromedp.WaitVisible(`button[data-option="allow"]`))
+	screenshot(t, ctx, "permission")
+	run(t, ctx, "allow", chromedp.Click(`button[data-option="allow"]`))
+	waitJS(t, ctx, "the agent's answer", pageAgentText+`.includes('the edit was allowed')`)
+	received := lastOf(a.until(func(m msg) bool { return m.Method == api.MethodPermissionResolved }))
+	var res api.PermissionResolvedParams
+	if err := json.Unmarshal(received.Params, &res); err != nil || !strings.HasPrefix(res.Peer, "web-") || res.OptionName != "Allow" {
+		t.Errorf("the editor was told %s, want the page's peer chose Allow", received.raw)
+	}
+	var chosen []string
+	for _, e := range h.readLog("s") {
+		if e.Type == api.EventPermissionResolved {
+			chosen = append(chosen, string(e.Data))
+		}
+	}
+	if len(chosen) != 1 || !strings.Contains(chosen[0], `"optionId":"allow"`) {
+		t.Errorf("the log's permission.resolved: %q", chosen)
+	}
+	// The title the agent gave, the state, the plan and the tool call.
+	waitJS(t, ctx, "the title", `document.querySelector('h1').textContent === 'Fix the login bug'`)
+	if n := eval[int](t, ctx, `document.querySelectorAll('.item.tool[data-tool="demo-1"], .plan li').length`); n != 4 {
+		t.Errorf("the page shows %d of the tool call and the plan's three entries", n)
+	}
+	screenshot(t, ctx, "session")
+
+	// Cancel: a long turn stops at the page's request.
+	a.prompt(sid, "/slow 100000")
+	waitJS(t, ctx, "the slow turn", pageAgentText+`.includes('chunk 3 ')`)
+	run(t, ctx, "cancel", chromedp.Click(`button[type=button]`))
+	waitJS(t, ctx, "the end of the turn", `[...document.querySelectorAll('.item.note')].some(e => e.textContent === 'turn ended: cancelled')`)
+}
+
+func TestDashboard_ObserverSeesNoControlsAndIsRefused(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	observer := h.newToken("watcher", "observer")
+	ctx := openSession(t, h, p, observer, "s")
+
+	id := a.prompt(sid, "hello")
+	waitJS(t, ctx, "the permission card", `document.querySelector('.item.perm') !== null`)
+	if n := eval[int](t, ctx, `document.querySelectorAll('textarea, .item.perm button').length`); n != 0 {
+		t.Errorf("an observer's page has %d controls", n)
+	}
+	screenshot(t, ctx, "observer")
+	perm := a.until(func(m msg) bool { return m.Method == "session/request_permission" })
+	a.respond(lastOf(perm).ID, allowAnswer)
+	mustStop(t, "hello", lastOf(a.untilResponse(id)), "end_turn")
+	waitJS(t, ctx, "the resolution", `document.querySelector('.item.perm.resolved') !== null && document.querySelector('.item.perm').textContent.includes('editor chose Allow')`)
+
+	// A request forged from the observer's page, with its cookie, is
+	// refused by the hub, and the agent never sees it.
+	code := eval[float64](t, ctx, `new Promise((resolve) => {
+		const ws = new WebSocket('ws://' + location.host + '/acp?session=s');
+		let n = 0;
+		const send = (method, params) => ws.send(JSON.stringify({jsonrpc: '2.0', id: ++n, method, params}));
+		ws.onopen = () => send('initialize', {protocolVersion: 1});
+		ws.onmessage = (e) => {
+			const f = JSON.parse(e.data);
+			if (f.id === 1) send('session/new', {cwd: '/', mcpServers: []});
+			if (f.id === 2) send('session/prompt', {sessionId: f.result.sessionId, prompt: [{type: 'text', text: '/echo forged'}]});
+			if (f.id === 3) resolve(f.error ? f.error.code : 0);
+		};
+	})`)
+	if int(code) != int(api.CodeForbidden) {
+		t.Errorf("a prompt forged from the observer's page answered %v, want %d", code, api.CodeForbidden)
+	}
+	if strings.Contains(h.log.String(), "forged") && h.countEvents("s", api.EventPromptReceived) != 1 {
+		t.Error("the forged prompt reached the log")
+	}
+}
+
+func TestDashboard_HostileOutputStaysText(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	ctx := openSession(t, h, p, h.token, "s")
+
+	hostile := `<img src=x onerror="window.pwned=1"> <script>window.pwned=2</script> [one](javascript:window.pwned=3) [two](data:text/html,<script>window.pwned=4</script>) [three](JaVaScRiPt:window.pwned=5) [four](https://example.com/ok) **bold**`
+	mustStop(t, "hostile", lastOf(a.untilResponse(a.prompt(sid, "/echo "+hostile))), "end_turn")
+	waitJS(t, ctx, "the hostile message", pageAgentText+`.includes('bold')`)
+	got := eval[string](t, ctx, `JSON.stringify({
+		pwned: window.pwned === undefined ? null : window.pwned,
+		tags: document.querySelectorAll('.item.agent img, .item.agent script').length,
+		links: [...document.querySelectorAll('.item.agent a')].map(a => a.href),
+		text: document.querySelector('.item.agent').textContent,
+		bold: document.querySelectorAll('.item.agent strong').length,
+	})`)
+	var page struct {
+		Pwned any
+		Tags  int
+		Links []string
+		Text  string
+		Bold  int
+	}
+	if err := json.Unmarshal([]byte(got), &page); err != nil {
+		t.Fatal(err)
+	}
+	if page.Pwned != nil || page.Tags != 0 || fmt.Sprint(page.Links) != "[https://example.com/ok]" || page.Bold != 1 ||
+		!strings.Contains(page.Text, `<script>window.pwned=2</script>`) || !strings.Contains(page.Text, `<img src=x onerror="window.pwned=1">`) {
+		t.Errorf("hostile output: %+v", page)
+	}
+
+	// A 5 MB line and 10,000 tool calls: the page shows them and still
+	// answers.
+	mustStop(t, "flood", lastOf(a.untilResponse(a.prompt(sid, "/flood 1 5000000"))), "end_turn")
+	mustStop(t, "tools", lastOf(a.untilResponse(a.prompt(sid, "/tools 10000"))), "end_turn")
+	waitJS(t, ctx, "10,000 tool calls", `document.querySelectorAll('.item.tool').length === 10000`)
+	if n := eval[int](t, ctx, `Math.max(...[...document.querySelectorAll('.item.agent')].map(e => e.textContent.length))`); n < 5000000 {
+		t.Errorf("the longest message shows %d characters, want the 5 MB line", n)
+	}
+	run(t, ctx, "type after the flood", chromedp.SendKeys(`textarea`, "still here"))
+	if v := eval[string](t, ctx, `document.querySelector('textarea').value`); v != "still here" {
+		t.Errorf("the prompt box holds %q", v)
+	}
+}
+
+func TestDashboard_PhoneWidth(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("a-session-with-a-rather-long-key-that-does-not-break-anywhere-at-all", "peer=editor")
+	sid := a.handshake()
+	mustStop(t, "long", lastOf(a.untilResponse(a.prompt(sid, "/echo "+strings.Repeat("x", 3000)+" `"+strings.Repeat("y", 500)+"`"))), "end_turn")
+	ctx := newBrowser(t)
+	run(t, ctx, "phone", chromedp.EmulateViewport(375, 740, chromedp.EmulateScale(2)),
+		chromedp.Navigate(h.signInLink(h.token, p.addr())),
+		chromedp.WaitVisible(`a.row`))
+	fits := `document.documentElement.scrollWidth <= window.innerWidth`
+	if !eval[bool](t, ctx, fits) {
+		t.Errorf("the inbox scrolls sideways at 375 px: %v", eval[float64](t, ctx, `document.documentElement.scrollWidth`))
+	}
+	screenshot(t, ctx, "phone-inbox")
+	run(t, ctx, "open", chromedp.Click(`a.row`))
+	waitJS(t, ctx, "the message", pageAgentText+`.includes('yyy')`)
+	if !eval[bool](t, ctx, fits) {
+		t.Errorf("the session page scrolls sideways at 375 px: %v", eval[float64](t, ctx, `document.documentElement.scrollWidth`))
+	}
+	screenshot(t, ctx, "phone-session")
+}

@@ -1,0 +1,241 @@
+// The acphub dashboard: an inbox of sessions fed by the hub-wide session
+// stream, a page per session fed by a resumable connection, sign-in by a
+// one-time link. Everything is built with DOM calls and textContent: no
+// string from the hub or an agent is ever parsed as HTML.
+
+import { Conn } from './conn.js';
+import { el } from './dom.js';
+import { Transcript } from './transcript.js';
+
+const main = document.getElementById('main');
+let me = null;        // GET /api/me
+let view = null;      // the current page's stop function
+const sessions = new Map(); // key → SessionSummary, from the session stream
+let synced = false;
+const listeners = new Set(); // called when sessions change
+
+function can(right) {
+  return !!me && me.rights.includes(right);
+}
+
+function show(...nodes) {
+  main.replaceChildren(...nodes);
+}
+
+// signIn trades the one-time code after # in a sign-in link for the
+// dashboard's cookie. The code leaves the address bar first.
+async function signIn() {
+  const code = location.hash.slice(1);
+  history.replaceState(null, '', '/');
+  if (!code) return null;
+  const r = await fetch('/api/signin', {
+    method: 'POST', credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ code }),
+  });
+  if (r.ok) return null;
+  try {
+    return (await r.json()).error.message;
+  } catch {
+    return 'the hub refused the link (' + r.status + ')';
+  }
+}
+
+async function boot() {
+  let failed = null;
+  if (location.pathname === '/signin') failed = await signIn();
+  const r = await fetch('/api/me', { credentials: 'same-origin' });
+  if (r.status === 401) {
+    show(el('h1', { text: 'Sign in' }),
+      failed ? el('p', { class: 'error', text: failed }) : null,
+      el('p', {}, 'Run ', el('code', { text: 'acphub open' }), ' on the machine the hub runs on and open the link it prints, or open a share link from ',
+        el('code', { text: 'acphub token create' }), '.'));
+    return;
+  }
+  me = await r.json();
+  document.getElementById('who').textContent = me.name + ' · ' + me.role;
+  document.getElementById('nav').hidden = false;
+  document.getElementById('nav-new').hidden = !can('create');
+  document.getElementById('nav').append(el('button', { class: 'link', text: 'Sign out', onclick: signOut }));
+  follow();
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+async function signOut() {
+  await fetch('/api/signout', { method: 'POST', credentials: 'same-origin' });
+  location.reload();
+}
+
+// follow subscribes to the hub-wide session stream for as long as the
+// page is open: it feeds the inbox, session pages' headers, and the
+// notifications of sessions that start waiting for an answer.
+function follow() {
+  const es = new EventSource('/api/sessions/events');
+  es.addEventListener('session', (e) => {
+    const c = JSON.parse(e.data);
+    const before = sessions.get(c.session.key);
+    sessions.set(c.session.key, c.session);
+    if (synced && c.session.state === 'requires_action' && (!before || before.state !== 'requires_action')) waiting(c.session);
+    for (const f of listeners) f(c.session.key);
+  });
+  es.addEventListener('synced', () => {
+    synced = true;
+    for (const f of listeners) f(null);
+  });
+}
+
+// waiting tells the user, when the tab is hidden, that a session waits.
+function waiting(s) {
+  if (!document.hidden || !('Notification' in window) || Notification.permission !== 'granted') return;
+  const n = new Notification('acphub: ' + (s.title || s.key) + ' waits for an answer', {
+    body: (s.waiting || 1) + ' request(s) from ' + s.agent, tag: 'acphub-' + s.key,
+  });
+  n.onclick = () => { window.focus(); location.hash = '#/s/' + encodeURIComponent(s.key); };
+}
+
+function route() {
+  if (view) view();
+  view = null;
+  const h = location.hash;
+  if (h.startsWith('#/s/')) view = sessionPage(decodeURIComponent(h.slice(4)));
+  else if (h === '#/new' && can('create')) view = newPage();
+  else view = inbox();
+  main.focus({ preventScroll: true });
+}
+
+const ORDER = { requires_action: 0, running: 1, idle: 2, agent_exited: 3, stopped: 4 };
+
+function ago(t) {
+  const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
+  if (s < 60) return Math.floor(s) + 's ago';
+  if (s < 3600) return Math.floor(s / 60) + 'm ago';
+  if (s < 86400) return Math.floor(s / 3600) + 'h ago';
+  return Math.floor(s / 86400) + 'd ago';
+}
+
+function usageText(u) {
+  if (!u) return '';
+  const parts = [];
+  if (typeof u.used === 'number' && typeof u.size === 'number') parts.push(u.used + '/' + u.size + ' tokens');
+  if (u.cost && typeof u.cost.amount === 'number') parts.push(u.cost.amount.toFixed(4) + ' ' + (u.cost.currency || ''));
+  return parts.join(', ');
+}
+
+function stateBadge(state) {
+  return el('span', { class: 'state ' + state, text: state.replace('_', ' ') });
+}
+
+function inbox() {
+  const list = el('ul', { class: 'sessions', 'aria-live': 'polite' });
+  const empty = el('p', { class: 'muted' });
+  const notify = ('Notification' in window && Notification.permission === 'default')
+    ? el('button', { text: 'Notify me when a session waits', onclick: (e) => { Notification.requestPermission(); e.target.remove(); } })
+    : null;
+  show(el('h1', { text: 'Sessions' }), notify, empty, list);
+  let frame = 0;
+  const render = () => {
+    frame = 0;
+    const all = [...sessions.values()].sort((a, b) =>
+      (ORDER[a.state] ?? 9) - (ORDER[b.state] ?? 9) || new Date(b.updatedAt) - new Date(a.updatedAt));
+    empty.textContent = !synced ? 'Loading…' : all.length === 0 ? 'No sessions yet.' : '';
+    list.replaceChildren(...all.map((s) => el('li', {},
+      el('a', { class: 'row', href: '#/s/' + encodeURIComponent(s.key), 'data-key': s.key },
+        el('div', { class: 'top' }, el('span', { class: 'title', text: s.title || s.key }), stateBadge(s.state)),
+        el('div', { class: 'meta' },
+          el('span', { text: s.key }),
+          el('span', { text: s.agent }),
+          el('span', { text: (s.peers || []).map((p) => p.clientId + (p.token ? ' (' + p.token + ')' : '')).join(', ') || 'nobody attached' }),
+          el('span', { text: ago(s.updatedAt) }),
+          s.usage ? el('span', { text: usageText(s.usage) }) : null,
+          s.remote ? el('span', { text: s.remote.branch + (s.remote.pushed ? ' @ ' + s.remote.pushed.slice(0, 8) : '') }) : null)))));
+  };
+  const changed = () => { if (!frame) frame = requestAnimationFrame(render); };
+  listeners.add(changed);
+  render();
+  const tick = setInterval(changed, 30000);
+  return () => { listeners.delete(changed); clearInterval(tick); cancelAnimationFrame(frame); };
+}
+
+function sessionPage(key) {
+  const sum = sessions.get(key);
+  const title = el('h1', { text: (sum && sum.title) || key });
+  const badge = el('span');
+  const conn = el('span', { class: 'conn', text: 'connecting', 'aria-live': 'polite' });
+  const info = el('div', { class: 'peers' });
+  const body = el('div', { class: 'transcript', role: 'log' });
+  const nodes = [el('div', { class: 'session-head' }, title, conn, badge), info, body];
+  let c = null;
+  const t = new Transcript(body, {
+    answer: can('answer'),
+    respond: (id, result) => c.respond(id, result),
+  });
+  const header = () => {
+    const s = sessions.get(key);
+    if (!s) return;
+    title.textContent = s.title || key;
+    badge.replaceChildren(stateBadge(s.state));
+    const bits = [s.agent, (s.peers || []).map((p) => p.clientId + ' (' + (p.role || '') + ')').join(', ')];
+    if (s.usage) bits.push(usageText(s.usage));
+    if (s.remote) bits.push('pushes ' + s.remote.branch + (s.remote.pushed ? ' @ ' + s.remote.pushed.slice(0, 8) : ''));
+    info.textContent = bits.filter(Boolean).join(' · ');
+  };
+  const changed = (k) => { if (k === null || k === key) header(); };
+  listeners.add(changed);
+  header();
+  let composer = null;
+  if (can('prompt')) {
+    const text = el('textarea', { rows: 2, placeholder: 'Prompt the agent', 'aria-label': 'Prompt' });
+    const send = el('button', { class: 'primary', type: 'submit', text: 'Send' });
+    const cancel = el('button', { type: 'button', text: 'Cancel turn', onclick: () => c.notify('session/cancel', { sessionId: c.sid }) });
+    const form = el('form', {
+      onsubmit: (e) => {
+        e.preventDefault();
+        const prompt = text.value.trim();
+        if (!prompt || !c.sid) return;
+        text.value = '';
+        t.ownPrompt(me.name, prompt);
+        c.call('session/prompt', { sessionId: c.sid, prompt: [{ type: 'text', text: prompt }] }, true)
+          .then((r) => t.note('turn ended: ' + (r && r.stopReason ? r.stopReason : 'no answer')))
+          .catch((e) => t.note('prompt refused: ' + e.message));
+      },
+    }, text, send, cancel);
+    text.addEventListener('keydown', (e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) form.requestSubmit(); });
+    composer = el('div', { class: 'composer' }, form);
+    nodes.push(composer);
+  }
+  show(...nodes);
+  c = new Conn(key, sum && sum.cwd, {
+    frame: (f) => t.frame(f, c),
+    status: (s) => { conn.textContent = s; conn.classList.toggle('down', s !== 'live'); },
+    joined: () => conn.textContent = 'live',
+  });
+  c.start();
+  return () => { listeners.delete(changed); c.close(); };
+}
+
+function newPage() {
+  const key = el('input', { name: 'key', required: true, pattern: '[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}', placeholder: 'fix-login' });
+  const cwd = el('input', { name: 'cwd', required: true, placeholder: '/home/me/project', value: '' });
+  const err = el('p', { class: 'error', 'aria-live': 'assertive' });
+  const form = el('form', {
+    class: 'new',
+    onsubmit: (e) => {
+      e.preventDefault();
+      if (!cwd.value.startsWith('/')) {
+        err.textContent = 'The directory must be an absolute path.';
+        return;
+      }
+      sessions.set(key.value, { key: key.value, cwd: cwd.value, state: 'idle', agent: '' });
+      location.hash = '#/s/' + encodeURIComponent(key.value);
+    },
+  },
+  el('label', {}, 'Session key', key),
+  el('label', {}, 'Directory the agent works in', cwd),
+  err,
+  el('button', { class: 'primary', type: 'submit', text: 'Start' }));
+  show(el('h1', { text: 'New session' }), form);
+  return () => {};
+}
+
+boot().catch((e) => show(el('p', { class: 'error', text: 'The dashboard failed: ' + e.message })));
+

@@ -1,0 +1,307 @@
+// Conn is the dashboard's connection to one hub session: a resumable
+// connection (docs/resume.md) that comes back after a drop without a gap
+// or a duplicate. After a drop it resumes with its credential and the
+// last position it holds; when the hub cannot resume it (the hub
+// restarted, the window passed) it starts over, joining again under the
+// same peer id and attaching after the place in the log it worked out from
+// the _acphub/seq records and the updates since.
+
+const POSITION = 'acphub.dev/position';
+const OPERATION = 'acphub.dev/operationId';
+const ACK_EVERY = 256;
+
+function wsURL(query) {
+  return (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/acp?' + query;
+}
+
+// randomID returns 128 random bits in hex.
+export function randomID() {
+  const b = new Uint8Array(16);
+  crypto.getRandomValues(b);
+  return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+export class Conn {
+  // key is the hub session; cwd the directory a session/new that joins
+  // names; handlers: frame(f) for what the session sends, status(s) with
+  // 'connecting', 'live', 'reconnecting' or 'ended: WHY', joined(result)
+  // with the session/new result.
+  constructor(key, cwd, handlers) {
+    this.key = key;
+    this.cwd = cwd || '/';
+    this.h = handlers;
+    this.peer = 'web-' + randomID().slice(0, 12);
+    this.pos = 0;            // the last position held
+    this.acked = 0;
+    this.cred = null;
+    this.place = { seq: 0, text: 0 }; // where in the log the frames read reach
+    this.sid = null;         // the ACP sessionId
+    this.nextID = 1;
+    this.calls = new Map();  // id → {frame, resolve, reject}
+    this.outbox = [];        // frames written while no transport was up
+    this.ws = null;
+    this.closing = false;
+    this.tries = 0;
+    this.onVisible = () => { if (!document.hidden && !this.ws && !this.closing) this.reconnect(); };
+    document.addEventListener('visibilitychange', this.onVisible);
+    window.addEventListener('online', this.onVisible);
+  }
+
+  start() { this.join(false); }
+
+  close() {
+    this.closing = true;
+    document.removeEventListener('visibilitychange', this.onVisible);
+    window.removeEventListener('online', this.onVisible);
+    clearTimeout(this.timer);
+    if (this.ws) this.ws.close(1000, 'bye');
+  }
+
+  // join opens a new connection (resume=new) under the peer id: the first
+  // time with session/new, when starting over with session/attach from
+  // the place worked out.
+  join(over) {
+    this.h.status(over ? 'reconnecting' : 'connecting');
+    this.pos = 0;
+    this.acked = 0;
+    this.cred = null;
+    // A new connection knows nothing of the old one's requests and
+    // answers. A prompt is never sent again after the hub may have run it:
+    // its outcome is asked for (docs/resume.md).
+    const prompts = [];
+    for (const c of this.calls.values()) {
+      if (c.method === 'session/prompt' && c.op) prompts.push(c);
+      else c.reject(new Error('the connection started over'));
+    }
+    this.calls.clear();
+    this.outbox = [];
+    const ws = this.open(wsURL('session=' + encodeURIComponent(this.key) + '&resume=new&peer=' + encodeURIComponent(this.peer)), async () => {
+      try {
+        await this.call('initialize', { protocolVersion: 1, clientCapabilities: {}, clientInfo: { name: 'acphub-dashboard', version: '1' } });
+        if (!over) {
+          const result = await this.call('session/new', { cwd: this.cwd, mcpServers: [] });
+          this.sid = result.sessionId;
+          this.h.joined(result);
+        } else {
+          const result = await this.call('session/attach', { sessionId: this.sid, afterSeq: this.place.seq, afterText: this.place.text });
+          for (const f of result.history || []) this.h.frame(f);
+          const last = result._meta && result._meta['acphub.dev/lastSeq'];
+          if (typeof last === 'number' && !(result._meta['acphub.dev/historyStreamed'] > 0)) this.place = { seq: last, text: 0 };
+          this.h.status('live');
+          for (const p of prompts) {
+            this.call('_acphub/outcome', { sessionId: this.sid, operationId: p.op }).then(p.resolve, p.reject);
+          }
+        }
+      } catch (e) {
+        this.h.status('ended: ' + (e.message || 'the hub refused the session'));
+        this.closing = true;
+        ws.close(1000);
+      }
+    });
+    return ws;
+  }
+
+  // resume continues the connection on a new transport.
+  resume() {
+    this.h.status('reconnecting');
+    this.open(wsURL('resume=' + encodeURIComponent(this.cred) + '&position=' + this.pos), () => this.h.status('live'));
+  }
+
+  // open makes a transport; up runs once it is open.
+  open(url, up) {
+    const ws = new WebSocket(url);
+    let opened = false;
+    ws.onopen = () => {
+      opened = true;
+      this.ws = ws;
+      this.tries = 0;
+      // What was written while no transport was up, and the requests not
+      // answered yet: the hub answers a retried operation once.
+      const calls = [...this.calls.values()].map((c) => c.frame);
+      const out = this.outbox;
+      this.outbox = [];
+      for (const f of [...new Set([...calls, ...out])]) ws.send(f);
+      up();
+    };
+    ws.onmessage = (ev) => this.receive(ev.data);
+    ws.onclose = (ev) => {
+      if (this.ws === ws) this.ws = null;
+      if (this.closing) return;
+      if (ev.code === 1008) {
+        // Fenced, revoked, expired: coming back would not help.
+        this.closing = true;
+        this.h.status('ended: ' + (ev.reason || 'the hub ended the connection'));
+        return;
+      }
+      if (!opened && this.cred && url.includes('resume=' + encodeURIComponent(this.cred))) {
+        // The hub did not resume it (a restart, the window passed) or
+        // could not be reached: start over, which needs the hub too.
+        this.cred = null;
+        this.join(true);
+        return;
+      }
+      this.later();
+    };
+    return ws;
+  }
+
+  // later tries to come back after a pause that grows with each failure.
+  later() {
+    this.h.status('reconnecting');
+    const wait = Math.min(10000, 250 * 2 ** this.tries++) * (0.5 + Math.random() / 2);
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.reconnect(), wait);
+  }
+
+  reconnect() {
+    if (this.ws || this.closing) return;
+    if (this.cred) this.resume();
+    else if (this.sid) this.join(true);
+    else this.join(false);
+  }
+
+  receive(raw) {
+    const f = JSON.parse(raw);
+    const pos = f._meta && f._meta[POSITION];
+    if (typeof pos === 'string') {
+      this.pos = pos;
+      if (Number(pos) - this.acked >= ACK_EVERY) {
+        this.acked = Number(pos);
+        this.write({ jsonrpc: '2.0', method: '_acphub/ack', params: { position: pos } });
+      }
+    }
+    switch (f.method) {
+      case '_acphub/connection':
+        this.cred = f.params.credential;
+        return;
+      case '_acphub/seq':
+        this.place = { seq: f.params.seq, text: f.params.text };
+        return;
+      case 'session/update':
+        this.step(raw, f.params);
+        break;
+    }
+    if (f.method === undefined && f.id !== undefined) {
+      const c = this.calls.get(f.id);
+      if (c) {
+        this.calls.delete(f.id);
+        if (f.error) c.reject(Object.assign(new Error(f.error.message), { error: f.error }));
+        else c.resolve(f.result);
+      }
+      return;
+    }
+    this.h.frame(f);
+  }
+
+  // step moves the place in the log by one update, as the hub counts
+  // (docs/resume.md): a plain text chunk adds its text's length as the
+  // frame wrote it, in bytes; any other update but user_message_chunk is
+  // one event.
+  step(raw, params) {
+    const u = params && params.update;
+    if (!u || typeof u.sessionUpdate !== 'string' || u.sessionUpdate === 'user_message_chunk') return;
+    if (plainText(params)) {
+      const body = rawText(raw);
+      if (body !== null) {
+        this.place = { seq: this.place.seq, text: this.place.text + new TextEncoder().encode(body).length };
+        return;
+      }
+    }
+    this.place = { seq: this.place.seq + 1, text: 0 };
+  }
+
+  write(frame) {
+    const s = typeof frame === 'string' ? frame : JSON.stringify(frame);
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(s);
+    else this.outbox.push(s);
+  }
+
+  // call sends a request and resolves with its result. A mutation gets an
+  // operation id, so that sending it again after a drop is safe.
+  call(method, params, mutation) {
+    const id = this.nextID++;
+    const op = mutation ? randomID() : null;
+    if (op) params = { ...params, _meta: { ...(params._meta || {}), [OPERATION]: op } };
+    const frame = JSON.stringify({ jsonrpc: '2.0', id, method, params });
+    return new Promise((resolve, reject) => {
+      this.calls.set(id, { frame, method, op, resolve, reject });
+      if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(frame);
+    });
+  }
+
+  notify(method, params) {
+    this.write({ jsonrpc: '2.0', method, params });
+  }
+
+  respond(id, result) {
+    this.write({ jsonrpc: '2.0', id, result });
+  }
+
+  respondError(id, code, message) {
+    this.write({ jsonrpc: '2.0', id, error: { code, message } });
+  }
+}
+
+// plainText reports whether session/update params are a plain text chunk,
+// the kind the hub counts by its text: nothing but sessionId and an agent
+// message or thought chunk of text content, with at most a messageId.
+function plainText(p) {
+  const keys = (o) => Object.keys(o).sort().join(',');
+  const u = p.update;
+  if (keys(p) !== 'sessionId,update' || typeof p.sessionId !== 'string') return false;
+  if (u.sessionUpdate !== 'agent_message_chunk' && u.sessionUpdate !== 'agent_thought_chunk') return false;
+  const k = keys(u);
+  if (k !== 'content,sessionUpdate' && !(k === 'content,messageId,sessionUpdate' && typeof u.messageId === 'string')) return false;
+  const c = u.content;
+  return c !== null && typeof c === 'object' && keys(c) === 'text,type' && c.type === 'text' && typeof c.text === 'string';
+}
+
+// rawText returns the body of params.update.content.text as the frame
+// raw wrote it (escapes as written, no quotes), or null.
+export function rawText(raw) {
+  let i = 0;
+  const ws = () => { while (i < raw.length && ' \t\r\n'.includes(raw[i])) i++; };
+  const str = () => { // at a quote: returns the body, i after the closing quote
+    const start = ++i;
+    while (i < raw.length && raw[i] !== '"') i += raw[i] === '\\' ? 2 : 1;
+    return raw.slice(start, i++);
+  };
+  const skip = () => { // skips the value at i
+    ws();
+    const c = raw[i];
+    if (c === '"') { str(); return; }
+    if (c === '{' || c === '[') {
+      let depth = 0;
+      for (; i < raw.length; i++) {
+        const d = raw[i];
+        if (d === '"') { str(); i--; continue; }
+        if (d === '{' || d === '[') depth++;
+        if (d === '}' || d === ']') { if (--depth === 0) { i++; return; } }
+      }
+      return;
+    }
+    while (i < raw.length && !',}] \t\r\n'.includes(raw[i])) i++;
+  };
+  // find walks into the object at i to the member named key.
+  const find = (key) => {
+    ws();
+    if (raw[i] !== '{') return false;
+    i++;
+    for (;;) {
+      ws();
+      if (raw[i] !== '"') return false;
+      const k = JSON.parse('"' + str() + '"');
+      ws();
+      if (raw[i++] !== ':') return false;
+      ws();
+      if (k === key) return true;
+      skip();
+      ws();
+      if (raw[i++] !== ',') return false;
+    }
+  };
+  for (const key of ['params', 'update', 'content', 'text']) {
+    if (!find(key)) return null;
+  }
+  return raw[i] === '"' ? str() : null;
+}

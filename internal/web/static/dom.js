@@ -1,0 +1,20 @@
+// DOM helpers of the dashboard.
+
+// el builds an element: props sets properties (class, text, href, …),
+// children are nodes or strings (as text).
+export function el(tag, props = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k.startsWith('data-') || k.startsWith('aria-') || k === 'role' || k === 'for') e.setAttribute(k, v);
+    else e[k] = v;
+  }
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+  }
+  return e;
+}
