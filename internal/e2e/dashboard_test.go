@@ -184,3 +184,56 @@ func TestDashboard_PhoneWidth(t *testing.T) {
 	}
 	screenshot(t, ctx, "phone-session")
 }
+
+// chunksShown checks that the page's last agent message is "chunk 1 chunk
+// 2 … chunk N ", each chunk once and none missing, and returns N.
+func chunksShown(t *testing.T, ctx context.Context) int {
+	t.Helper()
+	text := eval[string](t, ctx, `[...document.querySelectorAll('.item.agent')].at(-1).textContent`)
+	var want strings.Builder
+	n := 0
+	for want.Len() < len(text) {
+		n++
+		fmt.Fprintf(&want, "chunk %d ", n)
+	}
+	if want.String() != text {
+		t.Fatalf("the page shows %.300q…, want chunk 1 to chunk N, each once", text)
+	}
+	return n
+}
+
+func TestDashboard_ComesBackAfterACutAndAKill(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	ctx := openSession(t, h, p, h.token, "s")
+
+	// The network drops mid-turn: the page resumes its connection and
+	// shows every chunk once.
+	id := a.prompt(sid, "/slow 300")
+	waitJS(t, ctx, "chunk 50", pageAgentText+`.includes('chunk 50 ')`)
+	p.cut()
+	mustStop(t, "slow", lastOf(a.untilResponse(id)), "end_turn")
+	waitJS(t, ctx, "chunk 300", pageAgentText+`.includes('chunk 300 ')`)
+	if n := chunksShown(t, ctx); n != 300 {
+		t.Errorf("after the cut the page shows %d chunks, want 300", n)
+	}
+	h.waitLog(`client resumed`)
+
+	// The hub is killed mid-turn and starts again: the page starts over
+	// from its place in the log, shows no chunk twice and loses none it
+	// showed, and says the turn was interrupted.
+	a.prompt(sid, "/slow 400")
+	waitJS(t, ctx, "the second turn's chunk 100", `(a => a.length === 2 && a[1].textContent.includes('chunk 100 '))(document.querySelectorAll('.item.agent'))`)
+	shown := chunksShown(t, ctx)
+	h.kill()
+	h.start()
+	p.point(h.addr)
+	waitJS(t, ctx, "the interrupted turn's end", `[...document.querySelectorAll('.item.note')].some(e => e.textContent.includes('interrupted by a hub restart'))`)
+	if n := chunksShown(t, ctx); n < shown {
+		t.Errorf("after the restart the page shows %d chunks, fewer than the %d it showed", n, shown)
+	}
+	waitJS(t, ctx, "the page to be live again", `document.querySelector('.conn').textContent === 'live'`)
+	screenshot(t, ctx, "after-restart")
+}

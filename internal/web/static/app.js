@@ -208,6 +208,7 @@ function sessionPage(key) {
     frame: (f) => t.frame(f, c),
     status: (s) => { conn.textContent = s; conn.classList.toggle('down', s !== 'live'); },
     joined: () => conn.textContent = 'live',
+    startedOver: () => t.note('joined again: the hub restarted, or kept the connection too briefly'),
   });
   c.start();
   return () => { listeners.delete(changed); c.close(); };

@@ -25,7 +25,8 @@ export class Conn {
   // key is the hub session; cwd the directory a session/new that joins
   // names; handlers: frame(f) for what the session sends, status(s) with
   // 'connecting', 'live', 'reconnecting' or 'ended: WHY', joined(result)
-  // with the session/new result.
+  // with the session/new result, startedOver() when the hub could not
+  // resume the connection and it joined again.
   constructor(key, cwd, handlers) {
     this.key = key;
     this.cwd = cwd || '/';
@@ -88,6 +89,7 @@ export class Conn {
           const last = result._meta && result._meta['acphub.dev/lastSeq'];
           if (typeof last === 'number' && !(result._meta['acphub.dev/historyStreamed'] > 0)) this.place = { seq: last, text: 0 };
           this.h.status('live');
+          this.h.startedOver();
           for (const p of prompts) {
             this.call('_acphub/outcome', { sessionId: this.sid, operationId: p.op }).then(p.resolve, p.reject);
           }
