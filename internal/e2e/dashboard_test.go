@@ -237,3 +237,88 @@ func TestDashboard_ComesBackAfterACutAndAKill(t *testing.T) {
 	waitJS(t, ctx, "the page to be live again", `document.querySelector('.conn').textContent === 'live'`)
 	screenshot(t, ctx, "after-restart")
 }
+
+func TestDashboard_AnswersAnElicitationForm(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	ctx := openSession(t, h, p, h.token, "s")
+
+	form := `{"sessionId":"` + sid + `","message":"Which branch should I push?","requestedSchema":{"type":"object","properties":{` +
+		`"branch":{"type":"string","title":"Branch"},"force":{"type":"boolean","title":"Force push"},"retries":{"type":"integer","title":"Retries"},` +
+		`"mode":{"type":"string","title":"Mode","enum":["fast","careful"]}},"required":["branch"]}}`
+	id := a.prompt(sid, "/request elicitation/create "+form)
+	run(t, ctx, "fill the form",
+		chromedp.WaitVisible(`input[name=branch]`),
+		chromedp.SendKeys(`input[name=branch]`, "release-1"),
+		chromedp.Click(`input[name=force]`),
+		chromedp.SendKeys(`input[name=retries]`, "3"),
+		chromedp.SetValue(`select[name=mode]`, "careful"))
+	screenshot(t, ctx, "elicitation")
+	run(t, ctx, "submit", chromedp.Click(`.item.perm button[type=submit]`))
+	text := agentText(a.untilResponse(id))
+	want := `{"action":"accept","content":{"branch":"release-1","force":true,"retries":3,"mode":"careful"}}`
+	if !strings.Contains(text, want) {
+		t.Errorf("the agent got %q, want %s", text, want)
+	}
+	waitJS(t, ctx, "the answered card", `document.querySelector('.item.perm.resolved') !== null`)
+}
+
+func TestDashboard_InboxPutsWaitingSessionsFirstAndNotifies(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	busy := h.dial("busy", "peer=editor")
+	sid := busy.handshake()
+	quiet := h.dial("quiet", "peer=other")
+	qsid := quiet.handshake()
+	ctx := newBrowser(t)
+	run(t, ctx, "sign in", chromedp.Navigate(h.signInLink(h.token, p.addr())), chromedp.WaitVisible(`a.row[data-key="busy"]`), chromedp.WaitVisible(`a.row[data-key="quiet"]`))
+	// The tab is hidden and may notify: the page's notifications are
+	// recorded.
+	eval[bool](t, ctx, `(() => {
+		Object.defineProperty(document, 'hidden', {get: () => true});
+		window.Notification = class { static permission = 'granted'; constructor(title) { (window.notes ||= []).push(title); } };
+		return true;
+	})()`)
+	// quiet changed last, so it comes first until busy waits for an answer.
+	mustStop(t, "echo", lastOf(quiet.untilResponse(quiet.prompt(qsid, "/echo hi"))), "end_turn")
+	waitJS(t, ctx, "quiet first", `document.querySelector('a.row').dataset.key === 'quiet'`)
+	id := busy.prompt(sid, "Deploy the service")
+	waitJS(t, ctx, "busy first, waiting", `document.querySelector('a.row').dataset.key === 'busy' && document.querySelector('a.row .state').textContent === 'requires action'`)
+	waitJS(t, ctx, "the notification", `(window.notes || []).includes('acphub: Deploy the service waits for an answer')`)
+	screenshot(t, ctx, "inbox")
+	perm := busy.until(func(m msg) bool { return m.Method == "session/request_permission" })
+	busy.respond(lastOf(perm).ID, allowAnswer)
+	mustStop(t, "deploy", lastOf(busy.untilResponse(id)), "end_turn")
+	waitJS(t, ctx, "busy idle", `document.querySelector('a.row[data-key="busy"] .state').textContent === 'idle'`)
+}
+
+func TestDashboard_NewSession(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	ctx := newBrowser(t)
+	dir := t.TempDir()
+	run(t, ctx, "new session",
+		chromedp.Navigate(h.signInLink(h.token, p.addr())),
+		chromedp.WaitVisible(`#nav-new`),
+		chromedp.Click(`#nav-new`),
+		chromedp.WaitVisible(`input[name=key]`),
+		chromedp.SendKeys(`input[name=key]`, "fresh"),
+		chromedp.SendKeys(`input[name=cwd]`, dir),
+		chromedp.Click(`form.new button[type=submit]`),
+		chromedp.WaitVisible(`textarea`))
+	waitJS(t, ctx, "live", `document.querySelector('.conn').textContent === 'live'`)
+	run(t, ctx, "prompt", chromedp.SendKeys(`textarea`, "/echo made here"), chromedp.Click(`button[type=submit]`))
+	waitJS(t, ctx, "the answer", pageAgentText+`.includes('made here')`)
+	if sum := findSession(t, h, "fresh"); sum.Cwd != dir || sum.SessionID == "" {
+		t.Errorf("the new session: %+v, want cwd %s", sum, dir)
+	}
+	// An observer is offered no new session.
+	observer := h.newToken("watcher", "observer")
+	octx := newBrowser(t)
+	run(t, octx, "observer", chromedp.Navigate(h.signInLink(observer, p.addr())), chromedp.WaitVisible(`a.row[data-key="fresh"]`))
+	if !eval[bool](t, octx, `document.getElementById('nav-new').hidden`) {
+		t.Error("an observer is offered a new session")
+	}
+}

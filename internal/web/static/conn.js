@@ -78,7 +78,7 @@ export class Conn {
     this.outbox = [];
     const ws = this.open(wsURL('session=' + encodeURIComponent(this.key) + '&resume=new&peer=' + encodeURIComponent(this.peer)), async () => {
       try {
-        await this.call('initialize', { protocolVersion: 1, clientCapabilities: {}, clientInfo: { name: 'acphub-dashboard', version: '1' } });
+        await this.call('initialize', { protocolVersion: 1, clientCapabilities: { elicitation: { form: {} } }, clientInfo: { name: 'acphub-dashboard', version: '1' } });
         if (!over) {
           const result = await this.call('session/new', { cwd: this.cwd, mcpServers: [] });
           this.sid = result.sessionId;

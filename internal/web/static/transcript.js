@@ -92,6 +92,7 @@ export class Transcript {
         return;
       case '_acphub/agent_request':
         if (f.params.method === 'session/request_permission') this.permission(f.params.params, null, null);
+        else if (f.params.method === 'elicitation/create') this.elicitation(f.params.params, null, null);
         else this.note('the agent asks ' + f.params.method);
         return;
       case '_acphub/permission_resolved': {
@@ -254,7 +255,7 @@ export class Transcript {
     } else {
       for (const [, , input] of fields) input.disabled = true;
     }
-    this.requests.set(String(id), card);
+    if (id !== null) this.requests.set(String(id), card);
     this.add(card);
   }
 }
