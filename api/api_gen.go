@@ -1716,6 +1716,53 @@ func (v *SessionList) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SessionList) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// AgentInfo: An agent sessions can run.
+type AgentInfo struct {
+	Name string `json:"name"`
+	// The agent of a session whose client names none.
+	Default bool `json:"default"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentInfo) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "name")
+	b = appendString(b, v.Name)
+	b = member(b, &n, "default")
+	b = strconv.AppendBool(b, v.Default)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentInfo) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// AgentList: The body of GET /api/agents.
+type AgentList struct {
+	Agents []AgentInfo `json:"agents"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AgentList) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "agents")
+	b = append(b, '[')
+	for i := range v.Agents {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = (&v.Agents[i]).AppendJSON(b)
+	}
+	b = append(b, ']')
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AgentList) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // Me: Whom a request acts for (GET /api/me).
 type Me struct {
 	// The token's name; owner for the data dir's token and the Unix socket.

@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // openSession signs the browser in with token through p and opens the
@@ -321,4 +322,30 @@ func TestDashboard_NewSession(t *testing.T) {
 	if !eval[bool](t, octx, `document.getElementById('nav-new').hidden`) {
 		t.Error("an observer is offered a new session")
 	}
+}
+
+func TestDashboard_NewRemoteSessionPushes(t *testing.T) {
+	git := testutil.NewGitServer(t)
+	h := selfHandleHub(t, "--remote-scheme", "http")
+	p := newProxy(t, h.addr)
+	ctx := newBrowser(t)
+	run(t, ctx, "new remote session",
+		chromedp.Navigate(h.signInLink(h.token, p.addr())),
+		chromedp.WaitVisible(`#nav-new`),
+		chromedp.Click(`#nav-new`),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('select[name=agent] option').length > 0`),
+		chromedp.SendKeys(`input[name=key]`, "remote"),
+		chromedp.SendKeys(`input[name=url]`, git.URL),
+		chromedp.SendKeys(`input[name=branch]`, "main"),
+		chromedp.SendKeys(`input[name=revision]`, git.Main),
+		chromedp.SendKeys(`input[name=resultBranch]`, "agent/from-the-page"),
+		chromedp.Click(`form.new button[type=submit]`),
+		chromedp.WaitVisible(`textarea`))
+	waitJS(t, ctx, "live", `document.querySelector('.conn').textContent === 'live'`)
+	run(t, ctx, "prompt", chromedp.SendKeys(`textarea`, "/fs-write hello.txt written from a phone"), chromedp.Click(`button[type=submit]`))
+	waitJS(t, ctx, "the push in the header", `document.querySelector('.peers').textContent.includes('pushes agent/from-the-page @ ')`)
+	if got := testutil.Git(t, git.Bare(), "show", "agent/from-the-page:hello.txt"); got != "written from a phone" {
+		t.Errorf("the result branch has hello.txt %q", got)
+	}
+	screenshot(t, ctx, "remote")
 }

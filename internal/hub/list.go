@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -132,4 +134,16 @@ func (h *Hub) reported(key string) *api.SessionSummary {
 		return &c
 	}
 	return nil
+}
+
+// Agents lists the agents sessions can run, the default first, then by
+// name.
+func (h *Hub) Agents() []api.AgentInfo {
+	out := []api.AgentInfo{{Name: h.cfg.DefaultAgent, Default: true}}
+	for _, name := range slices.Sorted(maps.Keys(h.cfg.Agents)) {
+		if name != h.cfg.DefaultAgent {
+			out = append(out, api.AgentInfo{Name: name})
+		}
+	}
+	return out
 }

@@ -38,6 +38,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ url.Valu
 	writeJSON(w, http.StatusOK, api.SessionList{Sessions: list})
 }
 
+// listAgents serves GET /api/agents.
+func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request, _ url.Values) {
+	writeJSON(w, http.StatusOK, api.AgentList{Agents: s.opts.Hub.Agents()})
+}
+
 // eventParams are the query parameters of /api/sessions/{key}/events.
 var eventParams = map[string]string{
 	"after":     api.ReasonBadAfter,

@@ -83,6 +83,7 @@ func NewServer(opts Options) *Server {
 	s.handle("/healthz", route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.healthz})
 	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, right: auth.Read, params: acpParams, serve: s.acp})
 	s.handle("/api/sessions", route{right: auth.Read, serve: s.listSessions})
+	s.handle("/api/agents", route{right: auth.Read, serve: s.listAgents})
 	if opts.Sessions != nil {
 		s.handle("/api/sessions/events", route{right: auth.Read, serve: s.sessionStream})
 	}

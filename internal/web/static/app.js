@@ -13,6 +13,7 @@ let view = null;      // the current page's stop function
 const sessions = new Map(); // key → SessionSummary, from the session stream
 let synced = false;
 const listeners = new Set(); // called when sessions change
+const creating = new Map(); // key → how the new-session page asks to create it
 
 function can(right) {
   return !!me && me.rights.includes(right);
@@ -204,7 +205,7 @@ function sessionPage(key) {
     nodes.push(composer);
   }
   show(...nodes);
-  c = new Conn(key, sum && sum.cwd, {
+  c = new Conn(key, creating.get(key) || { cwd: sum && sum.cwd }, {
     frame: (f) => t.frame(f, c),
     status: (s) => { conn.textContent = s; conn.classList.toggle('down', s !== 'live'); },
     joined: () => conn.textContent = 'live',
@@ -215,23 +216,49 @@ function sessionPage(key) {
 }
 
 function newPage() {
-  const key = el('input', { name: 'key', required: true, pattern: '[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}', placeholder: 'fix-login' });
-  const cwd = el('input', { name: 'cwd', required: true, placeholder: '/home/me/project', value: '' });
+  const input = (name, props = {}) => el('input', { name, ...props });
+  const key = input('key', { required: true, pattern: '[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}', placeholder: 'fix-login' });
+  const agent = el('select', { name: 'agent' });
+  const cwd = input('cwd', { placeholder: '/home/me/project' });
+  const url = input('url', { placeholder: 'https://git.example.com/team/app.git' });
+  const branch = input('branch', { placeholder: 'main' });
+  const revision = input('revision', { placeholder: 'the full commit id to start from', pattern: '[0-9a-f]{40}' });
+  const result = input('resultBranch', { placeholder: 'acphub/KEY-… by default' });
   const err = el('p', { class: 'error', 'aria-live': 'assertive' });
+  fetch('/api/agents', { credentials: 'same-origin' }).then((r) => r.json()).then((l) => {
+    agent.replaceChildren(...l.agents.map((a) => el('option', { value: a.name, text: a.name + (a.default ? ' (default)' : '') })));
+  });
   const form = el('form', {
     class: 'new',
     onsubmit: (e) => {
       e.preventDefault();
-      if (!cwd.value.startsWith('/')) {
-        err.textContent = 'The directory must be an absolute path.';
+      const create = { agent: agent.value };
+      if (url.value) {
+        if (!branch.value || !revision.value) {
+          err.textContent = 'A repository needs its branch and the commit to start from.';
+          return;
+        }
+        create.cwd = '/';
+        create.remote = { type: 'git', url: url.value, branch: branch.value, revision: revision.value };
+        if (result.value) create.resultBranch = result.value;
+      } else if (cwd.value.startsWith('/')) {
+        create.cwd = cwd.value;
+      } else {
+        err.textContent = 'Give the directory the agent works in, as an absolute path, or a repository.';
         return;
       }
-      sessions.set(key.value, { key: key.value, cwd: cwd.value, state: 'idle', agent: '' });
+      creating.set(key.value, create);
       location.hash = '#/s/' + encodeURIComponent(key.value);
     },
   },
   el('label', {}, 'Session key', key),
+  el('label', {}, 'Agent', agent),
   el('label', {}, 'Directory the agent works in', cwd),
+  el('fieldset', {}, el('legend', { text: 'Or a repository acphub checks out, pushing each turn' }),
+    el('label', {}, 'Repository URL', url),
+    el('label', {}, 'Branch', branch),
+    el('label', {}, 'Revision', revision),
+    el('label', {}, 'Result branch', result)),
   err,
   el('button', { class: 'primary', type: 'submit', text: 'Start' }));
   show(el('h1', { text: 'New session' }), form);

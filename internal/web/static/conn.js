@@ -22,14 +22,15 @@ export function randomID() {
 }
 
 export class Conn {
-  // key is the hub session; cwd the directory a session/new that joins
-  // names; handlers: frame(f) for what the session sends, status(s) with
+  // key is the hub session; create says how a session/new that makes it
+  // makes it ({cwd, agent, remote, resultBranch}; a session/new that
+  // joins needs only a cwd); handlers: frame(f) for what the session sends, status(s) with
   // 'connecting', 'live', 'reconnecting' or 'ended: WHY', joined(result)
   // with the session/new result, startedOver() when the hub could not
   // resume the connection and it joined again.
-  constructor(key, cwd, handlers) {
+  constructor(key, create, handlers) {
     this.key = key;
-    this.cwd = cwd || '/';
+    this.create = create;
     this.h = handlers;
     this.peer = 'web-' + randomID().slice(0, 12);
     this.pos = 0;            // the last position held
@@ -76,11 +77,16 @@ export class Conn {
     }
     this.calls.clear();
     this.outbox = [];
-    const ws = this.open(wsURL('session=' + encodeURIComponent(this.key) + '&resume=new&peer=' + encodeURIComponent(this.peer)), async () => {
+    let query = 'session=' + encodeURIComponent(this.key) + '&resume=new&peer=' + encodeURIComponent(this.peer);
+    if (this.create.agent) query += '&agent=' + encodeURIComponent(this.create.agent);
+    const ws = this.open(wsURL(query), async () => {
       try {
         await this.call('initialize', { protocolVersion: 1, clientCapabilities: { elicitation: { form: {} } }, clientInfo: { name: 'acphub-dashboard', version: '1' } });
         if (!over) {
-          const result = await this.call('session/new', { cwd: this.cwd, mcpServers: [] });
+          const params = { cwd: this.create.cwd || '/', mcpServers: [] };
+          if (this.create.remote) params.remote = this.create.remote;
+          if (this.create.resultBranch) params._meta = { 'acphub.dev/resultBranch': this.create.resultBranch };
+          const result = await this.call('session/new', params);
           this.sid = result.sessionId;
           this.h.joined(result);
         } else {
