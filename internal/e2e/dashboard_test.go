@@ -349,3 +349,32 @@ func TestDashboard_NewRemoteSessionPushes(t *testing.T) {
 	}
 	screenshot(t, ctx, "remote")
 }
+
+func TestDashboard_AuditAndEventLog(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	id := a.prompt(sid, "Audit me")
+	perm := a.until(func(m msg) bool { return m.Method == "session/request_permission" })
+	a.respond(lastOf(perm).ID, allowAnswer)
+	mustStop(t, "audit", lastOf(a.untilResponse(id)), "end_turn")
+	ctx := openSession(t, h, p, h.token, "s")
+
+	run(t, ctx, "audit", chromedp.Click(`nav.tabs a[href$="/audit"]`), chromedp.WaitVisible(`table.audit`))
+	got := eval[string](t, ctx, `[...document.querySelectorAll('table.audit tr[data-type]')].map(r => [...r.cells].slice(2).map(c => c.textContent).join(' ')).join('\n')`)
+	for _, want := range []string{"editor peer.joined owner, token owner", "editor prompt.received Audit me", "editor permission.resolved Edit demo.txt: Allow"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the audit lacks %q:\n%s", want, got)
+		}
+	}
+	screenshot(t, ctx, "audit")
+
+	// The event log follows the session live, with its cursor.
+	run(t, ctx, "event log", chromedp.Click(`nav.tabs a[href$="/log"]`), chromedp.WaitVisible(`.log`))
+	last := len(h.logLines("s", ""))
+	waitJS(t, ctx, "the log's last event", fmt.Sprintf(`document.querySelector('.log [data-seq="%d"]') !== null`, last))
+	mustStop(t, "echo", lastOf(a.untilResponse(a.prompt(sid, "/echo live"))), "end_turn")
+	last = len(h.logLines("s", ""))
+	waitJS(t, ctx, "a live event", fmt.Sprintf(`document.querySelector('.log [data-seq="%d"]') !== null && document.querySelector('form.options .muted').textContent === 'cursor: seq %d'`, last, last))
+}

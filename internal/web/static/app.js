@@ -6,6 +6,7 @@
 import { Conn } from './conn.js';
 import { el } from './dom.js';
 import { Transcript } from './transcript.js';
+import { audit, rawLog } from './logview.js';
 
 const main = document.getElementById('main');
 let me = null;        // GET /api/me
@@ -98,7 +99,11 @@ function route() {
   if (view) view();
   view = null;
   const h = location.hash;
-  if (h.startsWith('#/s/')) view = sessionPage(decodeURIComponent(h.slice(4)));
+  if (h.startsWith('#/s/')) {
+    // #/s/KEY, #/s/KEY/audit, #/s/KEY/log: a key has no slash.
+    const [key, tab] = h.slice(4).split('/');
+    view = sessionPage(decodeURIComponent(key), tab || 'transcript');
+  }
   else if (h === '#/new' && can('create')) view = newPage();
   else view = inbox();
   main.focus({ preventScroll: true });
@@ -157,14 +162,31 @@ function inbox() {
   return () => { listeners.delete(changed); clearInterval(tick); cancelAnimationFrame(frame); };
 }
 
-function sessionPage(key) {
+function tabs(key, current) {
+  const link = (tab, text) => el('a', {
+    href: '#/s/' + encodeURIComponent(key) + (tab === 'transcript' ? '' : '/' + tab), text,
+    'aria-current': tab === current ? 'page' : null,
+  });
+  return el('nav', { class: 'tabs' }, link('transcript', 'Transcript'), link('audit', 'Audit'), link('log', 'Event log'));
+}
+
+function sessionPage(key, tab) {
   const sum = sessions.get(key);
+  if (tab === 'audit' || tab === 'log') {
+    const body = el('div');
+    show(el('h1', { text: (sum && sum.title) || key }), tabs(key, tab), body);
+    if (tab === 'audit') {
+      audit(body, key);
+      return () => {};
+    }
+    return rawLog(body, key, Math.max(0, ((sum && sum.lastSeq) || 0) - 200));
+  }
   const title = el('h1', { text: (sum && sum.title) || key });
   const badge = el('span');
   const conn = el('span', { class: 'conn', text: 'connecting', 'aria-live': 'polite' });
   const info = el('div', { class: 'peers' });
   const body = el('div', { class: 'transcript', role: 'log' });
-  const nodes = [el('div', { class: 'session-head' }, title, conn, badge), info, body];
+  const nodes = [el('div', { class: 'session-head' }, title, conn, badge), info, tabs(key, 'transcript'), body];
   let c = null;
   const t = new Transcript(body, {
     answer: can('answer'),
