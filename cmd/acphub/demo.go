@@ -14,8 +14,8 @@ import (
 const demoAbout = `Runs a hub with the built-in demo agent and, in this terminal, a chat on a new
 session "demo-<hex>" (or the one --session names): type a prompt and watch
 the agent stream a reply, a plan, a tool call and a permission request you
-answer by number. It prints the command that joins the same session from
-another terminal. The hub stops when the chat ends (/quit, or the end of
+answer by number. It prints the commands that open the dashboard in a
+browser (acphub open) and that join the same session from another terminal. The hub stops when the chat ends (/quit, or the end of
 input). The flags are serve's, and --session.`
 
 // runDemo starts a hub running the demo agent and chats with it until the
@@ -52,8 +52,9 @@ func runDemo(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	addr := d.ln.Addr().String()
 	fmt.Fprintf(stdio.Out, "acphub demo: hub at http://%s, session %q, demo agent\n", addr, session)
-	join := append([]string{"chat", "--session", session}, hubFlags(fs, cfg, "--addr", addr)...)
-	fmt.Fprintf(stdio.Out, "join from another terminal: %s\n\n", pasteCommand(join...))
+	flags := hubFlags(fs, cfg, "--addr", addr)
+	fmt.Fprintf(stdio.Out, "watch it in a browser: %s\n", pasteCommand(append([]string{"open"}, flags...)...))
+	fmt.Fprintf(stdio.Out, "join from another terminal: %s\n\n", pasteCommand(append([]string{"chat", "--session", session}, flags...)...))
 	conn, err := joinAsPeer(ctx, stdio.Out, session, "", func(ctx context.Context, peer string) (*client.Conn, error) {
 		o := client.DialOptions{Endpoint: &client.WebSocket{Addr: addr, Token: d.token, MaxFrame: cfg.MaxFrame}, Session: session, Peer: peer}
 		if d.sock != nil {

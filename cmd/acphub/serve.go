@@ -89,16 +89,18 @@ const PIDFile = "hub.pid"
 
 // daemon is a configured, not yet running hub.
 type daemon struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	hub    *hub.Hub
-	store  *sqlite.Store
-	server *transport.Server
-	token  string
-	ln     net.Listener
-	sock   net.Listener // the data dir's Unix socket; nil when its path is too long
-	tls    *tls.Config
-	debug  *debugServer // nil unless --debug-listen
+	cfg *config.Config
+	log *slog.Logger
+	hub *hub.Hub
+	// sessions is the hub-wide session stream, closed after the hub.
+	sessions *lifecycle.Stream
+	store    *sqlite.Store
+	server   *transport.Server
+	token    string
+	ln       net.Listener
+	sock     net.Listener // the data dir's Unix socket; nil when its path is too long
+	tls      *tls.Config
+	debug    *debugServer // nil unless --debug-listen
 }
 
 func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
@@ -179,7 +181,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Logger: log,
 	})
-	return &daemon{cfg: cfg, log: log, hub: h, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
+	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
 }
 
 // privateDataDir makes the data dir, mode 0700, when it does not exist,
@@ -302,6 +304,7 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	if cerr := d.hub.Close(shutdownCtx); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
+	d.sessions.Close()
 	if serr := srv.Shutdown(shutdownCtx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("stop serving: %w", serr))
 	}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/testutil"
 )
 
@@ -377,4 +381,46 @@ func TestDashboard_AuditAndEventLog(t *testing.T) {
 	mustStop(t, "echo", lastOf(a.untilResponse(a.prompt(sid, "/echo live"))), "end_turn")
 	last = len(h.logLines("s", ""))
 	waitJS(t, ctx, "a live event", fmt.Sprintf(`document.querySelector('.log [data-seq="%d"]') !== null && document.querySelector('form.options .muted').textContent === 'cursor: seq %d'`, last, last))
+}
+
+// TestDashboard_DemoThenOpen is a newcomer's first minutes: acphub demo,
+// then the acphub open it prints, and the demo session live in the
+// browser.
+func TestDashboard_DemoThenOpen(t *testing.T) {
+	dir := t.TempDir()
+	demoCmd := exec.Command(bin, "demo", "--listen", freeAddr(t), "--data-dir", dir, "--config", emptyConfig(t, dir))
+	demoCmd.Env = append(os.Environ(), "USER=ada")
+	demo := startProc(t, demoCmd)
+	printed := demo.expect("join from another terminal: ")
+	key := demoSession(t, strings.Join(printed, "\n"))
+	var open string
+	for _, l := range printed {
+		if s, ok := strings.CutPrefix(l, "watch it in a browser: "); ok {
+			open = s
+		}
+	}
+	words, err := config.SplitArgs(open)
+	if err != nil || len(words) < 2 || words[0] != bin || words[1] != "open" {
+		t.Fatalf("the demo printed %q to open a browser (%v)", open, err)
+	}
+	demo.expect("connected: session demo-")
+	out, stderr, err := runCLI(t, append(words[1:], "--no-browser")...)
+	link := regexp.MustCompile(`http://\S+/signin#\S+`).FindString(out)
+	if err != nil || link == "" {
+		t.Fatalf("acphub open: %v\n%s%s", err, out, stderr)
+	}
+	ctx := newBrowser(t)
+	row := `a.row[data-key="` + key + `"]`
+	run(t, ctx, "open the demo", chromedp.Navigate(link), chromedp.WaitVisible(row), chromedp.Click(row), chromedp.WaitVisible(`.conn`))
+	waitJS(t, ctx, "live", `document.querySelector('.conn').textContent === 'live'`)
+	demo.write("Show me around")
+	waitJS(t, ctx, "the demo's reply", pageAgentText+`.includes('Show me around')`)
+	waitJS(t, ctx, "the permission request", `document.querySelector('button[data-option="allow"]') !== null`)
+	screenshot(t, ctx, "demo")
+	run(t, ctx, "allow", chromedp.Click(`button[data-option="allow"]`))
+	demo.expect("[done: end_turn]")
+	demo.write("/quit")
+	if err := demo.wait(); err != nil {
+		t.Errorf("demo exited with %v", err)
+	}
 }

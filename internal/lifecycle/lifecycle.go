@@ -52,6 +52,7 @@ const DefaultGap = 50 * time.Millisecond
 var (
 	ErrRevoked = errors.New("the token was revoked")
 	ErrExpired = errors.New("the token expired")
+	ErrClosed  = errors.New("the hub is stopping")
 )
 
 // Stream keeps the sessions' summaries and their changes. Its methods are
@@ -64,6 +65,7 @@ type Stream struct {
 	last     int64 // the last change's number
 	sessions map[string]*entry
 	wake     chan struct{} // closed at the next change; nil when nobody waits
+	closed   chan struct{} // closed by Close
 }
 
 // entry is one session: its summary and the number of the change that
@@ -83,6 +85,19 @@ func New(gap time.Duration) *Stream {
 		epoch:    strconv.FormatInt(time.Now().UnixNano(), 36),
 		gap:      gap,
 		sessions: make(map[string]*entry),
+		closed:   make(chan struct{}),
+	}
+}
+
+// Close ends every subscription: Next returns ErrClosed. The hub closes
+// its stream when it stops, so that no event stream holds the server.
+func (s *Stream) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
 	}
 }
 
@@ -209,8 +224,8 @@ func (sub *Subscription) Close() {
 // place, the session whose last change is oldest first. The first call
 // returns at once, with what there is; each later one waits for a change,
 // and for the Stream's gap after the previous call returned. It returns
-// ErrRevoked or ErrExpired when the subscriber's token stops working, and
-// ctx's error when ctx ends.
+// ErrRevoked or ErrExpired when the subscriber's token stops working,
+// ErrClosed when the Stream is closed, and ctx's error when ctx ends.
 func (sub *Subscription) Next(ctx context.Context) ([]api.SessionChange, error) {
 	first := sub.sent.IsZero()
 	if !first {
@@ -244,6 +259,8 @@ func (sub *Subscription) wait(ctx context.Context, timer <-chan time.Time, wake 
 		return ErrRevoked
 	case <-sub.expired:
 		return ErrExpired
+	case <-sub.s.closed:
+		return ErrClosed
 	}
 }
 

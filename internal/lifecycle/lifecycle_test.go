@@ -180,3 +180,24 @@ func TestStream_EndsWithTheToken(t *testing.T) {
 		})
 	}
 }
+
+func TestStream_CloseEndsSubscriptions(t *testing.T) {
+	s := lifecycle.New(time.Millisecond)
+	sub := subscribe(t, s, owner, "")
+	next(t, sub)
+	done := make(chan error, 1)
+	go func() {
+		_, err := sub.Next(context.Background())
+		done <- err
+	}()
+	s.Close()
+	s.Close() // twice is fine
+	select {
+	case err := <-done:
+		if !errors.Is(err, lifecycle.ErrClosed) {
+			t.Errorf("Next = %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Next still waits after Close")
+	}
+}
