@@ -13,6 +13,7 @@ import (
 	"log"
 	"os"
 	"strconv"
+	"slices"
 	"sync"
 	"time"
 )
@@ -256,7 +257,9 @@ func (a *agent) handleRequest(m *message) {
 		result, rerr = a.newSession(m.Params)
 	case "session/load":
 		result, rerr = a.loadSession(m.Params)
-	case "session/set_mode", "session/close":
+	case "session/set_mode":
+		result, rerr = a.setMode(m.Params)
+	case "session/close":
 		result = struct{}{}
 	case "session/prompt":
 		if rerr = a.startPrompt(m.ID, m.Params); rerr == nil {
@@ -312,8 +315,48 @@ func (a *agent) newSession(raw json.RawMessage) (any, *rpcError) {
 	a.sessions[id] = &session{cwd: p.Cwd}
 	a.mu.Unlock()
 	return struct {
+		SessionID string      `json:"sessionId"`
+		Modes     modeChoices `json:"modes"`
+	}{id, demoModes}, nil
+}
+
+// modeChoices is ACP's SessionModeState.
+type modeChoices struct {
+	CurrentModeID  string `json:"currentModeId"`
+	AvailableModes []mode `json:"availableModes"`
+}
+
+type mode struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
+// demoModes are the modes the demo agent offers. They change nothing but
+// what it reports.
+var demoModes = modeChoices{CurrentModeID: "ask", AvailableModes: []mode{
+	{ID: "ask", Name: "Ask", Description: "asks before editing"},
+	{ID: "auto", Name: "Auto", Description: "edits without asking"},
+}}
+
+// setMode answers session/set_mode for one of demoModes and reports the
+// mode in a current_mode_update.
+func (a *agent) setMode(raw json.RawMessage) (any, *rpcError) {
+	var p struct {
 		SessionID string `json:"sessionId"`
-	}{id}, nil
+		ModeID    string `json:"modeId"`
+	}
+	if rerr := decodeParams(raw, &p); rerr != nil {
+		return nil, rerr
+	}
+	if !slices.ContainsFunc(demoModes.AvailableModes, func(m mode) bool { return m.ID == p.ModeID }) {
+		return nil, invalidParams("unknown mode %q", p.ModeID)
+	}
+	a.notify("session/update", sessionNotification{SessionID: p.SessionID, Update: struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		CurrentModeID string `json:"currentModeId"`
+	}{"current_mode_update", p.ModeID}})
+	return struct{}{}, nil
 }
 
 // loadSession accepts any non-empty id. The agent keeps no history, so there is

@@ -313,7 +313,8 @@ func TestRun_Handshake(t *testing.T) {
 	}
 
 	_, resp = c.call("session/new", map[string]any{"cwd": "/work", "mcpServers": []any{}})
-	if got := string(resp.Result); !regexp.MustCompile(`^\{"sessionId":"demo-[0-9a-f]{16}"\}$`).MatchString(got) {
+	const modes = `"modes":\{"currentModeId":"ask","availableModes":\[\{"id":"ask","name":"Ask","description":"asks before editing"\},\{"id":"auto","name":"Auto","description":"edits without asking"\}\]\}`
+	if got := string(resp.Result); !regexp.MustCompile(`^\{"sessionId":"demo-[0-9a-f]{16}",` + modes + `\}$`).MatchString(got) {
 		t.Errorf("session/new result = %s", got)
 	}
 
@@ -325,8 +326,12 @@ func TestRun_Handshake(t *testing.T) {
 		t.Errorf("prompt in a loaded session: %q, %s", chunkText(t, frames), stop)
 	}
 
-	if _, resp = c.call("session/set_mode", map[string]any{"sessionId": "demo-loaded", "modeId": "x"}); string(resp.Result) != "{}" {
-		t.Errorf("session/set_mode result = %s, want {}", resp.Result)
+	if before, resp := c.call("session/set_mode", map[string]any{"sessionId": "demo-loaded", "modeId": "auto"}); string(resp.Result) != "{}" ||
+		len(before) != 1 || !strings.Contains(string(before[0].Params), `"update":{"sessionUpdate":"current_mode_update","currentModeId":"auto"}`) {
+		t.Errorf("session/set_mode result = %s after %d frames, want {} after a current_mode_update", resp.Result, len(before))
+	}
+	if _, resp = c.call("session/set_mode", map[string]any{"sessionId": "demo-loaded", "modeId": "x"}); resp.Error == nil || resp.Error.Code != -32602 {
+		t.Errorf("session/set_mode to an unknown mode: %s, want -32602", resp.raw)
 	}
 	if _, resp = c.call("session/close", map[string]any{"sessionId": "demo-loaded"}); string(resp.Result) != "{}" {
 		t.Errorf("session/close result = %s, want {}", resp.Result)

@@ -10,8 +10,10 @@
 //
 // initialize answers protocol version 1 with loadSession and remembers the
 // client's capabilities. session/new answers a new id "demo-" followed by 16 hex
-// digits. session/load accepts any non-empty id and replays nothing, since the
-// agent keeps no history. session/set_mode and session/close answer {}
+// digits, and the modes "ask" (current) and "auto", which change nothing but
+// what it reports: session/set_mode to one of them answers {} after a
+// current_mode_update, to another -32602. session/load accepts any non-empty id and replays nothing, since the
+// agent keeps no history. session/close answers {}
 // (sessionCapabilities.close is advertised). Other requests get -32601,
 // unknown notifications are ignored, a line that is not JSON gets -32700 with id
 // null. Every received method is logged to Options.Stderr as "demo-agent: METHOD".

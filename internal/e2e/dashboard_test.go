@@ -73,6 +73,12 @@ func TestDashboard_ControllerPromptsAndApproves(t *testing.T) {
 	}
 	screenshot(t, ctx, "session")
 
+	// The mode: switched in the page, reported by the agent to every client.
+	run(t, ctx, "switch mode", chromedp.SetValue(`select[aria-label=Mode]`, "auto"), chromedp.Evaluate[chromedp.Void](`document.querySelector('select[aria-label=Mode]').dispatchEvent(new Event('change'))`))
+	a.until(func(m msg) bool {
+		return m.Method == "session/update" && strings.Contains(string(m.Params), `"currentModeId":"auto"`)
+	})
+
 	// Cancel: a long turn stops at the page's request.
 	a.prompt(sid, "/slow 100000")
 	waitJS(t, ctx, "the slow turn", pageAgentText+`.includes('chunk 3 ')`)
@@ -90,7 +96,7 @@ func TestDashboard_ObserverSeesNoControlsAndIsRefused(t *testing.T) {
 
 	id := a.prompt(sid, "hello")
 	waitJS(t, ctx, "the permission card", `document.querySelector('.item.perm') !== null`)
-	if n := eval[int](t, ctx, `document.querySelectorAll('textarea, .item.perm button').length`); n != 0 {
+	if n := eval[int](t, ctx, `document.querySelectorAll('textarea, .item.perm button, select:not([disabled])').length`); n != 0 {
 		t.Errorf("an observer's page has %d controls", n)
 	}
 	screenshot(t, ctx, "observer")

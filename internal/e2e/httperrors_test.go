@@ -48,8 +48,12 @@ func TestHTTP_EveryRefusalIsJSON(t *testing.T) {
 		wantHeader   string // "Name: value" the refusal carries
 	}{
 		// Routes and methods.
-		{"GET", "/", nil, 404, "unknown_route", "", ""},
 		{"GET", "/nope", nil, 404, "unknown_route", "", ""},
+		{"GET", "/ui/nope.js", nil, 404, "unknown_route", "", ""},
+		{"GET", "/ui/index.html", nil, 404, "unknown_route", "", ""},
+		{"GET", "/ui/a/app.js", nil, 404, "unknown_route", "", ""},
+		{"POST", "/", nil, 405, "method_not_allowed", "", "Allow: GET, HEAD"},
+		{"GET", "/?x=1", nil, 400, "unknown_parameter", "x", ""},
 		{"GET", "/api/sessions/", nil, 404, "unknown_route", "", ""},
 		{"GET", "/api/sessions/s/events/x", nil, 404, "unknown_route", "", ""},
 		{"GET", "/acp/x", nil, 404, "unknown_route", "", ""},

@@ -185,13 +185,29 @@ function sessionPage(key, tab) {
   const badge = el('span');
   const conn = el('span', { class: 'conn', text: 'connecting', 'aria-live': 'polite' });
   const info = el('div', { class: 'peers' });
+  const modes = el('span');
   const body = el('div', { class: 'transcript', role: 'log' });
-  const nodes = [el('div', { class: 'session-head' }, title, conn, badge), info, tabs(key, 'transcript'), body];
+  const nodes = [el('div', { class: 'session-head' }, title, conn, modes, badge), info, tabs(key, 'transcript'), body];
   let c = null;
+  let mode = null; // the mode select, once the session says it has modes
   const t = new Transcript(body, {
     answer: can('answer'),
     respond: (id, result) => c.respond(id, result),
+    mode: (id) => { if (mode) mode.value = id; },
   });
+  // showModes offers the agent's modes (ACP's SessionModeState): a select
+  // for a role that may configure the session, the current one otherwise.
+  const showModes = (state) => {
+    if (!state || !Array.isArray(state.availableModes)) return;
+    mode = el('select', { 'aria-label': 'Mode', disabled: !can('configure') },
+      ...state.availableModes.map((m) => el('option', { value: m.id, text: m.name || m.id, title: m.description || '' })));
+    mode.value = state.currentModeId;
+    mode.addEventListener('change', () => {
+      c.call('session/set_mode', { sessionId: c.sid, modeId: mode.value }, true)
+        .catch((e) => t.note('mode not changed: ' + e.message));
+    });
+    modes.replaceChildren(el('label', { class: 'muted' }, 'mode ', mode));
+  };
   const header = () => {
     const s = sessions.get(key);
     if (!s) return;
@@ -227,10 +243,11 @@ function sessionPage(key, tab) {
     nodes.push(composer);
   }
   show(...nodes);
+  const status = (s) => { conn.textContent = s; conn.classList.toggle('down', s !== 'live'); };
   c = new Conn(key, creating.get(key) || { cwd: sum && sum.cwd }, {
     frame: (f) => t.frame(f, c),
-    status: (s) => { conn.textContent = s; conn.classList.toggle('down', s !== 'live'); },
-    joined: () => conn.textContent = 'live',
+    status,
+    joined: (result) => { status('live'); showModes(result.modes); },
     startedOver: () => t.note('joined again: the hub restarted, or kept the connection too briefly'),
   });
   c.start();

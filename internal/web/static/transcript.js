@@ -16,7 +16,8 @@ const MARKDOWN_LIMIT = 100000;
 const TOOL_TEXT_LIMIT = 20000;
 
 export class Transcript {
-  // opts: answer (the role may answer agent requests), respond(id, result).
+  // opts: answer (the role may answer agent requests), respond(id, result),
+  // mode(id) when the agent reports its mode.
   constructor(root, opts) {
     this.root = root;
     this.opts = opts;
@@ -160,6 +161,9 @@ export class Transcript {
         this.schedule(item);
         return;
       }
+      case 'current_mode_update':
+        if (this.opts.mode) this.opts.mode(u.currentModeId);
+        return;
       case 'plan':
         this.endMessage();
         if (!this.plan) this.plan = this.add(planItem());
