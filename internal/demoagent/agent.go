@@ -12,8 +12,8 @@ import (
 	"io"
 	"log"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
