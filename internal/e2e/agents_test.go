@@ -21,7 +21,7 @@ import (
 type agentKit struct {
 	name string
 	// start starts a hub in front of the agent, with extra serve flags.
-	start func(t *testing.T, args ...string) *hubProc
+	start func(t testing.TB, args ...string) *hubProc
 
 	// askPrompt makes the agent stream text and tool calls, then ask for
 	// permission to edit with the options "allow" and "reject".
@@ -84,7 +84,7 @@ var agentKits = []agentKit{
 	},
 	{
 		name: "sdk",
-		start: func(t *testing.T, args ...string) *hubProc {
+		start: func(t testing.TB, args ...string) *hubProc {
 			t.Helper()
 			return startHub(t, append([]string{"--agent-cmd", sdkAgentCmd(t)}, args...)...)
 		},
@@ -142,7 +142,7 @@ var sdkTurn = []string{
 // sdkAgentCmd returns the --agent-cmd that runs the SDK's example agent.
 // Without node_modules it skips the test (testutil.SkipPeer), except under
 // CI=true, where a missing peer is a failure.
-func sdkAgentCmd(t *testing.T) string {
+func sdkAgentCmd(t testing.TB) string {
 	t.Helper()
 	script := filepath.Join(repoRoot, "node_modules", "@agentclientprotocol", "sdk", "dist", "examples", "agent.js")
 	if _, err := os.Stat(script); err != nil {

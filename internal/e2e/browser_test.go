@@ -36,7 +36,7 @@ func chromePath() string {
 // newBrowser starts a headless Chromium with an empty profile for the
 // test and returns a tab's context. Without Chromium the test is skipped,
 // or fails under CI=true, where .ci/run installed it.
-func newBrowser(t *testing.T) context.Context {
+func newBrowser(t testing.TB) context.Context {
 	t.Helper()
 	path := chromePath()
 	if path == "" {
@@ -68,7 +68,7 @@ func newBrowser(t *testing.T) context.Context {
 }
 
 // run runs browser actions within the test timeout.
-func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+func run(t testing.TB, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, testTimeout)
 	defer cancel()
@@ -78,7 +78,7 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 }
 
 // eval evaluates a JavaScript expression in the page, awaiting a promise.
-func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+func eval[T any](t testing.TB, ctx context.Context, expr string) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, testTimeout)
 	defer cancel()
@@ -90,7 +90,7 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 }
 
 // waitJS waits until the JavaScript expression is true in the page.
-func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+func waitJS(t testing.TB, ctx context.Context, what, expr string) {
 	t.Helper()
 	run(t, ctx, "wait for "+what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(testTimeout)))
 }
@@ -114,7 +114,7 @@ func (h *hubProc) signInLink(token, addr string) string {
 
 // screenshot saves the page as docs/images/NAME.png when
 // ACPHUB_SCREENSHOTS names the directory to write to.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+func screenshot(t testing.TB, ctx context.Context, name string) {
 	t.Helper()
 	dir := os.Getenv("ACPHUB_SCREENSHOTS")
 	if dir == "" {
@@ -139,7 +139,7 @@ type proxy struct {
 	conns    map[net.Conn]bool
 }
 
-func newProxy(t *testing.T, upstream string) *proxy {
+func newProxy(t testing.TB, upstream string) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

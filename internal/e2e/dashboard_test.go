@@ -430,3 +430,33 @@ func TestDashboard_DemoThenOpen(t *testing.T) {
 		t.Errorf("demo exited with %v", err)
 	}
 }
+
+// TestDashboard_JoinsMidTurn opens a session's page while a message
+// streams: the page reads the history from the log and attaches after it,
+// and shows every chunk once.
+func TestDashboard_JoinsMidTurn(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	first := a.prompt(sid, "Earlier")
+	perm := a.until(func(m msg) bool { return m.Method == "session/request_permission" })
+	a.respond(lastOf(perm).ID, allowAnswer)
+	mustStop(t, "earlier", lastOf(a.untilResponse(first)), "end_turn")
+	id := a.prompt(sid, "/slow 300")
+	a.until(func(m msg) bool { return strings.Contains(string(m.Params), `"chunk 40 "`) })
+	ctx := openSession(t, h, p, h.token, "s")
+	mustStop(t, "slow", lastOf(a.untilResponse(id)), "end_turn")
+	waitJS(t, ctx, "chunk 300", pageAgentText+`.includes('chunk 300 ')`)
+	if n := chunksShown(t, ctx); n != 300 {
+		t.Errorf("the page shows %d chunks, want 300", n)
+	}
+	// The earlier turn, from the log: the prompt with who sent it, the
+	// reply, and who answered the permission request.
+	got := eval[string](t, ctx, `document.querySelector('.transcript').textContent`)
+	for _, want := range []string{"editorEarlier", `You asked: "Earlier"`, "editor chose Allow", "the edit was allowed", "turn ended: end_turn"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the transcript lacks %q:\n%.2000s", want, got)
+		}
+	}
+}

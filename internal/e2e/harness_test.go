@@ -86,7 +86,7 @@ const testTimeout = 20 * time.Second
 // hubProc is a running "acphub serve". restart runs it again on the same
 // data dir; the fields then describe the new process.
 type hubProc struct {
-	t       *testing.T
+	t       testing.TB
 	args    []string
 	cmd     *exec.Cmd
 	addr    string
@@ -106,13 +106,13 @@ func demoAgentCmd(delay time.Duration) string {
 // startHub starts a hub on a free loopback port with the demo agent (unless
 // args set another) and stops it when the test ends. Once it stopped, every
 // event in its log must match the event schema and chain (checkEventLog).
-func startHub(t *testing.T, args ...string) *hubProc {
+func startHub(t testing.TB, args ...string) *hubProc {
 	t.Helper()
 	return startHubIn(t, t.TempDir(), args...)
 }
 
 // startHubIn is startHub on the data dir dataDir.
-func startHubIn(t *testing.T, dataDir string, args ...string) *hubProc {
+func startHubIn(t testing.TB, dataDir string, args ...string) *hubProc {
 	t.Helper()
 	statSources()
 	h := &hubProc{t: t, dataDir: dataDir}
@@ -304,7 +304,7 @@ func (h *hubProc) wsURL(query string) string { return "ws://" + h.addr + "/acp?"
 
 // client is a WebSocket client of the hub that records what it receives.
 type client struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	conn   clientConn
 	frames chan []byte
@@ -523,7 +523,7 @@ func (m msg) text() string {
 	return p.Update.Content.Text
 }
 
-func decode(t *testing.T, b []byte) msg {
+func decode(t testing.TB, b []byte) msg {
 	t.Helper()
 	var m msg
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -608,7 +608,7 @@ func (c *client) handshake() string {
 }
 
 // sessionIDOf returns the sessionId of a session/new response.
-func sessionIDOf(t *testing.T, resp msg) string {
+func sessionIDOf(t testing.TB, resp msg) string {
 	t.Helper()
 	var r struct {
 		SessionID string `json:"sessionId"`
@@ -648,7 +648,7 @@ func (c *client) respond(id json.RawMessage, result string) {
 	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result))
 }
 
-func stopReason(t *testing.T, m msg) string {
+func stopReason(t testing.TB, m msg) string {
 	t.Helper()
 	if m.Error != nil {
 		t.Fatalf("prompt failed: %d %s %s", m.Error.Code, m.Error.Message, m.Error.Data)
@@ -661,7 +661,7 @@ func stopReason(t *testing.T, m msg) string {
 }
 
 // mustStop fails the test unless m answers a prompt with the stop reason want.
-func mustStop(t *testing.T, what string, m msg, want string) {
+func mustStop(t testing.TB, what string, m msg, want string) {
 	t.Helper()
 	if r := stopReason(t, m); r != want {
 		t.Fatalf("%s: stopReason %q, want %s", what, r, want)
@@ -822,7 +822,7 @@ func validateEventAs(b []byte, full bool) error {
 // using any more: every event of every session against the event schema,
 // and each session's log with eventlogtest.CheckChain. It fails t with the
 // offending event and returns how many events it validated.
-func checkEventLog(t *testing.T, dataDir string) int {
+func checkEventLog(t testing.TB, dataDir string) int {
 	t.Helper()
 	path := filepath.Join(dataDir, sqlite.FileName)
 	if _, err := os.Stat(path); err != nil {
@@ -1021,7 +1021,7 @@ type logEvent struct {
 	Peer      string          `json:"peer"`
 }
 
-func decodeEvent(t *testing.T, b []byte) logEvent {
+func decodeEvent(t testing.TB, b []byte) logEvent {
 	t.Helper()
 	var e logEvent
 	if err := json.Unmarshal(b, &e); err != nil {
@@ -1052,7 +1052,7 @@ type sseEvent struct {
 
 // sseStream is an open GET .../events with Accept: text/event-stream.
 type sseStream struct {
-	t      *testing.T
+	t      testing.TB
 	resp   *http.Response
 	events chan sseEvent
 	done   chan error // the reader's end, once events is closed

@@ -54,7 +54,7 @@ func (h *hubProc) newResumable(c *client, socket bool) *resumable {
 }
 
 // positionOf returns the delivery position of a record.
-func positionOf(t *testing.T, m msg) uint64 {
+func positionOf(t testing.TB, m msg) uint64 {
 	t.Helper()
 	var env struct {
 		Meta map[string]json.RawMessage `json:"_meta"`

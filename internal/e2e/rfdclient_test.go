@@ -26,7 +26,7 @@ import (
 // with sessionStreams, one stream per session it learns of, and ends with
 // DELETE. It is a clientConn, so the harness's client drives it.
 type rfdConn struct {
-	t              *testing.T
+	t              testing.TB
 	hc             *http.Client
 	url            string
 	header         http.Header // sent with every request (the token)
@@ -48,7 +48,7 @@ type rfdConn struct {
 	proto      string            // the HTTP version initialize was answered in
 }
 
-func newRFDConn(t *testing.T, hc *http.Client, url string, header http.Header, sessionStreams bool) *rfdConn {
+func newRFDConn(t testing.TB, hc *http.Client, url string, header http.Header, sessionStreams bool) *rfdConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	return &rfdConn{t: t, hc: hc, url: url, header: header, sessionStreams: sessionStreams,

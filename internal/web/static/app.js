@@ -7,6 +7,7 @@ import { Conn } from './conn.js';
 import { el } from './dom.js';
 import { Transcript } from './transcript.js';
 import { audit, rawLog } from './logview.js';
+import { eventFrames, readHistory } from './history.js';
 
 const main = document.getElementById('main');
 let me = null;        // GET /api/me
@@ -244,14 +245,33 @@ function sessionPage(key, tab) {
   }
   show(...nodes);
   const status = (s) => { conn.textContent = s; conn.classList.toggle('down', s !== 'live'); };
-  c = new Conn(key, creating.get(key) || { cwd: sum && sum.cwd }, {
-    frame: (f) => t.frame(f, c),
-    status,
-    joined: (result) => { status('live'); showModes(result.modes); },
-    startedOver: () => t.note('joined again: the hub restarted, or kept the connection too briefly'),
-  });
-  c.start();
-  return () => { listeners.delete(changed); c.close(); };
+  let stopped = false;
+  const connect = (create) => {
+    if (stopped) return;
+    c = new Conn(key, create, {
+      frame: (f) => t.frame(f, c),
+      status,
+      joined: (result) => { status('live'); if (result.modes) showModes(result.modes); },
+      startedOver: () => t.note('joined again: the hub restarted, or kept the connection too briefly'),
+    });
+    c.start();
+  };
+  const create = creating.get(key);
+  if (create) {
+    connect(create);
+  } else {
+    // The history from the log, then the session from where it ends.
+    readHistory(key).then((h) => {
+      if (!h || !h.sessionId) {
+        connect({ cwd: sum && sum.cwd });
+        return;
+      }
+      for (const ev of h.events) for (const f of eventFrames(ev)) t.frame(f, null);
+      showModes(h.modes);
+      connect({ attach: { sessionId: h.sessionId, afterSeq: h.lastSeq } });
+    }).catch((e) => status('ended: ' + e.message));
+  }
+  return () => { stopped = true; listeners.delete(changed); if (c) c.close(); };
 }
 
 function newPage() {

@@ -22,9 +22,10 @@ export function randomID() {
 }
 
 export class Conn {
-  // key is the hub session; create says how a session/new that makes it
-  // makes it ({cwd, agent, remote, resultBranch}; a session/new that
-  // joins needs only a cwd); handlers: frame(f) for what the session sends, status(s) with
+  // key is the hub session; create says how to join it: attach
+  // ({sessionId, afterSeq}: after the history the page read from the log),
+  // or the session/new that makes it ({cwd, agent, remote, resultBranch};
+  // one that joins needs only a cwd); handlers: frame(f) for what the session sends, status(s) with
   // 'connecting', 'live', 'reconnecting' or 'ended: WHY', joined(result)
   // with the session/new result, startedOver() when the hub could not
   // resume the connection and it joined again.
@@ -82,7 +83,14 @@ export class Conn {
     const ws = this.open(wsURL(query), async () => {
       try {
         await this.call('initialize', { protocolVersion: 1, clientCapabilities: { elicitation: { form: {} } }, clientInfo: { name: 'acphub-dashboard', version: '1' } });
-        if (!over) {
+        if (!over && this.create.attach) {
+          const a = this.create.attach;
+          this.sid = a.sessionId;
+          this.place = { seq: a.afterSeq, text: 0 };
+          const result = await this.call('session/attach', { sessionId: a.sessionId, afterSeq: a.afterSeq });
+          for (const f of result.history || []) this.h.frame(f);
+          this.h.joined(result);
+        } else if (!over) {
           const params = { cwd: this.create.cwd || '/', mcpServers: [] };
           if (this.create.remote) params.remote = this.create.remote;
           if (this.create.resultBranch) params._meta = { 'acphub.dev/resultBranch': this.create.resultBranch };

@@ -98,7 +98,11 @@ export class Transcript {
         return;
       case '_acphub/permission_resolved': {
         const card = this.perms.get(f.params.toolCallId) || this.perms.get(String(f.params.requestId));
-        if (card) card.resolve(f.params.peer + ' chose ' + (f.params.optionName || (f.params.outcome && f.params.outcome.optionId) || 'cancelled'));
+        const chose = f.params.peer + ' chose ' + (f.params.optionName || (f.params.outcome && f.params.outcome.optionId) || 'cancelled');
+        // A request from before the page joined has no card: its answer
+        // is a note.
+        if (card) card.resolve(chose);
+        else this.note(chose + (f.params.title ? ' for ' + f.params.title : ''));
         return;
       }
       case '$/cancel_request': {
@@ -282,16 +286,21 @@ function messageItem(kind, id) {
   const node = kind === 'thought'
     ? el('details', { class: 'item thought' }, el('summary', { text: 'thinking' }), body)
     : el('div', { class: 'item agent' }, body);
+  let pre = null; // the plain view of a message past MARKDOWN_LIMIT
   return {
-    node, kind, id, text: '', shown: -1,
+    node, kind, id, text: '', shown: 0,
     render() {
       if (this.shown === this.text.length) return;
-      this.shown = this.text.length;
-      if (this.text.length > MARKDOWN_LIMIT) {
-        body.replaceChildren(el('pre', { text: this.text }));
-      } else {
+      if (this.text.length <= MARKDOWN_LIMIT) {
         body.replaceChildren(renderMarkdown(this.text));
+      } else if (!pre) {
+        pre = el('pre', { text: this.text });
+        body.replaceChildren(pre);
+      } else {
+        // Only the new text: a long message costs what it grew by.
+        pre.append(this.text.slice(this.shown));
       }
+      this.shown = this.text.length;
     },
   };
 }

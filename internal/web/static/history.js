@@ -1,0 +1,52 @@
+// A session's history, read from its log rather than replayed over the
+// session's connection: one HTTP response of JSON lines, parsed at once,
+// instead of a WebSocket message per event — the page then attaches after
+// the last event it read (session/attach afterSeq), so the history and the
+// live stream meet without a gap or a duplicate.
+
+// readHistory reads the session's log. It returns null for a session with
+// no log; else its events, its ACP sessionId and modes (from
+// session.created, when it has one) and its last seq.
+export async function readHistory(key) {
+  const r = await fetch('/api/sessions/' + encodeURIComponent(key) + '/events', { credentials: 'same-origin' });
+  if (r.status === 404) return null;
+  if (!r.ok) throw new Error('the log could not be read (' + r.status + ')');
+  const events = (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  let sessionId = null;
+  let modes = null;
+  for (const ev of events) {
+    if (ev.type === 'session.created') {
+      sessionId = ev.data.sessionId;
+      modes = ev.data.result && ev.data.result.modes;
+    }
+  }
+  return { events, sessionId, modes, lastSeq: events.length ? events[events.length - 1].seq : 0 };
+}
+
+// eventFrames returns the frames a client joining the session is sent for
+// ev, as the hub renders its history (docs/sessions.md, "History").
+export function eventFrames(ev) {
+  const d = ev.data || {};
+  const note = (method, params) => [{ jsonrpc: '2.0', method, params }];
+  switch (ev.type) {
+    case 'agent.update':
+    case 'agent.message':
+      return note('session/update', d.params);
+    case 'agent.notification':
+      return note(d.method, d.params);
+    case 'turn.started':
+      return (d.prompt || []).map((content) => ({
+        jsonrpc: '2.0', method: 'session/update',
+        params: { sessionId: d.sessionId, update: { sessionUpdate: 'user_message_chunk', content } },
+      }));
+    case 'prompt.received':
+      return note('_acphub/prompt_received', { sessionId: d.sessionId, peer: ev.peer, prompt: d.prompt, queued: d.queued });
+    case 'permission.resolved':
+      return note('_acphub/permission_resolved', d);
+    case 'turn.completed':
+      return note('_acphub/turn_complete', d);
+    case 'terminal.exited':
+      return note('_acphub/terminal_exited', d);
+  }
+  return [];
+}
