@@ -12,6 +12,8 @@ import { renderMarkdown } from './md.js';
 // Past this many characters a message is shown as plain text: Markdown of
 // a multi-megabyte line would hold the page.
 const MARKDOWN_LIMIT = 100000;
+// A plain message is shown in blocks of this many characters.
+const PLAIN_BLOCK = 8192;
 // At most this many characters of a tool call's text content are shown.
 const TOOL_TEXT_LIMIT = 20000;
 
@@ -286,21 +288,33 @@ function messageItem(kind, id) {
   const node = kind === 'thought'
     ? el('details', { class: 'item thought' }, el('summary', { text: 'thinking' }), body)
     : el('div', { class: 'item agent' }, body);
-  let pre = null; // the plain view of a message past MARKDOWN_LIMIT
+  let plain = null; // the plain view of a message past MARKDOWN_LIMIT
   return {
     node, kind, id, text: '', shown: 0,
     render() {
       if (this.shown === this.text.length) return;
       if (this.text.length <= MARKDOWN_LIMIT) {
         body.replaceChildren(renderMarkdown(this.text));
-      } else if (!pre) {
-        pre = el('pre', { text: this.text });
-        body.replaceChildren(pre);
-      } else {
-        // Only the new text: a long message costs what it grew by.
-        pre.append(this.text.slice(this.shown));
+        this.shown = this.text.length;
+        return;
       }
-      this.shown = this.text.length;
+      if (!plain) {
+        plain = el('div', { class: 'plain' });
+        body.replaceChildren(plain);
+        this.shown = 0;
+      }
+      // Only the new text, in blocks of PLAIN_BLOCK characters: the page
+      // lays out what the message grew by, not the whole of it again.
+      while (this.shown < this.text.length) {
+        let last = plain.lastElementChild;
+        if (!last || last.textContent.length >= PLAIN_BLOCK) {
+          last = el('div');
+          plain.append(last);
+        }
+        const room = PLAIN_BLOCK - last.textContent.length;
+        last.append(this.text.slice(this.shown, this.shown + room));
+        this.shown = Math.min(this.text.length, this.shown + room);
+      }
     },
   };
 }
