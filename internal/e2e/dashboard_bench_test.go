@@ -167,55 +167,63 @@ func cpuTime(b testing.TB, pid int) time.Duration {
 // 20 chunks a second for 10 s, with K subscribers of the hub-wide session
 // stream (dashboards' inboxes, read by plain HTTP clients), and reports
 // the hub's CPU time per second of that load (cpu-ms/s) and the bytes each
-// subscriber read per second. K=0 is the floor: the sessions alone.
+// subscriber read per second. K=0 is the floor: the sessions alone. The
+// chunks are plain text (load=text), which the log coalesces into one
+// event per message, or each an event of its own (load=events), which
+// changes every session's summary with every chunk.
 func BenchmarkSessionStream_CostPerDashboard(b *testing.B) {
-	for _, k := range []int{0, 1, 10} {
-		b.Run(fmt.Sprintf("dashboards=%d", k), func(b *testing.B) {
-			h := startHub(b)
-			clients := make([]*client, 100)
-			sids := make([]string, 100)
-			for i := range clients {
-				clients[i] = h.dial(fmt.Sprintf("s%03d", i), "peer=editor")
-				sids[i] = clients[i].handshake()
-			}
-			var read sync.Map
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			for j := range k {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.addr+"/api/sessions/events", nil)
-				req.Header.Set("Authorization", "Bearer "+h.token)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				go func() {
-					defer resp.Body.Close()
-					n, _ := io.Copy(io.Discard, bufio.NewReader(resp.Body))
-					read.Store(j, n)
-				}()
-			}
-			var cpu time.Duration
-			var wall time.Duration
-			for b.Loop() {
-				before, start := cpuTime(b, h.cmd.Process.Pid), time.Now()
-				ids := make([]int, len(clients))
-				for i, c := range clients {
-					ids[i] = c.prompt(sids[i], "/flood-text 200 100 20")
-				}
-				for i, c := range clients {
-					mustStopWithin(b, c, ids[i], time.Minute)
-				}
-				cpu += cpuTime(b, h.cmd.Process.Pid) - before
-				wall += time.Since(start)
-			}
-			cancel()
-			b.ReportMetric(float64(cpu.Milliseconds())/wall.Seconds(), "cpu-ms/s")
-			if k > 0 {
-				time.Sleep(100 * time.Millisecond)
-				var total int64
-				read.Range(func(_, v any) bool { total += v.(int64); return true })
-				b.ReportMetric(float64(total)/float64(k)/wall.Seconds()/1024, "KiB/s-per-dashboard")
-			}
-		})
+	loads := []struct{ name, prompt string }{{"text", "/flood-text 200 100 20"}, {"events", "/flood 200 100 20"}}
+	for _, load := range loads {
+		for _, k := range []int{0, 10} {
+			b.Run(fmt.Sprintf("load=%s/dashboards=%d", load.name, k), func(b *testing.B) { streamCost(b, load.prompt, k) })
+		}
+	}
+}
+
+func streamCost(b *testing.B, prompt string, k int) {
+	h := startHub(b)
+	clients := make([]*client, 100)
+	sids := make([]string, 100)
+	for i := range clients {
+		clients[i] = h.dial(fmt.Sprintf("s%03d", i), "peer=editor")
+		sids[i] = clients[i].handshake()
+	}
+	var read sync.Map
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for j := range k {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.addr+"/api/sessions/events", nil)
+		req.Header.Set("Authorization", "Bearer "+h.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			defer resp.Body.Close()
+			n, _ := io.Copy(io.Discard, bufio.NewReader(resp.Body))
+			read.Store(j, n)
+		}()
+	}
+	var cpu time.Duration
+	var wall time.Duration
+	for b.Loop() {
+		before, start := cpuTime(b, h.cmd.Process.Pid), time.Now()
+		ids := make([]int, len(clients))
+		for i, c := range clients {
+			ids[i] = c.prompt(sids[i], prompt)
+		}
+		for i, c := range clients {
+			mustStopWithin(b, c, ids[i], time.Minute)
+		}
+		cpu += cpuTime(b, h.cmd.Process.Pid) - before
+		wall += time.Since(start)
+	}
+	cancel()
+	b.ReportMetric(float64(cpu.Milliseconds())/wall.Seconds(), "cpu-ms/s")
+	if k > 0 {
+		time.Sleep(100 * time.Millisecond)
+		var total int64
+		read.Range(func(_, v any) bool { total += v.(int64); return true })
+		b.ReportMetric(float64(total)/float64(k)/wall.Seconds()/1024, "KiB/s-per-dashboard")
 	}
 }

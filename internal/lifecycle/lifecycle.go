@@ -46,7 +46,7 @@ var aspectNames = [aspects]string{"created", "state", "title", "usage", "peers",
 // DefaultGap is how long a subscriber waits after one event batch before
 // the next: changes in between are coalesced, so a session streaming a
 // flood costs each subscriber at most one event per gap.
-const DefaultGap = 50 * time.Millisecond
+const DefaultGap = 200 * time.Millisecond
 
 // Errors that end a subscription.
 var (
