@@ -134,7 +134,7 @@ func TestDashboard_HostileOutputStaysText(t *testing.T) {
 	sid := a.handshake()
 	ctx := openSession(t, h, p, h.token, "s")
 
-	hostile := `<img src=x onerror="window.pwned=1"> <script>window.pwned=2</script> [one](javascript:window.pwned=3) [two](data:text/html,<script>window.pwned=4</script>) [three](JaVaScRiPt:window.pwned=5) [four](https://example.com/ok) **bold**`
+	hostile := `<img src=x onerror="window.pwned=1"> <script>window.pwned=2</script> [one](javascript:window.pwned=3) [two](data:text/html,<script>window.pwned=4</script>) [three](JaVaScRiPt:window.pwned=5) [four](https://example.com/ok) **bold** wait_for_exit _em_`
 	mustStop(t, "hostile", lastOf(a.untilResponse(a.prompt(sid, "/echo "+hostile))), "end_turn")
 	waitJS(t, ctx, "the hostile message", pageAgentText+`.includes('bold')`)
 	got := eval[string](t, ctx, `JSON.stringify({
@@ -143,6 +143,7 @@ func TestDashboard_HostileOutputStaysText(t *testing.T) {
 		links: [...document.querySelectorAll('.item.agent a')].map(a => a.href),
 		text: document.querySelector('.item.agent').textContent,
 		bold: document.querySelectorAll('.item.agent strong').length,
+		em: document.querySelectorAll('.item.agent em').length,
 	})`)
 	var page struct {
 		Pwned any
@@ -150,11 +151,12 @@ func TestDashboard_HostileOutputStaysText(t *testing.T) {
 		Links []string
 		Text  string
 		Bold  int
+		Em    int
 	}
 	if err := json.Unmarshal([]byte(got), &page); err != nil {
 		t.Fatal(err)
 	}
-	if page.Pwned != nil || page.Tags != 0 || fmt.Sprint(page.Links) != "[https://example.com/ok]" || page.Bold != 1 ||
+	if page.Pwned != nil || page.Tags != 0 || fmt.Sprint(page.Links) != "[https://example.com/ok]" || page.Bold != 1 || page.Em != 1 || !strings.Contains(page.Text, "wait_for_exit") ||
 		!strings.Contains(page.Text, `<script>window.pwned=2</script>`) || !strings.Contains(page.Text, `<img src=x onerror="window.pwned=1">`) {
 		t.Errorf("hostile output: %+v", page)
 	}
@@ -459,4 +461,14 @@ func TestDashboard_JoinsMidTurn(t *testing.T) {
 			t.Errorf("the transcript lacks %q:\n%.2000s", want, got)
 		}
 	}
+}
+
+func TestDashboard_ShowsATerminalAcphubRuns(t *testing.T) {
+	h := selfHandleHub(t)
+	p := newProxy(t, h.addr)
+	a := toolClient(h, "s", "editor", nil, false)
+	sid := newSessionIn(a, t.TempDir())
+	ctx := openSession(t, h, p, h.token, "s")
+	mustStop(t, "terminal", lastOf(a.untilResponse(a.prompt(sid, "/terminal echo from-the-terminal"))), "end_turn")
+	waitJS(t, ctx, "the terminal", `(e => e !== null && e.textContent.includes('from-the-terminal') && e.textContent.includes('exit 0'))(document.querySelector('[data-terminal]'))`)
 }

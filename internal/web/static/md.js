@@ -89,8 +89,9 @@ export function renderMarkdown(text) {
   return out;
 }
 
-// The inline forms, tried at each position in this order.
-const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|!\[([^\]]*)\]\(([^)\s]*)\)|\[([^\]]+)\]\(([^)\s]*)\)|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|\*([^*\s][^*]*?)\*|_([^_\s][^_]*?)_/;
+// The inline forms, tried at each position in this order. Underscores
+// inside a word (wait_for_exit) are not emphasis.
+const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|!\[([^\]]*)\]\(([^)\s]*)\)|\[([^\]]+)\]\(([^)\s]*)\)|\*\*([\s\S]+?)\*\*|(?<![\p{L}\p{N}])__([\s\S]+?)__(?![\p{L}\p{N}])|\*([^*\s][^*]*?)\*|(?<![\p{L}\p{N}])_([^_\s][^_]*?)_(?![\p{L}\p{N}])/u;
 
 // inline appends text, with its code spans, links and emphasis, to parent.
 function inline(parent, text) {

@@ -24,6 +24,7 @@ export class Transcript {
     this.root = root;
     this.opts = opts;
     this.tools = new Map();   // toolCallId → item
+    this.terms = new Map();   // terminalId → item
     this.perms = new Map();   // toolCallId or request id → card
     this.requests = new Map(); // hub request id → card
     this.msg = null;          // the agent message or thought being streamed
@@ -124,14 +125,43 @@ export class Transcript {
       case '_acphub/agent_exited':
         this.note('the agent exited (' + (f.params.signal || 'code ' + f.params.code) + ')');
         return;
-      case '_acphub/terminal_exited':
-        this.add(textItem('tool', 'terminal ' + (f.params.terminalId || ''), f.params.output || '', true));
+      case '_acphub/terminal_output':
+        this.terminal(f.params.terminalId).append(f.params.output || '', null);
         return;
+      case '_acphub/terminal_exited': {
+        const p = f.params;
+        this.terminal(p.terminalId).append(null, (p.command ? [p.command, ...(p.args || [])].join(' ') + ': ' : '') +
+          (p.signal ? 'killed by ' + p.signal : 'exit ' + p.exitCode) + (p.truncated ? ' (output cut)' : ''), p.output);
+        return;
+      }
     }
     if (f.id !== undefined && f.method && conn) {
       // A request the dashboard does not serve: it offers no client tools.
       conn.respondError(f.id, -32601, 'Method not found: the dashboard serves no ' + f.method);
     }
+  }
+
+  // terminal returns the item of a terminal acphub runs for the agent: its
+  // output as it comes, then how it ended and its final output.
+  terminal(id) {
+    let item = this.terms.get(id);
+    if (item) return item;
+    this.endMessage();
+    const out = el('pre');
+    const status = el('span', { class: 'status', text: 'running' });
+    item = this.add({
+      node: el('div', { class: 'item tool', 'data-terminal': id }, el('div', { class: 'head' }, el('strong', { text: 'terminal ' + id }), status), out),
+      render() {},
+      append(output, end, final) {
+        if (output) out.append(output);
+        if (end !== null && end !== undefined) {
+          status.textContent = end;
+          if (typeof final === 'string') out.textContent = final;
+        }
+      },
+    });
+    this.terms.set(id, item);
+    return item;
   }
 
   update(u) {
