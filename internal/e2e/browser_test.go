@@ -136,6 +136,7 @@ type proxy struct {
 	ln       net.Listener
 	mu       sync.Mutex
 	upstream string
+	down     bool // new connections are closed at once: the network is out
 	conns    map[net.Conn]bool
 }
 
@@ -163,6 +164,11 @@ func (p *proxy) serve() {
 			return
 		}
 		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
 		up, err := net.Dial("tcp", p.upstream)
 		if err != nil {
 			p.mu.Unlock()
@@ -197,6 +203,20 @@ func (p *proxy) cut() {
 		c.Close()
 	}
 	clear(p.conns)
+}
+
+// outage cuts every connection and refuses new ones until restore.
+func (p *proxy) outage() {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	p.cut()
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
 }
 
 // point relays new connections to upstream.

@@ -189,6 +189,7 @@ func streamCost(b *testing.B, prompt string, k int) {
 		sids[i] = clients[i].handshake()
 	}
 	var read sync.Map
+	var readers sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for j := range k {
@@ -198,11 +199,11 @@ func streamCost(b *testing.B, prompt string, k int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		go func() {
+		readers.Go(func() {
 			defer resp.Body.Close()
 			n, _ := io.Copy(io.Discard, bufio.NewReader(resp.Body))
 			read.Store(j, n)
-		}()
+		})
 	}
 	var cpu time.Duration
 	var wall time.Duration
@@ -219,9 +220,9 @@ func streamCost(b *testing.B, prompt string, k int) {
 		wall += time.Since(start)
 	}
 	cancel()
+	readers.Wait()
 	b.ReportMetric(float64(cpu.Milliseconds())/wall.Seconds(), "cpu-ms/s")
 	if k > 0 {
-		time.Sleep(100 * time.Millisecond)
 		var total int64
 		read.Range(func(_, v any) bool { total += v.(int64); return true })
 		b.ReportMetric(float64(total)/float64(k)/wall.Seconds()/1024, "KiB/s-per-dashboard")

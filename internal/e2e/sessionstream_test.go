@@ -167,6 +167,8 @@ func TestSessionStream_FollowsEverySession(t *testing.T) {
 	// Coming back with the last id it had, a subscriber gets what changed
 	// since, each session once, then synced.
 	a.close()
+	for c := all.change(); c.Session.Key != "s" || c.Session.Clients != 0; c = all.change() {
+	}
 	back := h.openSessionStream("", mid)
 	got := back.synced()
 	var keys []string

@@ -18,18 +18,20 @@ type Watcher interface {
 	Changed(sum *api.SessionSummary)
 }
 
-// reported is what a session last told its Watcher: every change to what
-// a summary says comes with an event (a peer's arrival, a title, a push),
-// or with a new state.
+// reported is what a session last told its Watcher: most changes to what
+// a summary says come with an event (a peer attaching, a title, a push),
+// the rest with a new state, a request waiting or answered, or a client
+// connecting before it attaches.
 type reported struct {
-	seq   int64
-	state string
+	seq              int64
+	state            string
+	waiting, clients int
 }
 
-// report publishes the session's summary when its log or its state moved
-// since the last one.
+// report publishes the session's summary when any of reported moved since
+// the last one.
 func (s *Session) report() {
-	now := reported{s.seq, s.state()}
+	now := reported{s.seq, s.state(), s.waiting(), len(s.peers)}
 	if now == s.reported {
 		return
 	}

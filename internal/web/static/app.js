@@ -103,7 +103,13 @@ function route() {
   if (h.startsWith('#/s/')) {
     // #/s/KEY, #/s/KEY/audit, #/s/KEY/log: a key has no slash.
     const [key, tab] = h.slice(4).split('/');
-    view = sessionPage(decodeURIComponent(key), tab || 'transcript');
+    let name = null;
+    try {
+      name = decodeURIComponent(key);
+    } catch {
+      // not a key: the inbox
+    }
+    view = name === null ? inbox() : sessionPage(name, tab || 'transcript');
   }
   else if (h === '#/new' && can('create')) view = newPage();
   else view = inbox();
@@ -252,7 +258,10 @@ function sessionPage(key, tab) {
       frame: (f) => t.frame(f, c),
       status,
       joined: (result) => { status('live'); if (result.modes) showModes(result.modes); },
-      startedOver: () => t.note('joined again: the hub restarted, or kept the connection too briefly'),
+      startedOver: () => {
+        t.withdraw();
+        t.note('joined again: the hub restarted, or kept the connection too briefly');
+      },
     });
     c.start();
   };
@@ -261,9 +270,12 @@ function sessionPage(key, tab) {
     connect(create);
   } else {
     // The history from the log, then the session from where it ends.
+    // A page never makes a session it was not asked to on the
+    // new-session page: a link to an unknown key (another site can send
+    // one) shows nothing to join.
     readHistory(key).then((h) => {
       if (!h || !h.sessionId) {
-        connect({ cwd: sum && sum.cwd });
+        status(!h ? 'ended: no session is named ' + key : 'ended: the session has no conversation yet');
         return;
       }
       for (const ev of h.events) for (const f of eventFrames(ev)) t.frame(f, null);

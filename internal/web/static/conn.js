@@ -42,10 +42,13 @@ export class Conn {
     this.nextID = 1;
     this.calls = new Map();  // id → {frame, resolve, reject}
     this.outbox = [];        // frames written while no transport was up
+    this.answers = [];       // answers given since the last transport opened
     this.ws = null;
+    this.gen = 0;            // the latest transport's generation (see open)
+    this.connecting = false;
     this.closing = false;
     this.tries = 0;
-    this.onVisible = () => { if (!document.hidden && !this.ws && !this.closing) this.reconnect(); };
+    this.onVisible = () => { if (!document.hidden) this.reconnect(); };
     document.addEventListener('visibilitychange', this.onVisible);
     window.addEventListener('online', this.onVisible);
   }
@@ -61,8 +64,9 @@ export class Conn {
   }
 
   // join opens a new connection (resume=new) under the peer id: the first
-  // time with session/new, when starting over with session/attach from
-  // the place worked out.
+  // time with session/attach after the history the page read (or the
+  // session/new that makes the session), when starting over with
+  // session/attach from the place worked out.
   join(over) {
     this.h.status(over ? 'reconnecting' : 'connecting');
     this.pos = 0;
@@ -78,9 +82,10 @@ export class Conn {
     }
     this.calls.clear();
     this.outbox = [];
+    this.answers = [];
     let query = 'session=' + encodeURIComponent(this.key) + '&resume=new&peer=' + encodeURIComponent(this.peer);
     if (this.create.agent) query += '&agent=' + encodeURIComponent(this.create.agent);
-    const ws = this.open(wsURL(query), async () => {
+    const gen = this.open(wsURL(query), 'join', async () => {
       try {
         await this.call('initialize', { protocolVersion: 1, clientCapabilities: { elicitation: { form: {} } }, clientInfo: { name: 'acphub-dashboard', version: '1' } });
         if (!over && this.create.attach) {
@@ -98,37 +103,53 @@ export class Conn {
           this.sid = result.sessionId;
           this.h.joined(result);
         } else {
+          this.h.startedOver();
           const result = await this.call('session/attach', { sessionId: this.sid, afterSeq: this.place.seq, afterText: this.place.text });
           for (const f of result.history || []) this.h.frame(f);
           const last = result._meta && result._meta['acphub.dev/lastSeq'];
           if (typeof last === 'number' && !(result._meta['acphub.dev/historyStreamed'] > 0)) this.place = { seq: last, text: 0 };
           this.h.status('live');
-          this.h.startedOver();
           for (const p of prompts) {
             this.call('_acphub/outcome', { sessionId: this.sid, operationId: p.op }).then(p.resolve, p.reject);
           }
         }
       } catch (e) {
+        if (gen !== this.gen || this.closing) return; // a later attempt took over
         this.h.status('ended: ' + (e.message || 'the hub refused the session'));
         this.closing = true;
-        ws.close(1000);
+        if (this.ws) this.ws.close(1000);
       }
     });
-    return ws;
   }
 
-  // resume continues the connection on a new transport.
+  // resume continues the connection on a new transport. The answers the
+  // page gave while the last one was up may have been lost with it: they
+  // go again (each carries an operation id, so the hub takes each once).
   resume() {
     this.h.status('reconnecting');
-    this.open(wsURL('resume=' + encodeURIComponent(this.cred) + '&position=' + this.pos), () => this.h.status('live'));
+    const answers = this.answers;
+    this.answers = [];
+    this.open(wsURL('resume=' + encodeURIComponent(this.cred) + '&position=' + this.pos), 'resume', () => {
+      for (const f of answers) this.ws.send(f);
+      this.h.status('live');
+    });
   }
 
-  // open makes a transport; up runs once it is open.
-  open(url, up) {
+  // open makes a transport and returns its generation: a transport of an
+  // earlier generation, superseded by a later attempt, is ignored and
+  // closed. up runs once it is open.
+  open(url, kind, up) {
+    const gen = ++this.gen;
+    this.connecting = true;
     const ws = new WebSocket(url);
     let opened = false;
     ws.onopen = () => {
+      if (gen !== this.gen || this.closing) {
+        ws.close(1000, 'bye');
+        return;
+      }
       opened = true;
+      this.connecting = false;
       this.ws = ws;
       this.tries = 0;
       // What was written while no transport was up, and the requests not
@@ -139,26 +160,43 @@ export class Conn {
       for (const f of [...new Set([...calls, ...out])]) ws.send(f);
       up();
     };
-    ws.onmessage = (ev) => this.receive(ev.data);
+    ws.onmessage = (ev) => {
+      if (gen === this.gen) this.receive(ev.data);
+    };
     ws.onclose = (ev) => {
+      if (gen !== this.gen) return;
       if (this.ws === ws) this.ws = null;
+      this.connecting = false;
       if (this.closing) return;
-      if (ev.code === 1008) {
-        // Fenced, revoked, expired: coming back would not help.
+      if (ev.code === 1008 && /^unauthenticated/.test(ev.reason)) {
+        // The token was revoked or expired: coming back would not help.
         this.closing = true;
-        this.h.status('ended: ' + (ev.reason || 'the hub ended the connection'));
+        this.h.status('ended: ' + ev.reason);
         return;
       }
-      if (!opened && this.cred && url.includes('resume=' + encodeURIComponent(this.cred))) {
-        // The hub did not resume it (a restart, the window passed) or
-        // could not be reached: start over, which needs the hub too.
-        this.cred = null;
-        this.join(true);
+      if (!opened && kind === 'resume') {
+        this.resumeFailed();
         return;
       }
       this.later();
     };
-    return ws;
+    return gen;
+  }
+
+  // resumeFailed tells a hub that refused the resume (it restarted, the
+  // window passed) from one the page cannot reach: only the first is a
+  // reason to start over, which loses the resume's exactness for the
+  // log's.
+  resumeFailed() {
+    fetch('/healthz', { cache: 'no-store' }).then((r) => {
+      if (this.closing || this.ws || this.connecting) return;
+      if (r.ok) {
+        this.cred = null;
+        this.join(true);
+      } else {
+        this.later();
+      }
+    }, () => this.later());
   }
 
   // later tries to come back after a pause that grows with each failure.
@@ -170,7 +208,7 @@ export class Conn {
   }
 
   reconnect() {
-    if (this.ws || this.closing) return;
+    if (this.ws || this.connecting || this.closing) return;
     if (this.cred) this.resume();
     else if (this.sid) this.join(true);
     else this.join(false);
@@ -249,8 +287,15 @@ export class Conn {
     this.write({ jsonrpc: '2.0', method, params });
   }
 
+  // respond answers the hub's request id; a result that is an object gets
+  // an operation id, so that the answer may go again after a drop.
   respond(id, result) {
-    this.write({ jsonrpc: '2.0', id, result });
+    if (result && typeof result === 'object') {
+      result = { ...result, _meta: { ...(result._meta || {}), [OPERATION]: randomID() } };
+    }
+    const frame = JSON.stringify({ jsonrpc: '2.0', id, result });
+    this.answers.push(frame);
+    this.write(frame);
   }
 
   respondError(id, code, message) {

@@ -89,46 +89,106 @@ export function renderMarkdown(text) {
   return out;
 }
 
-// The inline forms, tried at each position in this order. Underscores
-// inside a word (wait_for_exit) are not emphasis.
-const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|!\[([^\]]*)\]\(([^)\s]*)\)|\[([^\]]+)\]\(([^)\s]*)\)|\*\*([\s\S]+?)\*\*|(?<![\p{L}\p{N}])__([\s\S]+?)__(?![\p{L}\p{N}])|\*([^*\s][^*]*?)\*|(?<![\p{L}\p{N}])_([^_\s][^_]*?)_(?![\p{L}\p{N}])/u;
-
 // inline appends text, with its code spans, links and emphasis, to parent.
-function inline(parent, text) {
-  while (text.length > 0) {
-    const m = INLINE.exec(text);
-    if (!m) {
-      parent.appendChild(document.createTextNode(text));
-      return;
-    }
-    if (m.index > 0) parent.appendChild(document.createTextNode(text.slice(0, m.index)));
-    if (m[1]) {
-      const c = el('code');
-      c.textContent = m[2];
-      parent.appendChild(c);
-    } else if (m[3] !== undefined && m[4] !== undefined && m[0].startsWith('!')) {
-      parent.appendChild(document.createTextNode(m[3]));
-    } else if (m[5] !== undefined) {
-      const href = safeURL(m[6]);
-      if (href) {
-        const a = el('a');
-        a.href = href;
-        a.rel = 'noopener noreferrer nofollow';
-        a.target = '_blank';
-        inline(a, m[5]);
-        parent.appendChild(a);
-      } else {
-        inline(parent, m[5]);
-      }
-    } else if (m[7] !== undefined || m[8] !== undefined) {
-      const b = el('strong');
-      inline(b, m[7] ?? m[8]);
-      parent.appendChild(b);
-    } else {
-      const e = el('em');
-      inline(e, m[9] ?? m[10]);
-      parent.appendChild(e);
-    }
-    text = text.slice(m.index + m[0].length);
+// It reads text once from left to right: each delimiter looks for its
+// closer with indexOf, and a closer found missing once is never looked
+// for again further on, so no input — thousands of backticks or brackets —
+// costs more than a few passes over it. Underscores inside a word
+// (wait_for_exit) are not emphasis. depth bounds nesting.
+function inline(parent, text, depth = 0) {
+  if (depth > 8) {
+    parent.appendChild(document.createTextNode(text));
+    return;
   }
+  const missing = new Set(); // closers known to be absent from here on
+  const find = (closer, from) => {
+    if (missing.has(closer)) return -1;
+    const at = text.indexOf(closer, from);
+    if (at < 0) missing.add(closer);
+    return at;
+  };
+  const word = (c) => c !== undefined && /[\p{L}\p{N}]/u.test(c);
+  let plain = 0; // start of the text not yet appended
+  const emit = (end, node) => {
+    if (end > plain) parent.appendChild(document.createTextNode(text.slice(plain, end)));
+    parent.appendChild(node);
+  };
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === '`') {
+      let n = 1;
+      while (text[i + n] === '`') n++;
+      const fence = '`'.repeat(n);
+      let j = i + n;
+      let close = -1;
+      while ((j = find(fence, j)) >= 0) {
+        let k = j + n;
+        if (text[k] !== '`') {
+          close = j;
+          break;
+        }
+        while (text[k] === '`') k++; // a longer run: not this span's end
+        j = k;
+      }
+      if (close < 0) {
+        missing.add(fence);
+        i += n;
+        continue;
+      }
+      const code = el('code');
+      code.textContent = text.slice(i + n, close);
+      emit(i, code);
+      i = plain = close + n;
+      continue;
+    }
+    if (c === '[' || (c === '!' && text[i + 1] === '[')) {
+      const open = c === '!' ? i + 1 : i;
+      const end = find(']', open + 1);
+      if (end > open + 1 && text[end + 1] === '(') {
+        const paren = find(')', end + 2);
+        const url = paren < 0 ? '' : text.slice(end + 2, paren);
+        if (paren >= 0 && !/\s/.test(url)) {
+          const label = text.slice(open + 1, end);
+          const href = c === '!' ? null : safeURL(url);
+          let node;
+          if (href) {
+            node = el('a');
+            node.href = href;
+            node.rel = 'noopener noreferrer nofollow';
+            node.target = '_blank';
+            inline(node, label, depth + 1);
+          } else {
+            // An image, or a link whose target is not safe: its text.
+            node = document.createDocumentFragment();
+            node.appendChild(document.createTextNode(label));
+          }
+          emit(i, node);
+          i = plain = paren + 1;
+          continue;
+        }
+      }
+      i++;
+      continue;
+    }
+    if (c === '*' || c === '_') {
+      const double = text[i + 1] === c;
+      const delim = double ? c + c : c;
+      const inside = i + delim.length;
+      const close = find(delim, inside);
+      const ok = close > inside && !/\s/.test(text[inside]) &&
+        (c === '*' || (!word(text[i - 1]) && !word(text[close + delim.length])));
+      if (ok) {
+        const node = el(double ? 'strong' : 'em');
+        inline(node, text.slice(inside, close), depth + 1);
+        emit(i, node);
+        i = plain = close + delim.length;
+        continue;
+      }
+      i += delim.length;
+      continue;
+    }
+    i++;
+  }
+  if (plain < text.length) parent.appendChild(document.createTextNode(text.slice(plain)));
 }

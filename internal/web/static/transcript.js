@@ -44,12 +44,20 @@ export class Transcript {
     this.raf = 0;
     const root = document.scrollingElement;
     const atEnd = root.scrollHeight - root.scrollTop - root.clientHeight < 80;
-    for (const item of this.dirty) item.render();
-    this.dirty.clear();
-    if (this.pending.length) {
-      this.root.append(...this.pending);
-      this.pending = [];
+    const dirty = this.dirty;
+    const pending = this.pending;
+    this.dirty = new Set();
+    this.pending = [];
+    for (const item of dirty) {
+      try {
+        item.render();
+      } catch (e) {
+        // An update of a shape the page does not expect spoils its own
+        // item, never the transcript.
+        console.error('acphub: an item could not be shown', e);
+      }
     }
+    if (pending.length) this.root.append(...pending);
     if (atEnd) root.scrollTop = root.scrollHeight;
   }
 
@@ -57,6 +65,14 @@ export class Transcript {
     this.pending.push(item.node);
     this.schedule(item);
     return item;
+  }
+
+  // withdraw closes the cards of the requests the page holds: after it
+  // joined again, their ids mean nothing, and the hub sends the ones
+  // still open again.
+  withdraw() {
+    for (const card of this.requests.values()) card.resolve(null);
+    this.requests.clear();
   }
 
   note(text) {
@@ -81,8 +97,9 @@ export class Transcript {
         return;
       case '_acphub/prompt_received': {
         this.endMessage();
-        const text = (f.params.prompt || []).map((b) => (b && b.type === 'text' ? b.text : '[' + (b && b.type) + ']')).join('');
-        this.skipUser = (f.params.prompt || []).length;
+        const prompt = list(f.params.prompt);
+        const text = prompt.map(blockText).join('');
+        this.skipUser = prompt.length;
         this.add(textItem('user', f.params.peer + (f.params.queued ? ' (queued)' : ''), text));
         return;
       }
@@ -203,7 +220,7 @@ export class Transcript {
       case 'plan':
         this.endMessage();
         if (!this.plan) this.plan = this.add(planItem());
-        this.plan.entries = u.entries || [];
+        this.plan.entries = list(u.entries);
         this.schedule(this.plan);
         return;
     }
@@ -212,7 +229,7 @@ export class Transcript {
   permission(p, id, conn) {
     this.endMessage();
     const tc = (p && p.toolCall) || {};
-    const options = (p && p.options) || [];
+    const options = list(p && p.options).filter((o) => o && typeof o === 'object');
     const buttons = el('div', { class: 'options' });
     const status = el('div', { class: 'muted' });
     const node = el('div', { class: 'item perm', role: 'group', 'aria-label': 'Permission request' },
@@ -221,11 +238,16 @@ export class Transcript {
       buttons, status);
     const card = {
       node,
+      done: false,
       render() {},
+      // resolve closes the card, saying how (text), or, for null, that
+      // it was withdrawn unless it was closed already.
       resolve(text) {
+        if (text === null && this.done) return;
+        this.done = true;
         node.classList.add('resolved');
         buttons.replaceChildren();
-        status.textContent = text;
+        status.textContent = text ?? 'withdrawn: the page joined again';
       },
     };
     for (const o of options) {
@@ -233,7 +255,10 @@ export class Transcript {
         buttons.append(el('button', {
           text: o.name || o.optionId, 'data-option': o.optionId,
           onclick: () => {
-            this.opts.respond(id, { outcome: { outcome: 'selected', optionId: o.optionId } });
+            // The tool call it answers: the hub gives the answer to no
+            // other request.
+            const meta = tc.toolCallId ? { 'acphub.dev/toolCallId': tc.toolCallId } : undefined;
+            this.opts.respond(id, { outcome: { outcome: 'selected', optionId: o.optionId }, _meta: meta });
             card.resolve('you chose ' + (o.name || o.optionId));
           },
         }));
@@ -251,17 +276,18 @@ export class Transcript {
   elicitation(p, id, conn) {
     this.endMessage();
     const schema = (p && p.requestedSchema) || {};
-    const props = schema.properties || {};
+    const props = schema.properties && typeof schema.properties === 'object' ? schema.properties : {};
     const fields = [];
     const form = el('form', { class: 'new' });
     for (const [name, s] of Object.entries(props)) {
       let input;
+      if (!s || typeof s !== 'object') continue;
       if (Array.isArray(s.enum)) {
         input = el('select', { name }, ...s.enum.map((v) => el('option', { value: String(v), text: String(v) })));
       } else if (s.type === 'boolean') {
         input = el('input', { type: 'checkbox', name });
       } else {
-        input = el('input', { name, type: s.type === 'number' || s.type === 'integer' ? 'number' : 'text', required: (schema.required || []).includes(name) });
+        input = el('input', { name, type: s.type === 'number' || s.type === 'integer' ? 'number' : 'text', required: list(schema.required).includes(name) });
       }
       fields.push([name, s, input]);
       form.append(el('label', {}, s.title || name, input));
@@ -270,8 +296,14 @@ export class Transcript {
     const node = el('div', { class: 'item perm', role: 'group', 'aria-label': 'Question from the agent' },
       el('span', { class: 'who muted', text: 'the agent asks' }), el('div', { text: (p && p.message) || '' }), form, status);
     const card = {
-      node, render() {},
-      resolve(text) { node.classList.add('resolved'); form.remove(); status.textContent = text; },
+      node, done: false, render() {},
+      resolve(text) {
+        if (text === null && this.done) return;
+        this.done = true;
+        node.classList.add('resolved');
+        form.remove();
+        status.textContent = text ?? 'withdrawn: the page joined again';
+      },
     };
     if (id !== null && this.opts.answer) {
       const answer = (action, content) => {
@@ -301,9 +333,23 @@ export class Transcript {
 }
 
 function blockText(c) {
-  if (!c) return '';
+  if (!c || typeof c !== 'object') return '';
   if (c.type === 'text') return typeof c.text === 'string' ? c.text : '';
-  return '[' + c.type + ']';
+  return '[' + String(c.type) + ']';
+}
+
+// list is v when it is an array, else empty: agents' updates are read as
+// they come, whatever their shape.
+function list(v) {
+  return Array.isArray(v) ? v : [];
+}
+
+// The statuses ACP gives tool calls and plan entries: only these become
+// class names, so an agent cannot dress an item up as something else.
+const STATUSES = new Set(['pending', 'in_progress', 'completed', 'failed']);
+
+function statusClass(s) {
+  return STATUSES.has(s) ? s : '';
 }
 
 function textItem(kind, who, text, pre) {
@@ -359,15 +405,16 @@ function toolItem(id) {
     node, call: { toolCallId: id },
     render() {
       const c = this.call;
-      title.textContent = c.title || c.toolCallId;
-      kind.textContent = c.kind || '';
-      status.textContent = c.status || '';
-      status.className = 'status ' + (c.status || '');
+      title.textContent = String(c.title || c.toolCallId);
+      kind.textContent = typeof c.kind === 'string' ? c.kind : '';
+      status.textContent = typeof c.status === 'string' ? c.status : '';
+      status.className = 'status ' + statusClass(c.status);
       const parts = [];
-      for (const loc of c.locations || []) {
-        parts.push(el('div', { class: 'muted', text: (loc.path || '') + (loc.line ? ':' + loc.line : '') }));
+      for (const loc of list(c.locations)) {
+        if (loc && typeof loc === 'object') parts.push(el('div', { class: 'muted', text: String(loc.path || '') + (loc.line ? ':' + loc.line : '') }));
       }
-      for (const item of c.content || []) {
+      for (const item of list(c.content)) {
+        if (!item || typeof item !== 'object') continue;
         if (item.type === 'content') {
           const t = blockText(item.content);
           parts.push(el('pre', { text: t.length > TOOL_TEXT_LIMIT ? t.slice(0, TOOL_TEXT_LIMIT) + '\n…' : t }));
@@ -396,12 +443,12 @@ function diffView(d) {
 }
 
 function planItem() {
-  const list = el('ol', { class: 'plan' });
-  const node = el('div', { class: 'item' }, el('span', { class: 'who muted', text: 'plan' }), list);
+  const ol = el('ol', { class: 'plan' });
+  const node = el('div', { class: 'item' }, el('span', { class: 'who muted', text: 'plan' }), ol);
   return {
     node, entries: [],
     render() {
-      list.replaceChildren(...this.entries.map((e) => el('li', { class: e.status || '', text: e.content || '' })));
+      ol.replaceChildren(...this.entries.map((e) => el('li', { class: statusClass(e && e.status), text: String((e && e.content) || '') })));
     },
   };
 }
