@@ -164,6 +164,13 @@ func TestDashboard_HostileOutputStaysText(t *testing.T) {
 		t.Errorf("hostile output: %+v", page)
 	}
 
+	// Markdown that makes a backtracking parser take seconds per render:
+	// thousands of backticks and brackets.
+	for _, bomb := range []string{"x" + strings.Repeat("`", 8000), strings.Repeat("[", 50000), strings.Repeat("`a``b```c", 3000)} {
+		mustStop(t, "bomb", lastOf(a.untilResponse(a.prompt(sid, "/echo "+bomb))), "end_turn")
+		waitJS(t, ctx, "the bomb", fmt.Sprintf(`[...document.querySelectorAll('.item.agent')].at(-1).textContent.length >= %d`, len(bomb)-2000))
+	}
+
 	// A 5 MB line and 10,000 tool calls: the page shows them and still
 	// answers.
 	mustStop(t, "flood", lastOf(a.untilResponse(a.prompt(sid, "/flood 1 5000000"))), "end_turn")
