@@ -215,7 +215,7 @@ func TestSessionStream_FollowsEverySession(t *testing.T) {
 	c2 := h.dial("s", "peer=c")
 	c2.handshake()
 	list := c2.mustCall("session/list", map[string]any{})
-	if !strings.Contains(string(list.Result), `"title":"Fix the login bug"`) {
+	if !strings.Contains(string(list.Result), `"title":"Fix the login bug"`) || !strings.Contains(string(list.Result), `"acphub.dev/usage":{"sessionUpdate":"usage_update","used":`) {
 		t.Errorf("session/list: %s", list.Result)
 	}
 	// Joining does not start the agent; the next prompt does.

@@ -27,7 +27,8 @@ func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 // ("" means the default agent), from the log: the hub sessions that run that agent and have an ACP
 // session, with the title their agent last gave them, most recently updated first, filtered by cwd when params give
 // one, and to those who reaches; each names its hub session in
-// _meta["acphub.dev/key"]. The error is the one to answer the client with.
+// _meta["acphub.dev/key"] and carries the agent's last usage_update in
+// _meta["acphub.dev/usage"]. The error is the one to answer the client with.
 func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte, who *auth.Principal) ([]byte, *jsonrpc.Error) {
 	var req struct {
 		Cwd string `json:"cwd"`
@@ -57,9 +58,11 @@ func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte,
 		if sum.SessionID == "" || sum.Agent != agentName || (req.Cwd != "" && sum.Cwd != req.Cwd) {
 			continue
 		}
-		key, _ := json.Marshal(sum.Key)
-		out = append(out, info{SessionID: sum.SessionID, Cwd: sum.Cwd, Title: sum.Title, UpdatedAt: sum.UpdatedAt,
-			Meta: append(append([]byte(`{"acphub.dev/key":`), key...), '}')})
+		meta, _ := json.Marshal(struct {
+			Key   string          `json:"acphub.dev/key"`
+			Usage json.RawMessage `json:"acphub.dev/usage,omitempty"`
+		}{sum.Key, sum.Usage})
+		out = append(out, info{SessionID: sum.SessionID, Cwd: sum.Cwd, Title: sum.Title, UpdatedAt: sum.UpdatedAt, Meta: meta})
 	}
 	result, err := json.Marshal(map[string]any{"sessions": out})
 	if err != nil {
