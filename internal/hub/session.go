@@ -139,6 +139,7 @@ type Session struct {
 	title                string
 	usage                json.RawMessage
 	agentEnd             string
+	cwdOf                paramsCwd
 	reported             reported
 	status               atomic.Pointer[api.SessionSummary] // the last summary, for List
 }

@@ -68,19 +68,16 @@ func (s *Session) waiting() int {
 	return n
 }
 
-// summary describes the session as it is.
+// summary describes the session as it is. It runs after every batch
+// that moved the log: what has not changed since the last summary (the
+// peers, the cwd) is taken from it rather than built again.
 func (s *Session) summary(state string) *api.SessionSummary {
 	sum := &api.SessionSummary{
 		Key: s.key, SessionID: s.sessionIDString(), Agent: s.agentName, Cwd: s.cwd(),
 		CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, LastSeq: s.seq,
 		Clients: int64(len(s.peers)), AgentRunning: s.agent != nil,
 		State: state, Title: s.title, Usage: s.usage, Waiting: int64(s.waiting()),
-	}
-	for _, p := range s.peers {
-		if p.attached {
-			token, role := p.who.Describe()
-			sum.Peers = append(sum.Peers, api.ConnectedClient{ClientID: p.id, ClientInfo: p.info, Role: role, Token: token})
-		}
+		Peers: s.attachedPeers(),
 	}
 	if s.remote != nil {
 		w := s.remote.ws
@@ -89,13 +86,57 @@ func (s *Session) summary(state string) *api.SessionSummary {
 	return sum
 }
 
-// cwd is the working directory the session was created with.
-func (s *Session) cwd() string {
-	var p struct {
-		Cwd string `json:"cwd"`
+// attachedPeers lists the attached peers, in join order: the last
+// summary's list when they are the same.
+func (s *Session) attachedPeers() []api.ConnectedClient {
+	var last []api.ConnectedClient
+	if prev := s.status.Load(); prev != nil {
+		last = prev.Peers
 	}
-	_ = json.Unmarshal(s.newParams, &p)
-	return p.Cwd
+	n := 0
+	same := true
+	for _, p := range s.peers {
+		if p.attached {
+			same = same && n < len(last) && last[n].ClientID == p.id
+			n++
+		}
+	}
+	if same && n == len(last) {
+		return last
+	}
+	out := make([]api.ConnectedClient, 0, n)
+	for _, p := range s.peers {
+		if p.attached {
+			token, role := p.who.Describe()
+			out = append(out, api.ConnectedClient{ClientID: p.id, ClientInfo: p.info, Role: role, Token: token})
+		}
+	}
+	return out
+}
+
+// cwd is the working directory the session was created with, read from
+// its session/new params once.
+func (s *Session) cwd() string {
+	if len(s.newParams) > 0 && !s.cwdOf.same(s.newParams) {
+		var p struct {
+			Cwd string `json:"cwd"`
+		}
+		_ = json.Unmarshal(s.newParams, &p)
+		s.cwdOf = paramsCwd{params: s.newParams, cwd: p.Cwd}
+	}
+	return s.cwdOf.cwd
+}
+
+// paramsCwd is the cwd of the session/new params it was read from.
+type paramsCwd struct {
+	params []byte
+	cwd    string
+}
+
+// same reports whether params are the ones the cwd was read from: the
+// same bytes, not only equal ones.
+func (c paramsCwd) same(params []byte) bool {
+	return len(c.params) == len(params) && len(params) > 0 && &c.params[0] == &params[0]
 }
 
 // withoutUser is a repository URL without the user name it may carry.
