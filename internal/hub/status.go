@@ -87,7 +87,7 @@ func (s *Session) summary(state string) *api.SessionSummary {
 }
 
 // attachedPeers lists the attached peers, in join order: the last
-// summary's list when they are the same.
+// summary's list when they are the same peers with the same tokens.
 func (s *Session) attachedPeers() []api.ConnectedClient {
 	var last []api.ConnectedClient
 	if prev := s.status.Load(); prev != nil {
@@ -97,7 +97,10 @@ func (s *Session) attachedPeers() []api.ConnectedClient {
 	same := true
 	for _, p := range s.peers {
 		if p.attached {
-			same = same && n < len(last) && last[n].ClientID == p.id
+			// The same id may come back with another token (a join that
+			// takes a disconnected client's place).
+			token, role := p.who.Describe()
+			same = same && n < len(last) && last[n].ClientID == p.id && last[n].Token == token && last[n].Role == role
 			n++
 		}
 	}
