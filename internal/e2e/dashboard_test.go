@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -126,6 +127,25 @@ func TestDashboard_ObserverSeesNoControlsAndIsRefused(t *testing.T) {
 	for _, e := range h.readLog("s") {
 		if strings.Contains(string(e.Data), "forged") {
 			t.Errorf("the forged prompt reached the log: %s %s", e.Type, e.Data)
+		}
+	}
+
+	// Revoking the token signs the page out.
+	if status, body := h.apiDo(http.MethodDelete, "/api/tokens/watcher", h.token, nil); status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", status, body)
+	}
+	// The page reloads itself: a wait that the reload cuts short (the
+	// page it ran in is gone, -32000) waits again.
+	deadline := time.Now().Add(testTimeout)
+	for {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		err := chromedp.Do(wctx, chromedp.Poll[chromedp.Void](`document.querySelector('h1') !== null && document.querySelector('h1').textContent === 'Sign in'`))
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(err.Error(), "(-32000)") {
+			t.Fatalf("wait for the sign-in page: %v", err)
 		}
 	}
 }

@@ -85,6 +85,15 @@ function follow() {
     synced = true;
     for (const f of listeners) f(null);
   });
+  // The browser comes back by itself after a drop; a stream the hub
+  // refused (the token was revoked or expired, or the cookie signed out)
+  // is closed for good: the page shows the sign-in page again.
+  es.onerror = () => {
+    if (es.readyState !== EventSource.CLOSED) return;
+    fetch('/api/me', { credentials: 'same-origin' }).then((r) => {
+      if (r.status === 401) location.reload();
+    }, () => {});
+  };
 }
 
 // waiting tells the user, when the tab is hidden, that a session waits.
