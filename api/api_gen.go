@@ -1603,6 +1603,7 @@ const (
 	MethodInitialize               = "initialize"
 	MethodSessionNew               = "session/new"
 	MethodSessionLoad              = "session/load"
+	MethodSessionResume            = "session/resume"
 	MethodSessionList              = "session/list"
 	MethodSessionPrompt            = "session/prompt"
 	MethodSessionCancel            = "session/cancel"
@@ -1617,6 +1618,7 @@ var ACPMethods = map[string]MethodInfo{
 	MethodInitialize:               {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
 	MethodSessionNew:               {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
 	MethodSessionLoad:              {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
+	MethodSessionResume:            {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
 	MethodSessionList:              {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodSessionPrompt:            {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},
 	MethodSessionCancel:            {Kind: "notification", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},

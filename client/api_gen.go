@@ -70,6 +70,28 @@ func (c *Client) GoLoadSession(ctx context.Context, params *api.LoadSessionParam
 	return goCall(ctx, c, api.MethodSessionLoad, p.AppendJSON(nil), done)
 }
 
+// ResumeSession sends session/resume and waits for the answer: join a hub
+// session by its ACP session id without its history: the response, then the
+// agent's requests still open, then the live stream. An id of another hub
+// session moves the connection there; an id no hub session holds is -32002
+// unknown_session (the hub never has the agent load a session for a resume).
+//
+// Stability: stable.
+func (c *Client) ResumeSession(ctx context.Context, params *api.LoadSessionParams) (*api.LoadSessionResult, error) {
+	return wait(ctx, params, c.GoResumeSession)
+}
+
+// GoResumeSession sends session/resume and returns; done is called with the
+// answer, on the client's reading goroutine in order with the handlers, or
+// with the error that ended the connection. It must not block.
+func (c *Client) GoResumeSession(ctx context.Context, params *api.LoadSessionParams, done func(*api.LoadSessionResult, error)) error {
+	var p api.LoadSessionParams
+	if params != nil {
+		p = *params
+	}
+	return goCall(ctx, c, api.MethodSessionResume, p.AppendJSON(nil), done)
+}
+
 // ListSessions sends session/list and waits for the answer: the hub's
 // sessions of the same agent, most recently updated first, from the log.
 //

@@ -226,7 +226,7 @@ func (c *Conn) request(ctx context.Context, m *jsonrpc.Message) {
 		c.replyError(m.ID, jsonrpc.NewError(api.CodeNotInitialized, api.ReasonNotInitialized, "Send initialize first", nil))
 	case m.Method == jsonrpc.MethodSessionNew:
 		c.newSession(ctx, m)
-	case m.Method == jsonrpc.MethodSessionLoad || m.Method == api.MethodSessionAttach:
+	case m.Method == jsonrpc.MethodSessionLoad || m.Method == api.MethodSessionAttach || m.Method == jsonrpc.MethodSessionResume:
 		c.loadSession(ctx, m)
 	case m.Method == api.MethodWatchSessions && c.opts.Sessions != nil:
 		c.watchSessions(m)
@@ -374,6 +374,11 @@ func (c *Conn) loadSession(ctx context.Context, m *jsonrpc.Message) {
 	key, err := c.hub.FindSession(ctx, id, c.opts.Principal)
 	if err != nil {
 		c.replyError(m.ID, hubError(err))
+		return
+	}
+	if key == "" && m.Method == jsonrpc.MethodSessionResume {
+		// Resume joins a hub session; it never has the agent load one.
+		c.replyError(m.ID, hub.ErrNotFound(id))
 		return
 	}
 	s := &session{key: key, id: id, ready: make(chan struct{}), watch: m.ID}

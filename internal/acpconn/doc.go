@@ -13,8 +13,9 @@
 //     _meta["acphub.dev/key"]) and joins it; session/load and
 //     session/attach join the hub session that holds the sessionId
 //     (Hub.FindSession), or a new one when no hub session does, for the
-//     agent to load; session/list is answered from the log
-//     (Hub.ListSessions);
+//     agent to load; session/resume joins the hub session that holds the
+//     sessionId, and is not found when none does; session/list is
+//     answered from the log (Hub.ListSessions);
 //   - each hub session the connection joined is initialized with the
 //     connection's own initialize params before the request that opened it
 //     goes on, and that answer is the Conn's alone;

@@ -30,7 +30,9 @@ func errBadParams(msg string) *jsonrpc.Error { return jsonrpc.InvalidParams(msg)
 
 // errNotFound answers a session id that neither this hub session nor the
 // agent knows, with ACP's resource-not-found code.
-func errNotFound(id string) *jsonrpc.Error {
+// ErrNotFound is the answer to a session/load or session/resume of an id
+// no hub session holds (ACP's resource-not-found).
+func ErrNotFound(id string) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeNotFound, api.ReasonUnknownSession, "Session not found", map[string]any{"sessionId": id})
 }
 
@@ -65,8 +67,40 @@ func (s *Session) load(p *peer, m *jsonrpc.Message) {
 	case s.sessionID == nil && canLoad(s.agentInit):
 		s.loadFromAgent(p, m, params.SessionID)
 	default:
-		s.replyError(p, m.ID, errNotFound(params.SessionID))
+		s.replyError(p, m.ID, ErrNotFound(params.SessionID))
 	}
+}
+
+// resume handles session/resume: the client joins the hub session without
+// its history — the response, then the agent's requests still open, then
+// the live stream — as ACP's resume asks. It is the hub's, for every agent:
+// an id the hub does not hold is not found (session/load asks the agent to
+// load a session of its own).
+func (s *Session) resume(p *peer, m *jsonrpc.Message) {
+	var params struct {
+		SessionID string `json:"sessionId"`
+	}
+	if e := jsonrpc.UnmarshalParams(m.Params, &params); e != nil {
+		s.replyError(p, m.ID, e)
+		return
+	}
+	if params.SessionID == "" {
+		s.replyError(p, m.ID, errBadParams("sessionId is required"))
+		return
+	}
+	if e := checkCwd(m.Params); e != nil {
+		s.replyError(p, m.ID, e)
+		return
+	}
+	if s.sessionID == nil || params.SessionID != s.sessionIDString() {
+		s.replyError(p, m.ID, ErrNotFound(params.SessionID))
+		return
+	}
+	if p.attached {
+		s.detachPeer(p, "resuming", "")
+		s.adopt(p)
+	}
+	s.attachWith(p, 0, false, func() { s.reply(p, m.ID, loadResult(s.newResult)) })
 }
 
 // loadResult is the session/load response: the session/new result without
@@ -147,7 +181,7 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	if s.sessionID == nil || req.SessionID != s.sessionIDString() {
-		s.replyError(p, m.ID, errNotFound(req.SessionID))
+		s.replyError(p, m.ID, ErrNotFound(req.SessionID))
 		return
 	}
 	if req.ClientInfo != nil {
@@ -281,7 +315,7 @@ func (s *Session) detachSession(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	if s.sessionID == nil || req.SessionID != s.sessionIDString() {
-		s.replyError(p, m.ID, errNotFound(req.SessionID))
+		s.replyError(p, m.ID, ErrNotFound(req.SessionID))
 		return
 	}
 	// The seq the client has been given up to, for a later session/attach

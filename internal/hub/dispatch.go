@@ -79,6 +79,8 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.newSession(p, m)
 	case m.Method == jsonrpc.MethodSessionLoad:
 		s.load(p, m)
+	case m.Method == jsonrpc.MethodSessionResume:
+		s.resume(p, m)
 	case m.Method == jsonrpc.MethodSessionList:
 		s.listSessions(p, m)
 	case m.Method == api.MethodSessionAttach:
@@ -175,8 +177,9 @@ func (s *Session) setInitResult(result []byte) {
 }
 
 // clientInitResult is the initialize result clients get from the agent's:
-// the same, advertising what acphub answers itself — session/load and
-// session/list, served from the log for every hub session.
+// the same, advertising what acphub answers itself — session/load,
+// session/resume and session/list, served by the hub for every hub
+// session.
 func clientInitResult(result []byte) []byte {
 	caps, ok := jsonrpc.Field(result, "agentCapabilities")
 	if !ok || caps[0] != '{' {
@@ -188,6 +191,7 @@ func clientInitResult(result []byte) []byte {
 		sc = []byte("{}")
 	}
 	sc, _ = jsonrpc.SetField(sc, "list", []byte("{}"))
+	sc, _ = jsonrpc.SetField(sc, "resume", []byte("{}"))
 	caps, _ = jsonrpc.SetField(caps, "sessionCapabilities", sc)
 	if out, ok := jsonrpc.SetField(result, "agentCapabilities", caps); ok {
 		return out

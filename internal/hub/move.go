@@ -31,16 +31,19 @@ type adoptMsg struct {
 var (
 	methodLoadBytes   = []byte(`"session/load"`)
 	methodAttachBytes = []byte(`"session/attach"`)
+	methodResumeBytes = []byte(`"session/resume"`)
 )
 
-// moveTarget reports the session a frame asks to move to: a session/load or
-// session/attach of a sessionId another hub session holds.
+// moveTarget reports the session a frame asks to move to: a session/load,
+// session/attach or session/resume of a sessionId another hub session
+// holds.
 func (c *Client) moveTarget(ctx context.Context, frame []byte) (*Session, bool) {
-	if !bytes.Contains(frame, methodLoadBytes) && !bytes.Contains(frame, methodAttachBytes) {
+	if !bytes.Contains(frame, methodLoadBytes) && !bytes.Contains(frame, methodAttachBytes) && !bytes.Contains(frame, methodResumeBytes) {
 		return nil, false
 	}
 	m, err := jsonrpc.Parse(frame)
-	if err != nil || m.Kind != jsonrpc.KindRequest || (m.Method != jsonrpc.MethodSessionLoad && m.Method != api.MethodSessionAttach) {
+	if err != nil || m.Kind != jsonrpc.KindRequest ||
+		(m.Method != jsonrpc.MethodSessionLoad && m.Method != api.MethodSessionAttach && m.Method != jsonrpc.MethodSessionResume) {
 		return nil, false
 	}
 	var p struct {

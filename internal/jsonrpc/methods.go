@@ -5,6 +5,7 @@ const (
 	MethodInitialize        = "initialize"
 	MethodSessionNew        = "session/new"
 	MethodSessionLoad       = "session/load"
+	MethodSessionResume     = "session/resume"
 	MethodSessionList       = "session/list"
 	MethodSessionPrompt     = "session/prompt"
 	MethodSessionClose      = "session/close"
