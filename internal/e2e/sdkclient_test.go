@@ -71,6 +71,12 @@ func TestSDKClient_StandardEndpoint(t *testing.T) {
 				PermissionOptions []string `json:"permissionOptions"`
 				Replayed          []string `json:"replayed"`
 				LoadedStopReason  string   `json:"loadedStopReason"`
+				ResumeAdvertised  bool     `json:"resumeAdvertised"`
+				Resumed           *struct {
+					Modes json.RawMessage `json:"modes"`
+				} `json:"resumed"`
+				ResumedUpdates []string `json:"resumedUpdates"`
+				Title          string   `json:"title"`
 			}
 			if err := json.Unmarshal(out, &seen); err != nil {
 				t.Fatalf("sdk client printed %q: %v\n%s", out, err, stderr.String())
@@ -89,6 +95,14 @@ func TestSDKClient_StandardEndpoint(t *testing.T) {
 			}
 			if want := []string{"user_message_chunk:/echo earlier", "agent_message_chunk:earlier"}; !slices.Equal(seen.Replayed, want) || seen.LoadedStopReason != "end_turn" {
 				t.Errorf("session/load replayed %q then %s, want %q then end_turn", seen.Replayed, seen.LoadedStopReason, want)
+			}
+			// session/resume: spec-shaped (the SDK validates the answer),
+			// with no history; session/list: the title the agent gave.
+			if !seen.ResumeAdvertised || seen.Resumed == nil || len(seen.Resumed.Modes) == 0 || len(seen.ResumedUpdates) != 0 {
+				t.Errorf("session/resume: advertised %v, answered %+v, updates during it %q", seen.ResumeAdvertised, seen.Resumed, seen.ResumedUpdates)
+			}
+			if seen.Title != "hello" {
+				t.Errorf("session/list gave the new session the title %q, want hello", seen.Title)
 			}
 			if got := old.until(isMethod("_acphub/turn_complete")); texts(got) != "from the sdk" {
 				t.Errorf("the other client saw %q of the SDK's turn", texts(got))

@@ -2,7 +2,9 @@
 // SDK's own remote transports (experimental/http-client, experimental/
 // ws-client), for TestSDKClient_*. It lists the sessions, creates one, runs
 // a demo turn whose permission request it allows, loads the session named
-// by its last argument, and prints what it saw as one JSON line.
+// by its last argument, resumes it, lists the sessions again (for the
+// title the demo agent gave the new one), and prints what it saw as one
+// JSON line.
 //
 // Usage: node sdkclient.mjs http|ws URL TOKEN SESSION_TO_LOAD
 // Exit status 3: package ws, the WebSocket the SDK's ws-client is given, is
@@ -30,8 +32,9 @@ async function openStream() {
   return createWebSocketStream(url, { headers, WebSocket });
 }
 
-const seen = { updates: [], text: "", replayed: [] };
+const seen = { updates: [], text: "", replayed: [], resumedUpdates: [] };
 let loading = false;
+let resuming = false;
 const stream = await openStream();
 try {
   await acp
@@ -45,6 +48,10 @@ try {
       const u = ctx.params.update;
       if (loading) {
         seen.replayed.push(`${u.sessionUpdate}:${u.content?.text ?? ""}`);
+        return;
+      }
+      if (resuming) {
+        seen.resumedUpdates.push(u.sessionUpdate);
         return;
       }
       seen.updates.push(u.sessionUpdate);
@@ -75,6 +82,12 @@ try {
         prompt: [{ type: "text", text: "/echo from the sdk" }],
       });
       seen.loadedStopReason = again.stopReason;
+      seen.resumeAdvertised = init.agentCapabilities?.sessionCapabilities?.resume !== undefined;
+      resuming = true;
+      seen.resumed = await ctx.request(acp.methods.agent.session.resume, { sessionId: toLoad, cwd: "/tmp", mcpServers: [] });
+      resuming = false;
+      const listed = await ctx.request(acp.methods.agent.session.list, {});
+      seen.title = listed.sessions.find((s) => s.sessionId === created.sessionId)?.title ?? null;
     });
 } finally {
   await stream.writable.close().catch(() => {});
