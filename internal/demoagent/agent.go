@@ -111,6 +111,7 @@ type session struct {
 	cancel context.CancelFunc // ends the running turn; nil when idle
 	titled bool               // it was given a title
 	tokens int                // the context it reports using
+	memory []string           // what /remember kept, oldest first
 }
 
 // agent is one connection: the read loop runs in Run's goroutine, each prompt

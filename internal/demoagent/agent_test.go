@@ -570,6 +570,8 @@ func TestRun_Commands(t *testing.T) {
 		{"/chunks 0", "", 0, ""},
 		{"/chunks x", "usage: /chunks N", 1, ""},
 		{"/tools x", "usage: /tools N", 1, ""},
+		{"/recall", "nothing remembered", 1, ""},
+		{"/remember", "usage: /remember TEXT", 1, ""},
 		{"/slow 2", "chunk 1 chunk 2 ", 2, ""},
 		{"/stderr to the log", "ok", 1, "to the log\n"},
 		{"/nope", "unknown command", 1, ""},
@@ -824,5 +826,29 @@ func TestRun_SayStreamsOneMessage(t *testing.T) {
 	}
 	if got := strings.Join(words, ""); got != "three little words" || len(words) != 3 {
 		t.Errorf("chunks %q", words)
+	}
+}
+
+func TestRun_RemembersPerSession(t *testing.T) {
+	t.Parallel()
+	c := start(t, demoagent.Options{Delay: -1})
+	sid := c.handshake(`{}`)
+	for _, prompt := range []string{"/remember the door code is 4711", "/remember the cat is called Ada"} {
+		if frames, stop := c.turn(sid, prompt); stop != "end_turn" || !strings.HasPrefix(chunkText(t, frames), "remembered: ") {
+			t.Fatalf("%s: %q, %s", prompt, chunkText(t, frames), stop)
+		}
+	}
+	if frames, _ := c.turn(sid, "/recall"); chunkText(t, frames) != "the door code is 4711; the cat is called Ada" {
+		t.Errorf("recall: %q", chunkText(t, frames))
+	}
+	_, resp := c.call("session/new", map[string]any{"cwd": "/work", "mcpServers": []any{}})
+	var other struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(resp.Result, &other); err != nil {
+		t.Fatal(err)
+	}
+	if frames, _ := c.turn(other.SessionID, "/recall"); chunkText(t, frames) != "nothing remembered" {
+		t.Errorf("another session recalls %q", chunkText(t, frames))
 	}
 }

@@ -32,6 +32,8 @@ func init() {
 		{"/chunks", "N", `N chunks "chunk 1 ", "chunk 2 ", ... without pauses`, (*turn).chunks},
 		{"/slow", "N", "the same chunks with --delay between them", (*turn).slow},
 		{"/tools", "N", `N completed tool calls "tool-1", "tool-2", ... without pauses`, (*turn).tools},
+		{"/remember", "TEXT", `keeps TEXT in the session's memory; a chunk "remembered: TEXT"`, (*turn).remember},
+		{"/recall", "", `a chunk with what the session remembers, oldest first, joined by "; ", or "nothing remembered"`, (*turn).recall},
 		{"/permission", "", "only the permission request of the demo script", func(t *turn, _ string) error { return t.askPermission() }},
 		{"/crash", "", `a chunk "partial", a line on stderr, then exit status 3`, (*turn).crash},
 		{"/stderr", "TEXT", `TEXT on stderr, then a chunk "ok"`, (*turn).stderr},
@@ -98,6 +100,27 @@ func parseInts(fields []string) ([]int, bool) {
 
 func (t *turn) echo(text string) error {
 	t.chunk(text)
+	return nil
+}
+
+// remember keeps TEXT in the session's memory, which /recall tells: what a
+// session was told is the agent's, not the client's, so a test can ask it.
+func (t *turn) remember(text string) error {
+	if text == "" {
+		t.chunk(usage("/remember"))
+		return nil
+	}
+	t.s.memory = append(t.s.memory, text)
+	t.chunk("remembered: " + text)
+	return nil
+}
+
+func (t *turn) recall(string) error {
+	if len(t.s.memory) == 0 {
+		t.chunk("nothing remembered")
+		return nil
+	}
+	t.chunk(strings.Join(t.s.memory, "; "))
 	return nil
 }
 

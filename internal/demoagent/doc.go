@@ -59,6 +59,8 @@
 // capability, so that tests see a hub block them, and say in a chunk whether it
 // was advertised.
 //
+// /remember keeps its text in the session's memory, which /recall tells.
+//
 // The last three commands serve load tests. /flood numbers its chunks from 1 in
 // params._meta["acphub.dev/seq"] and puts each one's send time, in Unix
 // nanoseconds, in params._meta["acphub.dev/sent"]; the text is SIZE bytes of
