@@ -301,7 +301,7 @@ func (v *PeerJoined) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), n
 // PeerLeft: A client left, or was removed.
 type PeerLeft struct {
 	Peer string `json:"peer"`
-	// Why, in a few words for people: left, detached, re-attaching, reloading, moved to session KEY, or why the hub ended the connection.
+	// Why, in a few words for people: left, detached, re-attaching, reloading, resuming, moved to session KEY, or why the hub ended the connection.
 	Reason string `json:"reason"`
 	// When the hub ended the connection: the error condition, for programs (backpressure, temporarily_unavailable, connection_fenced when a new join took a disconnected client's peer id).
 	Condition string `json:"condition,omitempty"`

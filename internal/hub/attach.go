@@ -40,34 +40,16 @@ func ErrNotFound(id string) *jsonrpc.Error {
 // log; an id the hub does not know goes to the agent, if the agent can load
 // sessions and this hub session has none yet.
 func (s *Session) load(p *peer, m *jsonrpc.Message) {
-	var params struct {
-		SessionID string `json:"sessionId"`
-	}
-	if e := jsonrpc.UnmarshalParams(m.Params, &params); e != nil {
-		s.replyError(p, m.ID, e)
-		return
-	}
-	if params.SessionID == "" {
-		s.replyError(p, m.ID, errBadParams("sessionId is required"))
-		return
-	}
-	if e := checkCwd(m.Params); e != nil {
-		s.replyError(p, m.ID, e)
-		return
-	}
+	id, e := loadParams(m.Params)
 	switch {
-	case s.sessionID != nil && params.SessionID == s.sessionIDString():
-		// History first, then the response, as ACP orders a load.
-		if p.attached {
-			s.detachPeer(p, "reloading", "")
-			s.adopt(p)
-		}
-		s.attachWith(p, 0, true, nil)
-		s.reply(p, m.ID, loadResult(s.newResult))
+	case e != nil:
+		s.replyError(p, m.ID, e)
+	case s.holds(id):
+		s.rejoin(p, m, true)
 	case s.sessionID == nil && canLoad(s.agentInit):
-		s.loadFromAgent(p, m, params.SessionID)
+		s.loadFromAgent(p, m, id)
 	default:
-		s.replyError(p, m.ID, ErrNotFound(params.SessionID))
+		s.replyError(p, m.ID, ErrNotFound(id))
 	}
 }
 
@@ -77,30 +59,56 @@ func (s *Session) load(p *peer, m *jsonrpc.Message) {
 // an id the hub does not hold is not found (session/load asks the agent to
 // load a session of its own).
 func (s *Session) resume(p *peer, m *jsonrpc.Message) {
-	var params struct {
+	id, e := loadParams(m.Params)
+	switch {
+	case e != nil:
+		s.replyError(p, m.ID, e)
+	case s.holds(id):
+		s.rejoin(p, m, false)
+	default:
+		s.replyError(p, m.ID, ErrNotFound(id))
+	}
+}
+
+// loadParams reads the sessionId of session/load or session/resume
+// params, which must name an absolute cwd too.
+func loadParams(params []byte) (string, *jsonrpc.Error) {
+	var req struct {
 		SessionID string `json:"sessionId"`
 	}
-	if e := jsonrpc.UnmarshalParams(m.Params, &params); e != nil {
-		s.replyError(p, m.ID, e)
-		return
+	if e := jsonrpc.UnmarshalParams(params, &req); e != nil {
+		return "", e
 	}
-	if params.SessionID == "" {
-		s.replyError(p, m.ID, errBadParams("sessionId is required"))
-		return
+	if req.SessionID == "" {
+		return "", errBadParams("sessionId is required")
 	}
-	if e := checkCwd(m.Params); e != nil {
-		s.replyError(p, m.ID, e)
-		return
-	}
-	if s.sessionID == nil || params.SessionID != s.sessionIDString() {
-		s.replyError(p, m.ID, ErrNotFound(params.SessionID))
-		return
-	}
+	return req.SessionID, checkCwd(params)
+}
+
+// holds reports whether id is this hub session's ACP session.
+func (s *Session) holds(id string) bool {
+	return s.sessionID != nil && id == s.sessionIDString()
+}
+
+// rejoin attaches p to the session again for the load or resume m: with
+// the history before the answer, as ACP orders a load, or without it, the
+// answer first.
+func (s *Session) rejoin(p *peer, m *jsonrpc.Message, history bool) {
 	if p.attached {
-		s.detachPeer(p, "resuming", "")
+		reason := "resuming"
+		if history {
+			reason = "reloading"
+		}
+		s.detachPeer(p, reason, "")
 		s.adopt(p)
 	}
-	s.attachWith(p, 0, false, func() { s.reply(p, m.ID, loadResult(s.newResult)) })
+	answer := func() { s.reply(p, m.ID, loadResult(s.newResult)) }
+	if history {
+		s.attachWith(p, 0, true, nil)
+		answer()
+		return
+	}
+	s.attachWith(p, 0, false, answer)
 }
 
 // loadResult is the session/load response: the session/new result without
