@@ -34,15 +34,26 @@ func openSession(t *testing.T, h *hubProc, p *proxy, token, key string) context.
 	return ctx
 }
 
+// editorAndPage starts what most dashboard tests start from: a proxy to
+// h, an editor on session "s" with its ACP session, and a browser signed
+// in with token (the owner's when "") on that session's page.
+func editorAndPage(t *testing.T, h *hubProc, token string) (p *proxy, a *client, sid string, ctx context.Context) {
+	t.Helper()
+	if token == "" {
+		token = h.token
+	}
+	p = newProxy(t, h.addr)
+	a = h.dial("s", "peer=editor")
+	sid = a.handshake()
+	return p, a, sid, openSession(t, h, p, token, "s")
+}
+
 // pageAgentText is the text of the page's agent messages, in order.
 const pageAgentText = `[...document.querySelectorAll('.item.agent')].map(e => e.textContent).join('|')`
 
 func TestDashboard_ControllerPromptsAndApproves(t *testing.T) {
 	h := startHub(t)
-	p := newProxy(t, h.addr)
-	a := h.dial("s", "peer=editor")
-	sid := a.handshake()
-	ctx := openSession(t, h, p, h.token, "s")
+	_, a, sid, ctx := editorAndPage(t, h, "")
 	screenshot(t, ctx, "session-empty")
 
 	// A prompt typed in the page runs; the agent's permission request is
@@ -90,11 +101,7 @@ func TestDashboard_ControllerPromptsAndApproves(t *testing.T) {
 
 func TestDashboard_ObserverSeesNoControlsAndIsRefused(t *testing.T) {
 	h := startHub(t)
-	p := newProxy(t, h.addr)
-	a := h.dial("s", "peer=editor")
-	sid := a.handshake()
-	observer := h.newToken("watcher", "observer")
-	ctx := openSession(t, h, p, observer, "s")
+	_, a, sid, ctx := editorAndPage(t, h, h.newToken("watcher", "observer"))
 
 	id := a.prompt(sid, "hello")
 	waitJS(t, ctx, "the permission card", `document.querySelector('.item.perm') !== null`)
@@ -152,10 +159,7 @@ func TestDashboard_ObserverSeesNoControlsAndIsRefused(t *testing.T) {
 
 func TestDashboard_HostileOutputStaysText(t *testing.T) {
 	h := startHub(t)
-	p := newProxy(t, h.addr)
-	a := h.dial("s", "peer=editor")
-	sid := a.handshake()
-	ctx := openSession(t, h, p, h.token, "s")
+	_, a, sid, ctx := editorAndPage(t, h, "")
 
 	hostile := `<img src=x onerror="window.pwned=1"> <script>window.pwned=2</script> [one](javascript:window.pwned=3) [two](data:text/html,<script>window.pwned=4</script>) [three](JaVaScRiPt:window.pwned=5) [four](https://example.com/ok) **bold** wait_for_exit _em_`
 	mustStop(t, "hostile", lastOf(a.untilResponse(a.prompt(sid, "/echo "+hostile))), "end_turn")
@@ -247,10 +251,7 @@ func chunksShown(t *testing.T, ctx context.Context) int {
 
 func TestDashboard_ComesBackAfterACutAndAKill(t *testing.T) {
 	h := startHub(t)
-	p := newProxy(t, h.addr)
-	a := h.dial("s", "peer=editor")
-	sid := a.handshake()
-	ctx := openSession(t, h, p, h.token, "s")
+	p, a, sid, ctx := editorAndPage(t, h, "")
 
 	// The network drops mid-turn: the page resumes its connection and
 	// shows every chunk once.
@@ -303,10 +304,7 @@ func TestDashboard_ComesBackAfterACutAndAKill(t *testing.T) {
 
 func TestDashboard_AnswersAnElicitationForm(t *testing.T) {
 	h := startHub(t)
-	p := newProxy(t, h.addr)
-	a := h.dial("s", "peer=editor")
-	sid := a.handshake()
-	ctx := openSession(t, h, p, h.token, "s")
+	_, a, sid, ctx := editorAndPage(t, h, "")
 
 	form := `{"sessionId":"` + sid + `","message":"Which branch should I push?","requestedSchema":{"type":"object","properties":{` +
 		`"branch":{"type":"string","title":"Branch"},"force":{"type":"boolean","title":"Force push"},"retries":{"type":"integer","title":"Retries"},` +
@@ -418,10 +416,7 @@ func TestDashboard_AuditAndEventLog(t *testing.T) {
 	p := newProxy(t, h.addr)
 	a := h.dial("s", "peer=editor")
 	sid := a.handshake()
-	id := a.prompt(sid, "Audit me")
-	perm := a.until(func(m msg) bool { return m.Method == "session/request_permission" })
-	a.respond(lastOf(perm).ID, allowAnswer)
-	mustStop(t, "audit", lastOf(a.untilResponse(id)), "end_turn")
+	allowTurn(t, a, sid, "Audit me", "audit")
 	ctx := openSession(t, h, p, h.token, "s")
 
 	run(t, ctx, "audit", chromedp.Click(`nav.tabs a[href$="/audit"]`), chromedp.WaitVisible(`table.audit`))
@@ -492,10 +487,7 @@ func TestDashboard_JoinsMidTurn(t *testing.T) {
 	p := newProxy(t, h.addr)
 	a := h.dial("s", "peer=editor")
 	sid := a.handshake()
-	first := a.prompt(sid, "Earlier")
-	perm := a.until(func(m msg) bool { return m.Method == "session/request_permission" })
-	a.respond(lastOf(perm).ID, allowAnswer)
-	mustStop(t, "earlier", lastOf(a.untilResponse(first)), "end_turn")
+	allowTurn(t, a, sid, "Earlier", "earlier")
 	// A turn that runs until cancelled: the page joins while it streams,
 	// follows it a while, then the editor cancels it.
 	id := a.prompt(sid, "/slow 100000")
@@ -535,4 +527,30 @@ func TestDashboard_ShowsATerminalAcphubRuns(t *testing.T) {
 	ctx := openSession(t, h, p, h.token, "s")
 	mustStop(t, "terminal", lastOf(a.untilResponse(a.prompt(sid, "/terminal echo from-the-terminal"))), "end_turn")
 	waitJS(t, ctx, "the terminal", `(e => e !== null && e.textContent.includes('from-the-terminal') && e.textContent.includes('exit 0'))(document.querySelector('[data-terminal]'))`)
+}
+
+// A link to a session key that does not exist — another site can send a
+// signed-in owner one — shows that there is none, and makes none.
+func TestDashboard_UnknownKeyMakesNothing(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	ctx := newBrowser(t)
+	run(t, ctx, "sign in", chromedp.Navigate(h.signInLink(h.token, p.addr())), chromedp.WaitVisible(`#nav`))
+	run(t, ctx, "an unknown key", chromedp.Navigate("http://"+p.addr()+"/#/s/planted"))
+	waitJS(t, ctx, "the refusal", `document.querySelector('.conn') !== null && document.querySelector('.conn').textContent === 'ended: no session is named planted'`)
+	if got := eval[bool](t, ctx, `document.querySelectorAll('.item').length === 0`); !got {
+		t.Error("the page of an unknown key shows more than the refusal")
+	}
+	// A prompt typed there, or a cancel, goes nowhere and throws nothing.
+	eval[bool](t, ctx, `(window.errors = [], addEventListener('error', (e) => window.errors.push(e.message)), true)`)
+	run(t, ctx, "prompt into nothing", chromedp.SendKeys(`textarea`, "hello"), chromedp.Click(`button[type=submit]`), chromedp.Click(`button[type=button]`))
+	if errs := eval[[]string](t, ctx, `window.errors`); len(errs) != 0 {
+		t.Errorf("the page threw %q", errs)
+	}
+	resp := h.apiGet("/api/sessions", nil)
+	defer resp.Body.Close()
+	var list api.SessionList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Sessions) != 0 {
+		t.Errorf("sessions after the link: %+v (%v), want none", list.Sessions, err)
+	}
 }

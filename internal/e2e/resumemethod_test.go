@@ -86,6 +86,28 @@ func TestResumeMethod_JoinsWithoutHistory(t *testing.T) {
 	if r, _ := w.call("session/resume", map[string]any{"sessionId": "nope", "cwd": "/tmp", "mcpServers": []any{}}); r.Error == nil || r.Error.Code != -32002 {
 		t.Errorf("standard resume of an unknown id: %s", r.raw)
 	}
+	// After kill -9 and a restart, a new client resumes the session from
+	// the log, still without its history.
+	h.kill()
+	h.start()
+	r2 := h.dial("s", "peer=r2")
+	r2.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	resumed, before2 := r2.call("session/resume", map[string]any{"sessionId": sid, "cwd": "/tmp", "mcpServers": []any{}})
+	if resumed.Error != nil {
+		t.Fatalf("resume after the restart: %s", resumed.raw)
+	}
+	for _, m := range before2 {
+		if m.Method == "session/update" {
+			t.Errorf("history before the resume's answer after the restart: %s", m.raw)
+		}
+	}
+	d2 := h.dial("s", "peer=d2")
+	d2.handshake()
+	mustStop(t, "restarted", lastOf(d2.untilResponse(d2.prompt(sid, "/echo restarted"))), "end_turn")
+	if text := agentText(r2.until(func(m msg) bool { return m.Method == api.MethodTurnComplete })); text != "restarted" {
+		t.Errorf("the client resumed after the restart got %q, want only the live turn", text)
+	}
+
 	var list api.SessionList
 	resp2 := h.apiGet("/api/sessions", nil)
 	defer resp2.Body.Close()

@@ -219,6 +219,7 @@ function sessionPage(key, tab) {
       ...state.availableModes.map((m) => el('option', { value: m.id, text: m.name || m.id, title: m.description || '' })));
     mode.value = state.currentModeId;
     mode.addEventListener('change', () => {
+      if (!c || !c.sid) return;
       c.call('session/set_mode', { sessionId: c.sid, modeId: mode.value }, true)
         .catch((e) => t.note('mode not changed: ' + e.message));
     });
@@ -241,12 +242,12 @@ function sessionPage(key, tab) {
   if (can('prompt')) {
     const text = el('textarea', { rows: 2, placeholder: 'Prompt the agent', 'aria-label': 'Prompt' });
     const send = el('button', { class: 'primary', type: 'submit', text: 'Send' });
-    const cancel = el('button', { type: 'button', text: 'Cancel turn', onclick: () => c.notify('session/cancel', { sessionId: c.sid }) });
+    const cancel = el('button', { type: 'button', text: 'Cancel turn', onclick: () => c && c.sid && c.notify('session/cancel', { sessionId: c.sid }) });
     const form = el('form', {
       onsubmit: (e) => {
         e.preventDefault();
         const prompt = text.value.trim();
-        if (!prompt || !c.sid) return;
+        if (!prompt || !c || !c.sid) return;
         text.value = '';
         t.ownPrompt(me.name, prompt);
         c.call('session/prompt', { sessionId: c.sid, prompt: [{ type: 'text', text: prompt }] }, true)
