@@ -588,7 +588,7 @@ func (v *WatchSessionsParams) MarshalJSON() ([]byte, error) { return v.AppendJSO
 
 // SessionRemote: A remote session's repository and result branch.
 type SessionRemote struct {
-	// The repository URL, without credentials.
+	// The repository URL the session started from (acphub refuses one that carries a password, docs/remote.md).
 	Repository string `json:"repository"`
 	// The branch acphub pushes each turn's result to.
 	Branch string `json:"branch"`

@@ -3,7 +3,6 @@ package hub
 import (
 	"bytes"
 	"encoding/json"
-	"net/url"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -81,7 +80,7 @@ func (s *Session) summary(state string) *api.SessionSummary {
 	}
 	if s.remote != nil {
 		w := s.remote.ws
-		sum.Remote = &api.SessionRemote{Repository: withoutUser(w.Remote.URL), Branch: w.Branch, Pushed: s.remote.pushed}
+		sum.Remote = &api.SessionRemote{Repository: w.Remote.URL, Branch: w.Branch, Pushed: s.remote.pushed}
 	}
 	return sum
 }
@@ -140,16 +139,6 @@ type paramsCwd struct {
 // same bytes, not only equal ones.
 func (c paramsCwd) same(params []byte) bool {
 	return len(c.params) == len(params) && len(params) > 0 && &c.params[0] == &params[0]
-}
-
-// withoutUser is a repository URL without the user name it may carry.
-func withoutUser(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	u.User = nil
-	return u.String()
 }
 
 var (
