@@ -117,3 +117,30 @@ func TestConditionsAreDocumented(t *testing.T) {
 		t.Errorf("Condition(queue_full) = %q, %t", c, r)
 	}
 }
+
+// The State* constants are the states the schema lists for a session.
+func TestStatesAreTheSchemas(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Defs struct {
+			SessionSummary struct {
+				Properties struct {
+					State struct {
+						Enum []string `json:"enum"`
+					} `json:"state"`
+				} `json:"properties"`
+			} `json:"SessionSummary"`
+		} `json:"$defs"`
+	}
+	raw, err := os.ReadFile("../schema/api.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{api.StateIdle, api.StateRunning, api.StateRequiresAction, api.StateAgentExited, api.StateStopped}
+	if got := doc.Defs.SessionSummary.Properties.State.Enum; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("the schema's states %q, the constants %q", got, want)
+	}
+}
