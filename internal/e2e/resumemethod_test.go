@@ -86,6 +86,13 @@ func TestResumeMethod_JoinsWithoutHistory(t *testing.T) {
 	if r, _ := w.call("session/resume", map[string]any{"sessionId": "nope", "cwd": "/tmp", "mcpServers": []any{}}); r.Error == nil || r.Error.Code != -32002 {
 		t.Errorf("standard resume of an unknown id: %s", r.raw)
 	}
+	var list api.SessionList
+	resp2 := h.apiGet("/api/sessions", nil)
+	defer resp2.Body.Close()
+	if err := json.NewDecoder(resp2.Body).Decode(&list); err != nil || len(list.Sessions) != 2 {
+		t.Errorf("sessions after the resumes: %+v (%v), want s and other", list.Sessions, err)
+	}
+
 	// After kill -9 and a restart, a new client resumes the session from
 	// the log, still without its history.
 	h.kill()
@@ -106,13 +113,6 @@ func TestResumeMethod_JoinsWithoutHistory(t *testing.T) {
 	mustStop(t, "restarted", lastOf(d2.untilResponse(d2.prompt(sid, "/echo restarted"))), "end_turn")
 	if text := agentText(r2.until(func(m msg) bool { return m.Method == api.MethodTurnComplete })); text != "restarted" {
 		t.Errorf("the client resumed after the restart got %q, want only the live turn", text)
-	}
-
-	var list api.SessionList
-	resp2 := h.apiGet("/api/sessions", nil)
-	defer resp2.Body.Close()
-	if err := json.NewDecoder(resp2.Body).Decode(&list); err != nil || len(list.Sessions) != 2 {
-		t.Errorf("sessions after the resumes: %+v (%v), want s and other", list.Sessions, err)
 	}
 }
 
