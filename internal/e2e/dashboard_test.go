@@ -188,6 +188,24 @@ func TestDashboard_HostileOutputStaysText(t *testing.T) {
 		t.Errorf("hostile output: %+v", page)
 	}
 
+	// The Content-Security-Policy holds in the browser: even a script the
+	// page itself were tricked into inserting would not run.
+	resp := h.apiGet("/", nil)
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") ||
+		resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("GET / headers %v", resp.Header)
+	}
+	blocked := eval[bool](t, ctx, `new Promise((resolve) => {
+		document.addEventListener('securitypolicyviolation', () => resolve(window.inline === undefined), { once: true });
+		const s = document.createElement('script');
+		s.textContent = 'window.inline = 1';
+		document.body.appendChild(s);
+	})`)
+	if !blocked {
+		t.Error("an inline script ran in the dashboard")
+	}
+
 	// Markdown that makes a backtracking parser take seconds per render:
 	// thousands of backticks and brackets.
 	for _, bomb := range []string{"x" + strings.Repeat("`", 8000), strings.Repeat("[", 50000), strings.Repeat("`a``b```c", 3000)} {

@@ -3,8 +3,9 @@
 //
 // The pages are static files, written by hand (no build step, no
 // third-party code), that speak only the hub's public API: the session
-// stream (GET /api/sessions/events) for the inbox, a resumable connection
-// (GET /acp?session=KEY&resume=new) for a session's page, and the token
+// stream (GET /api/sessions/events) for the inbox; for a session's page,
+// its log (GET /api/sessions/KEY/events) and then a resumable connection
+// (GET /acp?session=KEY&resume=new) attached after it; and the token
 // routes for signing in. Every right is checked by the hub, not here: a
 // page shows an observer no controls, and the hub refuses what a forged
 // request of the observer's would do.
