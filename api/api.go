@@ -199,4 +199,5 @@ const (
 	StateRequiresAction = "requires_action"
 	StateAgentExited    = "agent_exited"
 	StateStopped        = "stopped"
+	StateDeleted        = "deleted"
 )

@@ -229,7 +229,7 @@ type PeerLeftParams struct {
 	Peer      string `json:"peer"`
 	// Why, in a few words for people: left, detached, re-attaching, reloading, resuming, moved to session KEY, or why the hub ended the connection.
 	Reason string `json:"reason"`
-	// When the hub ended the connection: the error condition, for programs (backpressure, temporarily_unavailable, connection_fenced when a new join took a disconnected client's peer id).
+	// When the hub ended the connection: the error condition, for programs (backpressure, temporarily_unavailable, connection_fenced when a new join took a disconnected client's peer id, session_deleted).
 	Condition string `json:"condition,omitempty"`
 }
 
@@ -447,7 +447,7 @@ func (v *AgentExitedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(
 type ClosedParams struct {
 	// Why, in a few words for people: the hub is stopping, took none of the session's output for 1m0s, fell too far behind the session's output.
 	Reason string `json:"reason"`
-	// The error condition, for programs (backpressure, temporarily_unavailable, internal_error).
+	// The error condition, for programs (backpressure, temporarily_unavailable, internal_error, session_deleted).
 	Condition string `json:"condition"`
 }
 
@@ -629,7 +629,7 @@ type SessionSummary struct {
 	// Clients connected now.
 	Clients      int64 `json:"clients"`
 	AgentRunning bool  `json:"agentRunning"`
-	// idle: no turn runs (the agent runs, or starts when a client needs it); running: a turn runs; requires_action: an agent request waits for a person's answer (a permission request or an elicitation); agent_exited: the agent ended on its own, and starts again when a client needs it; stopped: the hub stopped the agent (no client for --idle-ttl, or the hub stopped or restarted), and starts it again when a client needs it.
+	// idle: no turn runs (the agent runs, or starts when a client needs it); running: a turn runs; requires_action: an agent request waits for a person's answer (a permission request or an elicitation); agent_exited: the agent ended on its own, and starts again when a client needs it; stopped: the hub stopped the agent (no client for --idle-ttl, or the hub stopped or restarted), and starts it again when a client needs it. deleted: the session was deleted (session/delete, DELETE /api/sessions/{key}); the hub-wide session stream gives this last summary once, and the session is in no list after it.
 	State string `json:"state"`
 	// The latest title the agent gave the session (session_info_update); absent when it gave none or cleared it.
 	Title string `json:"title,omitempty"`
@@ -2102,6 +2102,7 @@ const (
 	CodeOperationConflict = -32041
 	CodeOperationUnknown  = -32042
 	CodeForbidden         = -32043
+	CodeTurnRunning       = -32044
 	CodeTooManySessions   = -32050
 	CodeShuttingDown      = -32051
 )
@@ -2185,6 +2186,7 @@ const (
 	ReasonTerminalLimit     = "terminal_limit"
 	ReasonTooLarge          = "too_large"
 	ReasonTooManySessions   = "too_many_sessions"
+	ReasonTurnRunning       = "turn_running"
 	ReasonUnauthorized      = "unauthorized"
 	ReasonUnknownAgent      = "unknown_agent"
 	ReasonUnknownConnection = "unknown_connection"
@@ -2247,6 +2249,8 @@ var Errors = []ErrorInfo{
 	{Code: -32041, Reason: "operation_conflict", Message: "Operation id reused with other content", Description: "A request or answer carried an operation id (_meta acphub.dev/operationId) the session remembers for another method or other params: it caused nothing. data: operationId.", Condition: "operation_conflict", Retryable: false},
 	{Code: -32042, Reason: "operation_unknown", Message: "No outcome for this operation", Description: "_acphub/outcome: the session holds no outcome for the operation id: it never reached the hub, it was queued when the hub stopped and never started, or it is older than the session remembers. Nothing was done. data: operationId.", Condition: "", Retryable: false},
 	{Code: -32043, Reason: "forbidden", Message: "Forbidden", Description: "The client's role lacks the right the method needs (x-acphub-rights), or its token does not reach the session. data.right names the missing right, data.role the client's role. Nothing was done: the frame reached neither the agent nor the log.", Condition: "forbidden", Retryable: false},
+	{Code: -32044, Reason: "turn_running", Message: "Turn running", Description: "session/delete (or DELETE /api/sessions/{key}) while a turn runs or prompts wait behind it: a session is deleted only between turns. Send session/cancel, and $/cancel_request for queued prompts, then delete again. data: sessionId, turns (the running turn and the queued ones).", Condition: "operation_conflict", Retryable: true},
+	{Code: -32603, Reason: "internal", Message: "Internal error", Description: "The hub failed at what was asked for a reason of its own (a session log it could not delete); message says what. Trying again may work.", Condition: "", Retryable: true},
 	{Code: -32050, Reason: "too_many_sessions", Message: "Too many sessions", Description: "The standard /acp endpoint: session/new, session/load or session/attach needs a hub session while the hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Code: -32051, Reason: "shutting_down", Message: "The hub is stopping", Description: "The standard /acp endpoint: the hub is stopping and opens no session.", Condition: "temporarily_unavailable", Retryable: true},
 }
@@ -2280,6 +2284,7 @@ var HTTPErrors = []HTTPErrorInfo{
 	{Status: 404, Reason: "unknown_route", Description: "No endpoint at that path.", Condition: "", Retryable: false},
 	{Status: 404, Reason: "unknown_agent", Description: "/acp: agent names no configured agent (param: agent).", Condition: "", Retryable: false},
 	{Status: 404, Reason: "unknown_session", Description: "A session key with no log and no session.", Condition: "", Retryable: false},
+	{Status: 409, Reason: "turn_running", Description: "DELETE /api/sessions/{key}: a turn runs or prompts wait behind it; cancel them first (data as the JSON-RPC error turn_running).", Condition: "operation_conflict", Retryable: true},
 	{Status: 405, Reason: "method_not_allowed", Description: "The endpoint does not answer that method; Allow lists the ones it does.", Condition: "", Retryable: false},
 	{Status: 409, Reason: "peer_taken", Description: "/acp: a client with that peer id is connected to the session (param: peer).", Condition: "", Retryable: false},
 	{Status: 409, Reason: "agent_mismatch", Description: "/acp: the session runs another agent than the one named (param: agent).", Condition: "", Retryable: false},

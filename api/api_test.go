@@ -139,7 +139,7 @@ func TestStatesAreTheSchemas(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{api.StateIdle, api.StateRunning, api.StateRequiresAction, api.StateAgentExited, api.StateStopped}
+	want := []string{api.StateIdle, api.StateRunning, api.StateRequiresAction, api.StateAgentExited, api.StateStopped, api.StateDeleted}
 	if got := doc.Defs.SessionSummary.Properties.State.Enum; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("the schema's states %q, the constants %q", got, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -52,6 +53,33 @@ func runSessions(ctx context.Context, args []string, stdio Stdio) error {
 				s.UpdatedAt.Local().Format(time.DateTime), usageText(s.Usage), s.Cwd, s.Title)
 		}
 	})
+}
+
+// runDelete deletes a session.
+func runDelete(ctx context.Context, args []string, stdio Stdio) error {
+	var addr string
+	cfg, fs, err := parseFlags("delete", args, 1, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+	})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New(`missing SESSION, the session to delete; run "acphub delete -h" for usage`)
+	}
+	key := fs.Arg(0)
+	if err := checkSession(key); err != nil {
+		return err
+	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
+	if err := target.callJSON(ctx, http.MethodDelete, "/api/sessions/"+url.PathEscape(key), nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Out, "Session %s deleted: its clients were disconnected, its workspace and log removed.\n", key)
+	return nil
 }
 
 // usageText shows an agent's usage_update in a word: the context used of

@@ -31,6 +31,8 @@ type Hub interface {
 	FindSession(ctx context.Context, sessionID string, who *auth.Principal) (string, error)
 	// Join makes a client of a hub session, creating it on first use.
 	Join(ctx context.Context, key string, opts hub.JoinOptions) (*hub.Client, error)
+	// DeleteACP deletes the hub session that holds an ACP session id.
+	DeleteACP(ctx context.Context, sessionID string, who *auth.Principal) *jsonrpc.Error
 }
 
 // Sink delivers what a connection's client receives.
@@ -230,6 +232,15 @@ func (c *Conn) request(ctx context.Context, m *jsonrpc.Message) {
 		c.loadSession(ctx, m)
 	case m.Method == api.MethodWatchSessions && c.opts.Sessions != nil:
 		c.watchSessions(m)
+	case m.Method == jsonrpc.MethodSessionDelete && c.route(SessionID(m.Params)) == nil:
+		// Another hub session than the connection's: the hub deletes it.
+		go func() {
+			if e := c.hub.DeleteACP(c.ctx, SessionID(m.Params), c.opts.Principal); e != nil {
+				c.replyError(m.ID, e)
+				return
+			}
+			c.push(jsonrpc.NewResponse(m.ID, []byte("{}")))
+		}()
 	case m.Method == jsonrpc.MethodSessionList:
 		result, e := c.hub.ListSessions(ctx, c.opts.Agent, m.Params, c.opts.Principal)
 		if e != nil {
@@ -565,11 +576,15 @@ func (c *Conn) watchAnswer(s *session, frames [][]byte) bool {
 }
 
 // clientEnded handles the end of s's client: the connection ends when the
-// hub dropped the client (too slow, the hub stopping, its token revoked).
+// hub dropped the client (too slow, the hub stopping, its token revoked),
+// and goes on without s when s was deleted.
 func (c *Conn) clientEnded(s *session, err error) {
 	switch {
 	case errors.Is(err, frameq.ErrClosed), c.ctx.Err() != nil:
 		// It left, or the connection ended.
+	case errors.Is(err, hub.ErrDeleted):
+		// Its session was deleted; the connection goes on with the others.
+		c.forget(s)
 	case disconnect(err) != nil:
 		// Too slow, the hub stopping, its token revoked.
 		c.Close(disconnect(err))

@@ -465,3 +465,26 @@ func TestRemote_WorkspaceRetention(t *testing.T) {
 		}
 	}
 }
+
+// Deleting a remote session removes its workspace at once, whatever the
+// retention, and leaves what it pushed on the remote.
+func TestRemote_DeleteRemovesTheWorkspace(t *testing.T) {
+	t.Parallel()
+	git, h, a, sid := remoteSession(t, "--workspace-retention", "1h")
+	target, _, _ := promptTarget(t, a, sid, "/fs-write one.txt 1")
+	dirs, _ := filepath.Glob(filepath.Join(h.dataDir, "workspaces", "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("workspaces %v", dirs)
+	}
+	b := h.dial("other", "peer=b")
+	b.handshake()
+	if r := b.mustCall("session/delete", map[string]any{"sessionId": sid}); string(r.Result) != "{}" {
+		t.Fatalf("session/delete answered %s", r.raw)
+	}
+	if _, err := os.Stat(dirs[0]); !os.IsNotExist(err) {
+		t.Errorf("the workspace is still there after the delete answered: %v", err)
+	}
+	if got := git.Branch(target.Branch); got != target.Revision {
+		t.Errorf("the remote's result branch is at %q after the delete, want the pushed %s", got, target.Revision)
+	}
+}

@@ -124,10 +124,10 @@ func TestRoles_EveryMethodAsTheSchemaSays(t *testing.T) {
 		methods = append(methods, m)
 	}
 	slices.Sort(methods)
-	// Closing the ACP session goes last: the others need it open. An
+	// Closing and deleting the session go last: the others need it. An
 	// extension method the schema does not list needs the default right.
-	methods = slices.DeleteFunc(methods, func(m string) bool { return m == "session/close" })
-	methods = append(methods, "_vendor/extension", "session/close")
+	methods = slices.DeleteFunc(methods, func(m string) bool { return m == "session/close" || m == "session/delete" })
+	methods = append(methods, "_vendor/extension", "session/close", "session/delete")
 	if len(methods) < 30 || len(rights) != len(roleOrder) {
 		t.Fatalf("%d methods and %d roles from the schema: the test reads it wrong", len(methods), len(rights))
 	}
@@ -141,7 +141,24 @@ func TestRoles_EveryMethodAsTheSchemaSays(t *testing.T) {
 		}
 		return p
 	}
+	// The observer's refused prompt is in neither the log nor a turn: the
+	// prompts the log holds are the controller's and the owner's. (Read
+	// before the owner deletes the session.)
+	checkPrompts := func() {
+		var prompts []string
+		for _, e := range h.readLog("s") {
+			if e.Type == api.EventPromptReceived {
+				prompts = append(prompts, e.Peer)
+			}
+		}
+		if len(prompts) != 2 {
+			t.Errorf("the log holds %d prompts (%v), want the controller's and the owner's", len(prompts), prompts)
+		}
+	}
 	for _, method := range methods {
+		if method == "session/delete" {
+			checkPrompts()
+		}
 		right := api.MethodRights[method]
 		switch {
 		case method == "_vendor/extension":
@@ -172,16 +189,8 @@ func TestRoles_EveryMethodAsTheSchemaSays(t *testing.T) {
 			c.close()
 		}
 	}
-	// The observer's refused prompt is in neither the log nor a turn: the
-	// prompts the log holds are the controller's and the owner's.
-	var prompts []string
-	for _, e := range h.readLog("s") {
-		if e.Type == api.EventPromptReceived {
-			prompts = append(prompts, e.Peer)
-		}
-	}
-	if len(prompts) != 2 {
-		t.Errorf("the log holds %d prompts (%v), want the controller's and the owner's", len(prompts), prompts)
+	if keys := h.sessionKeys(); len(keys) != 0 {
+		t.Errorf("sessions after the owner's session/delete: %v", keys)
 	}
 }
 

@@ -53,6 +53,13 @@ type Store interface {
 	Held(ctx context.Context, session string) (Event, bool, error)
 	// Sessions lists the sessions that have events, oldest first.
 	Sessions(ctx context.Context) ([]SessionInfo, error)
+	// Delete removes session's log and the event it holds. The events
+	// appended before are written first, and the deletion is on disk
+	// when Delete returns: a crash after that does not bring the log
+	// back. The caller appends nothing to the session meanwhile; a later
+	// Append starts a new log at seq 1. A session with no log is left as
+	// it is.
+	Delete(ctx context.Context, session string) error
 	// Close writes what is pending and releases the store.
 	Close() error
 }

@@ -73,6 +73,11 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.outcome(p, m)
 	case strings.HasPrefix(m.Method, jsonrpc.HubPrefix):
 		s.replyError(p, m.ID, errUnknownHubMethod(m.Method))
+	case m.Method == jsonrpc.MethodSessionDelete && s.initResult != nil:
+		s.deleteRequest(p, m)
+	case s.deleting != nil:
+		// The session is going: nothing starts in it any more.
+		s.replyError(p, m.ID, ErrNotFound(s.sessionIDString()))
 	case s.initResult == nil && s.agent == nil:
 		s.replyError(p, m.ID, errNotInitialized())
 	case m.Method == jsonrpc.MethodSessionNew:
@@ -178,7 +183,7 @@ func (s *Session) setInitResult(result []byte) {
 
 // clientInitResult is the initialize result clients get from the agent's:
 // the same, advertising what acphub answers itself — session/load,
-// session/resume and session/list, served by the hub for every hub
+// session/resume, session/list and session/delete, served by the hub for every hub
 // session.
 func clientInitResult(result []byte) []byte {
 	caps, ok := jsonrpc.Field(result, "agentCapabilities")
@@ -192,6 +197,7 @@ func clientInitResult(result []byte) []byte {
 	}
 	sc, _ = jsonrpc.SetField(sc, "list", []byte("{}"))
 	sc, _ = jsonrpc.SetField(sc, "resume", []byte("{}"))
+	sc, _ = jsonrpc.SetField(sc, "delete", []byte("{}"))
 	caps, _ = jsonrpc.SetField(caps, "sessionCapabilities", sc)
 	if out, ok := jsonrpc.SetField(result, "agentCapabilities", caps); ok {
 		return out

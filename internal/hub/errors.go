@@ -47,6 +47,7 @@ var (
 	ErrSessionGone = &Disconnect{Text: "the hub is stopping", Condition: "temporarily_unavailable"}
 	ErrRevoked     = &Disconnect{Text: "its token was revoked", Condition: "unauthenticated"}
 	ErrExpired     = &Disconnect{Text: "its token expired", Condition: "unauthenticated"}
+	ErrDeleted     = &Disconnect{Text: "the session was deleted", Condition: "session_deleted"}
 )
 
 // ForbiddenError is the JSON-RPC error that refuses a frame for a right its

@@ -130,6 +130,7 @@ type Session struct {
 	reopened struct{ from, to int64 }
 
 	idleTimer *time.Timer
+	deleting  *deletion // a deletion under way, or nil
 
 	// What the session's summary says besides its log (see report):
 	// when its log started and last moved, the title and usage the
@@ -317,6 +318,9 @@ func (s *Session) run() {
 			s.shutdown()
 			return
 		}
+		if s.deleting != nil && s.deleting.done {
+			return
+		}
 		// Handle what is already waiting, up to one inbox's worth, so that
 		// a burst of frames is committed to the log as one batch.
 		for range inboxLen {
@@ -458,6 +462,10 @@ func (s *Session) handle(msg any) {
 		s.permissionExpired(m.key)
 	case syncMsg:
 		close(m.done)
+	case deleteMsg:
+		s.remove(func(e *jsonrpc.Error) { m.reply <- e })
+	case actorFunc:
+		m()
 	case messageFound:
 		s.messageFound(m)
 	case releaseMsg:
@@ -502,8 +510,16 @@ func (s *Session) shutdown() {
 	if s.retention != nil {
 		s.retention.Stop()
 	}
-	// The terminals end first, and their exits are logged, while the agent
-	// that ran them can still be told.
+	s.endAgent()
+	s.record("", &api.SessionStopped{Reason: "hub_shutdown"})
+	s.flush()
+	s.report()
+}
+
+// endAgent stops the agent and the terminals acphub runs for it, and waits
+// for them. The terminals end first, and their exits are logged, while
+// the agent that ran them can still be told.
+func (s *Session) endAgent() {
 	s.closeToolsAndWait()
 	if s.agent != nil {
 		s.agent.proc.Stop()
@@ -513,9 +529,6 @@ func (s *Session) shutdown() {
 		}
 		s.agentGone(exit)
 	}
-	s.record("", &api.SessionStopped{Reason: "hub_shutdown"})
-	s.flush()
-	s.report()
 }
 
 // record appends a durable event, caused by peerID (or the hub, when ""),

@@ -9,6 +9,8 @@ const (
 	MethodSessionList       = "session/list"
 	MethodSessionPrompt     = "session/prompt"
 	MethodSessionClose      = "session/close"
+	MethodSessionDelete     = "session/delete"
+	MethodSessionFork       = "session/fork"
 	MethodSessionCancel     = "session/cancel"
 	MethodSessionUpdate     = "session/update"
 	MethodRequestPermission = "session/request_permission"

@@ -122,7 +122,8 @@ func (s *Stream) Changed(sum *api.SessionSummary) {
 
 func (s *Stream) changeLocked(sum *api.SessionSummary) {
 	e := s.sessions[sum.Key]
-	if e == nil {
+	if e == nil || (e.sum.State == api.StateDeleted && sum.State != api.StateDeleted) {
+		// New, or a new session under a deleted one's key.
 		e = &entry{}
 		s.sessions[sum.Key] = e
 	} else if sum.CreatedAt.IsZero() {
@@ -294,7 +295,10 @@ func (sub *Subscription) take() []api.SessionChange {
 	defer s.mu.Unlock()
 	var due []*entry
 	for key, e := range s.sessions {
-		if e.last > sub.place && sub.who.Reaches(key) {
+		// A session deleted before the subscriber learnt of it is none of
+		// its business.
+		gone := e.sum.State == api.StateDeleted && e.at[created] > sub.place
+		if e.last > sub.place && sub.who.Reaches(key) && !gone {
 			due = append(due, e)
 		}
 	}

@@ -201,3 +201,27 @@ func TestStream_CloseEndsSubscriptions(t *testing.T) {
 		t.Fatal("Next still waits after Close")
 	}
 }
+
+// A deleted session is given once more, as deleted, to the subscribers
+// that knew it; not to one that starts after, or learns of it only then;
+// and a new session under its key is created anew.
+func TestStream_DeletedSessions(t *testing.T) {
+	s := lifecycle.New(time.Millisecond)
+	s.Changed(summary("gone", api.StateIdle, 3))
+	s.Changed(summary("kept", api.StateIdle, 1))
+	knew := subscribe(t, s, owner, "")
+	next(t, knew)
+	s.Changed(summary("brief", api.StateIdle, 1))
+	s.Changed(summary("brief", api.StateDeleted, 1))
+	s.Changed(summary("gone", api.StateDeleted, 3))
+	if got, want := described(next(t, knew)), []string{"gone:state"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("a subscriber that knew the session got %v, want %v (and nothing of one made and deleted meanwhile)", got, want)
+	}
+	if got, want := described(next(t, subscribe(t, s, owner, ""))), []string{"kept:created,state,title,usage,peers,events,details"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("a new subscriber got %v, want %v", got, want)
+	}
+	s.Changed(summary("gone", api.StateIdle, 1))
+	if got, want := described(next(t, knew)), []string{"gone:created,state,title,usage,peers,events,details"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("a new session under the deleted key: %v, want %v", got, want)
+	}
+}

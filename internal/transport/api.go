@@ -38,6 +38,30 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ url.Valu
 	writeJSON(w, http.StatusOK, api.SessionList{Sessions: list})
 }
 
+// deleteSession serves DELETE /api/sessions/{key}.
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	key, who := r.PathValue("key"), principal(r)
+	if f := who.CheckSession(key, auth.Manage); f != nil {
+		forbidden(f).write(w)
+		return
+	}
+	e := s.opts.Hub.Delete(r.Context(), key, who)
+	if e == nil {
+		s.log.Info("session deleted", "session", key, "by", who.Name)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	status := map[int64]int{
+		api.CodeUnknownSession: http.StatusNotFound,
+		api.CodeTurnRunning:    http.StatusConflict,
+		api.CodeShuttingDown:   http.StatusServiceUnavailable,
+	}[e.Code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	refuse(status, e.Reason(), "", "%s", e.Message).write(w)
+}
+
 // listAgents serves GET /api/agents.
 func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request, _ url.Values) {
 	writeJSON(w, http.StatusOK, api.AgentList{Agents: s.opts.Hub.Agents()})

@@ -87,6 +87,7 @@ func NewServer(opts Options) *Server {
 	if opts.Sessions != nil {
 		s.handle("/api/sessions/events", route{right: auth.Read, serve: s.sessionStream})
 	}
+	s.handle("/api/sessions/{key}", route{methods: []string{http.MethodDelete}, right: auth.Manage, serve: s.deleteSession})
 	s.handle("/api/sessions/{key}/events", route{right: auth.Read, params: eventParams, serve: s.sessionEvents})
 	s.tokenRoutes()
 	for _, p := range web.Paths {
@@ -383,6 +384,7 @@ var closeStatus = map[string]int{
 	"unauthenticated":         ws.StatusPolicyViolation,
 	"connection_fenced":       ws.StatusPolicyViolation,
 	"temporarily_unavailable": ws.StatusGoingAway,
+	"session_deleted":         ws.StatusGoingAway,
 	"internal_error":          ws.StatusInternalError,
 }
 

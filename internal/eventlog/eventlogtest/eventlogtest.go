@@ -24,6 +24,7 @@ func Run(t *testing.T, open func(t *testing.T) eventlog.Store) {
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testConcurrent(t, open(t)) })
 	t.Run("Hold", func(t *testing.T) { t.Parallel(); testHold(t, open(t)) })
 	t.Run("ReadTypes", func(t *testing.T) { t.Parallel(); testReadTypes(t, open(t)) })
+	t.Run("Delete", func(t *testing.T) { t.Parallel(); testDelete(t, open(t)) })
 }
 
 // testReadTypes reads the events of some types, committed or not yet.
@@ -114,6 +115,52 @@ func testHold(t *testing.T, s eventlog.Store) {
 	if _, ok := held(); ok {
 		t.Fatal("Held returned an event whose seq does not follow the log's last")
 	}
+}
+
+// testDelete checks that Delete removes one session's log and held event,
+// whatever is still queued, and leaves the key free for a new log.
+func testDelete(t *testing.T, s eventlog.Store) {
+	ctx := context.Background()
+	gone, kept := Events("gone", 1, 300), Events("kept", 1, 3)
+	for _, batch := range [][]eventlog.Event{gone[:100], kept, gone[100:]} {
+		if err := s.Append(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Hold(ctx, Events("gone", 301, 1)[0]); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second time there is nothing to delete
+		if err := s.Delete(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Read(ctx, "gone", 0, 0); err != nil || len(got) != 0 {
+		t.Fatalf("Read of a deleted session returned %d events (%v)", len(got), err)
+	}
+	if _, ok, err := s.Last(ctx, "gone", ""); err != nil || ok {
+		t.Fatalf("Last of a deleted session found an event (%v)", err)
+	}
+	if _, ok, err := s.Held(ctx, "gone"); err != nil || ok {
+		t.Fatalf("a deleted session still holds an event (%v)", err)
+	}
+	list, err := s.Sessions(ctx)
+	if err != nil || len(list) != 1 || list[0].Session != "kept" || list[0].LastSeq != 3 {
+		t.Fatalf("Sessions after a delete = %+v (%v), want kept alone at seq 3", list, err)
+	}
+	got, err := s.Read(ctx, "kept", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, got, kept)
+	again := Events("gone", 1, 2)
+	if err := s.Append(ctx, again); err != nil {
+		t.Fatalf("a new log under a deleted session's key: %v", err)
+	}
+	if got, err = s.Read(ctx, "gone", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, got, again)
 }
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.UTC)

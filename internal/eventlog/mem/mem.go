@@ -125,5 +125,17 @@ func (s *Store) Sessions(context.Context) ([]eventlog.SessionInfo, error) {
 	return out, nil
 }
 
+// Delete implements eventlog.Store.
+func (s *Store) Delete(_ context.Context, session string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.logs[session]; ok {
+		delete(s.logs, session)
+		s.order = slices.DeleteFunc(s.order, func(k string) bool { return k == session })
+	}
+	delete(s.held, session)
+	return nil
+}
+
 // Close implements eventlog.Store.
 func (s *Store) Close() error { return nil }

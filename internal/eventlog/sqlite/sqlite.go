@@ -124,7 +124,15 @@ type Store struct {
 	holds        map[string]eventlog.Event   // held events not yet committed, the latest per session
 	pendingBytes int                         // queuedSize of pending
 	lastSeq      map[string]int64            // per session, pending included
+	deletes      []deletion                  // Deletes waiting for the writer
 	closed       bool
+}
+
+// deletion is a Delete waiting for the writer, which runs it once the
+// session has no events pending.
+type deletion struct {
+	session string
+	done    chan error
 }
 
 var _ eventlog.Store = (*Store)(nil)
@@ -342,7 +350,7 @@ func (s *Store) Hold(ctx context.Context, ev eventlog.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errors.New("eventlog/sqlite: store is closed")
+		return errClosed
 	}
 	s.holds[ev.Session] = ev
 	select {
@@ -392,7 +400,7 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 		return err
 	}
 	if s.closed {
-		return errors.New("eventlog/sqlite: store is closed")
+		return errClosed
 	}
 	next := make(map[string]int64)
 	for _, e := range events {
@@ -488,7 +496,11 @@ func (s *Store) writer() {
 			s.drain()
 			return
 		}
-		if err := s.commit(); err != nil {
+		err := s.commit()
+		if err == nil {
+			err = s.runDeletes()
+		}
+		if err != nil {
 			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
 			s.log.Error("commit session log; retrying", "err", err, "pending", s.pendingLen(), "retry_in", backoff)
 			select {
@@ -551,6 +563,101 @@ func (s *Store) drain() {
 	if n := s.pendingLen(); n > 0 {
 		s.log.Error("session log closed with events not written", "lost", n)
 	}
+	if err := s.runDeletes(); err != nil {
+		s.log.Error("delete a session log at close", "err", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.deletes {
+		d.done <- errClosed
+	}
+	s.deletes = nil
+}
+
+var errClosed = errors.New("eventlog/sqlite: store is closed")
+
+// Delete implements eventlog.Store. The writer deletes the session in a
+// transaction of its own, once its pending events are committed.
+func (s *Store) Delete(ctx context.Context, session string) error {
+	d := deletion{session: session, done: make(chan error, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
+	}
+	delete(s.holds, session)
+	s.deletes = append(s.deletes, d)
+	s.mu.Unlock()
+	s.signal()
+	select {
+	case err := <-d.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("eventlog/sqlite: waiting for a session's deletion: %w", ctx.Err())
+	}
+}
+
+// runDeletes deletes the sessions asked for whose events are all
+// committed; the others wait for the next commit.
+func (s *Store) runDeletes() error {
+	s.mu.Lock()
+	var ready, waiting []deletion
+	for _, d := range s.deletes {
+		if len(s.bySession[d.session]) == 0 {
+			ready = append(ready, d)
+		} else {
+			waiting = append(waiting, d)
+		}
+	}
+	s.deletes = waiting
+	s.mu.Unlock()
+	for i, d := range ready {
+		if err := s.deleteSession(d.session); err != nil {
+			s.mu.Lock()
+			s.deletes = append(s.deletes, ready[i:]...)
+			s.mu.Unlock()
+			return fmt.Errorf("delete session %s: %w", d.session, err)
+		}
+		d.done <- nil
+	}
+	if len(waiting) > 0 {
+		s.signal()
+	}
+	return nil
+}
+
+// deleteSession removes a session's rows in one transaction. Only the
+// writer calls it.
+func (s *Store) deleteSession(name string) error {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var key int64
+	switch err := tx.QueryRow(`SELECT key FROM sessions WHERE name = ?`, name).Scan(&key); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	}
+	for _, table := range []string{"events", "last_of_type", "held"} {
+		if _, err := tx.Exec(`DELETE FROM `+table+` WHERE session = ?`, key); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(`DELETE FROM sessions WHERE key = ?`, key); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	delete(s.keys, name)
+	delete(s.heldKeys, key)
+	s.mu.Lock()
+	delete(s.lastSeq, name)
+	s.mu.Unlock()
+	return nil
 }
 
 // maxBatch bounds the events one transaction writes, so that under a

@@ -77,7 +77,8 @@ function follow() {
   es.addEventListener('session', (e) => {
     const c = JSON.parse(e.data);
     const before = sessions.get(c.session.key);
-    sessions.set(c.session.key, c.session);
+    if (c.session.state === 'deleted') sessions.delete(c.session.key);
+    else sessions.set(c.session.key, c.session);
     if (synced && c.session.state === 'requires_action' && (!before || before.state !== 'requires_action')) waiting(c.session);
     for (const f of listeners) f(c.session.key);
   });

@@ -168,8 +168,9 @@ export class Conn {
       if (this.ws === ws) this.ws = null;
       this.connecting = false;
       if (this.closing) return;
-      if (ev.code === 1008 && /^unauthenticated/.test(ev.reason)) {
-        // The token was revoked or expired: coming back would not help.
+      if (/^(unauthenticated|session_deleted):/.test(ev.reason)) {
+        // The token was revoked or expired, or the session deleted:
+        // coming back would not help (and would make the session again).
         this.closing = true;
         this.h.status('ended: ' + ev.reason);
         return;

@@ -1,0 +1,237 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
+	"github.com/acphub/acphub/internal/jsonrpc"
+)
+
+// Deleting a session (session/delete, Hub.Delete) ends it for everyone and
+// removes what it left: the agent is told session/close where it
+// advertises it, then stopped with the terminals acphub ran for it; a
+// remote session's workspace is removed (what its turns pushed stays on
+// the remote); the log is deleted; every client is disconnected with
+// ErrDeleted and every subscriber ended. A turn that runs, or prompts
+// waiting for one, refuse it (turn_running): cancel first. The key is free
+// again once the deletion is answered.
+
+// closeTimeout bounds how long a deletion waits for the agent's answer to
+// session/close before it stops the agent anyway.
+const closeTimeout = 5 * time.Second
+
+// deleteMsg asks the actor to delete its session; the outcome goes to
+// reply.
+type deleteMsg struct {
+	reply chan *jsonrpc.Error
+}
+
+// deletion is a deletion under way: what waits for its outcome.
+type deletion struct {
+	answers []func(*jsonrpc.Error)
+	done    bool // the session is deleted: the actor returns
+}
+
+// Delete deletes session key for who, who must hold manage over it (nil:
+// the hub's own process). The error is the one to answer a client with:
+// unknown_session, turn_running, forbidden, or an internal error when the
+// log could not be deleted.
+func (h *Hub) Delete(ctx context.Context, key string, who *auth.Principal) *jsonrpc.Error {
+	if f := who.CheckSession(key, auth.Manage); f != nil {
+		return ForbiddenError(f)
+	}
+	s, err := h.existing(key)
+	if err != nil {
+		return hubError(key, err)
+	}
+	reply := make(chan *jsonrpc.Error, 1)
+	if err := s.post(ctx, deleteMsg{reply}); err != nil {
+		return hubError(key, err)
+	}
+	select {
+	case e := <-reply:
+		return e
+	case <-s.done:
+		// Deleted by someone else meanwhile: the result is the same.
+		select {
+		case e := <-reply:
+			return e
+		default:
+			return nil
+		}
+	case <-ctx.Done():
+		return hubError(key, ctx.Err())
+	}
+}
+
+// hubError is the JSON-RPC error that answers a request the hub could not
+// take to session key.
+func hubError(key string, err error) *jsonrpc.Error {
+	switch {
+	case errors.Is(err, ErrUnknownSession):
+		return jsonrpc.NewError(api.CodeUnknownSession, api.ReasonUnknownSession, "No session is named "+key, map[string]any{"key": key})
+	case errors.Is(err, ErrSessionGone), errors.Is(err, ErrClosed):
+		return jsonrpc.NewError(api.CodeShuttingDown, api.ReasonShuttingDown, "The hub is stopping", nil)
+	}
+	return jsonrpc.NewError(jsonrpc.CodeInternal, api.ReasonInternal, err.Error(), nil)
+}
+
+// deleteRequest handles session/delete: of this session's own id here, of
+// another hub session's id by Hub.Delete, off the actor, the answer coming
+// back to it.
+func (s *Session) deleteRequest(p *peer, m *jsonrpc.Message) {
+	var req struct {
+		SessionID string `json:"sessionId"`
+	}
+	if e := jsonrpc.UnmarshalParams(m.Params, &req); e != nil {
+		s.replyError(p, m.ID, e)
+		return
+	}
+	answer := func(e *jsonrpc.Error) {
+		if e != nil {
+			s.replyError(p, m.ID, e)
+			return
+		}
+		s.reply(p, m.ID, []byte("{}"))
+	}
+	if s.holds(req.SessionID) {
+		s.remove(answer)
+		return
+	}
+	h, who := s.hub, p.who
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		e := h.DeleteACP(ctx, req.SessionID, who)
+		s.postAsync(actorFunc(func() {
+			if !p.gone && p.sess.Load() == s {
+				answer(e)
+			}
+		}))
+	}()
+}
+
+// DeleteACP is session/delete of the hub session whose ACP session id is
+// id, for who: Delete, found by its id. Deleting an id no hub session
+// holds, or holds any more, does nothing and succeeds.
+func (h *Hub) DeleteACP(ctx context.Context, id string, who *auth.Principal) *jsonrpc.Error {
+	if f := who.Check(auth.Manage); f != nil {
+		return ForbiddenError(f)
+	}
+	key, err := h.FindSession(ctx, id, who)
+	switch {
+	case err != nil:
+		return errLogRead()
+	case key == "":
+		return nil
+	}
+	if e := h.Delete(ctx, key, who); e != nil && e.Code != api.CodeUnknownSession {
+		return e
+	}
+	return nil
+}
+
+// actorFunc is work handed to the actor from another goroutine.
+type actorFunc func()
+
+// remove deletes the session; answer learns the outcome. A second
+// deletion while one is under way waits for the same outcome.
+func (s *Session) remove(answer func(*jsonrpc.Error)) {
+	switch {
+	case s.deleting != nil:
+		s.deleting.answers = append(s.deleting.answers, answer)
+		return
+	case s.turn != nil || len(s.queue) > 0:
+		answer(errTurnRunning(s.sessionIDString(), 1+len(s.queue)))
+		return
+	}
+	s.deleting = &deletion{answers: []func(*jsonrpc.Error){answer}}
+	s.log.Info("deleting the session")
+	if s.agent == nil || s.agentSID == nil || !sessionCapability(s.agentInit, "close") {
+		s.finishDelete()
+		return
+	}
+	timer := time.AfterFunc(closeTimeout, func() { s.postAsync(actorFunc(s.finishDelete)) })
+	s.callAgent(jsonrpc.MethodSessionClose, fmt.Appendf(nil, `{"sessionId":%s}`, s.agentSID), func(*jsonrpc.Message) {
+		timer.Stop()
+		s.finishDelete()
+	})
+}
+
+// finishDelete ends the session being deleted and removes its log and
+// workspace (see remove). It runs once.
+func (s *Session) finishDelete() {
+	d := s.deleting
+	if d.done {
+		return
+	}
+	d.done = true
+	s.endAgent()
+	if s.retention != nil {
+		s.retention.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+	defer cancel()
+	if r := s.remote; r != nil {
+		s.remote = nil
+		if err := r.ws.Remove(ctx); err != nil {
+			s.log.Warn("delete: remove the workspace", "dir", r.ws.Dir, "err", err)
+		}
+	}
+	s.flush()
+	var e *jsonrpc.Error
+	if err := s.cfg.Store.Delete(ctx, s.key); err != nil {
+		s.log.Error("delete the session log", "err", err)
+		e = jsonrpc.NewError(jsonrpc.CodeInternal, api.ReasonInternal, "The session's log could not be deleted: "+err.Error(), nil)
+	}
+	for _, answer := range d.answers {
+		answer(e)
+	}
+	for _, p := range append([]*peer(nil), s.peers...) {
+		s.removePeer(p, ErrDeleted)
+	}
+	for _, t := range append([]*tail(nil), s.tails...) {
+		s.removeTail(t, ErrDeleted)
+	}
+	s.hub.forget(s)
+	if e == nil && s.cfg.Watcher != nil {
+		sum := s.summary(api.StateDeleted)
+		s.cfg.Watcher.Changed(sum)
+	}
+	s.log.Info("session deleted")
+}
+
+// forget drops s from the sessions the hub holds: its key is free again.
+func (h *Hub) forget(s *Session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sessions[s.key] == s {
+		delete(h.sessions, s.key)
+	}
+}
+
+// sessionCapability reports whether an initialize result advertises
+// agentCapabilities.sessionCapabilities[name].
+func sessionCapability(result []byte, name string) bool {
+	var r struct {
+		AgentCapabilities struct {
+			SessionCapabilities map[string]json.RawMessage `json:"sessionCapabilities"`
+		} `json:"agentCapabilities"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return false
+	}
+	v, ok := r.AgentCapabilities.SessionCapabilities[name]
+	return ok && string(v) != "null"
+}
+
+func errTurnRunning(sessionID string, turns int) *jsonrpc.Error {
+	return jsonrpc.NewError(api.CodeTurnRunning, api.ReasonTurnRunning,
+		"A turn is running: cancel it, and the prompts queued behind it, before deleting the session",
+		map[string]any{"sessionId": sessionID, "turns": turns})
+}
