@@ -1220,6 +1220,72 @@ func (v *ListSessionsResult) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *ListSessionsResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// DeleteSessionParams is generated from the schema.
+type DeleteSessionParams struct {
+	SessionID string `json:"sessionId"`
+	// Any JSON object, kept as it was.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *DeleteSessionParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *DeleteSessionParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ForkSessionParams is generated from the schema.
+type ForkSessionParams struct {
+	// The session to fork.
+	SessionID string `json:"sessionId"`
+	// The fork's working directory (absolute); a remote parent's fork works in a workspace of its own instead.
+	Cwd string `json:"cwd"`
+	// MCP servers for the agent to connect to, kept as they were.
+	MCPServers []json.RawMessage `json:"mcpServers,omitempty"`
+	// Any JSON object, kept as it was; acphub.dev/key names the new hub session.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ForkSessionParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "cwd")
+	b = appendString(b, v.Cwd)
+	if len(v.MCPServers) != 0 {
+		b = member(b, &n, "mcpServers")
+		b = append(b, '[')
+		for i := range v.MCPServers {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRaw(b, v.MCPServers[i])
+		}
+		b = append(b, ']')
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "_meta")
+		b = appendRaw(b, v.Meta)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ForkSessionParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // PromptParams is generated from the schema.
 type PromptParams struct {
 	SessionID string `json:"sessionId"`
@@ -1605,6 +1671,8 @@ const (
 	MethodSessionLoad              = "session/load"
 	MethodSessionResume            = "session/resume"
 	MethodSessionList              = "session/list"
+	MethodSessionDelete            = "session/delete"
+	MethodSessionFork              = "session/fork"
 	MethodSessionPrompt            = "session/prompt"
 	MethodSessionCancel            = "session/cancel"
 	MethodSessionSetMode           = "session/set_mode"
@@ -1620,6 +1688,8 @@ var ACPMethods = map[string]MethodInfo{
 	MethodSessionLoad:              {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
 	MethodSessionResume:            {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
 	MethodSessionList:              {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodSessionDelete:            {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
+	MethodSessionFork:              {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodSessionPrompt:            {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},
 	MethodSessionCancel:            {Kind: "notification", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},
 	MethodSessionSetMode:           {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},
@@ -2103,6 +2173,8 @@ const (
 	CodeOperationUnknown  = -32042
 	CodeForbidden         = -32043
 	CodeTurnRunning       = -32044
+	CodeForkUnsupported   = -32045
+	CodeKeyTaken          = -32046
 	CodeTooManySessions   = -32050
 	CodeShuttingDown      = -32051
 )
@@ -2146,10 +2218,12 @@ const (
 	ReasonExecutorClosed    = "executor_closed"
 	ReasonExecutorLeft      = "executor_left"
 	ReasonForbidden         = "forbidden"
+	ReasonForkUnsupported   = "fork_unsupported"
 	ReasonFrameTooLarge     = "frame_too_large"
 	ReasonInternal          = "internal"
 	ReasonIoError           = "io_error"
 	ReasonIsDirectory       = "is_directory"
+	ReasonKeyTaken          = "key_taken"
 	ReasonMethodNotAllowed  = "method_not_allowed"
 	ReasonNameTaken         = "name_taken"
 	ReasonNoAnswer          = "no_answer"
@@ -2249,7 +2323,9 @@ var Errors = []ErrorInfo{
 	{Code: -32041, Reason: "operation_conflict", Message: "Operation id reused with other content", Description: "A request or answer carried an operation id (_meta acphub.dev/operationId) the session remembers for another method or other params: it caused nothing. data: operationId.", Condition: "operation_conflict", Retryable: false},
 	{Code: -32042, Reason: "operation_unknown", Message: "No outcome for this operation", Description: "_acphub/outcome: the session holds no outcome for the operation id: it never reached the hub, it was queued when the hub stopped and never started, or it is older than the session remembers. Nothing was done. data: operationId.", Condition: "", Retryable: false},
 	{Code: -32043, Reason: "forbidden", Message: "Forbidden", Description: "The client's role lacks the right the method needs (x-acphub-rights), or its token does not reach the session. data.right names the missing right, data.role the client's role. Nothing was done: the frame reached neither the agent nor the log.", Condition: "forbidden", Retryable: false},
-	{Code: -32044, Reason: "turn_running", Message: "Turn running", Description: "session/delete (or DELETE /api/sessions/{key}) while a turn runs or prompts wait behind it: a session is deleted only between turns. Send session/cancel, and $/cancel_request for queued prompts, then delete again. data: sessionId, turns (the running turn and the queued ones).", Condition: "operation_conflict", Retryable: true},
+	{Code: -32044, Reason: "turn_running", Message: "Turn running", Description: "session/delete (or DELETE /api/sessions/{key}) or session/fork while a turn runs or prompts wait behind it: a session is deleted or forked only between turns. Send session/cancel, and $/cancel_request for queued prompts, then try again. data: sessionId, turns (the running turn and the queued ones).", Condition: "operation_conflict", Retryable: true},
+	{Code: -32045, Reason: "fork_unsupported", Message: "Fork not supported", Description: "session/fork of a session whose agent does not advertise sessionCapabilities.fork. acphub runs each hub session in an agent process of its own and carries the parent's context into a fork only through the agent's own session/fork, never by starting a fresh agent session that has lost it. data: agent.", Condition: "", Retryable: false},
+	{Code: -32046, Reason: "key_taken", Message: "Session key taken", Description: "session/fork with _meta[\"acphub.dev/key\"] naming a hub session that exists. data: key.", Condition: "", Retryable: false},
 	{Code: -32603, Reason: "internal", Message: "Internal error", Description: "The hub failed at what was asked for a reason of its own (a session log it could not delete); message says what. Trying again may work.", Condition: "", Retryable: true},
 	{Code: -32050, Reason: "too_many_sessions", Message: "Too many sessions", Description: "The standard /acp endpoint: session/new, session/load or session/attach needs a hub session while the hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Code: -32051, Reason: "shutting_down", Message: "The hub is stopping", Description: "The standard /acp endpoint: the hub is stopping and opens no session.", Condition: "temporarily_unavailable", Retryable: true},

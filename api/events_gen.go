@@ -156,6 +156,39 @@ func (v *SessionDescribed) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SessionDescribed) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// SessionForked: The session's first event when it was made by session/fork: its history is the parent's log up to parentSeq, read from the parent's log, then its own. The agent forked the parent's ACP session (its own session/fork) into this session's agent process.
+type SessionForked struct {
+	// The hub session key of the session this one was forked from.
+	Parent string `json:"parent"`
+	// The parent's ACP session id.
+	ParentSessionID string `json:"parentSessionId"`
+	// The last seq of the parent's log that is this session's history: replay gives the parent's log up to it, then this log.
+	ParentSeq int64 `json:"parentSeq"`
+	// A remote parent's: where the fork's workspace started, the parent's last pushed commit (or the parent's own start when it had pushed none).
+	Remote json.RawMessage `json:"remote,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *SessionForked) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "parent")
+	b = appendString(b, v.Parent)
+	b = member(b, &n, "parentSessionId")
+	b = appendString(b, v.ParentSessionID)
+	b = member(b, &n, "parentSeq")
+	b = strconv.AppendInt(b, v.ParentSeq, 10)
+	if len(v.Remote) != 0 {
+		b = member(b, &n, "remote")
+		b = appendRaw(b, v.Remote)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *SessionForked) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // AgentStarted: The agent process was started.
 type AgentStarted struct {
 	Pid     int64    `json:"pid"`
@@ -981,6 +1014,7 @@ const (
 	EventSessionResumed      = "session.resumed"
 	EventSessionStopped      = "session.stopped"
 	EventSessionDescribed    = "session.described"
+	EventSessionForked       = "session.forked"
 	EventAgentStarted        = "agent.started"
 	EventAgentInitialized    = "agent.initialized"
 	EventAgentExited         = "agent.exited"
@@ -1017,6 +1051,9 @@ func (*SessionStopped) EventType() string { return EventSessionStopped }
 
 // EventType implements EventData.
 func (*SessionDescribed) EventType() string { return EventSessionDescribed }
+
+// EventType implements EventData.
+func (*SessionForked) EventType() string { return EventSessionForked }
 
 // EventType implements EventData.
 func (*AgentStarted) EventType() string { return EventAgentStarted }
@@ -1092,6 +1129,7 @@ var eventTypes = map[string]eventInfo{
 	EventSessionResumed:      {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionResumed) }},
 	EventSessionStopped:      {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionStopped) }},
 	EventSessionDescribed:    {ephemeral: false, stability: "experimental", new: func() EventData { return new(SessionDescribed) }},
+	EventSessionForked:       {ephemeral: false, stability: "experimental", new: func() EventData { return new(SessionForked) }},
 	EventAgentStarted:        {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentStarted) }},
 	EventAgentInitialized:    {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentInitialized) }},
 	EventAgentExited:         {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentExited) }},

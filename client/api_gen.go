@@ -111,6 +111,55 @@ func (c *Client) GoListSessions(ctx context.Context, params *api.ListSessionsPar
 	return goCall(ctx, c, api.MethodSessionList, p.AppendJSON(nil), done)
 }
 
+// DeleteSession sends session/delete and waits for the answer: delete a hub
+// session by its ACP session id: its agent (told session/close where it has
+// it), its clients (disconnected, condition session_deleted), its workspace
+// and its log. Refused while a turn runs (turn_running); an id no hub session
+// holds answers {} (nothing to delete). It does not move the connection.
+//
+// Stability: stable.
+func (c *Client) DeleteSession(ctx context.Context, params *api.DeleteSessionParams) (*api.Empty, error) {
+	return wait(ctx, params, c.GoDeleteSession)
+}
+
+// GoDeleteSession sends session/delete and returns; done is called with the
+// answer, on the client's reading goroutine in order with the handlers, or
+// with the error that ended the connection. It must not block.
+func (c *Client) GoDeleteSession(ctx context.Context, params *api.DeleteSessionParams, done func(*api.Empty, error)) error {
+	var p api.DeleteSessionParams
+	if params != nil {
+		p = *params
+	}
+	return goCall(ctx, c, api.MethodSessionDelete, p.AppendJSON(nil), done)
+}
+
+// ForkSession sends session/fork and waits for the answer: make a new hub
+// session whose history is the parent's up to now, read from the parent's
+// log, and whose agent process forks the parent's ACP session with the
+// agent's own session/fork. Refused when the agent does not advertise
+// sessionCapabilities.fork (fork_unsupported) or a turn runs in the parent
+// (turn_running). The new session's key is _meta["acphub.dev/key"] or the
+// parent's followed by -fork- and 6 hex digits; a remote parent's fork starts
+// its workspace at the parent's last pushed commit and pushes a result branch
+// of its own. On acphub's endpoint the connection moves to the new session;
+// on the standard endpoint it holds both.
+//
+// Stability: experimental. It may change in a later version.
+func (c *Client) ForkSession(ctx context.Context, params *api.ForkSessionParams) (*api.NewSessionResult, error) {
+	return wait(ctx, params, c.GoForkSession)
+}
+
+// GoForkSession sends session/fork and returns; done is called with the
+// answer, on the client's reading goroutine in order with the handlers, or
+// with the error that ended the connection. It must not block.
+func (c *Client) GoForkSession(ctx context.Context, params *api.ForkSessionParams, done func(*api.NewSessionResult, error)) error {
+	var p api.ForkSessionParams
+	if params != nil {
+		p = *params
+	}
+	return goCall(ctx, c, api.MethodSessionFork, p.AppendJSON(nil), done)
+}
+
 // Prompt sends session/prompt for the session and waits for the answer: run a
 // turn. One runs at a time; others queue FIFO (queue_full when the queue is
 // full). The answer comes when the turn ends.

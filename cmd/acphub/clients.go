@@ -117,10 +117,12 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 	fs := newFlagSet("demo-agent", stdio.Err)
 	delay := fs.Duration("delay", demoagent.DefaultDelay, "pause between streamed steps")
+	stateDir := fs.String("state-dir", "", "keep each session's memory in a file there, for other processes of the agent to load or fork it (acphub serve gives <data-dir>/demo-agent)")
+	noFork := fs.Bool("no-fork", false, "advertise and answer no session/fork, as agents without it do")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
-	err := demoagent.Run(ctx, stdio.In, stdio.Out, demoagent.Options{Delay: *delay, Stderr: stdio.Err})
+	err := demoagent.Run(ctx, stdio.In, stdio.Out, demoagent.Options{Delay: *delay, Stderr: stdio.Err, StateDir: *stateDir, NoFork: *noFork})
 	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
 		return nil // stopped as asked (SIGTERM from the hub that runs it): a clean exit
 	}

@@ -10,12 +10,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/client"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/schema"
 )
@@ -307,4 +309,66 @@ func clip(s string) string {
 		return string(r[:99]) + "…"
 	}
 	return s
+}
+
+// runFork forks a session: a new session whose history is the session's,
+// and whose agent goes on from where the session's is.
+func runFork(ctx context.Context, args []string, stdio Stdio) error {
+	var addr, key string
+	cfg, fs, err := parseFlags("fork", args, 1, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+		fs.StringVar(&key, "key", "", "the new session's key (default: SESSION-fork- and 6 hex digits)")
+	})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New(`missing SESSION, the session to fork; run "acphub fork -h" for usage`)
+	}
+	parent := fs.Arg(0)
+	for _, k := range []string{parent, key} {
+		if k == "" {
+			continue
+		}
+		if err := checkSession(k); err != nil {
+			return err
+		}
+	}
+	target, err := clientTarget(cfg, fs, addr)
+	if err != nil {
+		return err
+	}
+	var list api.SessionList
+	if err := target.callJSON(ctx, http.MethodGet, "/api/sessions", nil, &list); err != nil {
+		return err
+	}
+	i := slices.IndexFunc(list.Sessions, func(s api.SessionSummary) bool { return s.Key == parent })
+	switch {
+	case i < 0:
+		return fmt.Errorf("no session is named %q: acphub sessions lists them", parent)
+	case list.Sessions[i].SessionID == "":
+		return fmt.Errorf("session %s has no ACP session yet (no session/new): there is nothing to fork", parent)
+	}
+	sum := list.Sessions[i]
+	conn, err := target.dial(ctx, client.DialOptions{Session: parent})
+	if err != nil {
+		return err
+	}
+	c := client.New(conn, client.Handlers{})
+	defer c.Close()
+	if _, err := c.Initialize(ctx, &api.InitializeParams{ProtocolVersion: 1, ClientCapabilities: json.RawMessage(`{}`)}); err != nil {
+		return err
+	}
+	params := &api.ForkSessionParams{SessionID: sum.SessionID, Cwd: sum.Cwd, MCPServers: []json.RawMessage{}}
+	if key != "" {
+		params.Meta, _ = json.Marshal(map[string]string{api.MetaKey: key})
+	}
+	res, err := c.ForkSession(ctx, params)
+	if err != nil {
+		return err
+	}
+	var meta map[string]string
+	_ = json.Unmarshal(res.Meta, &meta)
+	fmt.Fprintf(stdio.Out, "Session %s forked from %s (ACP session %s).\n", meta[api.MetaKey], parent, res.SessionID)
+	return nil
 }

@@ -123,6 +123,8 @@ func commands() []command {
 		{name: "open", summary: "sign a browser in to the hub's dashboard", run: runOpen},
 		{name: "token", args: "create|list|revoke", summary: "make, list and revoke tokens with roles", run: runToken, about: tokenAbout},
 		{name: "log", args: "SESSION", summary: "print a session's events", run: runLog},
+		{name: "fork", args: "SESSION", summary: "fork a session: a new session with its history, whose agent goes on from it", run: runFork,
+			about: "Refused while a turn runs, and for an agent without session/fork. Prints the new session's key."},
 		{name: "delete", args: "SESSION", summary: "delete a session: its agent, clients, workspace and log", run: runDelete,
 			about: "Refused while a turn runs: cancel it first. Needs a token with the manage right."},
 		{name: "schema", args: "[events|api]", summary: "print the published JSON Schemas", run: runSchema,

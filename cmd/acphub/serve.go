@@ -518,7 +518,7 @@ func agentSpecs(cfg *config.Config) (map[string]agent.Spec, string, error) {
 		return nil, "", fmt.Errorf("find own executable for the demo agent: %w", err)
 	}
 	agents := map[string]agent.Spec{
-		"demo": {Name: "demo", Command: self, Args: []string{"demo-agent"}},
+		"demo": {Name: "demo", Command: self, Args: []string{"demo-agent", "--state-dir", filepath.Join(cfg.DataDir, "demo-agent")}},
 	}
 	for name, a := range cfg.Agents {
 		agents[name] = agent.Spec{Name: name, Command: a.Command, Args: a.Args, Env: a.EnvList()}

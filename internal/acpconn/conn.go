@@ -31,6 +31,8 @@ type Hub interface {
 	FindSession(ctx context.Context, sessionID string, who *auth.Principal) (string, error)
 	// Join makes a client of a hub session, creating it on first use.
 	Join(ctx context.Context, key string, opts hub.JoinOptions) (*hub.Client, error)
+	// Fork makes the fork session/fork asks for, and returns its key.
+	Fork(ctx context.Context, params []byte, who *auth.Principal) (string, *jsonrpc.Error)
 	// DeleteACP deletes the hub session that holds an ACP session id.
 	DeleteACP(ctx context.Context, sessionID string, who *auth.Principal) *jsonrpc.Error
 }
@@ -232,6 +234,8 @@ func (c *Conn) request(ctx context.Context, m *jsonrpc.Message) {
 		c.loadSession(ctx, m)
 	case m.Method == api.MethodWatchSessions && c.opts.Sessions != nil:
 		c.watchSessions(m)
+	case m.Method == jsonrpc.MethodSessionFork:
+		c.forkSession(m)
 	case m.Method == jsonrpc.MethodSessionDelete && c.route(SessionID(m.Params)) == nil:
 		// Another hub session than the connection's: the hub deletes it.
 		go func() {
@@ -347,7 +351,7 @@ func SessionID(params []byte) string {
 // newSession opens a hub session for session/new: the one its
 // _meta["acphub.dev/key"] names, else a new one.
 func (c *Conn) newSession(ctx context.Context, m *jsonrpc.Message) {
-	key, e := requestedKey(m.Params)
+	key, e := hub.RequestedKey(m.Params)
 	if e != nil {
 		c.replyError(m.ID, e)
 		return
@@ -367,7 +371,7 @@ func (c *Conn) newSession(ctx context.Context, m *jsonrpc.Message) {
 	s := &session{key: key, ready: make(chan struct{}), watch: m.ID}
 	c.sessions = append(c.sessions, s)
 	c.mu.Unlock()
-	go c.open(s, c.opts.Agent, m.Raw, m.ID)
+	go c.open(s, c.opts.Agent, m.Raw, m.ID, false)
 }
 
 // loadSession joins the hub session that holds the sessionId of a
@@ -400,26 +404,24 @@ func (c *Conn) loadSession(ctx context.Context, m *jsonrpc.Message) {
 	c.mu.Lock()
 	c.sessions = append(c.sessions, s)
 	c.mu.Unlock()
-	go c.open(s, agent, m.Raw, m.ID)
+	go c.open(s, agent, m.Raw, m.ID, false)
 }
 
-// requestedKey reads _meta["acphub.dev/key"] of session/new params.
-func requestedKey(params []byte) (string, *jsonrpc.Error) {
-	meta, ok := jsonrpc.Field(params, "_meta")
-	if !ok {
-		return "", nil
-	}
-	raw, ok := jsonrpc.Field(meta, api.MetaKey)
-	if !ok {
-		return "", nil
-	}
-	var key string
-	if json.Unmarshal(raw, &key) != nil || !hub.ValidKey(key) {
-		return "", jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams,
-			"Invalid params: params._meta."+api.MetaKey+": a hub session key, 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit",
-			map[string]any{"field": "_meta." + api.MetaKey})
-	}
-	return key, nil
+// forkSession has the hub fork the session session/fork names, then joins
+// the fork, which answers the request: the connection holds both.
+func (c *Conn) forkSession(m *jsonrpc.Message) {
+	go func() {
+		key, e := c.hub.Fork(c.ctx, m.Params, c.opts.Principal)
+		if e != nil {
+			c.replyError(m.ID, e)
+			return
+		}
+		s := &session{key: key, ready: make(chan struct{}), watch: m.ID}
+		c.mu.Lock()
+		c.sessions = append(c.sessions, s)
+		c.mu.Unlock()
+		c.open(s, "", m.Raw, m.ID, true)
+	}()
 }
 
 // newKey names a hub session the connection creates.
@@ -433,8 +435,8 @@ func newKey() string {
 // is to run any), initializes it with the connection's initialize params,
 // starts its pump and sends it frame, the request that opened it (with
 // id).
-func (c *Conn) open(s *session, agent string, frame, id []byte) {
-	client, err := c.hub.Join(c.ctx, s.key, hub.JoinOptions{Agent: agent, IDs: &c.ids, Principal: c.opts.Principal})
+func (c *Conn) open(s *session, agent string, frame, id []byte, fork bool) {
+	client, err := c.hub.Join(c.ctx, s.key, hub.JoinOptions{Agent: agent, IDs: &c.ids, Principal: c.opts.Principal, Fork: fork})
 	if err != nil {
 		c.fail(s, id, hubError(err))
 		return

@@ -12,8 +12,10 @@ import (
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -38,10 +40,22 @@ type Options struct {
 	// Exit ends the process for /crash; nil means os.Exit. A test double may
 	// return, and Run then returns ErrCrashed.
 	Exit func(code int)
+	// StateDir, when set, keeps each session's memory (/remember) in a
+	// file of its own there, as agents keep their sessions on disk: another
+	// process of the agent loads or forks the session from it. "" keeps
+	// sessions in memory only.
+	StateDir string
+	// NoFork leaves session/fork out of what the agent advertises and
+	// answers, as agents without it do.
+	NoFork bool
 }
 
-// initializeResult is the fixed answer to initialize.
-const initializeResult = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{},"sessionCapabilities":{"close":{}}},"agentInfo":{"name":"acphub-demo","version":"1"},"authMethods":[]}`
+// initializeResult is the answer to initialize; withoutFork leaves
+// session/fork out.
+const (
+	initializeResult = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{},"sessionCapabilities":{"close":{},"fork":{}}},"agentInfo":{"name":"acphub-demo","version":"1"},"authMethods":[]}`
+	withoutFork      = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{},"sessionCapabilities":{"close":{}}},"agentInfo":{"name":"acphub-demo","version":"1"},"authMethods":[]}`
+)
 
 // JSON-RPC error codes the agent answers with.
 const (
@@ -49,6 +63,7 @@ const (
 	codeInvalidRequest = -32600
 	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
+	codeNotFound       = -32002
 )
 
 // rpcError is a JSON-RPC error object, sent or received.
@@ -117,9 +132,11 @@ type session struct {
 // agent is one connection: the read loop runs in Run's goroutine, each prompt
 // turn in its own goroutine.
 type agent struct {
-	delay time.Duration
-	exit  func(int)
-	log   *log.Logger // serializes its writes
+	delay    time.Duration
+	exit     func(int)
+	stateDir string
+	noFork   bool
+	log      *log.Logger // serializes its writes
 
 	ctx   context.Context // the connection's lifetime; turns derive from it
 	stop  context.CancelCauseFunc
@@ -149,6 +166,8 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
 	a := &agent{
 		delay:    opts.Delay,
 		exit:     opts.Exit,
+		stateDir: opts.StateDir,
+		noFork:   opts.NoFork,
 		log:      log.New(io.Discard, "", 0),
 		out:      out,
 		sessions: make(map[string]*session),
@@ -258,6 +277,12 @@ func (a *agent) handleRequest(m *message) {
 		result, rerr = a.newSession(m.Params)
 	case "session/load":
 		result, rerr = a.loadSession(m.Params)
+	case "session/fork":
+		if a.noFork {
+			rerr = &rpcError{Code: codeMethodNotFound, Message: "Method not found"}
+			break
+		}
+		result, rerr = a.forkSession(m.Params)
 	case "session/set_mode":
 		result, rerr = a.setMode(m.Params)
 	case "session/close":
@@ -295,6 +320,9 @@ func (a *agent) initialize(raw json.RawMessage) (any, *rpcError) {
 	a.mu.Lock()
 	a.caps = p.ClientCapabilities
 	a.mu.Unlock()
+	if a.noFork {
+		return json.RawMessage(withoutFork), nil
+	}
 	return json.RawMessage(initializeResult), nil
 }
 
@@ -309,16 +337,109 @@ func (a *agent) newSession(raw json.RawMessage) (any, *rpcError) {
 	if rerr := decodeParams(raw, &p); rerr != nil {
 		return nil, rerr
 	}
+	return a.addSession(&session{cwd: p.Cwd}), nil
+}
+
+// newSessionResult is the answer to session/new and session/fork.
+type newSessionResult struct {
+	SessionID string      `json:"sessionId"`
+	Modes     modeChoices `json:"modes"`
+}
+
+// addSession keeps s under a new id "demo-" and 16 hex digits.
+func (a *agent) addSession(s *session) newSessionResult {
 	var b [8]byte
 	rand.Read(b[:])
 	id := "demo-" + hex.EncodeToString(b[:])
 	a.mu.Lock()
-	a.sessions[id] = &session{cwd: p.Cwd}
+	a.sessions[id] = s
 	a.mu.Unlock()
-	return struct {
-		SessionID string      `json:"sessionId"`
-		Modes     modeChoices `json:"modes"`
-	}{id, demoModes}, nil
+	a.save(id, s)
+	return newSessionResult{id, demoModes}
+}
+
+// forkSession makes a new session with what the session it names
+// remembers, found in this process or, from another, in StateDir.
+func (a *agent) forkSession(raw json.RawMessage) (any, *rpcError) {
+	var p sessionParams
+	if rerr := decodeParams(raw, &p); rerr != nil {
+		return nil, rerr
+	}
+	memory, ok := a.memoryOf(p.SessionID)
+	if !ok {
+		return nil, &rpcError{Code: codeNotFound, Message: "Session not found: " + p.SessionID}
+	}
+	return a.addSession(&session{cwd: p.Cwd, memory: memory}), nil
+}
+
+// memoryOf returns what session id remembers, and whether the agent knows
+// the session.
+func (a *agent) memoryOf(id string) ([]string, bool) {
+	a.mu.Lock()
+	s := a.sessions[id]
+	var memory []string
+	if s != nil {
+		memory = slices.Clone(s.memory)
+	}
+	a.mu.Unlock()
+	if s != nil {
+		return memory, true
+	}
+	return a.stored(id)
+}
+
+// stateFile is where StateDir keeps session id, or "" when the agent keeps
+// no state or id cannot name a file.
+func (a *agent) stateFile(id string) string {
+	if a.stateDir == "" || id == "" || strings.ContainsAny(id, `/\`) || id[0] == '.' {
+		return ""
+	}
+	return filepath.Join(a.stateDir, id+".json")
+}
+
+// stored reads what StateDir keeps of session id.
+func (a *agent) stored(id string) ([]string, bool) {
+	path := a.stateFile(id)
+	if path == "" {
+		return nil, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	var st struct {
+		Memory []string `json:"memory"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		a.log.Printf("demo-agent: session state %s: %v", path, err)
+		return nil, false
+	}
+	return st.Memory, true
+}
+
+// save writes what session id remembers to StateDir, when there is one.
+func (a *agent) save(id string, s *session) {
+	path := a.stateFile(id)
+	if path == "" {
+		return
+	}
+	a.mu.Lock()
+	b, _ := json.Marshal(struct {
+		Memory []string `json:"memory"`
+	}{s.memory})
+	a.mu.Unlock()
+	if err := os.MkdirAll(a.stateDir, 0o700); err != nil {
+		a.log.Printf("demo-agent: %v", err)
+		return
+	}
+	tmp := path + ".tmp"
+	err := os.WriteFile(tmp, b, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		a.log.Printf("demo-agent: save session %s: %v", id, err)
+	}
 }
 
 // modeChoices is ACP's SessionModeState.
@@ -371,12 +492,17 @@ func (a *agent) loadSession(raw json.RawMessage) (any, *rpcError) {
 		return nil, invalidParams("sessionId is required")
 	}
 	a.mu.Lock()
-	if s := a.sessions[p.SessionID]; s != nil {
+	s := a.sessions[p.SessionID]
+	if s != nil {
 		s.cwd = p.Cwd
-	} else {
-		a.sessions[p.SessionID] = &session{cwd: p.Cwd}
 	}
 	a.mu.Unlock()
+	if s == nil {
+		memory, _ := a.stored(p.SessionID)
+		a.mu.Lock()
+		a.sessions[p.SessionID] = &session{cwd: p.Cwd, memory: memory}
+		a.mu.Unlock()
+	}
 	return struct{}{}, nil
 }
 

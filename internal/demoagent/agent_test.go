@@ -307,7 +307,7 @@ func TestRun_Handshake(t *testing.T) {
 	c := start(t, demoagent.Options{Delay: -1})
 
 	_, resp := c.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
-	const wantInit = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{},"sessionCapabilities":{"close":{}}},"agentInfo":{"name":"acphub-demo","version":"1"},"authMethods":[]}`
+	const wantInit = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{},"sessionCapabilities":{"close":{},"fork":{}}},"agentInfo":{"name":"acphub-demo","version":"1"},"authMethods":[]}`
 	if got := string(resp.Result); got != wantInit {
 		t.Errorf("initialize result = %s, want %s", got, wantInit)
 	}
@@ -850,5 +850,66 @@ func TestRun_RemembersPerSession(t *testing.T) {
 	}
 	if frames, _ := c.turn(other.SessionID, "/recall"); chunkText(t, frames) != "nothing remembered" {
 		t.Errorf("another session recalls %q", chunkText(t, frames))
+	}
+}
+
+// sessionID reads the sessionId of a session/new or session/fork result.
+func sessionID(t *testing.T, resp frame) string {
+	t.Helper()
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
+		t.Fatalf("no sessionId in %s", resp.raw)
+	}
+	return r.SessionID
+}
+
+// A fork remembers what its parent did, in the same process or, through
+// StateDir, in another; then the two go their own ways. A session loaded
+// by another process remembers too.
+func TestRun_ForkAndLoadRemember(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := start(t, demoagent.Options{Delay: -1, StateDir: dir})
+	parent := a.handshake(`{}`)
+	a.turn(parent, "/remember the door code is 4711")
+	_, resp := a.call("session/fork", map[string]any{"sessionId": parent, "cwd": "/work", "mcpServers": []any{}})
+	child := sessionID(t, resp)
+	a.turn(child, "/remember the child was told this")
+	a.turn(parent, "/remember the parent was told this")
+	for sid, want := range map[string]string{
+		parent: "the door code is 4711; the parent was told this",
+		child:  "the door code is 4711; the child was told this",
+	} {
+		if frames, _ := a.turn(sid, "/recall"); chunkText(t, frames) != want {
+			t.Errorf("%s recalls %q, want %q", sid, chunkText(t, frames), want)
+		}
+	}
+
+	b := start(t, demoagent.Options{Delay: -1, StateDir: dir})
+	b.handshake(`{}`)
+	_, resp = b.call("session/fork", map[string]any{"sessionId": child, "cwd": "/work", "mcpServers": []any{}})
+	grandchild := sessionID(t, resp)
+	if frames, _ := b.turn(grandchild, "/recall"); chunkText(t, frames) != "the door code is 4711; the child was told this" {
+		t.Errorf("a fork in another process recalls %q", chunkText(t, frames))
+	}
+	b.call("session/load", map[string]any{"sessionId": parent, "cwd": "/work", "mcpServers": []any{}})
+	if frames, _ := b.turn(parent, "/recall"); chunkText(t, frames) != "the door code is 4711; the parent was told this" {
+		t.Errorf("a session loaded in another process recalls %q", chunkText(t, frames))
+	}
+	for _, id := range []string{"demo-nowhere", "../escape", ""} {
+		if _, resp := b.call("session/fork", map[string]any{"sessionId": id, "cwd": "/work", "mcpServers": []any{}}); resp.Error == nil || resp.Error.Code != -32002 {
+			t.Errorf("fork of %q: %s, want -32002", id, resp.raw)
+		}
+	}
+
+	n := start(t, demoagent.Options{Delay: -1, NoFork: true})
+	_, init := n.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	if strings.Contains(string(init.Result), "fork") {
+		t.Errorf("NoFork advertises fork: %s", init.Result)
+	}
+	if _, resp := n.call("session/fork", map[string]any{"sessionId": parent, "cwd": "/work", "mcpServers": []any{}}); resp.Error == nil || resp.Error.Code != -32601 {
+		t.Errorf("NoFork's session/fork: %s, want -32601", resp.raw)
 	}
 }

@@ -110,7 +110,10 @@ func (t *turn) remember(text string) error {
 		t.chunk(usage("/remember"))
 		return nil
 	}
+	t.a.mu.Lock()
 	t.s.memory = append(t.s.memory, text)
+	t.a.mu.Unlock()
+	t.a.save(t.sessionID, t.s)
 	t.chunk("remembered: " + text)
 	return nil
 }

@@ -12,8 +12,13 @@
 // client's capabilities. session/new answers a new id "demo-" followed by 16 hex
 // digits, and the modes "ask" (current) and "auto", which change nothing but
 // what it reports: session/set_mode to one of them answers {} after a
-// current_mode_update, to another -32602. session/load accepts any non-empty id and replays nothing, since the
-// agent keeps no history. session/close answers {}
+// current_mode_update, to another -32602. session/load accepts any non-empty
+// id and replays nothing, since the agent keeps no history; it keeps what
+// the session remembers (/remember) when Options.StateDir has it.
+// session/fork (sessionCapabilities.fork, unless Options.NoFork) makes a
+// new session that remembers what the one it names does, found in this
+// process or in StateDir, and answers as session/new does; a session it
+// cannot find is -32002. session/close answers {}
 // (sessionCapabilities.close is advertised). Other requests get -32601,
 // unknown notifications are ignored, a line that is not JSON gets -32700 with id
 // null. Every received method is logged to Options.Stderr as "demo-agent: METHOD".
@@ -59,7 +64,10 @@
 // capability, so that tests see a hub block them, and say in a chunk whether it
 // was advertised.
 //
-// /remember keeps its text in the session's memory, which /recall tells.
+// /remember keeps its text in the session's memory, which /recall tells. With
+// Options.StateDir the memory is also written to StateDir/ID.json at once,
+// so another process of the agent loads or forks the session with it, as
+// agents that store their sessions do.
 //
 // The last three commands serve load tests. /flood numbers its chunks from 1 in
 // params._meta["acphub.dev/seq"] and puts each one's send time, in Unix

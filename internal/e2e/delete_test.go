@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,13 +12,8 @@ import (
 // sessionKeys lists the keys GET /api/sessions gives.
 func (h *hubProc) sessionKeys() []string {
 	h.t.Helper()
-	status, body := h.apiDo(http.MethodGet, "/api/sessions", h.token, nil)
-	var list api.SessionList
-	if status != http.StatusOK || json.Unmarshal(body, &list) != nil {
-		h.t.Fatalf("GET /api/sessions: %d %s", status, body)
-	}
 	var keys []string
-	for _, s := range list.Sessions {
+	for _, s := range h.sessionList() {
 		keys = append(keys, s.Key)
 	}
 	return keys

@@ -53,6 +53,7 @@ func TestLog_EveryEventTypeMatchesTheSchema(t *testing.T) {
 	c.handshake()
 	id = c.prompt(sid, "/echo back")
 	mustStop(t, "after restart", lastOf(c.untilResponse(id)), "end_turn")
+	forked(t, c.mustCall("session/fork", forkParams(sid, map[string]any{"acphub.dev/key": "f"})))
 	h.stop()
 
 	if n := checkEventLog(t, h.dataDir); n < 40 {
@@ -60,7 +61,7 @@ func TestLog_EveryEventTypeMatchesTheSchema(t *testing.T) {
 	}
 	events := readStore(t, h.dataDir, "s")
 	var types []string
-	for _, ev := range append(readStore(t, h.dataDir, "r"), events...) {
+	for _, ev := range slices.Concat(readStore(t, h.dataDir, "r"), readStore(t, h.dataDir, "f"), events) {
 		if !slices.Contains(types, ev.Type) {
 			types = append(types, ev.Type)
 		}

@@ -118,7 +118,7 @@ func startHubIn(t testing.TB, dataDir string, args ...string) *hubProc {
 	h := &hubProc{t: t, dataDir: dataDir}
 	full := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", h.dataDir, "--log-level", "debug", "--config", filepath.Join(h.dataDir, "none.toml")}
 	if !hasFlag(args, "--agent-cmd") && !hasFlag(args, "--agent") {
-		full = append(full, "--agent-cmd", demoAgentCmd(5*time.Millisecond))
+		full = append(full, "--agent-cmd", demoAgentCmd(5*time.Millisecond)+" --state-dir "+filepath.Join(h.dataDir, "demo-agent"))
 	}
 	h.args = append(full, args...)
 	// An empty config file, so no user config leaks into the test.

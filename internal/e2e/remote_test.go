@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/testutil"
 )
 
@@ -486,5 +487,35 @@ func TestRemote_DeleteRemovesTheWorkspace(t *testing.T) {
 	}
 	if got := git.Branch(target.Branch); got != target.Revision {
 		t.Errorf("the remote's result branch is at %q after the delete, want the pushed %s", got, target.Revision)
+	}
+}
+
+// A remote session's fork checks out the parent's last pushed commit in a
+// workspace of its own and pushes a result branch of its own; the
+// parent's branch does not move.
+func TestRemote_ForkPushesItsOwnBranch(t *testing.T) {
+	t.Parallel()
+	git, h, a, sid := remoteSession(t)
+	parentTarget, _, _ := promptTarget(t, a, sid, "/fs-write one.txt from the parent")
+	child, key := forked(t, a.mustCall("session/fork", forkParams(sid, nil)))
+	if text, _ := turnText(a, child, "/fs-read one.txt"); !strings.Contains(text, "from the parent") {
+		t.Errorf("the fork's workspace lacks the parent's pushed file: %q", text)
+	}
+	target, _, _ := promptTarget(t, a, child, "/fs-write two.txt from the fork")
+	if target == nil || target.Branch == parentTarget.Branch || !strings.HasPrefix(target.Branch, "acphub/"+key+"-") {
+		t.Fatalf("the fork pushed %+v, want a branch of its own (the parent's is %s)", target, parentTarget.Branch)
+	}
+	if got := git.Branch(target.Branch); got != target.Revision {
+		t.Errorf("the server has %s at %q, want %s", target.Branch, got, target.Revision)
+	}
+	if got := testutil.Git(t, git.Bare(), "rev-parse", target.Revision+"^"); got != parentTarget.Revision {
+		t.Errorf("the fork's commit has parent %s, want the parent session's pushed %s", got, parentTarget.Revision)
+	}
+	if got := git.Branch(parentTarget.Branch); got != parentTarget.Revision {
+		t.Errorf("the parent's branch moved to %s", got)
+	}
+	var origin api.SessionForked
+	if events := h.readLog(key); json.Unmarshal(events[0].Data, &origin) != nil || !strings.Contains(string(origin.Remote), parentTarget.Revision) {
+		t.Errorf("session.forked %s does not name where the workspace started", events[0].Data)
 	}
 }

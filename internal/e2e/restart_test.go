@@ -522,6 +522,30 @@ func TestRestart_PlaceAheadOfTheLogAfterAKill(t *testing.T) {
 	}
 }
 
+// waitDurable waits until the log of session key is on disk up to the
+// last event the hub gives now, so that kill -9 cannot take it: it reads
+// the database itself, as the next hub will.
+func (h *hubProc) waitDurable(key string) {
+	h.t.Helper()
+	want := h.readLog(key)[len(h.readLog(key))-1].Seq
+	store, err := sqlite.Open(filepath.Join(h.dataDir, sqlite.FileName), sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer store.Close()
+	for deadline := time.Now().Add(testTimeout); ; time.Sleep(5 * time.Millisecond) {
+		last, _, err := store.Last(context.Background(), key, "")
+		switch {
+		case err != nil:
+			h.t.Fatal(err)
+		case last.Seq >= want:
+			return
+		case time.Now().After(deadline):
+			h.t.Fatalf("session %s: seq %d is not on disk, the disk has %d", key, want, last.Seq)
+		}
+	}
+}
+
 // waitCommitted waits until what the hub had queued for its log is
 // committed: two commits after now, the one in progress and the next.
 func (h *hubProc) waitCommitted() {

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -275,12 +276,14 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	if req.AfterText > 0 {
 		render = skipText(render, req.AfterText)
 	}
+	segments := s.history(after)
 	switch {
 	case after < 0:
-	case s.seq-after > attachInline:
-		streamed = s.seq - after
+		segments = nil
+	case historyLen(segments) > attachInline:
+		streamed = historyLen(segments)
 	default:
-		frames, err := s.historyFrames(after, render)
+		frames, err := s.historyFrames(segments, render)
 		if err != nil {
 			s.replyError(p, id, errLogRead())
 			return
@@ -300,7 +303,7 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	}
 	s.reply(p, id, res.AppendJSON(nil))
 	if streamed > 0 {
-		p.st.mark(s.key, after, s.seq, render)
+		s.markHistory(p.st, segments, render)
 	}
 	p.attached = true
 	p.marked.seq = -1
@@ -369,23 +372,104 @@ func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
 	return out
 }
 
-// historyFrames renders the log after seq with render, as the frames a
-// joining client gets. It reads the store from the actor: for the short
-// histories session/attach puts in its response (attachInline).
-func (s *Session) historyFrames(after int64, render func([][]byte, eventlog.Event) [][]byte) ([][]byte, error) {
+// segment is a stretch of a log that is part of a session's history.
+type segment struct {
+	key         string
+	after, upto int64
+	parent      bool // a fork's parent's log, up to the fork
+}
+
+// history is where the session's history after its seq after is: its log
+// after it, and for a fork that is read from the start, first its parent's
+// log up to the fork (see fork.go). The log is flushed up to s.seq.
+func (s *Session) history(after int64) []segment {
+	var out []segment
+	if o := s.origin; o != nil && after == 0 && o.ParentSeq > 0 {
+		out = append(out, segment{key: o.Parent, upto: o.ParentSeq, parent: true})
+	}
+	return append(out, segment{key: s.key, after: after, upto: s.seq})
+}
+
+// historyLen is how many log events segments hold.
+func historyLen(segments []segment) int64 {
+	var n int64
+	for _, g := range segments {
+		n += max(0, g.upto-g.after)
+	}
+	return n
+}
+
+// markHistory schedules segments for st, rendered with render (nil: st's
+// own).
+func (s *Session) markHistory(st *stream, segments []segment, render func([][]byte, eventlog.Event) [][]byte) {
+	for _, g := range segments {
+		m := replayMark{session: g.key, after: g.after, upto: g.upto, render: render}
+		if g.parent {
+			if render == nil {
+				render = st.render
+			}
+			m.render, m.parent = s.fromParent(render), true
+		}
+		st.add(m)
+	}
+}
+
+// fromParent wraps render for a fork's parent's log: the frames name the
+// fork's sessionId instead of the parent's.
+func (s *Session) fromParent(render func([][]byte, eventlog.Event) [][]byte) func([][]byte, eventlog.Event) [][]byte {
+	from, _ := json.Marshal(s.origin.ParentSessionID)
+	to := s.sessionID
+	return func(frames [][]byte, ev eventlog.Event) [][]byte {
+		n := len(frames)
+		frames = render(frames, ev)
+		for i := n; i < len(frames); i++ {
+			frames[i] = renameSession(frames[i], from, to)
+		}
+		return frames
+	}
+}
+
+// renameSession returns frame with params.sessionId to instead of from;
+// a frame that names no from is returned as it is.
+func renameSession(frame, from, to []byte) []byte {
+	if to == nil || !bytes.Contains(frame, from) {
+		return frame
+	}
+	params, ok := jsonrpc.Field(frame, "params")
+	if !ok {
+		return frame
+	}
+	if sid, ok := jsonrpc.Field(params, "sessionId"); !ok || !bytes.Equal(sid, from) {
+		return frame
+	}
+	params, _ = jsonrpc.SetField(params, "sessionId", to)
+	out, _ := jsonrpc.SetField(frame, "params", params)
+	return out
+}
+
+// historyFrames renders segments with render, as the frames a joining
+// client gets. It reads the store from the actor: for the short histories
+// session/attach puts in its response (attachInline).
+func (s *Session) historyFrames(segments []segment, render func([][]byte, eventlog.Event) [][]byte) ([][]byte, error) {
 	var frames [][]byte
-	for after < s.seq {
-		events, err := s.cfg.Store.Read(context.Background(), s.key, after, maxPage)
-		if err != nil {
-			return nil, err
+	for _, g := range segments {
+		r := render
+		if g.parent {
+			r = s.fromParent(render)
 		}
-		if len(events) == 0 {
-			break
+		for after := g.after; after < g.upto; {
+			events, err := s.cfg.Store.Read(context.Background(), g.key, after, int(min(g.upto-after, maxPage)))
+			if err != nil {
+				return nil, err
+			}
+			if len(events) == 0 {
+				break
+			}
+			for _, ev := range events {
+				frames = r(frames, ev)
+			}
+			after = events[len(events)-1].Seq
 		}
-		for _, ev := range events {
-			frames = render(frames, ev)
-		}
-		after = events[len(events)-1].Seq
 	}
 	return frames, nil
 }

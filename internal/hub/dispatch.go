@@ -86,6 +86,8 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.load(p, m)
 	case m.Method == jsonrpc.MethodSessionResume:
 		s.resume(p, m)
+	case m.Method == jsonrpc.MethodSessionFork:
+		s.joinFork(p, m)
 	case m.Method == jsonrpc.MethodSessionList:
 		s.listSessions(p, m)
 	case m.Method == api.MethodSessionAttach:

@@ -138,6 +138,10 @@ type JoinOptions struct {
 	// several sessions gives each the same counter, so that their requests
 	// never share an id on it.
 	IDs *atomic.Int64
+	// Fork: the client joins a fork Hub.Fork made, with the session/fork
+	// request that asked for it, which the fork answers (the standard
+	// endpoint). Other clients' session/fork requests make forks.
+	Fork bool
 	// Principal is who the client acts for: the hub checks its rights on
 	// every frame (docs/roles.md). nil is the hub's own process, which may
 	// do everything; transports always give one.

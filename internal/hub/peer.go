@@ -32,6 +32,7 @@ type peer struct {
 	caps        json.RawMessage         // clientCapabilities from its initialize
 	info        json.RawMessage         // clientInfo from its initialize
 	volunteer   bool                    // offered to execute client tools (_meta acphub.dev/executor)
+	forkJoin    bool                    // joins the fork its session/fork made (JoinOptions.Fork)
 	gone        bool                    // removed from the session
 	dropped     bool                    // overflowed; removed once the current message is handled
 	overNoted   bool                    // in the session's over list (see lagBehind)
@@ -67,11 +68,12 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 		return nil, ErrPeerTaken
 	}
 	p := &peer{
-		id:     id,
-		replay: opts.Replay,
-		who:    opts.Principal,
-		ids:    opts.IDs,
-		copies: make(map[int64]*agentRequest),
+		id:       id,
+		replay:   opts.Replay,
+		who:      opts.Principal,
+		ids:      opts.IDs,
+		forkJoin: opts.Fork,
+		copies:   make(map[int64]*agentRequest),
 	}
 	p.removed, p.markRemoved = context.WithCancel(context.Background())
 	p.st = newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, func() { p.sess.Load().kickLag() })
@@ -149,7 +151,7 @@ func (s *Session) attachWith(p *peer, after int64, replay bool, answer func()) {
 	}
 	if replay {
 		s.flush()
-		p.st.mark(s.key, after, s.seq, nil)
+		s.markHistory(p.st, s.history(after), nil)
 	}
 	s.resendOpenRequests(p)
 	s.updatePaced()
@@ -227,6 +229,9 @@ func (c *Client) Session() string { return c.p.sess.Load().key }
 func (c *Client) Send(ctx context.Context, frame []byte) error {
 	if target, ok := c.moveTarget(ctx, frame); ok {
 		return c.move(ctx, target, frame)
+	}
+	if m, ok := isFork(frame); ok && !c.p.forkJoin {
+		return c.fork(ctx, m)
 	}
 	return c.p.sess.Load().post(ctx, clientMsg{peer: c.p, frame: frame})
 }

@@ -43,12 +43,6 @@ type lostWorkspace struct {
 
 // Messages from git goroutines to the actor.
 type (
-	workspaceOpened struct {
-		peer *peer
-		msg  *jsonrpc.Message
-		ws   *workspace.Workspace
-		err  error
-	}
 	workspaceReopened struct {
 		ws  *workspace.Workspace
 		err error
@@ -108,15 +102,34 @@ func (s *Session) resultBranch(params []byte) string {
 }
 
 // openRemote checks the remote of the session/new that creates the
-// session out in a goroutine (workspace.Open validates it before git
-// runs); the session/new goes on to the agent once it is there
-// (workspaceOpened).
+// session out; the session/new goes on to the agent once it is there, with
+// the workspace as its cwd and without remote, which acphub handles for it.
 func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
+	s.openWorkspace(ref, s.resultBranch(m.Params), p.id, func(e *jsonrpc.Error) {
+		if e != nil {
+			s.failNewSession(p, m.ID, e)
+			return
+		}
+		params, _ := jsonrpc.SetField(m.Params, "cwd", mustJSON(s.remote.ws.Dir))
+		params, _ = jsonrpc.DeleteField(params, "remote")
+		created, err := jsonrpc.Parse(m.WithParams(params))
+		if err != nil {
+			panic("hub: rewrote session/new into an invalid frame: " + err.Error())
+		}
+		s.createSession(p, &created)
+	})
+}
+
+// openWorkspace checks ref out on the result branch branch in a goroutine
+// (workspace.Open validates both before git runs), then, on the actor,
+// makes it the session's workspace, logs it as done by peer ("" for the
+// hub), and calls then with nil; or with the error that answers the
+// request that asked for it.
+func (s *Session) openWorkspace(ref workspace.Ref, branch, peer string, then func(*jsonrpc.Error)) {
 	if s.cfg.Workspaces == nil {
-		s.failNewSession(p, m.ID, errBadField("remote", "this hub does not run remote sessions"))
+		then(errBadField("remote", "this hub does not run remote sessions"))
 		return
 	}
-	branch := s.resultBranch(m.Params)
 	name := s.key + "-" + branch[strings.LastIndexByte(branch, '/')+1:]
 	name = resultBranchRE.ReplaceAllString(name, "-")
 	s.log.Info("checking out a remote", "url", ref.URL, "branch", ref.Branch, "revision", ref.Revision, "result_branch", branch)
@@ -124,7 +137,16 @@ func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
 		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 		defer cancel()
 		ws, err := s.cfg.Workspaces.Open(ctx, name, ref, branch)
-		s.postTool(workspaceOpened{peer: p, msg: m, ws: ws, err: err})
+		s.postTool(actorFunc(func() {
+			if err != nil {
+				s.log.Warn("remote checkout failed", "err", err)
+				then(remoteError(err))
+				return
+			}
+			s.remote = &remoteState{ws: ws}
+			s.record(peer, &api.WorkspaceCloned{URL: ws.Remote.URL, Branch: ws.Remote.Branch, Revision: ws.Remote.Revision, ResultBranch: ws.Branch, Dir: ws.Dir})
+			then(nil)
+		}))
 	}()
 }
 
@@ -204,26 +226,6 @@ func remoteError(err error) *jsonrpc.Error {
 	return jsonrpc.NewError(api.CodeCloneFailed, api.ReasonCloneFailed, "The remote could not be checked out: "+err.Error(), data)
 }
 
-// workspaceOpened sends the session/new on to the agent with the
-// workspace as its cwd and without remote, which acphub handles for it.
-func (s *Session) workspaceOpened(o workspaceOpened) {
-	if o.err != nil {
-		s.log.Warn("remote checkout failed", "err", o.err)
-		s.failNewSession(o.peer, o.msg.ID, remoteError(o.err))
-		return
-	}
-	ws := o.ws
-	s.remote = &remoteState{ws: ws}
-	s.record(o.peer.id, &api.WorkspaceCloned{URL: ws.Remote.URL, Branch: ws.Remote.Branch, Revision: ws.Remote.Revision, ResultBranch: ws.Branch, Dir: ws.Dir})
-	params, _ := jsonrpc.SetField(o.msg.Params, "cwd", mustJSON(ws.Dir))
-	params, _ = jsonrpc.DeleteField(params, "remote")
-	m, err := jsonrpc.Parse(o.msg.WithParams(params))
-	if err != nil {
-		panic("hub: rewrote session/new into an invalid frame: " + err.Error())
-	}
-	s.createSession(o.peer, &m)
-}
-
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -290,12 +292,7 @@ func (s *Session) turnSaved(d turnSaved) {
 	if target != nil {
 		result, _ = jsonrpc.SetField(result, "target", target)
 	}
-	metaObj, ok := jsonrpc.Field(result, "_meta")
-	if !ok || len(metaObj) == 0 || metaObj[0] != '{' {
-		metaObj = []byte("{}")
-	}
-	metaObj, _ = jsonrpc.SetField(metaObj, "acphub.dev/workspace", mustJSON(meta))
-	result, _ = jsonrpc.SetField(result, "_meta", metaObj)
+	result = withMeta(result, "acphub.dev/workspace", mustJSON(meta))
 	answered, err := jsonrpc.Parse(jsonrpc.NewResponse(resp.ID, result))
 	if err != nil {
 		panic("hub: built an invalid prompt response: " + err.Error())

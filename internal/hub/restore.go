@@ -38,6 +38,7 @@ type prior struct {
 	// described is the title and usage it last kept.
 	created, updated time.Time
 	described        api.SessionDescribed
+	origin           *api.SessionForked // a fork's parent
 }
 
 // opsScan bounds how far back in the log a reopened session looks for the
@@ -63,6 +64,14 @@ func loadPrior(ctx context.Context, store eventlog.Store, key string) (*prior, e
 		return nil, err
 	} else if ok {
 		if err := json.Unmarshal(ev.Data, &p.described); err != nil {
+			return nil, fmt.Errorf("session %q: %s event %d: %w", key, ev.Type, ev.Seq, err)
+		}
+	}
+	if ev, ok, err := store.Last(ctx, key, api.EventSessionForked); err != nil {
+		return nil, err
+	} else if ok {
+		p.origin = new(api.SessionForked)
+		if err := json.Unmarshal(ev.Data, p.origin); err != nil {
 			return nil, fmt.Errorf("session %q: %s event %d: %w", key, ev.Type, ev.Seq, err)
 		}
 	}
@@ -250,7 +259,7 @@ func (s *Session) restore(p *prior) {
 	if p.initResult != nil {
 		s.setInitResult(p.initResult)
 	}
-	s.newParams, s.newResult = p.newParams, p.newResult
+	s.newParams, s.newResult, s.origin = p.newParams, p.newResult, p.origin
 	if p.sessionID != nil {
 		s.setSessionID(p.sessionID)
 	}

@@ -130,7 +130,8 @@ type Session struct {
 	reopened struct{ from, to int64 }
 
 	idleTimer *time.Timer
-	deleting  *deletion // a deletion under way, or nil
+	deleting  *deletion          // a deletion under way, or nil
+	origin    *api.SessionForked // where a fork's history starts (see fork.go), or nil
 
 	// What the session's summary says besides its log (see report):
 	// when its log started and last moved, the title and usage the
@@ -464,6 +465,8 @@ func (s *Session) handle(msg any) {
 		close(m.done)
 	case deleteMsg:
 		s.remove(func(e *jsonrpc.Error) { m.reply <- e })
+	case forkMsg:
+		s.becomeFork(m)
 	case actorFunc:
 		m()
 	case messageFound:
@@ -482,8 +485,6 @@ func (s *Session) handle(msg any) {
 		s.terminalOutput(m)
 	case terminalExited:
 		s.terminalExited(m)
-	case workspaceOpened:
-		s.workspaceOpened(m)
 	case turnSaved:
 		s.turnSaved(m)
 	case workspaceEnded:

@@ -64,6 +64,9 @@ type replayMark struct {
 	after, upto int64
 	render      func([][]byte, eventlog.Event) [][]byte
 	recent      *recentLog // session's latest events, read before the store; or nil
+	// parent: the log is a fork's parent's (see Session.history); the
+	// consumer's place in the fork's own log stays 0 while it reads it.
+	parent bool
 }
 
 // closeQueue ends a consumer's queue: what is queued is still delivered,
@@ -91,11 +94,17 @@ func (st *stream) mark(session string, after, upto int64, render func([][]byte, 
 
 // markRecent is mark, reading the events recent holds from it.
 func (st *stream) markRecent(session string, after, upto int64, render func([][]byte, eventlog.Event) [][]byte, recent *recentLog) {
-	if upto <= after {
+	st.add(replayMark{session: session, after: after, upto: upto, render: render, recent: recent})
+}
+
+// add schedules the history of m at the current end of the queue.
+func (st *stream) add(m replayMark) {
+	if m.upto <= m.after {
 		return
 	}
+	m.at = st.out.Pushed()
 	st.marksMu.Lock()
-	st.marks = append(st.marks, replayMark{at: st.out.Pushed(), session: session, after: after, upto: upto, render: render, recent: recent})
+	st.marks = append(st.marks, m)
 	st.marked.Store(int32(len(st.marks)))
 	st.marksMu.Unlock()
 	st.out.Wake()
@@ -218,7 +227,7 @@ func (st *stream) replayPage(ctx context.Context, mark replayMark) ([][]byte, er
 			frames = render(frames, ev)
 		}
 		st.pageLimit = max(minPage, min(maxPage, replayPageBytes*len(events)/max(size, 1)))
-		if st.seqRecords {
+		if st.seqRecords && !mark.parent {
 			frames = append(frames, seqFrame(st.cursor, 0))
 		}
 		if len(frames) > 0 {

@@ -1,0 +1,338 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
+	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/workspace"
+)
+
+// Forking a session (session/fork) makes a new hub session, the fork,
+// from a parent between turns. Its history is the parent's log up to the
+// fork, read from the parent's log when the fork is replayed (its log
+// starts with session.forked, which says where), then its own. Its agent
+// is a process of its own, like every hub session's: acphub starts it with
+// the parent's handshake and asks it for session/fork of the parent's ACP
+// session, so the agent carries the parent's context over — agents that
+// keep their sessions find it from another process, as session/load does.
+// An agent that does not advertise sessionCapabilities.fork is refused
+// (fork_unsupported): a fresh agent session would have lost the context.
+// A remote parent's fork checks out the parent's last pushed commit in a
+// workspace of its own, with a result branch of its own.
+//
+// On acphub's endpoint the forking client moves to the fork, which
+// answers it; the standard endpoint joins the fork beside the parent.
+
+// forkSource is what a fork takes from its parent, as the parent's actor
+// gives it.
+type forkSource struct {
+	key        string
+	agentName  string
+	sessionID  string // the parent's ACP session id, as clients know it
+	agentSID   []byte // the id the parent's agent knows it by (a JSON string)
+	seq        int64  // the parent's log up to here is the fork's history
+	initParams []byte
+	remote     *workspace.Ref // where a remote parent's fork starts, or nil
+}
+
+// forkMsg asks a new session's actor to become the fork of from.
+type forkMsg struct {
+	from   forkSource
+	params []byte // session/fork's params, as the client sent them
+	reply  chan *jsonrpc.Error
+}
+
+// isFork reports whether frame is a session/fork request.
+func isFork(frame []byte) (*jsonrpc.Message, bool) {
+	if !bytes.Contains(frame, []byte(`"session/fork"`)) {
+		return nil, false
+	}
+	m, err := jsonrpc.Parse(frame)
+	if err != nil || m.Kind != jsonrpc.KindRequest || m.Method != jsonrpc.MethodSessionFork {
+		return nil, false
+	}
+	return &m, true
+}
+
+// fork handles a client's session/fork on the client's own sending
+// goroutine, so that nothing it sends after reaches a session before the
+// fork answers it: Hub.Fork makes the fork, then the client moves there
+// and the fork answers the request.
+func (c *Client) fork(ctx context.Context, m *jsonrpc.Message) error {
+	cur := c.p.sess.Load()
+	key, e := cur.hub.Fork(ctx, m.Params, c.p.who)
+	if e == nil {
+		target, err := cur.hub.existing(key)
+		if err == nil {
+			return c.move(ctx, target, m.Raw)
+		}
+		e = hubError(key, err)
+	}
+	return cur.post(ctx, actorFunc(func() {
+		if !c.p.gone && c.p.sess.Load() == cur {
+			cur.replyError(c.p, m.ID, e)
+		}
+	}))
+}
+
+// Fork makes the fork of the hub session whose ACP session id params name,
+// for who, and returns its key: _meta["acphub.dev/key"] of params, or the
+// parent's key followed by -fork- and 6 hex digits. The error is the one to
+// answer session/fork with.
+func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (string, *jsonrpc.Error) {
+	if f := who.Check(auth.Create); f != nil {
+		return "", ForbiddenError(f)
+	}
+	var req struct {
+		SessionID string `json:"sessionId"`
+	}
+	if e := jsonrpc.UnmarshalParams(params, &req); e != nil {
+		return "", e
+	}
+	if req.SessionID == "" {
+		return "", errBadField("sessionId", "required: the session to fork")
+	}
+	if e := checkCwd(params); e != nil {
+		return "", e
+	}
+	key, e := RequestedKey(params)
+	if e != nil {
+		return "", e
+	}
+	parent, err := h.findACP(ctx, req.SessionID, who)
+	switch {
+	case err != nil:
+		return "", errLogRead()
+	case parent == nil:
+		return "", ErrNotFound(req.SessionID)
+	}
+	if key == "" {
+		key = forkKey(parent.key)
+	}
+	src, e := parent.forkSource(ctx)
+	if e != nil {
+		return "", e
+	}
+	if f := who.CheckSession(key, auth.Create); f != nil {
+		return "", ForbiddenError(f)
+	}
+	child, err := h.session(key, src.agentName, true)
+	if err != nil {
+		return "", hubError(key, err)
+	}
+	reply := make(chan *jsonrpc.Error, 1)
+	if err := child.post(ctx, forkMsg{from: src, params: params, reply: reply}); err != nil {
+		return "", hubError(key, err)
+	}
+	select {
+	case e := <-reply:
+		return key, e
+	case <-ctx.Done():
+		return "", hubError(key, ctx.Err())
+	}
+}
+
+// forkKey names a fork of the session key.
+func forkKey(key string) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	suffix := "-fork-" + hex.EncodeToString(b[:])
+	return key[:min(len(key), 128-len(suffix))] + suffix
+}
+
+// forkSource asks the parent's actor for what a fork takes from it.
+func (s *Session) forkSource(ctx context.Context) (forkSource, *jsonrpc.Error) {
+	type answer struct {
+		src forkSource
+		e   *jsonrpc.Error
+	}
+	reply := make(chan answer, 1)
+	err := s.post(ctx, actorFunc(func() {
+		src, e := s.forkPoint()
+		reply <- answer{src, e}
+	}))
+	if err != nil {
+		return forkSource{}, hubError(s.key, err)
+	}
+	select {
+	case a := <-reply:
+		return a.src, a.e
+	case <-s.done:
+		return forkSource{}, hubError(s.key, ErrSessionGone)
+	case <-ctx.Done():
+		return forkSource{}, hubError(s.key, ctx.Err())
+	}
+}
+
+// forkPoint is where a fork of the session starts: its log up to now,
+// written first, and what its agent needs to fork it.
+func (s *Session) forkPoint() (forkSource, *jsonrpc.Error) {
+	switch {
+	case s.deleting != nil || s.sessionID == nil:
+		return forkSource{}, ErrNotFound(s.sessionIDString())
+	case s.turn != nil || len(s.queue) > 0:
+		return forkSource{}, errTurnRunning(s.sessionIDString(), 1+len(s.queue))
+	case s.agentInit != nil && !sessionCapability(s.agentInit, "fork"):
+		return forkSource{}, errForkUnsupported(s.agentName)
+	}
+	s.flushMessage()
+	s.flush()
+	src := forkSource{
+		key: s.key, agentName: s.agentName, sessionID: s.sessionIDString(),
+		agentSID: s.agentSID, seq: s.seq, initParams: s.initParams,
+	}
+	if src.agentSID == nil {
+		src.agentSID = s.sessionID // the agent's next process loads it under this id
+	}
+	if r := s.remote; r != nil {
+		src.remote = forkRef(r.ws.Remote, r.ws.Branch, r.pushed)
+	} else if l := s.lost; l != nil {
+		src.remote = forkRef(workspace.Ref{Type: "git", URL: l.cloned.URL, Branch: l.cloned.Branch, Revision: l.cloned.Revision}, l.cloned.ResultBranch, l.pushed)
+	}
+	return src, nil
+}
+
+// forkRef is where a remote session's fork starts: the result branch at
+// its last pushed commit, or where the session itself started when it
+// pushed none.
+func forkRef(start workspace.Ref, resultBranch, pushed string) *workspace.Ref {
+	if pushed == "" {
+		return &start
+	}
+	return &workspace.Ref{Type: "git", URL: start.URL, Branch: resultBranch, Revision: pushed}
+}
+
+// becomeFork makes a session the hub just made the fork of m.from: it
+// logs where it came from, makes a remote parent's workspace, starts its
+// agent with the parent's handshake and has it fork the parent's session.
+// A fork that fails is deleted, and m.reply told why.
+func (s *Session) becomeFork(m forkMsg) {
+	if s.newParams != nil || s.seq > 0 {
+		m.reply <- errKeyTaken(s.key)
+		return
+	}
+	src := m.from
+	params, _ := jsonrpc.DeleteField(m.params, "sessionId")
+	s.newParams, s.initParams = params, src.initParams
+	s.origin = &api.SessionForked{Parent: src.key, ParentSessionID: src.sessionID, ParentSeq: src.seq}
+	if src.remote != nil {
+		s.origin.Remote = mustJSON(src.remote)
+	}
+	s.record("", s.origin)
+	fail := func(e *jsonrpc.Error) {
+		s.newParams = nil
+		s.log.Warn("fork failed", "parent", src.key, "err", e.Message)
+		s.remove(func(*jsonrpc.Error) { m.reply <- e })
+	}
+	forkAgent := func() {
+		s.withAgent(func() { s.forkAgent(src, m.reply, fail) }, fail)
+	}
+	if src.remote == nil {
+		forkAgent()
+		return
+	}
+	s.openWorkspace(*src.remote, s.resultBranch(m.params), "", func(e *jsonrpc.Error) {
+		if e != nil {
+			fail(e)
+			return
+		}
+		s.newParams, _ = jsonrpc.SetField(s.newParams, "cwd", mustJSON(s.remote.ws.Dir))
+		forkAgent()
+	})
+}
+
+// forkAgent asks the fork's agent to fork the parent's session, and makes
+// the session it answers with the fork's ACP session.
+func (s *Session) forkAgent(src forkSource, reply chan *jsonrpc.Error, fail func(*jsonrpc.Error)) {
+	if !sessionCapability(s.agentInit, "fork") {
+		fail(errForkUnsupported(s.agentName))
+		return
+	}
+	params, _ := jsonrpc.SetField(s.newParams, "sessionId", src.agentSID)
+	s.callAgent(jsonrpc.MethodSessionFork, params, func(resp *jsonrpc.Message) {
+		sid, ok := jsonrpc.Field(resp.Result, "sessionId")
+		switch {
+		case resp.Error != nil:
+			fail(jsonrpc.DecodeError(resp.Error))
+			return
+		case !ok || sid[0] != '"':
+			fail(errAgentStart("the agent's session/fork result has no sessionId", ""))
+			return
+		}
+		s.newResult, s.agentSID = withMeta(resp.Result, api.MetaKey, mustJSON(s.key)), sid
+		s.setSessionID(sid)
+		s.record("", &api.SessionCreated{SessionID: s.sessionIDString(), Params: s.newParams, Result: s.newResult})
+		s.log.Info("forked", "parent", src.key, "parent_seq", src.seq)
+		waiters := s.newWaiters
+		s.newWaiters = nil
+		for _, w := range waiters {
+			s.attach(w.peer, func() { s.reply(w.peer, w.id, s.newResult) })
+		}
+		reply <- nil
+	})
+}
+
+// joinFork answers the session/fork that made this session, for the
+// client that sent it (moved here, or joined by the standard endpoint):
+// it attaches without history, which it has, and gets the fork's
+// session/new-like result. Another session/fork reaching a session is
+// refused: the hub handles them before (Client.Send).
+func (s *Session) joinFork(p *peer, m *jsonrpc.Message) {
+	var req struct {
+		SessionID string `json:"sessionId"`
+	}
+	_ = json.Unmarshal(m.Params, &req)
+	if s.origin == nil || req.SessionID != s.origin.ParentSessionID || p.attached || s.newResult == nil {
+		s.replyError(p, m.ID, errBadParams("session/fork is answered by the hub before it reaches a session"))
+		return
+	}
+	s.attachWith(p, 0, false, func() { s.reply(p, m.ID, s.newResult) })
+}
+
+// withMeta returns the JSON object obj with _meta[key] set to val.
+func withMeta(obj []byte, key string, val []byte) []byte {
+	meta, ok := jsonrpc.Field(obj, "_meta")
+	if !ok || len(meta) == 0 || meta[0] != '{' {
+		meta = []byte("{}")
+	}
+	meta, _ = jsonrpc.SetField(meta, key, val)
+	out, _ := jsonrpc.SetField(obj, "_meta", meta)
+	return out
+}
+
+// RequestedKey reads _meta["acphub.dev/key"] of session/new or session/fork
+// params: the hub session the client asks for, or "".
+func RequestedKey(params []byte) (string, *jsonrpc.Error) {
+	meta, ok := jsonrpc.Field(params, "_meta")
+	if !ok {
+		return "", nil
+	}
+	raw, ok := jsonrpc.Field(meta, api.MetaKey)
+	if !ok {
+		return "", nil
+	}
+	var key string
+	if json.Unmarshal(raw, &key) != nil || !ValidKey(key) {
+		return "", jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams,
+			"Invalid params: params._meta."+api.MetaKey+": a hub session key, 1-128 of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit",
+			map[string]any{"field": "_meta." + api.MetaKey})
+	}
+	return key, nil
+}
+
+func errForkUnsupported(agentName string) *jsonrpc.Error {
+	return jsonrpc.NewError(api.CodeForkUnsupported, api.ReasonForkUnsupported,
+		"The agent "+strings.TrimSpace(agentName)+" does not advertise session/fork: acphub forks a session only through the agent's own fork",
+		map[string]any{"agent": agentName})
+}
+
+func errKeyTaken(key string) *jsonrpc.Error {
+	return jsonrpc.NewError(api.CodeKeyTaken, api.ReasonKeyTaken, "A hub session is named "+key+" already", map[string]any{"key": key})
+}
