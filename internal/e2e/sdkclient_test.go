@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,15 +16,20 @@ import (
 	"github.com/acphub/acphub/internal/testutil"
 )
 
+// sdkPackages are the ACP TypeScript SDK's releases package.json installs:
+// the one acphub pins, and the newest under another name.
+var sdkPackages = []string{"@agentclientprotocol/sdk", "@agentclientprotocol/sdk-latest"}
+
 // sdkClientScript returns node and testdata/sdkclient.mjs, a client built on
 // the remote transports of the ACP TypeScript SDK of package.json. Without
 // node_modules, or without node, it skips the test (testutil.SkipPeer),
 // except under CI=true.
 func sdkClientScript(t *testing.T) (node, script string) {
 	t.Helper()
-	sdk := filepath.Join(repoRoot, "node_modules", "@agentclientprotocol", "sdk", "dist", "http-stream.js")
-	if _, err := os.Stat(sdk); err != nil {
-		testutil.SkipPeer(t, fmt.Sprintf("the SDK's HTTP client is not installed: %v", err))
+	for _, pkg := range sdkPackages {
+		if _, err := os.Stat(filepath.Join(repoRoot, "node_modules", pkg, "package.json")); err != nil {
+			testutil.SkipPeer(t, fmt.Sprintf("the SDK %s is not installed: %v", pkg, err))
+		}
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -40,16 +46,19 @@ func TestSDKClient_StandardEndpoint(t *testing.T) {
 	t.Parallel()
 	node, script := sdkClientScript(t)
 	h := startHub(t)
-	for _, mode := range []string{"http", "ws"} {
-		t.Run(mode, func(t *testing.T) {
-			old := h.dial("sdk-"+mode, "peer=a")
+	for _, run := range []struct{ mode, pkg string }{
+		{"http", sdkPackages[0]}, {"ws", sdkPackages[0]}, {"http", sdkPackages[1]}, {"ws", sdkPackages[1]},
+	} {
+		mode := run.mode
+		t.Run(mode+"/"+strings.TrimPrefix(run.pkg, "@agentclientprotocol/"), func(t *testing.T) {
+			old := h.dial("sdk-"+mode+"-"+path.Base(run.pkg), "peer=a")
 			oldSID := old.handshake()
 			mustStop(t, "old prompt", lastOf(old.untilResponse(old.prompt(oldSID, "/echo earlier"))), "end_turn")
 
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			scheme := map[string]string{"http": "http", "ws": "ws"}[mode]
-			cmd := exec.CommandContext(ctx, node, script, mode, scheme+"://"+h.addr+"/acp", h.token, oldSID)
+			cmd := exec.CommandContext(ctx, node, script, mode, scheme+"://"+h.addr+"/acp", h.token, oldSID, run.pkg)
 			cmd.Dir = repoRoot
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
@@ -75,8 +84,14 @@ func TestSDKClient_StandardEndpoint(t *testing.T) {
 				Resumed           *struct {
 					Modes json.RawMessage `json:"modes"`
 				} `json:"resumed"`
-				ResumedUpdates []string `json:"resumedUpdates"`
-				Title          string   `json:"title"`
+				ResumedUpdates    []string        `json:"resumedUpdates"`
+				Title             string          `json:"title"`
+				ForkAdvertised    bool            `json:"forkAdvertised"`
+				DeleteAdvertised  bool            `json:"deleteAdvertised"`
+				Forked            string          `json:"forked"`
+				Recalled          string          `json:"recalled"`
+				Deleted           json.RawMessage `json:"deleted"`
+				ListedAfterDelete []string        `json:"listedAfterDelete"`
 			}
 			if err := json.Unmarshal(out, &seen); err != nil {
 				t.Fatalf("sdk client printed %q: %v\n%s", out, err, stderr.String())
@@ -103,6 +118,17 @@ func TestSDKClient_StandardEndpoint(t *testing.T) {
 			}
 			if seen.Title != "hello" {
 				t.Errorf("session/list gave the new session the title %q, want hello", seen.Title)
+			}
+			// session/fork: the fork remembers; session/delete: it is gone
+			// from the list, the session it came from is not.
+			if !seen.ForkAdvertised || !seen.DeleteAdvertised || seen.Forked == "" || seen.Forked == seen.SessionID {
+				t.Errorf("fork and delete advertised %v %v; forked %q from %q", seen.ForkAdvertised, seen.DeleteAdvertised, seen.Forked, seen.SessionID)
+			}
+			if seen.Recalled != "the sdk was here" {
+				t.Errorf("the fork recalled %q", seen.Recalled)
+			}
+			if string(seen.Deleted) != "{}" || slices.Contains(seen.ListedAfterDelete, seen.Forked) || !slices.Contains(seen.ListedAfterDelete, seen.SessionID) {
+				t.Errorf("session/delete answered %s; listed after it %q", seen.Deleted, seen.ListedAfterDelete)
 			}
 			if got := old.until(isMethod("_acphub/turn_complete")); texts(got) != "from the sdk" {
 				t.Errorf("the other client saw %q of the SDK's turn", texts(got))

@@ -3,17 +3,21 @@
 // ws-client), for TestSDKClient_*. It lists the sessions, creates one, runs
 // a demo turn whose permission request it allows, loads the session named
 // by its last argument, resumes it, lists the sessions again (for the
-// title the demo agent gave the new one), and prints what it saw as one
-// JSON line.
+// title the demo agent gave the new one), has the new session remember
+// something, forks it and asks the fork what it remembers, deletes the
+// fork, lists the sessions once more, and prints what it saw as one JSON
+// line.
 //
-// Usage: node sdkclient.mjs http|ws URL TOKEN SESSION_TO_LOAD
+// Usage: node sdkclient.mjs http|ws URL TOKEN SESSION_TO_LOAD [PACKAGE]
+// PACKAGE is the SDK's package: @agentclientprotocol/sdk (the default, the
+// version package.json pins) or @agentclientprotocol/sdk-latest (the
+// newest release, under another name).
 // Exit status 3: package ws, the WebSocket the SDK's ws-client is given, is
 // not installed.
-import * as acp from "@agentclientprotocol/sdk";
-import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
-import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
-
-const [mode, url, token, toLoad] = process.argv.slice(2);
+const [mode, url, token, toLoad, sdk = "@agentclientprotocol/sdk"] = process.argv.slice(2);
+const acp = await import(sdk);
+const { createHttpStream } = await import(`${sdk}/experimental/http-client`);
+const { createWebSocketStream } = await import(`${sdk}/experimental/ws-client`);
 const headers = { Authorization: `Bearer ${token}` };
 
 async function openStream() {
@@ -35,6 +39,7 @@ async function openStream() {
 const seen = { updates: [], text: "", replayed: [], resumedUpdates: [] };
 let loading = false;
 let resuming = false;
+let capture = null; // the agent's text of the turn being captured
 const stream = await openStream();
 try {
   await acp
@@ -57,6 +62,7 @@ try {
       seen.updates.push(u.sessionUpdate);
       if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") {
         seen.text += u.content.text;
+        if (capture !== null) capture += u.content.text;
       }
     })
     .connectWith(stream, async (ctx) => {
@@ -88,6 +94,26 @@ try {
       resuming = false;
       const listed = await ctx.request(acp.methods.agent.session.list, {});
       seen.title = listed.sessions.find((s) => s.sessionId === created.sessionId)?.title ?? null;
+
+      const caps = init.agentCapabilities?.sessionCapabilities ?? {};
+      seen.forkAdvertised = caps.fork !== undefined;
+      seen.deleteAdvertised = caps.delete !== undefined;
+      await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId: created.sessionId,
+        prompt: [{ type: "text", text: "/remember the sdk was here" }],
+      });
+      const fork = await ctx.request("session/fork", { sessionId: created.sessionId, cwd: "/tmp", mcpServers: [] });
+      seen.forked = fork.sessionId;
+      capture = "";
+      await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId: fork.sessionId,
+        prompt: [{ type: "text", text: "/recall" }],
+      });
+      seen.recalled = capture;
+      capture = null;
+      seen.deleted = await ctx.request(acp.methods.agent.session.delete, { sessionId: fork.sessionId });
+      const after = await ctx.request(acp.methods.agent.session.list, {});
+      seen.listedAfterDelete = after.sessions.map((s) => s.sessionId);
     });
 } finally {
   await stream.writable.close().catch(() => {});
