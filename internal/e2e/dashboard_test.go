@@ -572,3 +572,34 @@ func TestDashboard_UnknownKeyMakesNothing(t *testing.T) {
 		t.Errorf("sessions after the link: %+v (%v), want none", list.Sessions, err)
 	}
 }
+
+// A fork's page shows the parent's history up to the fork, then its own;
+// deleting a session takes it out of the inbox, and its open page ends
+// without making it again.
+func TestDashboard_ForkAndDelete(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("p", "peer=editor")
+	parent := a.handshake()
+	turnText(a, parent, "/echo said in the parent")
+	child, key := forked(t, a.mustCall("session/fork", forkParams(parent, map[string]any{"acphub.dev/key": "f"})))
+	turnText(a, child, "/echo said in the fork")
+	ctx := openSession(t, h, p, h.token, key)
+	waitJS(t, ctx, "the fork's history", pageAgentText+` === 'said in the parent|said in the fork'`)
+
+	// The inbox drops the deleted parent; the fork's page, whose session
+	// is deleted next, ends and makes nothing.
+	b := h.dial("other", "peer=b")
+	b.handshake()
+	b.mustCall("session/delete", map[string]any{"sessionId": parent})
+	run(t, ctx, "the inbox", chromedp.Navigate("http://"+p.addr()+"/#/"))
+	waitJS(t, ctx, "the parent to leave the inbox", `document.querySelector('a.row[data-key="f"]') !== null && document.querySelector('a.row[data-key="p"]') === null`)
+	run(t, ctx, "back to the fork", chromedp.Click(`a.row[data-key="f"]`), chromedp.WaitVisible(`.conn`))
+	waitJS(t, ctx, "the fork's page to be live", `document.querySelector('.conn').textContent === 'live'`)
+	b.mustCall("session/delete", map[string]any{"sessionId": child})
+	waitJS(t, ctx, "the page to end", `document.querySelector('.conn').textContent.startsWith('ended: session_deleted')`)
+	time.Sleep(300 * time.Millisecond) // a page that reconnected would have made the session again by now
+	if keys := h.sessionKeys(); len(keys) != 1 || keys[0] != "other" {
+		t.Errorf("sessions after the deletes: %v, want other alone", keys)
+	}
+}

@@ -4,14 +4,31 @@
 // the last event it read (session/attach afterSeq), so the history and the
 // live stream meet without a gap or a duplicate.
 
-// readHistory reads the session's log. It returns null for a session with
-// no log; else its events, its ACP sessionId and modes (from
-// session.created, when it has one) and its last seq.
-export async function readHistory(key) {
-  const r = await fetch('/api/sessions/' + encodeURIComponent(key) + '/events', { credentials: 'same-origin' });
+// readLog reads the log of session key up to seq upto (all of it when
+// upto is undefined); null for a session with no log.
+async function readLog(key, upto) {
+  const q = upto === undefined ? '' : '?limit=' + Math.min(upto, 10000);
+  const r = await fetch('/api/sessions/' + encodeURIComponent(key) + '/events' + q, { credentials: 'same-origin' });
   if (r.status === 404) return null;
   if (!r.ok) throw new Error('the log could not be read (' + r.status + ')');
-  const events = (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  return (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+
+// readHistory reads the session's log. It returns null for a session with
+// no log; else its events, its ACP sessionId and modes (from
+// session.created, when it has one) and its last seq. A fork's history
+// starts with its parent's log up to the fork (session.forked), as the
+// hub replays it (docs/sessions.md, "Forking a session"); the seq is the
+// fork's own.
+export async function readHistory(key) {
+  const own = await readLog(key);
+  if (own === null) return null;
+  let events = own;
+  const first = own[0];
+  if (first && first.type === 'session.forked' && first.data.parentSeq > 0) {
+    const parent = await readLog(first.data.parent, first.data.parentSeq).catch(() => null);
+    if (parent) events = parent.filter((ev) => ev.seq <= first.data.parentSeq).concat(own);
+  }
   let sessionId = null;
   let modes = null;
   for (const ev of events) {
@@ -20,7 +37,7 @@ export async function readHistory(key) {
       modes = ev.data.result && ev.data.result.modes;
     }
   }
-  return { events, sessionId, modes, lastSeq: events.length ? events[events.length - 1].seq : 0 };
+  return { events, sessionId, modes, lastSeq: own.length ? own[own.length - 1].seq : 0 };
 }
 
 // eventFrames returns the frames a client joining the session is sent for
