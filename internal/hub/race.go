@@ -66,8 +66,7 @@ func (s *Session) idInUse(key string) bool {
 	if s.openRequest(key) != nil {
 		return true
 	}
-	_, running := s.tools.runningCall(key)
-	return running
+	return s.tools != nil && s.tools.Running(key)
 }
 
 // refuseDuplicateID answers an agent request that reuses an open id.
@@ -245,8 +244,7 @@ func (s *Session) agentCancelRequest(m *jsonrpc.Message) {
 		return
 	}
 	key := string(id)
-	if cancel, ok := s.tools.runningCall(key); ok {
-		cancel()
+	if s.tools != nil && s.tools.Cancel(key) {
 		return
 	}
 	r := s.openRequest(key)

@@ -93,11 +93,8 @@ type Session struct {
 	terminalOwners map[string]string
 	terminalsGone  map[string]string
 
-	// self_handle: the running agent's executor (nil until first used),
-	// and the end of each terminal's output not yet forwarded because it
-	// stops inside a UTF-8 character.
-	tools       *toolHost
-	outputCarry map[string][]byte
+	// self_handle: the running agent's executor (nil until first used).
+	tools *toolHost
 
 	remote *remoteState   // a remote session's workspace, or nil
 	lost   *lostWorkspace // a remote session's workspace to make again, or nil
@@ -174,7 +171,6 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		terminalsGone:  make(map[string]string),
 		toolEvents:     make(chan any, inboxLen),
 		terminals:      make(chan any, inboxLen),
-		outputCarry:    make(map[string][]byte),
 	}
 	s.active.Store(true) // its first client is on the way
 	s.createdAt = time.Now().UTC()
