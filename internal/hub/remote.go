@@ -2,14 +2,9 @@ package hub
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"regexp"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -48,16 +43,11 @@ type (
 		err error
 	}
 	turnSaved struct {
-		r         *remoteState // the workspace the turn was saved in
-		t         *turn
-		resp      *jsonrpc.Message
-		message   string
-		parent    string
-		head      string
-		changed   bool
-		commitErr error
-		pushErr   error
-		pushed    bool
+		r     *remoteState // the workspace the turn was saved in
+		t     *turn
+		resp  *jsonrpc.Message
+		msg   string
+		saved workspace.Saved
 	}
 )
 
@@ -75,13 +65,8 @@ func remoteOf(params []byte) (*workspace.Ref, *jsonrpc.Error) {
 	return &ref, nil
 }
 
-// resultBranchRE is what a session key keeps in a default branch name.
-var resultBranchRE = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
 // resultBranch is the branch a remote session pushes: the client's choice
-// in _meta (workspace.Open checks it), or the prefix, the session key and a
-// random suffix, so that a key used again never meets an old session's
-// branch.
+// in _meta (workspace.Open checks it), or workspace.BranchName's.
 func (s *Session) resultBranch(params []byte) string {
 	var p struct {
 		Meta struct {
@@ -92,13 +77,7 @@ func (s *Session) resultBranch(params []byte) string {
 	if p.Meta.Branch != nil {
 		return *p.Meta.Branch
 	}
-	key := strings.Trim(resultBranchRE.ReplaceAllString(s.key, "-"), ".-")
-	if len(key) > 40 {
-		key = key[:40]
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return s.cfg.BranchPrefix + key + "-" + hex.EncodeToString(b[:])
+	return workspace.BranchName(s.cfg.BranchPrefix, s.key)
 }
 
 // openRemote checks the remote of the session/new that creates the
@@ -130,8 +109,7 @@ func (s *Session) openWorkspace(ref workspace.Ref, branch, peer string, then fun
 		then(errBadField("remote", "this hub does not run remote sessions"))
 		return
 	}
-	name := s.key + "-" + branch[strings.LastIndexByte(branch, '/')+1:]
-	name = resultBranchRE.ReplaceAllString(name, "-")
+	name := workspace.DirName(s.key, branch)
 	s.log.Info("checking out a remote", "url", ref.URL, "branch", ref.Branch, "revision", ref.Revision, "result_branch", branch)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
@@ -239,47 +217,39 @@ func mustJSON(v any) []byte {
 // (turnSaved).
 func (s *Session) saveTurn(t *turn, resp *jsonrpc.Message) {
 	r := s.remote
-	message := commitMessage(t.prompt, s.key)
-	pushed := r.pushed
-	push := !s.cfg.NoPush
+	msg := workspace.CommitMessage(t.prompt, s.key)
+	pushed, push := r.pushed, !s.cfg.NoPush
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 		defer cancel()
-		d := turnSaved{r: r, t: t, resp: resp, message: message}
-		d.parent, _ = r.ws.Head(ctx)
-		d.head, d.changed, d.commitErr = r.ws.Commit(ctx, message)
-		if d.commitErr == nil && push && d.head != pushed {
-			d.pushErr = r.ws.Push(ctx)
-			d.pushed = d.pushErr == nil
-		}
-		s.postTool(d)
+		s.postTool(turnSaved{r: r, t: t, resp: resp, msg: msg, saved: r.ws.SaveTurn(ctx, msg, push, pushed)})
 	}()
 }
 
 // turnSaved logs the commit and the push, and ends the turn with target:
 // the result branch as the remote has it.
 func (s *Session) turnSaved(d turnSaved) {
-	r := d.r // s.remote, unless the session was closed meanwhile
+	r, sv := d.r, d.saved // r is s.remote, unless the session was closed meanwhile
 	ws := r.ws
 	meta := workspaceMeta{Branch: ws.Branch}
 	switch {
-	case d.commitErr != nil:
-		s.log.Error("remote session: commit failed", "err", d.commitErr)
-		meta.Error = d.commitErr.Error()
-		s.record("", &api.HubError{Reason: "workspace_commit_failed", Message: d.commitErr.Error()})
+	case sv.CommitErr != nil:
+		s.log.Error("remote session: commit failed", "err", sv.CommitErr)
+		meta.Error = sv.CommitErr.Error()
+		s.record("", &api.HubError{Reason: "workspace_commit_failed", Message: sv.CommitErr.Error()})
 	default:
-		meta.Revision = d.head
-		if d.changed {
-			s.record("", &api.WorkspaceCommitted{Revision: d.head, Parent: d.parent, Message: d.message})
+		meta.Revision = sv.Head
+		if sv.Changed {
+			s.record("", &api.WorkspaceCommitted{Revision: sv.Head, Parent: sv.Parent, Message: d.msg})
 		}
 		switch {
-		case d.pushed:
-			r.pushed = d.head
-			s.record("", &api.WorkspacePushed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: d.head})
-		case d.pushErr != nil:
-			s.log.Warn("remote session: push failed; the next turn tries again", "err", d.pushErr)
-			meta.PushError = d.pushErr.Error()
-			s.record("", &api.WorkspacePushFailed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: d.head, Error: d.pushErr.Error()})
+		case sv.Pushed:
+			r.pushed = sv.Head
+			s.record("", &api.WorkspacePushed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: sv.Head})
+		case sv.PushErr != nil:
+			s.log.Warn("remote session: push failed; the next turn tries again", "err", sv.PushErr)
+			meta.PushError = sv.PushErr.Error()
+			s.record("", &api.WorkspacePushFailed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: sv.Head, Error: sv.PushErr.Error()})
 		}
 	}
 	meta.Pushed = r.pushed != "" && r.pushed == meta.Revision
@@ -311,55 +281,12 @@ type workspaceMeta struct {
 	Error     string `json:"error,omitempty"`     // why the commit failed
 }
 
-// commitMessage is the commit message of a turn: the prompt's text, its
-// first line as the subject.
-func commitMessage(prompt []json.RawMessage, key string) string {
-	var b strings.Builder
-	for _, block := range prompt {
-		var c struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(block, &c) == nil && c.Type == "text" {
-			b.WriteString(c.Text)
-			b.WriteString("\n")
-		}
-	}
-	text := cutUTF8(strings.TrimSpace(b.String()), 8<<10)
-	subject, body, _ := strings.Cut(text, "\n")
-	if subject == "" {
-		subject = "acphub: a turn of session " + key
-	}
-	if len(subject) > 72 {
-		subject, body = cutUTF8(subject, 69)+"...", text
-	}
-	msg := subject
-	if body = strings.TrimSpace(body); body != "" {
-		msg += "\n\n" + body
-	}
-	return msg + "\n\nacphub-session: " + key + "\n"
-}
-
-// cutUTF8 returns s cut to at most n bytes, on a character boundary.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
 // workspaceEnded reports what became of a remote session's workspace when
 // the session ended.
 type workspaceEnded struct {
-	r         *remoteState
-	reason    string
-	head      string
-	pushed    bool  // the final push sent commits the remote did not have
-	pushErr   error // the final push failed: the workspace is kept
-	removeErr error
+	r      *remoteState
+	reason string
+	ended  workspace.Ended
 }
 
 // endRemote removes a remote session's workspace once the session ended
@@ -375,17 +302,7 @@ func (s *Session) endRemote(reason string) {
 	remove := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 		defer cancel()
-		e := workspaceEnded{r: r, reason: reason}
-		e.head, _ = r.ws.Head(ctx)
-		if push && e.head != "" && e.head != r.pushed {
-			if e.pushErr = r.ws.Push(ctx); e.pushErr != nil {
-				s.postTool(e)
-				return
-			}
-			e.pushed = true
-		}
-		e.removeErr = r.ws.Remove(ctx)
-		s.postTool(e)
+		s.postTool(workspaceEnded{r: r, reason: reason, ended: r.ws.End(ctx, push, r.pushed)})
 	}
 	if s.cfg.WorkspaceRetention > 0 {
 		s.retention = time.AfterFunc(s.cfg.WorkspaceRetention, remove)
@@ -396,17 +313,17 @@ func (s *Session) endRemote(reason string) {
 
 // workspaceEnded logs the end of a remote session's workspace.
 func (s *Session) workspaceEnded(e workspaceEnded) {
-	ws := e.r.ws
-	if e.pushed {
-		s.record("", &api.WorkspacePushed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: e.head})
+	ws, end := e.r.ws, e.ended
+	if end.Pushed {
+		s.record("", &api.WorkspacePushed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: end.Head})
 	}
 	switch {
-	case e.pushErr != nil:
-		s.log.Warn("remote session ended with commits the remote does not have; keeping its workspace", "dir", ws.Dir, "err", e.pushErr)
-		s.record("", &api.WorkspacePushFailed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: e.head, Error: e.pushErr.Error()})
-	case e.removeErr != nil:
-		s.log.Warn("remove a workspace", "dir", ws.Dir, "err", e.removeErr)
-		s.record("", &api.HubError{Reason: "workspace_remove_failed", Message: e.removeErr.Error()})
+	case end.PushErr != nil:
+		s.log.Warn("remote session ended with commits the remote does not have; keeping its workspace", "dir", ws.Dir, "err", end.PushErr)
+		s.record("", &api.WorkspacePushFailed{URL: ws.Remote.URL, Branch: ws.Branch, Revision: end.Head, Error: end.PushErr.Error()})
+	case end.RemoveErr != nil:
+		s.log.Warn("remove a workspace", "dir", ws.Dir, "err", end.RemoveErr)
+		s.record("", &api.HubError{Reason: "workspace_remove_failed", Message: end.RemoveErr.Error()})
 	default:
 		s.record("", &api.WorkspaceRemoved{Dir: ws.Dir, Reason: e.reason})
 	}

@@ -1,18 +1,21 @@
-package hub
+package workspace_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/acphub/acphub/internal/workspace"
 )
+
+func block(text string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
+	return b
+}
 
 func TestCommitMessage(t *testing.T) {
 	t.Parallel()
-	block := func(text string) json.RawMessage {
-		b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
-		return b
-	}
 	long := strings.Repeat("é", 40) // 80 bytes
 	tests := []struct {
 		prompt []json.RawMessage
@@ -24,8 +27,8 @@ func TestCommitMessage(t *testing.T) {
 		{[]json.RawMessage{block(long)}, strings.Repeat("é", 34) + "...\n\n" + long + "\n\nacphub-session: k\n"},
 	}
 	for _, tt := range tests {
-		if got := commitMessage(tt.prompt, "k"); got != tt.want || !utf8.ValidString(got) {
-			t.Errorf("commitMessage = %q, want %q", got, tt.want)
+		if got := workspace.CommitMessage(tt.prompt, "k"); got != tt.want || !utf8.ValidString(got) {
+			t.Errorf("CommitMessage = %q, want %q", got, tt.want)
 		}
 	}
 }
