@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/stream"
 )
 
 // The ways a client joins the ACP session of a hub session besides
@@ -272,18 +272,18 @@ const attachInline = 256
 func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied string, after int64) {
 	history := []json.RawMessage{}
 	var streamed int64
-	render := appendReplayFrames
+	render := stream.AppendFrames
 	if req.AfterText > 0 {
 		render = skipText(render, req.AfterText)
 	}
-	segments := s.history(after)
+	segments := s.withRender(s.history(after), render)
 	switch {
 	case after < 0:
 		segments = nil
 	case historyLen(segments) > attachInline:
 		streamed = historyLen(segments)
 	default:
-		frames, err := s.historyFrames(segments, render)
+		frames, err := s.historyFrames(segments)
 		if err != nil {
 			s.replyError(p, id, errLogRead())
 			return
@@ -303,7 +303,9 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	}
 	s.reply(p, id, res.AppendJSON(nil))
 	if streamed > 0 {
-		s.markHistory(p.st, segments, render)
+		for _, g := range segments {
+			p.st.Mark(g)
+		}
 	}
 	p.attached = true
 	p.marked.seq = -1
@@ -331,7 +333,7 @@ func (s *Session) detachSession(p *peer, m *jsonrpc.Message) {
 	}
 	// The seq the client has been given up to, for a later session/attach
 	// with afterSeq: a client reading the log was given it up to lagSeq.
-	lagging, lagSeq := p.st.lagging.Load(), p.st.lagSeq
+	lagging, lagSeq := p.st.Lagging(), p.st.LagSeq()
 	s.detachPeer(p, "detached", "")
 	s.adopt(p)
 	seen := s.seq
@@ -372,93 +374,49 @@ func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
 	return out
 }
 
-// segment is a stretch of a log that is part of a session's history.
-type segment struct {
-	key         string
-	after, upto int64
-	parent      bool // a fork's parent's log, up to the fork
-}
-
 // history is where the session's history after its seq after is: its log
 // after it, and for a fork that is read from the start, first its parent's
-// log up to the fork (see fork.go). The log is flushed up to s.seq.
-func (s *Session) history(after int64) []segment {
-	var out []segment
+// log up to the fork, naming the fork's session (see fork.go). The log is
+// flushed up to s.seq. A segment's Render is nil, the consumer's own;
+// withRender sets it.
+func (s *Session) history(after int64) []stream.Segment {
+	var out []stream.Segment
 	if o := s.origin; o != nil && after == 0 && o.ParentSeq > 0 {
-		out = append(out, segment{key: o.Parent, upto: o.ParentSeq, parent: true})
+		out = append(out, stream.Segment{Session: o.Parent, Upto: o.ParentSeq, Parent: true})
 	}
-	return append(out, segment{key: s.key, after: after, upto: s.seq})
+	return append(out, stream.Segment{Session: s.key, After: after, Upto: s.seq})
+}
+
+// withRender renders segments with render, a fork's parent's log naming
+// the fork's session.
+func (s *Session) withRender(segments []stream.Segment, render stream.Render) []stream.Segment {
+	for i, g := range segments {
+		segments[i].Render = render
+		if g.Parent {
+			from, _ := json.Marshal(s.origin.ParentSessionID)
+			segments[i].Render = stream.Renamed(render, from, s.sessionID)
+		}
+	}
+	return segments
 }
 
 // historyLen is how many log events segments hold.
-func historyLen(segments []segment) int64 {
+func historyLen(segments []stream.Segment) int64 {
 	var n int64
 	for _, g := range segments {
-		n += max(0, g.upto-g.after)
+		n += max(0, g.Upto-g.After)
 	}
 	return n
 }
 
-// markHistory schedules segments for st, rendered with render (nil: st's
-// own).
-func (s *Session) markHistory(st *stream, segments []segment, render func([][]byte, eventlog.Event) [][]byte) {
-	for _, g := range segments {
-		m := replayMark{session: g.key, after: g.after, upto: g.upto, render: render}
-		if g.parent {
-			if render == nil {
-				render = st.render
-			}
-			m.render, m.parent = s.fromParent(render), true
-		}
-		st.add(m)
-	}
-}
-
-// fromParent wraps render for a fork's parent's log: the frames name the
-// fork's sessionId instead of the parent's.
-func (s *Session) fromParent(render func([][]byte, eventlog.Event) [][]byte) func([][]byte, eventlog.Event) [][]byte {
-	from, _ := json.Marshal(s.origin.ParentSessionID)
-	to := s.sessionID
-	return func(frames [][]byte, ev eventlog.Event) [][]byte {
-		n := len(frames)
-		frames = render(frames, ev)
-		for i := n; i < len(frames); i++ {
-			frames[i] = renameSession(frames[i], from, to)
-		}
-		return frames
-	}
-}
-
-// renameSession returns frame with params.sessionId to instead of from;
-// a frame that names no from is returned as it is.
-func renameSession(frame, from, to []byte) []byte {
-	if to == nil || !bytes.Contains(frame, from) {
-		return frame
-	}
-	params, ok := jsonrpc.Field(frame, "params")
-	if !ok {
-		return frame
-	}
-	if sid, ok := jsonrpc.Field(params, "sessionId"); !ok || !bytes.Equal(sid, from) {
-		return frame
-	}
-	params, _ = jsonrpc.SetField(params, "sessionId", to)
-	out, _ := jsonrpc.SetField(frame, "params", params)
-	return out
-}
-
-// historyFrames renders segments with render, as the frames a joining
-// client gets. It reads the store from the actor: for the short histories
-// session/attach puts in its response (attachInline).
-func (s *Session) historyFrames(segments []segment, render func([][]byte, eventlog.Event) [][]byte) ([][]byte, error) {
+// historyFrames renders segments, as the frames a joining client gets. It
+// reads the store from the actor: for the short histories session/attach
+// puts in its response (attachInline).
+func (s *Session) historyFrames(segments []stream.Segment) ([][]byte, error) {
 	var frames [][]byte
 	for _, g := range segments {
-		r := render
-		if g.parent {
-			r = s.fromParent(render)
-		}
-		for after := g.after; after < g.upto; {
-			events, err := s.cfg.Store.Read(context.Background(), g.key, after, int(min(g.upto-after, maxPage)))
+		for after := g.After; after < g.Upto; {
+			events, err := s.cfg.Store.Read(context.Background(), g.Session, after, int(min(g.Upto-after, stream.MaxPage)))
 			if err != nil {
 				return nil, err
 			}
@@ -466,7 +424,7 @@ func (s *Session) historyFrames(segments []segment, render func([][]byte, eventl
 				break
 			}
 			for _, ev := range events {
-				frames = r(frames, ev)
+				frames = g.Render(frames, ev)
 			}
 			after = events[len(events)-1].Seq
 		}
@@ -497,7 +455,7 @@ func skipText(render func([][]byte, eventlog.Event) [][]byte, n int64) func([][]
 		}
 		rest := message{sessionID: c.SessionID, kind: c.Kind, messageID: c.MessageID, text: body[textCut(body, int(n)):], chunks: 2}
 		n = 0
-		return append(frames, updateFrame(rest.params()))
+		return append(frames, stream.UpdateFrame(rest.params()))
 	}
 }
 
@@ -529,7 +487,7 @@ func messageSeq(store eventlog.Store, key string, upto int64, id string) (int64,
 	want, _ := json.Marshal(id)
 	var found int64
 	for after := int64(0); after < upto; {
-		events, err := store.Read(context.Background(), key, after, int(min(upto-after, maxPage)))
+		events, err := store.Read(context.Background(), key, after, int(min(upto-after, stream.MaxPage)))
 		if err != nil || len(events) == 0 {
 			return found, found > 0, err
 		}

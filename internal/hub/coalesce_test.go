@@ -8,6 +8,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/stream"
 )
 
 func TestMessageParams(t *testing.T) {
@@ -94,7 +95,7 @@ func TestSkipText(t *testing.T) {
 		11: "plan:|agent_message_chunk:after",
 		99: "plan:|agent_message_chunk:after",
 	} {
-		render := appendReplayFrames
+		render := stream.AppendFrames
 		if n > 0 {
 			render = skipText(render, n)
 		}

@@ -20,7 +20,7 @@
 // new id). Each peer has an outbound queue in memory. The actor never
 // waits on a peer: a peer whose queue passes the lag limit reads the session
 // log instead, at its own pace, and is given live frames again once it has
-// caught up (see stream), so the log is the buffer; the agent runs at the
+// caught up (see package stream), so the log is the buffer; the agent runs at the
 // pace of the fastest client that reads (see updatePaced). The agent's
 // stdin is queued with a bound (see package agent).
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/stream"
 )
 
 // peer is the actor's view of one client. Fields are owned by the actor;
@@ -18,7 +19,7 @@ import (
 type peer struct {
 	sess   atomic.Pointer[Session] // the session it is in; changes when it moves
 	id     string
-	st     *stream
+	st     *stream.Stream
 	out    *frameq.Queue // st.out
 	replay Replay
 	who    *auth.Principal // whom it acts for (JoinOptions.Principal)
@@ -76,9 +77,9 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 		copies:   make(map[int64]*agentRequest),
 	}
 	p.removed, p.markRemoved = context.WithCancel(context.Background())
-	p.st = newStream(s.cfg.ClientQueue, s.cfg.Store, appendReplayFrames, func() { p.sess.Load().kickLag() })
-	p.st.seqRecords = opts.Cursor
-	p.out = p.st.out
+	p.st = stream.New(s.cfg.ClientQueue, s.cfg.Store, stream.AppendFrames, func() { p.sess.Load().kickLag() })
+	p.st.SeqRecords = opts.Cursor
+	p.out = p.st.Queue()
 	s.adopt(p)
 	s.hub.clients.Add(1)
 	s.log.Info("client joined", "peer", id)
@@ -151,7 +152,9 @@ func (s *Session) attachWith(p *peer, after int64, replay bool, answer func()) {
 	}
 	if replay {
 		s.flush()
-		s.markHistory(p.st, s.history(after), nil)
+		for _, g := range s.withRender(s.history(after), stream.AppendFrames) {
+			p.st.Mark(g)
+		}
 	}
 	s.resendOpenRequests(p)
 	s.updatePaced()
@@ -185,7 +188,7 @@ func (s *Session) removePeer(p *peer, cause error) {
 	p.gone = true
 	p.markRemoved()
 	s.hub.clients.Add(-1)
-	closeQueue(p.out, cause)
+	p.st.End(cause, errors.Is(cause, ErrSlowClient))
 	s.log.Info("client left", "peer", p.id, "reason", reason)
 }
 
@@ -203,7 +206,7 @@ func (s *Session) detachPeer(p *peer, reason, condition string) {
 	s.executorLeft(p)
 	if p.attached {
 		p.attached = false
-		p.st.lagging.Store(false) // what it did not read of the log is not owed to it any more
+		p.st.Unlag() // what it did not read of the log is not owed to it any more
 		s.record(p.id, &api.PeerLeft{Peer: p.id, Reason: reason, Condition: condition})
 		s.notify(api.MethodPeerLeft, &api.PeerLeftParams{SessionID: s.sessionIDString(), Peer: p.id, Reason: reason, Condition: condition}, nil)
 	}
@@ -259,4 +262,4 @@ func (c *Client) LeaveBecause(cause error) {
 // ErrSessionGone, or frameq.ErrClosed after Leave or when ctx ends. Only
 // one goroutine may call Next, and the slice it returns is valid only until
 // its next call (the frames themselves stay valid).
-func (c *Client) Next(ctx context.Context) ([][]byte, error) { return c.p.st.next(ctx) }
+func (c *Client) Next(ctx context.Context) ([][]byte, error) { return c.p.st.Next(ctx) }

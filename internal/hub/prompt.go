@@ -5,6 +5,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/stream"
 )
 
 // turn is one session/prompt, running or queued.
@@ -63,7 +64,7 @@ func (s *Session) startTurn(t *turn) {
 	s.turn = t
 	sid := s.sessionIDString()
 	s.record(t.peer.id, &api.TurnStarted{SessionID: sid, Prompt: t.prompt, OperationID: t.op})
-	for _, f := range appendUserChunks(nil, sid, t.prompt) {
+	for _, f := range stream.AppendUserChunks(nil, sid, t.prompt) {
 		s.broadcast(f, t.peer)
 	}
 	if s.remote == nil && s.lost == nil {

@@ -38,7 +38,7 @@ func (s *Session) race(m *jsonrpc.Message, tool *toolCall) {
 	}
 	for _, p := range s.peers {
 		// A lagging peer gets its copy when it is live again.
-		if p.attached && !p.st.lagging.Load() {
+		if p.attached && !p.st.Lagging() {
 			s.giveCopy(r, p)
 		}
 	}

@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
+	"github.com/acphub/acphub/internal/stream"
 )
 
 // inboxLen is how many messages may wait for a session actor before senders
@@ -41,7 +41,7 @@ type Session struct {
 	done       chan struct{} // closed when the actor has finished
 
 	// lagLimit is the queue length past which a consumer reads from the
-	// log instead of being given live frames (see stream).
+	// log instead of being given live frames (see package stream).
 	lagLimit int
 	// over lists the consumers whose queue passed lagLimit since the actor
 	// last looked (see lagBehind).
@@ -102,7 +102,7 @@ type Session struct {
 	// that stops first stops it and keeps the workspace.
 	retention *time.Timer
 
-	recent recentLog // the latest events and their frames, for lagging consumers
+	recent stream.Recent // the latest events and their frames, for lagging consumers
 
 	msg *message // text chunks collected for the log
 	// pass is the place in the log of the peers that keep a cursor as of
@@ -350,7 +350,7 @@ func (s *Session) markCursors() {
 	var frame []byte // one record, shared by the peers
 	for _, p := range s.peers {
 		switch {
-		case !p.st.seqRecords || !p.attached || p.gone || p.dropped || p.st.lagging.Load() || p.marked == now:
+		case !p.st.SeqRecords || !p.attached || p.gone || p.dropped || p.st.Lagging() || p.marked == now:
 			continue
 		case p.marked == s.pass && s.guess == now:
 			p.marked = now // it works it out from what it was sent
@@ -358,7 +358,7 @@ func (s *Session) markCursors() {
 		}
 		p.marked = now
 		if frame == nil {
-			frame = seqFrame(now.seq, now.text)
+			frame = stream.SeqFrame(now.seq, now.text)
 		}
 		if n, err := p.out.PushOver(frame); err == nil {
 			s.checkLag(p, n)
@@ -387,11 +387,6 @@ func (s *Session) syncCursors() {
 	if s.guess != s.cursorNow() {
 		s.markCursors()
 	}
-}
-
-// seqFrame is the _acphub/seq record of a cursor.
-func seqFrame(seq, text int64) []byte {
-	return fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%q,"params":{"seq":%d,"text":%d}}`, api.MethodSeq, seq, text)
 }
 
 // agentChan returns the channel of agent frames, or nil while paced.
@@ -556,7 +551,7 @@ func (s *Session) record(peerID string, data api.EventData) {
 // logged shows the event just recorded to the lagging consumers and the
 // subscribers.
 func (s *Session) logged() {
-	s.recent.put(s.unflushed[len(s.unflushed)-1])
+	s.recent.Put(s.unflushed[len(s.unflushed)-1])
 	s.publish(s.unflushed[len(s.unflushed)-1].Event)
 }
 
@@ -596,7 +591,7 @@ func (s *Session) push(p *peer, frame []byte) {
 	if p.gone || p.dropped {
 		return
 	}
-	if p.st.lagging.Load() {
+	if p.st.Lagging() {
 		s.flushMessage()
 		s.catchUp(p, false)
 	}
@@ -643,7 +638,7 @@ func (s *Session) reapDropped() {
 // peers read what the log keeps of it later.
 func (s *Session) broadcast(frame []byte, except *peer) {
 	for _, p := range s.peers {
-		if !p.attached || p == except || p.gone || p.dropped || p.st.lagging.Load() {
+		if !p.attached || p == except || p.gone || p.dropped || p.st.Lagging() {
 			continue
 		}
 		// Unbounded: lagBehind bounds the queue after each frame.

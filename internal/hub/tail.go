@@ -9,6 +9,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/frameq"
+	"github.com/acphub/acphub/internal/stream"
 )
 
 // ErrUnknownSession is returned for a session key with no log and no
@@ -22,7 +23,7 @@ func unknownSession(key string) error { return fmt.Errorf("%w: %q", ErrUnknownSe
 // the log after its cursor first, then every live event — durable ones, and
 // ephemeral ones when it asked for them.
 type tail struct {
-	st        *stream
+	st        *stream.Stream
 	ephemeral bool
 	gone      bool
 }
@@ -42,9 +43,9 @@ type untailMsg struct{ t *tail }
 
 // addTail subscribes a tail from the actor: history after `after` first.
 func (s *Session) addTail(m tailMsg) {
-	t := &tail{st: newStream(s.cfg.ClientQueue, s.cfg.Store, renderEvent, s.kickLag), ephemeral: m.ephemeral}
+	t := &tail{st: stream.New(s.cfg.ClientQueue, s.cfg.Store, renderEvent, s.kickLag), ephemeral: m.ephemeral}
 	s.flush()
-	t.st.mark(s.key, m.after, s.seq, nil)
+	t.st.Mark(stream.Segment{Session: s.key, After: m.after, Upto: s.seq})
 	s.tails = append(s.tails, t)
 	s.updateActive()
 	m.reply <- t
@@ -55,7 +56,7 @@ func (s *Session) removeTail(t *tail, cause error) {
 		return
 	}
 	t.gone = true
-	closeQueue(t.st.out, cause)
+	t.st.End(cause, errors.Is(cause, ErrSlowClient))
 	for i, x := range s.tails {
 		if x == t {
 			s.tails = append(s.tails[:i], s.tails[i+1:]...)
@@ -65,7 +66,7 @@ func (s *Session) removeTail(t *tail, cause error) {
 }
 
 // publish sends an event to the live tails. A tail whose queue passes the
-// lag limit reads the log from then on (see stream): from the event after
+// lag limit reads the log from then on (see package stream): from the event after
 // this one, or from this one when even it did not fit.
 func (s *Session) publish(ev api.Event) {
 	if len(s.tails) == 0 {
@@ -73,21 +74,21 @@ func (s *Session) publish(ev api.Event) {
 	}
 	b := ev.AppendJSON(nil)
 	for _, t := range s.tails {
-		if (ev.Ephemeral && !t.ephemeral) || t.st.lagging.Load() {
+		if (ev.Ephemeral && !t.ephemeral) || t.st.Lagging() {
 			continue
 		}
 		// An ephemeral event is not in the log: a tail that lags from one
 		// goes on after the last stored event, s.seq.
-		n, err := t.st.out.Push(b)
+		n, err := t.st.Queue().Push(b)
 		switch {
 		case err == nil && n > s.lagLimit:
-			t.st.lag(s.seq)
+			t.st.Lag(s.seq)
 		case errors.Is(err, frameq.ErrFull):
 			from := s.seq - 1 // this event is the first it was not given
 			if ev.Ephemeral {
 				from = s.seq
 			}
-			t.st.lag(from)
+			t.st.Lag(from)
 		}
 	}
 }
@@ -139,7 +140,7 @@ func (h *Hub) Tail(ctx context.Context, key string, after int64, ephemeral bool)
 // there are some. It fails with ErrSlowClient when the subscriber fell too
 // far behind, ErrSessionGone when the hub stops. As with Client.Next, the
 // slice is valid only until the next call.
-func (t *Tail) Next(ctx context.Context) ([][]byte, error) { return t.t.st.next(ctx) }
+func (t *Tail) Next(ctx context.Context) ([][]byte, error) { return t.t.st.Next(ctx) }
 
 // Close ends the subscription.
 func (t *Tail) Close() { _ = t.s.post(context.Background(), untailMsg{t.t}) }
