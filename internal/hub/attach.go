@@ -105,11 +105,11 @@ func (s *Session) rejoin(p *peer, m *jsonrpc.Message, history bool) {
 	}
 	answer := func() { s.reply(p, m.ID, loadResult(s.newResult)) }
 	if history {
-		s.attachWith(p, 0, true, nil)
+		s.enter(p, s.since(0), true, nil)
 		answer()
 		return
 	}
-	s.attachWith(p, 0, false, answer)
+	s.enter(p, nil, true, answer)
 }
 
 // loadResult is the session/load response: the session/new result without
@@ -132,7 +132,7 @@ func (s *Session) loadFromAgent(p *peer, m *jsonrpc.Message, id string) {
 		return
 	}
 	s.newParams = m.Params
-	s.attachWith(p, 0, false, nil) // the agent's replay goes to the client live
+	s.enter(p, nil, true, nil) // the agent's replay goes to the client live
 	s.forward(p, m, func(resp *jsonrpc.Message) {
 		waiters := s.newWaiters
 		s.newWaiters = nil
@@ -149,7 +149,7 @@ func (s *Session) loadFromAgent(p *peer, m *jsonrpc.Message, id string) {
 		s.setSessionID(sid)
 		s.record(p.id, &api.SessionCreated{SessionID: id, Params: s.newParams, Result: result})
 		for _, w := range waiters {
-			s.attachWith(w.peer, 0, true, nil)
+			s.enter(w.peer, s.since(0), true, nil)
 			s.reply(w.peer, w.id, loadResult(result))
 		}
 	})
@@ -301,20 +301,10 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 		SessionID: s.sessionIDString(), History: history, ClientID: p.id,
 		ConnectedClients: s.connectedClients(p), Meta: meta,
 	}
-	s.reply(p, id, res.AppendJSON(nil))
-	if streamed > 0 {
-		for _, g := range segments {
-			p.st.Mark(g)
-		}
+	if streamed == 0 {
+		segments = nil // in the answer
 	}
-	p.attached = true
-	p.marked.seq = -1
-	s.recordJoined(p)
-	if req.HistoryPolicy != historyNone {
-		s.resendOpenRequests(p)
-	}
-	s.updatePaced()
-	s.notifyJoined(p)
+	s.enter(p, segments, req.HistoryPolicy != historyNone, func() { s.reply(p, id, res.AppendJSON(nil)) })
 }
 
 // detachSession handles session/detach: the client stops receiving the
@@ -372,64 +362,6 @@ func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
 		}
 	}
 	return out
-}
-
-// history is where the session's history after its seq after is: its log
-// after it, and for a fork that is read from the start, first its parent's
-// log up to the fork, naming the fork's session (see fork.go). The log is
-// flushed up to s.seq. A segment's Render is nil, the consumer's own;
-// withRender sets it.
-func (s *Session) history(after int64) []stream.Segment {
-	var out []stream.Segment
-	if o := s.origin; o != nil && after == 0 && o.ParentSeq > 0 {
-		out = append(out, stream.Segment{Session: o.Parent, Upto: o.ParentSeq, Parent: true})
-	}
-	return append(out, stream.Segment{Session: s.key, After: after, Upto: s.seq})
-}
-
-// withRender renders segments with render, a fork's parent's log naming
-// the fork's session.
-func (s *Session) withRender(segments []stream.Segment, render stream.Render) []stream.Segment {
-	for i, g := range segments {
-		segments[i].Render = render
-		if g.Parent {
-			from, _ := json.Marshal(s.origin.ParentSessionID)
-			segments[i].Render = stream.Renamed(render, from, s.sessionID)
-		}
-	}
-	return segments
-}
-
-// historyLen is how many log events segments hold.
-func historyLen(segments []stream.Segment) int64 {
-	var n int64
-	for _, g := range segments {
-		n += max(0, g.Upto-g.After)
-	}
-	return n
-}
-
-// historyFrames renders segments, as the frames a joining client gets. It
-// reads the store from the actor: for the short histories session/attach
-// puts in its response (attachInline).
-func (s *Session) historyFrames(segments []stream.Segment) ([][]byte, error) {
-	var frames [][]byte
-	for _, g := range segments {
-		for after := g.After; after < g.Upto; {
-			events, err := s.cfg.Store.Read(context.Background(), g.Session, after, int(min(g.Upto-after, stream.MaxPage)))
-			if err != nil {
-				return nil, err
-			}
-			if len(events) == 0 {
-				break
-			}
-			for _, ev := range events {
-				frames = g.Render(frames, ev)
-			}
-			after = events[len(events)-1].Seq
-		}
-	}
-	return frames, nil
 }
 
 // skipText wraps render to leave out the first n bytes of streamed text of

@@ -236,7 +236,7 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 	p.volunteer = p.volunteer || volunteers(m.Params)
 	switch {
 	case s.newResult != nil:
-		s.attach(p, func() { s.reply(p, m.ID, s.newResult) })
+		s.enter(p, s.since(p.replayFrom()), true, func() { s.reply(p, m.ID, s.newResult) })
 		return
 	case s.newParams != nil:
 		s.newWaiters = append(s.newWaiters, waiter{p, m.ID})
@@ -298,9 +298,9 @@ func (s *Session) createSession(p *peer, m *jsonrpc.Message) {
 		s.newResult, s.agentSID = resp.Result, sid
 		s.setSessionID(sid)
 		s.record(p.id, &api.SessionCreated{SessionID: s.sessionIDString(), Params: s.newParams, Result: s.newResult})
-		s.attach(p, func() { s.send(p, resp.WithID(m.ID)) })
+		s.enter(p, s.since(p.replayFrom()), true, func() { s.send(p, resp.WithID(m.ID)) })
 		for _, w := range waiters {
-			s.attach(w.peer, func() { s.reply(w.peer, w.id, s.newResult) })
+			s.enter(w.peer, s.since(w.peer.replayFrom()), true, func() { s.reply(w.peer, w.id, s.newResult) })
 		}
 	})
 }

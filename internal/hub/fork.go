@@ -273,7 +273,7 @@ func (s *Session) forkAgent(src forkSource, reply chan *jsonrpc.Error, fail func
 		waiters := s.newWaiters
 		s.newWaiters = nil
 		for _, w := range waiters {
-			s.attach(w.peer, func() { s.reply(w.peer, w.id, s.newResult) })
+			s.enter(w.peer, s.since(w.peer.replayFrom()), true, func() { s.reply(w.peer, w.id, s.newResult) })
 		}
 		reply <- nil
 	})
@@ -293,7 +293,7 @@ func (s *Session) joinFork(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, errBadParams("session/fork is answered by the hub before it reaches a session"))
 		return
 	}
-	s.attachWith(p, 0, false, func() { s.reply(p, m.ID, s.newResult) })
+	s.enter(p, nil, true, func() { s.reply(p, m.ID, s.newResult) })
 }
 
 // withMeta returns the JSON object obj with _meta[key] set to val.

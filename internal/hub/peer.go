@@ -111,6 +111,15 @@ func (c *Client) watchToken() {
 	}()
 }
 
+// replayFrom is where the history of a client joining with session/new
+// starts: the whole of it, unless it connected with replay=skip.
+func (p *peer) replayFrom() int64 {
+	if p.replay == ReplayFull {
+		return 0
+	}
+	return -1
+}
+
 // adopt makes p one of the session's peers.
 func (s *Session) adopt(p *peer) {
 	p.sess.Store(s)
@@ -125,52 +134,6 @@ func (s *Session) peerByID(id string) *peer {
 		}
 	}
 	return nil
-}
-
-// attach starts broadcasting to p after session/new: it is sent the
-// session history (unless it connected with replay=skip), then the agent
-// requests still open, then every live frame.
-// answer, the session/new response, goes to p once the log holds its
-// peer.joined, before the history.
-func (s *Session) attach(p *peer, answer func()) {
-	s.attachWith(p, 0, p.replay == ReplayFull, answer)
-}
-
-// attachWith starts broadcasting to p, after the log following seq `after`
-// when replay is set. answer, when not nil, answers the request that
-// attached p: after peer.joined is recorded (a response is sent once the
-// log holds what came before it, see send), before the history.
-func (s *Session) attachWith(p *peer, after int64, replay bool, answer func()) {
-	if p.attached || p.gone {
-		return
-	}
-	p.attached = true
-	p.marked.seq = -1
-	s.recordJoined(p)
-	if answer != nil {
-		answer()
-	}
-	if replay {
-		s.flush()
-		for _, g := range s.withRender(s.history(after), stream.AppendFrames) {
-			p.st.Mark(g)
-		}
-	}
-	s.resendOpenRequests(p)
-	s.updatePaced()
-	s.notifyJoined(p)
-}
-
-// recordJoined records that p joined the ACP session, as whom.
-func (s *Session) recordJoined(p *peer) {
-	token, role := p.who.Describe()
-	s.record(p.id, &api.PeerJoined{Peer: p.id, ClientInfo: p.info, ClientCapabilities: p.caps, Role: role, Token: token})
-}
-
-// notifyJoined tells the other peers that p joined.
-func (s *Session) notifyJoined(p *peer) {
-	token, role := p.who.Describe()
-	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id, Role: role, Token: token}, p)
 }
 
 // removePeer takes p out of the session and ends its connection. cause,
