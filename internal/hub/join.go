@@ -125,4 +125,3 @@ func (s *Session) notifyJoined(p *peer) {
 	token, role := p.who.Describe()
 	s.notify(api.MethodPeerJoined, &api.PeerJoinedParams{SessionID: s.sessionIDString(), Peer: p.id, Role: role, Token: token}, p)
 }
-
