@@ -15,6 +15,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // agentConn is the running agent of a session.
@@ -113,10 +114,16 @@ func (s *Session) withAgent(do func(), fail func(*jsonrpc.Error)) {
 			fail(errNotInitialized())
 			return
 		}
-		if s.lost != nil {
+		if s.remote != nil && s.remote.Lost() {
 			// A remote session whose workspace is gone: the agent starts
 			// in it once it is made again.
-			s.reopenWorkspace(do, fail)
+			s.remote.Ready(func(err error) {
+				if err != nil {
+					fail(workspace.RPCError(err))
+					return
+				}
+				s.withAgent(do, fail)
+			})
 			return
 		}
 		if err := s.startAgent(); err != nil {

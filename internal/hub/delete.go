@@ -10,6 +10,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // Deleting a session (session/delete, Hub.Delete) ends it for everyone and
@@ -172,16 +173,10 @@ func (s *Session) finishDelete() {
 	}
 	d.done = true
 	s.endAgent()
-	if s.retention != nil {
-		s.retention.Stop()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), workspace.Timeout)
 	defer cancel()
-	if r := s.remote; r != nil {
-		s.remote = nil
-		if err := r.ws.Remove(ctx); err != nil {
-			s.log.Warn("delete: remove the workspace", "dir", r.ws.Dir, "err", err)
-		}
+	if s.remote != nil {
+		s.remote.Delete(ctx)
 	}
 	s.flush()
 	var e *jsonrpc.Error

@@ -102,7 +102,9 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 				// The ACP session is over: so are the terminals acphub ran
 				// in it, and its workspace.
 				s.closeTools()
-				s.endRemote("session_closed")
+				if s.remote != nil {
+					s.remote.End("session_closed", s.cfg.WorkspaceRetention)
+				}
 			}
 		})
 	default:

@@ -191,22 +191,11 @@ func (s *Session) forkPoint() (forkSource, *jsonrpc.Error) {
 	if src.agentSID == nil {
 		src.agentSID = s.sessionID // the agent's next process loads it under this id
 	}
-	if r := s.remote; r != nil {
-		src.remote = forkRef(r.ws.Remote, r.ws.Branch, r.pushed)
-	} else if l := s.lost; l != nil {
-		src.remote = forkRef(workspace.Ref{Type: "git", URL: l.cloned.URL, Branch: l.cloned.Branch, Revision: l.cloned.Revision}, l.cloned.ResultBranch, l.pushed)
+	if s.remoteLive() {
+		ref := s.remote.ForkRef()
+		src.remote = &ref
 	}
 	return src, nil
-}
-
-// forkRef is where a remote session's fork starts: the result branch at
-// its last pushed commit, or where the session itself started when it
-// pushed none.
-func forkRef(start workspace.Ref, resultBranch, pushed string) *workspace.Ref {
-	if pushed == "" {
-		return &start
-	}
-	return &workspace.Ref{Type: "git", URL: start.URL, Branch: resultBranch, Revision: pushed}
 }
 
 // becomeFork makes a session the hub just made the fork of m.from: it
@@ -243,7 +232,7 @@ func (s *Session) becomeFork(m forkMsg) {
 			fail(e)
 			return
 		}
-		s.newParams, _ = jsonrpc.SetField(s.newParams, "cwd", mustJSON(s.remote.ws.Dir))
+		s.newParams, _ = jsonrpc.SetField(s.newParams, "cwd", mustJSON(s.remote.Dir()))
 		forkAgent()
 	})
 }

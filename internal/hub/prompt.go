@@ -67,14 +67,14 @@ func (s *Session) startTurn(t *turn) {
 	for _, f := range stream.AppendUserChunks(nil, sid, t.prompt) {
 		s.broadcast(f, t.peer)
 	}
-	if s.remote == nil && s.lost == nil {
+	if !s.remoteLive() {
 		s.forward(t.peer, &t.msg, func(resp *jsonrpc.Message) { s.endTurn(t, resp, nil) })
 		return
 	}
 	// A remote session answers once the turn's changes are committed and
 	// pushed, with target.
 	s.forwardHeld(t.peer, &t.msg, func(resp *jsonrpc.Message) {
-		if resp.Error != nil || s.remote == nil {
+		if resp.Error != nil || !s.remoteLive() {
 			s.send(t.peer, resp.WithID(t.id))
 			s.endTurn(t, resp, nil)
 			return

@@ -94,7 +94,7 @@ func loadPrior(ctx context.Context, store eventlog.Store, key string) (*prior, e
 		sid, _ := json.Marshal(d.SessionID)
 		p.newParams, p.newResult, p.sessionID = d.Params, d.Result, sid
 	}
-	if err := p.loadWorkspace(ctx, store, key); err != nil {
+	if p.workspace, p.pushed, err = workspace.FromLog(ctx, store, key); err != nil {
 		return nil, err
 	}
 	if p.interrupted, err = interruptedTurn(ctx, store, key); err != nil {
@@ -127,34 +127,6 @@ func interruptedTurn(ctx context.Context, store eventlog.Store, key string) (*ap
 		return nil, fmt.Errorf("session %q: %s event %d: %w", key, started.Type, started.Seq, err)
 	}
 	return &api.TurnCompleted{SessionID: d.SessionID, Peer: started.Peer, StopReason: "cancelled", Interrupted: true, OperationID: d.OperationID}, nil
-}
-
-// loadWorkspace reads a remote session's workspace from the log: the last
-// checkout, unless removed since, and the last push after it.
-func (p *prior) loadWorkspace(ctx context.Context, store eventlog.Store, key string) error {
-	cloned, ok, err := store.Last(ctx, key, api.EventWorkspaceCloned)
-	if err != nil || !ok {
-		return err
-	}
-	if removed, ok, err := store.Last(ctx, key, api.EventWorkspaceRemoved); err != nil {
-		return err
-	} else if ok && removed.Seq > cloned.Seq {
-		return nil
-	}
-	p.workspace = new(api.WorkspaceCloned)
-	if err := json.Unmarshal(cloned.Data, p.workspace); err != nil {
-		return fmt.Errorf("session %q: %s event %d: %w", key, cloned.Type, cloned.Seq, err)
-	}
-	if pushed, ok, err := store.Last(ctx, key, api.EventWorkspacePushed); err != nil {
-		return err
-	} else if ok && pushed.Seq > cloned.Seq {
-		var d api.WorkspacePushed
-		if err := json.Unmarshal(pushed.Data, &d); err != nil {
-			return fmt.Errorf("session %q: %s event %d: %w", key, pushed.Type, pushed.Seq, err)
-		}
-		p.pushed = d.Revision
-	}
-	return nil
 }
 
 // Recover ends the turns a stop of the hub interrupted, in every session
@@ -271,14 +243,7 @@ func (s *Session) restore(p *prior) {
 		}
 	}
 	p.ended = nil
-	if w := p.workspace; w != nil && s.cfg.Workspaces != nil {
-		ref := workspace.Ref{Type: "git", URL: w.URL, Branch: w.Branch, Revision: w.Revision}
-		ws, err := s.cfg.Workspaces.Existing(w.Dir, ref, w.ResultBranch)
-		if err != nil {
-			s.log.Info("remote session: its workspace is gone; it is made again when the agent starts", "dir", w.Dir)
-			s.lost = &lostWorkspace{cloned: w, pushed: p.pushed}
-			return
-		}
-		s.remote = &remoteState{ws: ws, pushed: p.pushed}
+	if p.workspace != nil && s.cfg.Workspaces != nil {
+		s.remote = s.cfg.Workspaces.Restore(remoteActor{s}, p.workspace, p.pushed, s.remoteOptions())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/stream"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // inboxLen is how many messages may wait for a session actor before senders
@@ -96,11 +97,7 @@ type Session struct {
 	// self_handle: the running agent's executor (nil until first used).
 	tools *toolHost
 
-	remote *remoteState   // a remote session's workspace, or nil
-	lost   *lostWorkspace // a remote session's workspace to make again, or nil
-	// retention removes a closed remote session's workspace later; a hub
-	// that stops first stops it and keeps the workspace.
-	retention *time.Timer
+	remote *workspace.Remote // a remote session's workspace, or nil
 
 	recent stream.Recent // the latest events and their frames, for lagging consumers
 
@@ -476,12 +473,6 @@ func (s *Session) handle(msg any) {
 		s.terminalOutput(m)
 	case terminalExited:
 		s.terminalExited(m)
-	case turnSaved:
-		s.turnSaved(m)
-	case workspaceEnded:
-		s.workspaceEnded(m)
-	case workspaceReopened:
-		s.workspaceReopened(m)
 	}
 	s.lagBehind()
 	s.reapDropped()
@@ -499,8 +490,8 @@ func (s *Session) shutdown() {
 			s.removeTail(t, ErrSessionGone)
 		}
 	}()
-	if s.retention != nil {
-		s.retention.Stop()
+	if s.remote != nil {
+		s.remote.Stop() // a removal put off waits for the session's next life
 	}
 	s.endAgent()
 	s.record("", &api.SessionStopped{Reason: "hub_shutdown"})

@@ -78,9 +78,8 @@ func (s *Session) summary(state string) *api.SessionSummary {
 		State: state, Title: s.title, Usage: s.usage, Waiting: int64(s.waiting()),
 		Peers: s.attachedPeers(),
 	}
-	if s.remote != nil {
-		w := s.remote.ws
-		sum.Remote = &api.SessionRemote{Repository: w.Remote.URL, Branch: w.Branch, Pushed: s.remote.pushed}
+	if s.remoteLive() {
+		sum.Remote = s.remote.Summary()
 	}
 	return sum
 }

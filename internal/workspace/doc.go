@@ -20,6 +20,13 @@
 // remote, never forced, so a refused push keeps the commit for the next
 // try; Remove deletes the checkout and its branch, not the cache.
 //
+// A Remote is one session's workspace through the session's life, driven
+// by its actor: OpenRemote checks it out, SaveTurn commits and pushes after
+// each turn, End pushes what is left and removes it (after a retention),
+// Restore and Ready bring it back, made again if it is gone, for a session
+// reopened from its log. Git runs in goroutines; the events it causes are
+// logged, and its results handed back, on the actor (Actor).
+//
 // git runs without hooks (core.hooksPath=/dev/null), with only the allowed
 // transports (protocol.allow=never, then each allowed scheme), without
 // prompts (GIT_TERMINAL_PROMPT=0; ssh in batch mode unless the host sets
