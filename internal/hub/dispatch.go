@@ -182,7 +182,7 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 func (s *Session) setInitResult(result []byte) {
 	s.agentInit = result
 	s.initResult = clientInitResult(result)
-	s.hub.handshakes.note(s.agentName, s.initResult)
+	s.hub.handshakes.Note(s.agentName, s.initResult)
 }
 
 // clientInitResult is the initialize result clients get from the agent's:

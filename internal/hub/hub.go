@@ -108,8 +108,8 @@ type Hub struct {
 	cfg Config
 	log *slog.Logger
 
-	clients    atomic.Int64 // connected clients, all sessions
-	handshakes *handshakes  // initialize results by agent (see Initialize)
+	clients    atomic.Int64      // connected clients, all sessions
+	handshakes *agent.Handshakes // initialize results by agent (see Initialize)
 
 	mu       sync.Mutex // guards the following
 	sessions map[string]*Session
@@ -120,7 +120,7 @@ type Hub struct {
 // New returns a Hub. Sessions are created on first Join.
 func New(cfg Config) *Hub {
 	cfg = cfg.withDefaults()
-	return &Hub{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*Session), handshakes: newHandshakes()}
+	return &Hub{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*Session), handshakes: agent.NewHandshakes()}
 }
 
 // JoinOptions says who joins and how.
@@ -302,7 +302,7 @@ func (h *Hub) Close(ctx context.Context) error {
 		sessions = append(sessions, s)
 	}
 	h.mu.Unlock()
-	h.handshakes.stop()
+	h.handshakes.Close()
 	for _, s := range sessions {
 		s.stop()
 	}
