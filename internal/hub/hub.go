@@ -14,6 +14,7 @@ import (
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/policy"
+	"github.com/acphub/acphub/internal/sessionlog"
 	"github.com/acphub/acphub/internal/toolexec"
 	"github.com/acphub/acphub/internal/workspace"
 )
@@ -213,19 +214,23 @@ func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
 	// Read the log without holding the lock: other sessions' joins go on.
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	p, err := loadPrior(ctx, h.cfg.Store, key)
+	var p *sessionlog.State
+	var err error
+	if h.cfg.Store != nil {
+		p, err = sessionlog.Read(ctx, h.cfg.Store, key)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the log of session %q: %w", key, err)
 	}
 	if p == nil && !create {
 		return nil, unknownSession(key)
 	}
-	if p != nil && p.agent != "" {
+	if p != nil && p.Agent != "" {
 		// The log says which agent the session runs.
-		if agentName != "" && agentName != p.agent {
-			return nil, fmt.Errorf("%w: %q runs %q", ErrAgentMismatch, key, p.agent)
+		if agentName != "" && agentName != p.Agent {
+			return nil, fmt.Errorf("%w: %q runs %q", ErrAgentMismatch, key, p.Agent)
 		}
-		agentName = p.agent
+		agentName = p.Agent
 	}
 	if agentName == "" {
 		agentName = h.cfg.DefaultAgent

@@ -11,6 +11,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/sessionlog"
 )
 
 // listSessions answers session/list (see ListSessions).
@@ -89,34 +90,9 @@ func (h *Hub) List(ctx context.Context, who *auth.Principal) ([]api.SessionSumma
 			out = append(out, *sum)
 			continue
 		}
-		sum := api.SessionSummary{Key: info.Session, CreatedAt: info.Created, UpdatedAt: info.Updated, LastSeq: info.LastSeq, State: api.StateStopped}
-		if last, ok, err := h.cfg.Store.Last(ctx, info.Session, ""); err != nil {
-			return nil, err
-		} else if ok {
-			sum.Agent = last.AgentID
-		}
-		created, ok, err := h.cfg.Store.Last(ctx, info.Session, api.EventSessionCreated)
+		sum, err := sessionlog.Summary(ctx, h.cfg.Store, info)
 		if err != nil {
 			return nil, err
-		}
-		if ok {
-			var d api.SessionCreated
-			if json.Unmarshal(created.Data, &d) == nil {
-				sum.SessionID = d.SessionID
-				var p struct {
-					Cwd string `json:"cwd"`
-				}
-				_ = json.Unmarshal(d.Params, &p)
-				sum.Cwd = p.Cwd
-			}
-		}
-		if ev, ok, err := h.cfg.Store.Last(ctx, info.Session, api.EventSessionDescribed); err != nil {
-			return nil, err
-		} else if ok {
-			var d api.SessionDescribed
-			if json.Unmarshal(ev.Data, &d) == nil {
-				sum.Title, sum.Usage = d.Title, d.Usage
-			}
 		}
 		out = append(out, sum)
 	}

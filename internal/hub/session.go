@@ -13,6 +13,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
+	"github.com/acphub/acphub/internal/sessionlog"
 	"github.com/acphub/acphub/internal/stream"
 	"github.com/acphub/acphub/internal/workspace"
 )
@@ -85,8 +86,8 @@ type Session struct {
 	turn  *turn
 	queue []*turn
 
-	prior     *prior          // what the log held when this hub opened the session
-	agentReqs []*agentRequest // open agent→client requests, oldest first
+	prior     *sessionlog.State // what the log held when this hub opened the session
+	agentReqs []*agentRequest   // open agent→client requests, oldest first
 
 	// single_pass_through: the peer executing each namespace, the peer
 	// that ran each terminal, and the terminals whose peer left (to it).

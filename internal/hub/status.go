@@ -6,6 +6,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/sessionlog"
 )
 
 // Watcher is told how sessions change: the hub-wide session stream
@@ -171,8 +172,8 @@ func (s *Session) describe(kind, update []byte) {
 }
 
 // restoreStatus takes what a reopened session's log says of it.
-func (s *Session) restoreStatus(p *prior) {
-	s.createdAt, s.updatedAt = p.created, p.updated
-	s.title, s.usage = p.described.Title, p.described.Usage
+func (s *Session) restoreStatus(p *sessionlog.State) {
+	s.createdAt, s.updatedAt = p.Created, p.Updated
+	s.title, s.usage = p.Described.Title, p.Described.Usage
 	s.agentEnd = api.StateStopped
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/acphub/acphub/api"
-	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
@@ -82,30 +80,9 @@ func (r *Remote) cloned(peer string) {
 	r.actor.Record(peer, &api.WorkspaceCloned{URL: w.Remote.URL, Branch: w.Remote.Branch, Revision: w.Remote.Revision, ResultBranch: w.Branch, Dir: w.Dir})
 }
 
-// FromLog reads a remote session's workspace from the log of session
-// key: its last checkout, unless removed since (nil then), and the
-// revision of its last push after it ("" when none).
-func FromLog(ctx context.Context, store eventlog.Store, key string) (*api.WorkspaceCloned, string, error) {
-	var cloned api.WorkspaceCloned
-	ev, ok, err := lastOf(ctx, store, key, api.EventWorkspaceCloned, &cloned)
-	if err != nil || !ok {
-		return nil, "", err
-	}
-	if removed, ok, err := store.Last(ctx, key, api.EventWorkspaceRemoved); err != nil || (ok && removed.Seq > ev.Seq) {
-		return nil, "", err
-	}
-	var pushed api.WorkspacePushed
-	if p, ok, err := lastOf(ctx, store, key, api.EventWorkspacePushed, &pushed); err != nil {
-		return nil, "", err
-	} else if ok && p.Seq > ev.Seq {
-		return &cloned, pushed.Revision, nil
-	}
-	return &cloned, "", nil
-}
-
 // Restore is the Remote of a session reopened from its log, whose
-// workspace FromLog read: the workspace on disk, or one to make again when
-// Ready is first asked.
+// workspace the log says was checked out as cloned and pushed at pushed:
+// the workspace on disk, or one to make again when Ready is first asked.
 func (m *Manager) Restore(a Actor, cloned *api.WorkspaceCloned, pushed string, opts RemoteOptions) *Remote {
 	r := &Remote{actor: a, m: m, log: opts.Logger, noPush: opts.NoPush, pushed: pushed}
 	ref := Ref{Type: "git", URL: cloned.URL, Branch: cloned.Branch, Revision: cloned.Revision}
@@ -117,18 +94,6 @@ func (m *Manager) Restore(a Actor, cloned *api.WorkspaceCloned, pushed string, o
 	}
 	r.ws = ws
 	return r
-}
-
-// lastOf decodes the data of session key's last event of type typ into v.
-func lastOf(ctx context.Context, store eventlog.Store, key, typ string, v any) (eventlog.Event, bool, error) {
-	ev, ok, err := store.Last(ctx, key, typ)
-	if err != nil || !ok {
-		return ev, false, err
-	}
-	if err := json.Unmarshal(ev.Data, v); err != nil {
-		return ev, false, fmt.Errorf("session %q: %s event %d: %w", key, ev.Type, ev.Seq, err)
-	}
-	return ev, true, nil
 }
 
 // Lost reports whether the workspace is to be made again (see Ready).

@@ -1,0 +1,183 @@
+// Package sessionlog reads what a session's log says about the session:
+// what a hub needs to reopen it (State), and what a list shows of a session
+// the hub does not hold (Summary). It reads the latest event of each type
+// it needs, never the whole log.
+package sessionlog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/eventlog"
+)
+
+// State is what a session's log says about it when a hub (re)opens it:
+// where the log ends, which agent it runs, the handshake results it serves
+// from its cache, and what a stop left open.
+type State struct {
+	LastSeq    int64
+	LastID     string
+	Agent      string
+	InitParams []byte // initialize, as sent to the agent
+	InitResult []byte // the agent's initialize result
+	NewParams  []byte // session/new (or fork) params that made the ACP session
+	NewResult  []byte // its result
+	SessionID  []byte // the ACP session id, a JSON string; nil before session/new
+	// Workspace is a remote session's workspace, unless removed, and
+	// Pushed the revision of its result branch on the remote.
+	Workspace *api.WorkspaceCloned
+	Pushed    string
+	// Interrupted ends the turn the log shows started and never
+	// completed: the hub stopped without ending it (it was killed).
+	Interrupted *api.TurnCompleted
+	// Held is the message the hub was streaming when it stopped, as the
+	// store held it; it becomes the log's next event.
+	Held *eventlog.Event
+	// Ended are the ends of the turns of the last OpsScan events, oldest
+	// first: the session remembers the outcomes of their operations.
+	Ended []eventlog.Event
+	// Created and Updated are when the log started and last moved;
+	// Described is the title and usage it last kept.
+	Created, Updated time.Time
+	Described        api.SessionDescribed
+	Origin           *api.SessionForked // a fork's parent, or nil
+}
+
+// OpsScan bounds how far back in the log Read looks for the ends of turns:
+// the events whose types it reads.
+const OpsScan = 1 << 16
+
+// last decodes the data of session key's last event of type typ into v,
+// and reports whether there was one.
+func last(ctx context.Context, store eventlog.Store, key, typ string, v any) (eventlog.Event, bool, error) {
+	ev, ok, err := store.Last(ctx, key, typ)
+	if err != nil || !ok {
+		return ev, false, err
+	}
+	if err := json.Unmarshal(ev.Data, v); err != nil {
+		return ev, false, fmt.Errorf("session %q: %s event %d: %w", key, ev.Type, ev.Seq, err)
+	}
+	return ev, true, nil
+}
+
+// Read returns what the log of session key says, or nil for a session with
+// no log.
+func Read(ctx context.Context, store eventlog.Store, key string) (*State, error) {
+	end, ok, err := store.Last(ctx, key, "")
+	if err != nil || !ok {
+		return nil, err
+	}
+	st := &State{LastSeq: end.Seq, LastID: end.ID, Agent: end.AgentID, Updated: end.Timestamp}
+	if first, err := store.Read(ctx, key, 0, 1); err != nil {
+		return nil, err
+	} else if len(first) > 0 {
+		st.Created = first[0].Timestamp
+	}
+	if _, _, err := last(ctx, store, key, api.EventSessionDescribed, &st.Described); err != nil {
+		return nil, err
+	}
+	var origin api.SessionForked
+	if _, ok, err := last(ctx, store, key, api.EventSessionForked, &origin); err != nil {
+		return nil, err
+	} else if ok {
+		st.Origin = &origin
+	}
+	var initialized api.AgentInitialized
+	if _, ok, err := last(ctx, store, key, api.EventAgentInitialized, &initialized); err != nil {
+		return nil, err
+	} else if ok {
+		st.InitParams, st.InitResult = initialized.Params, initialized.Result
+	}
+	var created api.SessionCreated
+	if _, ok, err := last(ctx, store, key, api.EventSessionCreated, &created); err != nil {
+		return nil, err
+	} else if ok {
+		st.SessionID, _ = json.Marshal(created.SessionID)
+		st.NewParams, st.NewResult = created.Params, created.Result
+	}
+	if st.Workspace, st.Pushed, err = workspace(ctx, store, key); err != nil {
+		return nil, err
+	}
+	if st.Interrupted, err = Interrupted(ctx, store, key); err != nil {
+		return nil, err
+	}
+	if held, ok, err := store.Held(ctx, key); err != nil {
+		return nil, err
+	} else if ok {
+		st.Held = &held
+	}
+	if st.Ended, err = store.ReadTypes(ctx, key, max(0, st.LastSeq-OpsScan), []string{api.EventTurnCompleted}, 0); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// workspace reads a remote session's workspace: its last checkout, unless
+// removed since (nil then), and the revision of its last push after it
+// ("" when none).
+func workspace(ctx context.Context, store eventlog.Store, key string) (*api.WorkspaceCloned, string, error) {
+	var cloned api.WorkspaceCloned
+	ev, ok, err := last(ctx, store, key, api.EventWorkspaceCloned, &cloned)
+	if err != nil || !ok {
+		return nil, "", err
+	}
+	if removed, ok, err := store.Last(ctx, key, api.EventWorkspaceRemoved); err != nil || (ok && removed.Seq > ev.Seq) {
+		return nil, "", err
+	}
+	var pushed api.WorkspacePushed
+	if p, ok, err := last(ctx, store, key, api.EventWorkspacePushed, &pushed); err != nil {
+		return nil, "", err
+	} else if ok && p.Seq > ev.Seq {
+		return &cloned, pushed.Revision, nil
+	}
+	return &cloned, "", nil
+}
+
+// Interrupted returns the end of the turn the log of key shows as open —
+// started, never completed — cancelled and marked interrupted, or nil when
+// every turn ended. A hub that stops cleanly ends its turns; one that was
+// killed cannot.
+func Interrupted(ctx context.Context, store eventlog.Store, key string) (*api.TurnCompleted, error) {
+	var d api.TurnStarted
+	started, ok, err := last(ctx, store, key, api.EventTurnStarted, &d)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if completed, ok, err := store.Last(ctx, key, api.EventTurnCompleted); err != nil || (ok && completed.Seq > started.Seq) {
+		return nil, err
+	}
+	return &api.TurnCompleted{SessionID: d.SessionID, Peer: started.Peer, StopReason: "cancelled", Interrupted: true, OperationID: d.OperationID}, nil
+}
+
+// Summary describes a session the hub does not hold, whose log info
+// describes, as its log says: stopped, with its agent, ACP session id,
+// cwd, title and usage. An event it cannot read leaves its part out: a
+// list shows what it can.
+func Summary(ctx context.Context, store eventlog.Store, info eventlog.SessionInfo) (api.SessionSummary, error) {
+	sum := api.SessionSummary{Key: info.Session, CreatedAt: info.Created, UpdatedAt: info.Updated, LastSeq: info.LastSeq, State: api.StateStopped}
+	if end, ok, err := store.Last(ctx, info.Session, ""); err != nil {
+		return sum, err
+	} else if ok {
+		sum.Agent = end.AgentID
+	}
+	var created api.SessionCreated
+	if _, ok, err := last(ctx, store, info.Session, api.EventSessionCreated, &created); ok {
+		var p struct {
+			Cwd string `json:"cwd"`
+		}
+		_ = json.Unmarshal(created.Params, &p)
+		sum.SessionID, sum.Cwd = created.SessionID, p.Cwd
+	} else if err != nil && ctx.Err() != nil {
+		return sum, err
+	}
+	var described api.SessionDescribed
+	if _, ok, err := last(ctx, store, info.Session, api.EventSessionDescribed, &described); ok {
+		sum.Title, sum.Usage = described.Title, described.Usage
+	} else if err != nil && ctx.Err() != nil {
+		return sum, err
+	}
+	return sum, nil
+}

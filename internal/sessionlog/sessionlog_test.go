@@ -1,0 +1,78 @@
+package sessionlog_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/eventlog/mem"
+	"github.com/acphub/acphub/internal/sessionlog"
+)
+
+// logOf appends data as the events of session key, numbered from 1.
+func logOf(t *testing.T, store eventlog.Store, key string, data ...api.EventData) {
+	t.Helper()
+	var evs []eventlog.Event
+	for i, d := range data {
+		evs = append(evs, eventlog.Event{Session: key, Event: api.Event{
+			Seq: int64(i + 1), ID: eventlog.NewID(), Timestamp: time.Unix(int64(100+i), 0).UTC(),
+			Type: d.EventType(), Data: d.AppendJSON(nil), Peer: "a", AgentID: "demo",
+		}})
+	}
+	if err := store.Append(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Read takes each part of the state from the latest event of its type:
+// the handshake, the ACP session, the title, a fork's parent, a remote's
+// workspace at its last push, and a turn a stop left open.
+func TestRead(t *testing.T) {
+	ctx := context.Background()
+	store := &mem.Store{}
+	if st, err := sessionlog.Read(ctx, store, "none"); st != nil || err != nil {
+		t.Fatalf("a session with no log: %+v, %v", st, err)
+	}
+	logOf(t, store, "s",
+		&api.SessionForked{Parent: "p", ParentSessionID: "sid-p", ParentSeq: 7},
+		&api.AgentInitialized{Params: json.RawMessage(`{"protocolVersion":1}`), Result: json.RawMessage(`{"protocolVersion":1}`)},
+		&api.WorkspaceCloned{URL: "https://example.com/r.git", Branch: "main", Revision: "abc", ResultBranch: "acphub/s-1", Dir: "/w/s"},
+		&api.SessionCreated{SessionID: "sid-s", Params: json.RawMessage(`{"cwd":"/w/s","mcpServers":[]}`), Result: json.RawMessage(`{"sessionId":"sid-s"}`)},
+		&api.SessionDescribed{Title: "a title"},
+		&api.WorkspacePushed{URL: "https://example.com/r.git", Branch: "acphub/s-1", Revision: "def"},
+		&api.TurnStarted{SessionID: "sid-s", Prompt: []json.RawMessage{json.RawMessage(`{"type":"text","text":"hi"}`)}, OperationID: "op-1"},
+	)
+	st, err := sessionlog.Read(ctx, store, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case st.LastSeq != 7 || st.Agent != "demo" || st.Created != time.Unix(100, 0).UTC() || st.Updated != time.Unix(106, 0).UTC():
+		t.Errorf("the log's ends: %+v", st)
+	case string(st.SessionID) != `"sid-s"` || string(st.InitParams) != `{"protocolVersion":1}` || st.Described.Title != "a title":
+		t.Errorf("session, handshake, title: %s %s %q", st.SessionID, st.InitParams, st.Described.Title)
+	case st.Origin == nil || st.Origin.Parent != "p" || st.Origin.ParentSeq != 7:
+		t.Errorf("origin %+v", st.Origin)
+	case st.Workspace == nil || st.Workspace.Dir != "/w/s" || st.Pushed != "def":
+		t.Errorf("workspace %+v pushed %q", st.Workspace, st.Pushed)
+	case st.Interrupted == nil || st.Interrupted.OperationID != "op-1" || !st.Interrupted.Interrupted || st.Interrupted.Peer != "a":
+		t.Errorf("interrupted %+v", st.Interrupted)
+	}
+	sum, err := sessionlog.Summary(ctx, store, eventlog.SessionInfo{Session: "s", LastSeq: 7})
+	if err != nil || sum.SessionID != "sid-s" || sum.Cwd != "/w/s" || sum.Title != "a title" || sum.Agent != "demo" || sum.State != api.StateStopped {
+		t.Errorf("summary %+v, %v", sum, err)
+	}
+	// A removed workspace, and an ended turn, are gone from the state.
+	logOf(t, store, "r",
+		&api.WorkspaceCloned{Dir: "/w/r"},
+		&api.TurnStarted{SessionID: "sid-r"},
+		&api.TurnCompleted{SessionID: "sid-r", StopReason: "end_turn"},
+		&api.WorkspaceRemoved{Dir: "/w/r", Reason: "session_closed"},
+	)
+	if st, err = sessionlog.Read(ctx, store, "r"); err != nil || st.Workspace != nil || st.Interrupted != nil || len(st.Ended) != 1 {
+		t.Errorf("after a removal and a turn's end: %+v, %v", st, err)
+	}
+}
