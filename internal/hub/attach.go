@@ -1,13 +1,10 @@
 package hub
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/acphub/acphub/api"
-	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/stream"
 )
@@ -223,7 +220,7 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 		// answer comes back (messageFound).
 		store, key, upto := s.cfg.Store, s.key, s.seq
 		go func() {
-			seq, found, err := messageSeq(store, key, upto, req.AfterMessageID)
+			seq, found, err := stream.MessageSeq(store, key, upto, req.AfterMessageID)
 			s.postAsync(messageFound{p: p, id: m.ID, req: req, seq: seq, found: found, err: err})
 		}()
 		return
@@ -274,7 +271,7 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	var streamed int64
 	render := stream.AppendFrames
 	if req.AfterText > 0 {
-		render = skipText(render, req.AfterText)
+		render = stream.SkipText(render, req.AfterText)
 	}
 	segments := s.withRender(s.history(after), render)
 	switch {
@@ -364,88 +361,3 @@ func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
 	return out
 }
 
-// skipText wraps render to leave out the first n bytes of streamed text of
-// a history: the text of the agent.message events it starts with, which a
-// client that starts over was shown already (session/attach's afterText,
-// from _acphub/seq). The message the cut falls in is rendered as one chunk
-// of the rest of its text.
-func skipText(render func([][]byte, eventlog.Event) [][]byte, n int64) func([][]byte, eventlog.Event) [][]byte {
-	return func(frames [][]byte, ev eventlog.Event) [][]byte {
-		if n == 0 {
-			return render(frames, ev)
-		}
-		params, _ := jsonrpc.Field(ev.Data, "params")
-		c, ok := jsonrpc.ParseTextChunk(params)
-		if ev.Type != api.EventAgentMessage || !ok {
-			n = 0 // the streamed text ended: what follows is new to the client
-			return render(frames, ev)
-		}
-		body := c.Body()
-		if int64(len(body)) <= n {
-			n -= int64(len(body))
-			return frames
-		}
-		rest := message{sessionID: c.SessionID, kind: c.Kind, messageID: c.MessageID, text: body[textCut(body, int(n)):], chunks: 2}
-		n = 0
-		return append(frames, stream.UpdateFrame(rest.params()))
-	}
-}
-
-// textCut returns the first offset at or after n in body, a JSON string's
-// escaped text, that starts a character: not inside an escape sequence or
-// a UTF-8 encoding.
-func textCut(body []byte, n int) int {
-	i := 0
-	for i < n && i < len(body) {
-		switch {
-		case body[i] == '\\' && i+1 < len(body) && body[i+1] == 'u':
-			i += 6
-		case body[i] == '\\':
-			i += 2
-		default:
-			_, size := utf8.DecodeRune(body[i:])
-			i += size
-		}
-	}
-	return min(i, len(body))
-}
-
-// messageSeq finds the seq, up to upto, of the last event of the message
-// with the given messageId in session key's log.
-func messageSeq(store eventlog.Store, key string, upto int64, id string) (int64, bool, error) {
-	if id == "" {
-		return 0, false, nil
-	}
-	want, _ := json.Marshal(id)
-	var found int64
-	for after := int64(0); after < upto; {
-		events, err := store.Read(context.Background(), key, after, int(min(upto-after, stream.MaxPage)))
-		if err != nil || len(events) == 0 {
-			return found, found > 0, err
-		}
-		for _, ev := range events {
-			if messageIDOf(ev) == string(want) {
-				found = ev.Seq
-			}
-		}
-		after = events[len(events)-1].Seq
-	}
-	return found, found > 0, nil
-}
-
-// messageIDOf returns the raw update.messageId of an agent update event.
-func messageIDOf(ev eventlog.Event) string {
-	if ev.Type != api.EventAgentMessage && ev.Type != api.EventAgentUpdate {
-		return ""
-	}
-	params, ok := jsonrpc.Field(ev.Data, "params")
-	if !ok {
-		return ""
-	}
-	update, ok := jsonrpc.Field(params, "update")
-	if !ok {
-		return ""
-	}
-	id, _ := jsonrpc.Field(update, "messageId")
-	return string(id)
-}

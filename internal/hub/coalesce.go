@@ -8,6 +8,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/stream"
 )
 
 // coalesceWindow bounds how long streamed text waits in memory before it is
@@ -50,19 +51,7 @@ func (m *message) params() []byte {
 	if m.chunks == 1 {
 		return m.first
 	}
-	out := make([]byte, 0, len(m.text)+len(m.sessionID)+len(m.messageID)+96)
-	out = append(out, `{"sessionId":`...)
-	out = append(out, m.sessionID...)
-	out = append(out, `,"update":{"sessionUpdate":`...)
-	out = append(out, m.kind...)
-	out = append(out, `,"content":{"type":"text","text":"`...)
-	out = append(out, m.text...)
-	out = append(out, `"}`...)
-	if m.messageID != nil {
-		out = append(out, `,"messageId":`...)
-		out = append(out, m.messageID...)
-	}
-	return append(out, `}}`...)
+	return stream.TextParams(m.sessionID, m.kind, m.messageID, m.text)
 }
 
 // collect adds a text chunk to the message in progress, first writing out
