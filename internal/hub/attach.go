@@ -360,4 +360,3 @@ func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
 	}
 	return out
 }
-

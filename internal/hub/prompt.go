@@ -5,6 +5,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/ops"
 	"github.com/acphub/acphub/internal/stream"
 )
 
@@ -44,7 +45,7 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 		s.refuseUntried(p, m, errQueueFull(s.cfg.PromptQueue))
 		return
 	}
-	t := &turn{peer: p, op: operationID(m), id: m.ID, msg: *m, prompt: params.Prompt}
+	t := &turn{peer: p, op: ops.ID(m), id: m.ID, msg: *m, prompt: params.Prompt}
 	queued := 0
 	if s.turn != nil {
 		s.queue = append(s.queue, t)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/ops"
 	"github.com/acphub/acphub/internal/sessionlog"
 )
 
@@ -116,7 +117,7 @@ func (s *Session) restore(p *sessionlog.State) {
 	if p.SessionID != nil {
 		s.setSessionID(p.SessionID)
 	}
-	cutoff := time.Now().Add(-opsKeep)
+	cutoff := time.Now().Add(-ops.Keep)
 	for _, ev := range p.Ended {
 		var d api.TurnCompleted
 		if ev.Timestamp.After(cutoff) && json.Unmarshal(ev.Data, &d) == nil {

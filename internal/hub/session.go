@@ -12,6 +12,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/ops"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/sessionlog"
 	"github.com/acphub/acphub/internal/stream"
@@ -67,7 +68,7 @@ type Session struct {
 	// Owned by the actor.
 	peers      []*peer // attached or not, in join order
 	peerSerial int
-	ops        ledger // the client operations the session remembers
+	ops        ops.Ledger[waiter] // the client operations the session remembers
 	agent      *agentConn
 	agentGen   int
 	nextCallID int64
