@@ -376,8 +376,7 @@ func (s *Session) agentGone(exit agent.Exit) {
 	a := s.agent
 	s.agent = nil
 	s.agentSID = nil
-	clear(s.terminalOwners)
-	clear(s.terminalsGone)
+	s.routes.Reset()
 	s.closeTools() // the terminals of self_handle end with the agent; their exits come later
 	s.agentEnd = api.StateAgentExited
 	if exit.Requested {

@@ -3,7 +3,6 @@ package hub
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/auth"
@@ -16,19 +15,15 @@ import (
 // (policy.Decide) where it goes; the client-tool ones are audited in the
 // session log when they are answered.
 
-// toolCall is the audit of one client-tool request, completed when it is
-// answered.
-type toolCall struct {
-	ev      api.ClientToolCall
-	started time.Time
-}
+// toolCall is the audit of one client-tool request (policy.Call).
+type toolCall = policy.Call
 
 // agentRequest sends an agent's request where the policy says.
 func (s *Session) agentRequest(m *jsonrpc.Message) {
 	d := s.policy.Decide(m.Method)
 	var tool *toolCall
 	if d.Namespace != "" {
-		tool = newToolCall(m, d)
+		tool = policy.NewCall(m.Method, m.Params, d)
 	}
 	if sid, foreign := s.foreignSession(m); foreign {
 		e := errSessionMismatch(sid)
@@ -46,7 +41,7 @@ func (s *Session) agentRequest(m *jsonrpc.Message) {
 			"acphub policy blocks "+m.Method, map[string]any{"method": m.Method, "namespace": d.Namespace, "mode": d.Mode}))
 	case policy.Race:
 		if tool != nil {
-			tool.ev.Decision = "raced"
+			tool.Event.Decision = "raced"
 		}
 		s.race(m, tool)
 	case policy.Executor:
@@ -71,108 +66,45 @@ func (s *Session) foreignSession(m *jsonrpc.Message) (sid string, foreign bool) 
 	return sid, sid != s.sessionIDString()
 }
 
-// newToolCall starts the audit of m with what its params say.
-func newToolCall(m *jsonrpc.Message, d policy.Decision) *toolCall {
-	var p struct {
-		Path       string   `json:"path"`
-		Content    *string  `json:"content"`
-		Command    string   `json:"command"`
-		Args       []string `json:"args"`
-		TerminalID string   `json:"terminalId"`
-	}
-	_ = json.Unmarshal(m.Params, &p)
-	t := &toolCall{started: time.Now(), ev: api.ClientToolCall{
-		Method: m.Method, Namespace: string(d.Namespace), Mode: string(d.Mode),
-		Path: p.Path, Command: p.Command, Args: p.Args, TerminalID: p.TerminalID,
-	}}
-	if p.Content != nil {
-		t.ev.Bytes = int64(len(*p.Content))
-	}
-	return t
-}
-
 // refuseTool answers a client-tool request with e, sends it to no client,
 // and logs it with its params.
 func (s *Session) refuseTool(m *jsonrpc.Message, tool *toolCall, decision string, e *jsonrpc.Error) {
 	s.sendAgent(jsonrpc.NewErrorResponse(m.ID, e))
-	tool.ev.Decision, tool.ev.Params = decision, m.Params
-	var data struct {
-		Reason string `json:"reason"`
-	}
-	_ = json.Unmarshal(e.Data, &data)
-	tool.ev.Outcome = data.Reason
-	tool.ev.Error = &api.RPCError{Code: e.Code, Message: e.Message, Data: e.Data}
+	tool.Refused(decision, m.Params, e)
 	s.recordTool(tool)
-	s.log.Info("client-tool request refused", "method", m.Method, "mode", tool.ev.Mode, "reason", data.Reason)
+	s.log.Info("client-tool request refused", "method", m.Method, "mode", tool.Event.Mode, "reason", e.Reason())
 }
 
 // recordTool writes a finished audit to the log.
-func (s *Session) recordTool(tool *toolCall) {
-	tool.ev.DurationUs = time.Since(tool.started).Microseconds()
-	s.record("", &tool.ev)
-}
+func (s *Session) recordTool(tool *toolCall) { s.record("", tool.Done()) }
 
 // toolAnswered completes the audit of a client-tool request a client
-// answered, and binds a terminal created in single_pass_through to the
-// peer that created it.
+// answered (winner; nil when the agent withdrew it first), and binds a
+// terminal created in single_pass_through to the peer that created it.
 func (s *Session) toolAnswered(r *agentRequest, winner *peer, m *jsonrpc.Message) {
-	tool := r.tool
+	executor := ""
 	if winner != nil {
-		tool.ev.Executor = winner.id
+		executor = winner.id
 	}
-	if m.Error != nil {
-		tool.ev.Outcome = "client_error"
-		if winner == nil { // the agent withdrew it before any client answered
-			tool.ev.Outcome = api.ReasonCancelled
-		}
-		tool.ev.Error = rpcError(m.Error)
-		s.recordTool(tool)
-		return
-	}
-	tool.ev.Outcome = "ok"
-	var res struct {
-		Content    *string `json:"content"`
-		Output     *string `json:"output"`
-		TerminalID string  `json:"terminalId"`
-		ExitCode   *int64  `json:"exitCode"`
-		Signal     string  `json:"signal"`
-		ExitStatus *struct {
-			ExitCode *int64 `json:"exitCode"`
-			Signal   string `json:"signal"`
-		} `json:"exitStatus"`
-	}
-	_ = json.Unmarshal(m.Result, &res)
-	switch {
-	case res.Content != nil:
-		tool.ev.Bytes = int64(len(*res.Content))
-	case res.Output != nil:
-		tool.ev.Bytes = int64(len(*res.Output))
-	}
-	if res.ExitStatus != nil {
-		res.ExitCode, res.Signal = res.ExitStatus.ExitCode, res.ExitStatus.Signal
-	}
-	tool.ev.ExitCode, tool.ev.Signal = res.ExitCode, res.Signal
-	if r.msg.Method == jsonrpc.MethodTerminalCreate && res.TerminalID != "" {
-		tool.ev.TerminalID = res.TerminalID
-		if r.exec != nil && winner != nil {
-			s.terminalOwners[res.TerminalID] = winner.id
-		}
+	created := r.tool.Answered(executor, m.Result, m.Error, winner == nil)
+	if created != "" && r.exec != nil && winner != nil {
+		s.routes.Ran(created, winner.id)
 	}
 	if r.msg.Method == jsonrpc.MethodTerminalRelease {
-		delete(s.terminalOwners, tool.ev.TerminalID)
+		s.routes.Released(r.tool.Event.TerminalID)
 	}
-	s.recordTool(tool)
+	s.recordTool(r.tool)
 }
 
 // routeToExecutor sends a single_pass_through request to exactly one peer:
 // the owner of the terminal it names, or the executor for its method.
 func (s *Session) routeToExecutor(m *jsonrpc.Message, tool *toolCall) {
-	tool.ev.Decision = "routed"
+	tool.Event.Decision = "routed"
 	var target *peer
-	if id := tool.ev.TerminalID; id != "" && m.Method != jsonrpc.MethodTerminalCreate {
-		owner, known := s.terminalOwners[id]
-		if !known {
-			if left, gone := s.terminalsGone[id]; gone {
+	if id := tool.Event.TerminalID; id != "" && m.Method != jsonrpc.MethodTerminalCreate {
+		owner, left := s.routes.Owner(id)
+		if owner == "" {
+			if left != "" {
 				s.refuseTool(m, tool, "refused", jsonrpc.NewError(api.CodeExecutorLeft, api.ReasonExecutorLeft,
 					"The client that ran this terminal left; the terminal is gone", map[string]any{"method": m.Method, "peer": left, "terminalId": id}))
 				return
@@ -187,7 +119,7 @@ func (s *Session) routeToExecutor(m *jsonrpc.Message, tool *toolCall) {
 	}
 	if target == nil {
 		s.refuseTool(m, tool, "refused", jsonrpc.NewError(api.CodeNoExecutor, api.ReasonNoExecutor,
-			"No attached client can execute "+m.Method, map[string]any{"method": m.Method, "namespace": tool.ev.Namespace, "mode": tool.ev.Mode}))
+			"No attached client can execute "+m.Method, map[string]any{"method": m.Method, "namespace": tool.Event.Namespace, "mode": tool.Event.Mode}))
 		return
 	}
 	if r := s.openAgentRequest(m, target, tool); r != nil {
@@ -195,40 +127,19 @@ func (s *Session) routeToExecutor(m *jsonrpc.Message, tool *toolCall) {
 	}
 }
 
-// executorFor picks the peer that executes method in single_pass_through:
-// the peer named in the policy, else the one already executing the
-// namespace, else the first to volunteer (_meta acphub.dev/executor in its
-// initialize, session/new or session/attach), else the first to attach;
-// always an attached peer whose initialize advertised what method needs.
+// executorFor picks the peer that executes method in single_pass_through
+// (policy.Routes.Executor): among the attached peers that may answer and
+// whose initialize advertised what method needs, those that volunteered
+// with _meta acphub.dev/executor in their initialize, session/new or
+// session/attach first.
 func (s *Session) executorFor(method string) *peer {
-	ns := policy.NamespaceOf(method)
-	capable := func(p *peer) bool {
-		return p != nil && p.attached && p.who.Can(auth.Answer) && policy.Capable(p.caps, method)
-	}
-	if p := s.peerByID(s.policy.Executor); s.policy.Executor != "" && capable(p) {
-		s.executors[ns] = p.id
-		return p
-	}
-	if p := s.peerByID(s.executors[ns]); capable(p) {
-		return p
-	}
-	var first *peer
+	var candidates []policy.Candidate
 	for _, p := range s.peers {
-		if !capable(p) {
-			continue
-		}
-		if p.volunteer {
-			first = p
-			break
-		}
-		if first == nil {
-			first = p
+		if p.attached && p.who.Can(auth.Answer) && policy.Capable(p.caps, method) {
+			candidates = append(candidates, policy.Candidate{ID: p.id, Volunteer: p.volunteer})
 		}
 	}
-	if first != nil {
-		s.executors[ns] = first.id
-	}
-	return first
+	return s.peerByID(s.routes.Executor(method, s.policy.Executor, candidates))
 }
 
 // executorLeft fails the requests only p was executing and forgets the
@@ -244,15 +155,10 @@ func (s *Session) executorLeft(p *peer) {
 		if s.agent != nil {
 			s.sendAgent(jsonrpc.NewErrorResponse(r.msg.ID, e))
 		}
-		r.tool.ev.Executor, r.tool.ev.Outcome = p.id, api.ReasonExecutorLeft
-		r.tool.ev.Error = &api.RPCError{Code: e.Code, Message: e.Message, Data: e.Data}
+		r.tool.Failed(p.id, api.ReasonExecutorLeft, e)
 		s.recordTool(r.tool)
 	}
-	for id, owner := range s.terminalOwners {
-		if owner == p.id {
-			delete(s.terminalOwners, id)
-			s.terminalsGone[id] = p.id
-			s.log.Info("client left; its terminal is gone", "peer", p.id, "terminal", id)
-		}
+	for _, id := range s.routes.Left(p.id) {
+		s.log.Info("client left; its terminal is gone", "peer", p.id, "terminal", id)
 	}
 }

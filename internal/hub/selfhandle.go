@@ -58,7 +58,7 @@ func (s *Session) postOn(ch chan any, msg any) {
 
 // execute has acphub carry out a self_handle request.
 func (s *Session) execute(m *jsonrpc.Message, tool *toolCall) {
-	tool.ev.Decision, tool.ev.Executor = "executed", "acphub"
+	tool.Event.Decision, tool.Event.Executor = "executed", "acphub"
 	if s.idInUse(string(m.ID)) {
 		s.refuseDuplicateID(m)
 		return
@@ -115,7 +115,7 @@ func (s *Session) root() string {
 // audit is written either way.
 func (s *Session) toolDone(d toolDone) {
 	d.host.Forget(string(d.msg.ID))
-	ev, a := &d.tool.ev, d.audit
+	ev, a := &d.tool.Event, d.audit
 	ev.Outcome = a.Outcome
 	if a.Path != "" {
 		ev.Path = a.Path

@@ -90,12 +90,7 @@ type Session struct {
 	prior     *sessionlog.State // what the log held when this hub opened the session
 	agentReqs []*agentRequest   // open agent→client requests, oldest first
 
-	// single_pass_through: the peer executing each namespace, the peer
-	// that ran each terminal, and the terminals whose peer left (to it).
-	executors      map[policy.Namespace]string
-	terminalOwners map[string]string
-	terminalsGone  map[string]string
-
+	routes policy.Routes // where single_pass_through sends client-tool requests
 	// self_handle: the running agent's executor (nil until first used).
 	tools *toolHost
 
@@ -165,11 +160,8 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		done:      make(chan struct{}),
 		pending:   make(map[int64]*call),
 
-		executors:      make(map[policy.Namespace]string),
-		terminalOwners: make(map[string]string),
-		terminalsGone:  make(map[string]string),
-		toolEvents:     make(chan any, inboxLen),
-		terminals:      make(chan any, inboxLen),
+		toolEvents: make(chan any, inboxLen),
+		terminals:  make(chan any, inboxLen),
 	}
 	s.active.Store(true) // its first client is on the way
 	s.createdAt = time.Now().UTC()
