@@ -486,7 +486,7 @@ func withKey(m *jsonrpc.Message, key string) []byte {
 			return m.Raw
 		}
 	}
-	params, ok := setMeta(m.Params, MetaKey, strconv.AppendQuote(nil, key))
+	params, ok := jsonrpc.SetMeta(m.Params, MetaKey, strconv.AppendQuote(nil, key))
 	if !ok {
 		return m.Raw
 	}
@@ -512,7 +512,7 @@ func (c *Conn) withOperationLocked(m *jsonrpc.Message) []byte {
 			return m.Raw
 		}
 	}
-	params, ok := setMeta(m.Params, MetaOperationID, c.newOperationLocked())
+	params, ok := jsonrpc.SetMeta(m.Params, MetaOperationID, c.newOperationLocked())
 	if !ok {
 		return m.Raw
 	}
@@ -534,9 +534,9 @@ func (c *Conn) answerLocked(m *jsonrpc.Message) (frame []byte, named bool) {
 	if m.Result == nil || m.Result[0] != '{' {
 		return m.Raw, false
 	}
-	res, ok := setMeta(m.Result, MetaOperationID, c.newOperationLocked())
+	res, ok := jsonrpc.SetMeta(m.Result, MetaOperationID, c.newOperationLocked())
 	if ok && tool != "" {
-		res, ok = setMeta(res, MetaToolCallID, strconv.AppendQuote(nil, tool))
+		res, ok = jsonrpc.SetMeta(res, MetaToolCallID, strconv.AppendQuote(nil, tool))
 	}
 	if ok {
 		res, ok = jsonrpc.SetField(m.Raw, "result", res)
@@ -545,19 +545,6 @@ func (c *Conn) answerLocked(m *jsonrpc.Message) (frame []byte, named bool) {
 		return m.Raw, false
 	}
 	return res, tool != ""
-}
-
-// setMeta returns the object obj with _meta[key] set to the raw JSON val.
-func setMeta(obj []byte, key string, val []byte) ([]byte, bool) {
-	meta, ok := jsonrpc.Field(obj, "_meta")
-	if !ok || len(meta) == 0 || meta[0] != '{' {
-		meta = []byte("{}")
-	}
-	meta, ok = jsonrpc.SetField(meta, key, val)
-	if !ok {
-		return obj, false
-	}
-	return jsonrpc.SetField(obj, "_meta", meta)
 }
 
 // drop closes t if it is still the connection's transport, so that the

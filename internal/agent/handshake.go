@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -165,4 +166,30 @@ func Handshake(ctx context.Context, spec Spec, opts Options, params []byte, stop
 		}
 		return m.Result, nil
 	}
+}
+
+// LoadsSessions reports whether an initialize result advertises
+// loadSession.
+func LoadsSessions(result []byte) bool {
+	var r struct {
+		AgentCapabilities struct {
+			LoadSession bool `json:"loadSession"`
+		} `json:"agentCapabilities"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.AgentCapabilities.LoadSession
+}
+
+// HasSessionCapability reports whether an initialize result advertises
+// agentCapabilities.sessionCapabilities[name] (close, fork, …).
+func HasSessionCapability(result []byte, name string) bool {
+	var r struct {
+		AgentCapabilities struct {
+			SessionCapabilities map[string]json.RawMessage `json:"sessionCapabilities"`
+		} `json:"agentCapabilities"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return false
+	}
+	v, ok := r.AgentCapabilities.SessionCapabilities[name]
+	return ok && string(v) != "null"
 }

@@ -151,7 +151,7 @@ func (s *Session) restartHandshake() {
 			s.agentReady()
 			return
 		}
-		if canLoad(s.agentInit) {
+		if agent.LoadsSessions(s.agentInit) {
 			s.agent.loading = true
 			params, _ := jsonrpc.SetField(s.newParams, "sessionId", s.sessionID)
 			params, _ = jsonrpc.DeleteField(params, "_meta")
@@ -185,16 +185,6 @@ func (s *Session) restartNewSession() {
 		s.agentSID = sid
 		s.agentReady()
 	})
-}
-
-// canLoad reports whether an initialize result advertises loadSession.
-func canLoad(result []byte) bool {
-	var r struct {
-		AgentCapabilities struct {
-			LoadSession bool `json:"loadSession"`
-		} `json:"agentCapabilities"`
-	}
-	return json.Unmarshal(result, &r) == nil && r.AgentCapabilities.LoadSession
 }
 
 func (s *Session) agentReady() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/stream"
 )
@@ -44,7 +45,7 @@ func (s *Session) load(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, e)
 	case s.holds(id):
 		s.rejoin(p, m, true)
-	case s.sessionID == nil && canLoad(s.agentInit):
+	case s.sessionID == nil && agent.LoadsSessions(s.agentInit):
 		s.loadFromAgent(p, m, id)
 	default:
 		s.replyError(p, m.ID, ErrNotFound(id))

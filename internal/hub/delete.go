@@ -2,12 +2,12 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/workspace"
@@ -153,7 +153,7 @@ func (s *Session) remove(answer func(*jsonrpc.Error)) {
 	}
 	s.deleting = &deletion{answers: []func(*jsonrpc.Error){answer}}
 	s.log.Info("deleting the session")
-	if s.agent == nil || s.agentSID == nil || !sessionCapability(s.agentInit, "close") {
+	if s.agent == nil || s.agentSID == nil || !agent.HasSessionCapability(s.agentInit, "close") {
 		s.finishDelete()
 		return
 	}
@@ -208,21 +208,6 @@ func (h *Hub) forget(s *Session) {
 	if h.sessions[s.key] == s {
 		delete(h.sessions, s.key)
 	}
-}
-
-// sessionCapability reports whether an initialize result advertises
-// agentCapabilities.sessionCapabilities[name].
-func sessionCapability(result []byte, name string) bool {
-	var r struct {
-		AgentCapabilities struct {
-			SessionCapabilities map[string]json.RawMessage `json:"sessionCapabilities"`
-		} `json:"agentCapabilities"`
-	}
-	if json.Unmarshal(result, &r) != nil {
-		return false
-	}
-	v, ok := r.AgentCapabilities.SessionCapabilities[name]
-	return ok && string(v) != "null"
 }
 
 func errTurnRunning(sessionID string, turns int) *jsonrpc.Error {

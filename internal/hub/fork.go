@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/workspace"
@@ -179,7 +180,7 @@ func (s *Session) forkPoint() (forkSource, *jsonrpc.Error) {
 		return forkSource{}, ErrNotFound(s.sessionIDString())
 	case s.turn != nil || len(s.queue) > 0:
 		return forkSource{}, errTurnRunning(s.sessionIDString(), 1+len(s.queue))
-	case s.agentInit != nil && !sessionCapability(s.agentInit, "fork"):
+	case s.agentInit != nil && !agent.HasSessionCapability(s.agentInit, "fork"):
 		return forkSource{}, errForkUnsupported(s.agentName)
 	}
 	s.flushMessage()
@@ -240,7 +241,7 @@ func (s *Session) becomeFork(m forkMsg) {
 // forkAgent asks the fork's agent to fork the parent's session, and makes
 // the session it answers with the fork's ACP session.
 func (s *Session) forkAgent(src forkSource, reply chan *jsonrpc.Error, fail func(*jsonrpc.Error)) {
-	if !sessionCapability(s.agentInit, "fork") {
+	if !agent.HasSessionCapability(s.agentInit, "fork") {
 		fail(errForkUnsupported(s.agentName))
 		return
 	}
@@ -255,7 +256,7 @@ func (s *Session) forkAgent(src forkSource, reply chan *jsonrpc.Error, fail func
 			fail(errAgentStart("the agent's session/fork result has no sessionId", ""))
 			return
 		}
-		s.newResult, s.agentSID = withMeta(resp.Result, api.MetaKey, mustJSON(s.key)), sid
+		s.newResult, s.agentSID = jsonrpc.WithMeta(resp.Result, api.MetaKey, mustJSON(s.key)), sid
 		s.setSessionID(sid)
 		s.record("", &api.SessionCreated{SessionID: s.sessionIDString(), Params: s.newParams, Result: s.newResult})
 		s.log.Info("forked", "parent", src.key, "parent_seq", src.seq)
@@ -283,17 +284,6 @@ func (s *Session) joinFork(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	s.enter(p, nil, true, func() { s.reply(p, m.ID, s.newResult) })
-}
-
-// withMeta returns the JSON object obj with _meta[key] set to val.
-func withMeta(obj []byte, key string, val []byte) []byte {
-	meta, ok := jsonrpc.Field(obj, "_meta")
-	if !ok || len(meta) == 0 || meta[0] != '{' {
-		meta = []byte("{}")
-	}
-	meta, _ = jsonrpc.SetField(meta, key, val)
-	out, _ := jsonrpc.SetField(obj, "_meta", meta)
-	return out
 }
 
 // RequestedKey reads _meta["acphub.dev/key"] of session/new or session/fork

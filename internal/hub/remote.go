@@ -128,7 +128,7 @@ func (s *Session) saveTurn(t *turn, resp *jsonrpc.Message) {
 			target = mustJSON(ref)
 			result, _ = jsonrpc.SetField(result, "target", target)
 		}
-		result = withMeta(result, "acphub.dev/workspace", mustJSON(meta))
+		result = jsonrpc.WithMeta(result, "acphub.dev/workspace", mustJSON(meta))
 		answered, err := jsonrpc.Parse(jsonrpc.NewResponse(resp.ID, result))
 		if err != nil {
 			panic("hub: built an invalid prompt response: " + err.Error())

@@ -115,27 +115,18 @@ func (s *Session) root() string {
 // audit is written either way.
 func (s *Session) toolDone(d toolDone) {
 	d.host.Forget(string(d.msg.ID))
-	ev, a := &d.tool.Event, d.audit
-	ev.Outcome = a.Outcome
-	if a.Path != "" {
-		ev.Path = a.Path
-	}
-	ev.TerminalID, ev.Bytes, ev.Signal = a.TerminalID, a.Bytes, a.Signal
-	if a.ExitCode != nil {
-		code := int64(*a.ExitCode)
-		ev.ExitCode = &code
-	}
+	d.audit.Fill(&d.tool.Event)
 	frame := jsonrpc.NewResponse(d.msg.ID, d.result)
 	if d.err != nil {
 		e := toolexec.RPCError(d.err)
-		ev.Error = e
+		d.tool.Event.Error = e
 		frame = jsonrpc.NewErrorResponse(d.msg.ID, e)
 		level := s.log.Debug
 		switch e.Reason() {
 		case toolexec.ReasonPathOutside, toolexec.ReasonPathDenied, toolexec.ReasonPathInvalid:
 			level = s.log.Warn
 		}
-		level("self_handle: request refused", "method", d.msg.Method, "reason", e.Reason(), "path", a.Path, "err", e.Message)
+		level("self_handle: request refused", "method", d.msg.Method, "reason", e.Reason(), "path", d.audit.Path, "err", e.Message)
 	}
 	if s.agent != nil && s.agent.gen == d.host.gen {
 		s.sendAgent(frame)
@@ -155,18 +146,9 @@ func (s *Session) terminalOutput(o terminalOutput) {
 // terminalExited logs how a terminal ended, with its final output, and
 // tells the attached clients.
 func (s *Session) terminalExited(t terminalExited) {
-	x := t.exit
-	ev := api.TerminalExited{
-		SessionID: s.sessionIDString(), TerminalID: x.TerminalID, Command: x.Command, Args: nonNil(x.Args),
-		Cwd: x.Dir, Pid: int64(x.Pid), Signal: x.Status.Signal, Output: x.Output, Truncated: x.Truncated,
-		DurationUs: x.Duration.Microseconds(),
-	}
-	if x.Status.ExitCode != nil {
-		code := int64(*x.Status.ExitCode)
-		ev.ExitCode = &code
-	}
-	s.record("", &ev)
-	s.notify(api.MethodTerminalExited, &ev, nil)
+	ev := t.exit.Event(s.sessionIDString())
+	s.record("", ev)
+	s.notify(api.MethodTerminalExited, ev, nil)
 }
 
 // closeTools ends the running agent's executor: its terminals' process

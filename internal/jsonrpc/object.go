@@ -114,6 +114,26 @@ func Members(obj []byte, fn func(key, val []byte) bool) bool {
 	return err == nil
 }
 
+// SetMeta returns the object obj with _meta[key] set to the raw JSON val,
+// and false (with obj) when obj is not an object.
+func SetMeta(obj []byte, key string, val []byte) ([]byte, bool) {
+	meta, ok := Field(obj, "_meta")
+	if !ok || len(meta) == 0 || meta[0] != '{' {
+		meta = []byte("{}")
+	}
+	meta, ok = SetField(meta, key, val)
+	if !ok {
+		return obj, false
+	}
+	return SetField(obj, "_meta", meta)
+}
+
+// WithMeta is SetMeta for an obj that is known to be an object.
+func WithMeta(obj []byte, key string, val []byte) []byte {
+	out, _ := SetMeta(obj, key, val)
+	return out
+}
+
 // MetaString returns the string member key of obj's _meta, or "" when it
 // has none.
 func MetaString(obj []byte, key string) string {

@@ -184,3 +184,34 @@ func RPCError(err error) *jsonrpc.Error {
 	}
 	return jsonrpc.NewError(code, e.Reason, e.Message, e.Data)
 }
+
+// Fill completes ev, the audit of a request acphub executed, with what the
+// call reports.
+func (a Audit) Fill(ev *api.ClientToolCall) {
+	ev.Outcome = a.Outcome
+	if a.Path != "" {
+		ev.Path = a.Path
+	}
+	ev.TerminalID, ev.Bytes, ev.Signal = a.TerminalID, a.Bytes, a.Signal
+	if a.ExitCode != nil {
+		code := int64(*a.ExitCode)
+		ev.ExitCode = &code
+	}
+}
+
+// Event is the terminal.exited event of x, in the session sessionID.
+func (x TerminalExit) Event(sessionID string) *api.TerminalExited {
+	ev := &api.TerminalExited{
+		SessionID: sessionID, TerminalID: x.TerminalID, Command: x.Command, Args: x.Args,
+		Cwd: x.Dir, Pid: int64(x.Pid), Signal: x.Status.Signal, Output: x.Output, Truncated: x.Truncated,
+		DurationUs: x.Duration.Microseconds(),
+	}
+	if ev.Args == nil {
+		ev.Args = []string{}
+	}
+	if x.Status.ExitCode != nil {
+		code := int64(*x.Status.ExitCode)
+		ev.ExitCode = &code
+	}
+	return ev
+}
