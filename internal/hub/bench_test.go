@@ -173,7 +173,10 @@ func buildReplayLog(n int) *sessionLog {
 			prompt = append(prompt, json.RawMessage(`{"type":"resource_link","uri":"file:///home/dev/acphub/internal/hub/session.go","name":"session.go"}`))
 		}
 		steps := []func(){
-			func() { l.add("peer-1", &api.PromptReceived{SessionID: replaySessionID, Prompt: prompt}) },
+			func() {
+				l.add("peer-1", &api.PromptReceived{SessionID: replaySessionID, Prompt: prompt})
+				l.expect(api.MethodPromptReceived, 1)
+			},
 			func() {
 				l.add("peer-1", &api.TurnStarted{SessionID: replaySessionID, Prompt: prompt})
 				l.expect("session/update:user_message_chunk", len(prompt))
