@@ -32,4 +32,14 @@
 // is raced — sent to every attached peer, first valid answer wins, the other
 // copies are withdrawn with $/cancel_request. Permission requests also
 // produce _acphub/permission_resolved.
+//
+// # What the hub leans on
+//
+// The hub keeps the session actor, its fan-out, turns and permissions, and
+// the session methods it owns (load, resume, attach, list, fork, delete).
+// The rest is in packages beside it that the actor calls: stream (each
+// consumer's stream from a place in the log), sessionlog (what a log says
+// of its session), ops (the operations ledger), agent (the process and the
+// sessionless handshake), policy and toolexec (client tools), workspace
+// (remote sessions, through workspace.Remote), lifecycle (through Watcher).
 package hub
