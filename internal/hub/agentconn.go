@@ -271,15 +271,14 @@ func (s *Session) fromAgent(m *jsonrpc.Message) *jsonrpc.Message {
 }
 
 func (s *Session) mapSessionID(m *jsonrpc.Message, from, to []byte) *jsonrpc.Message {
-	if m.Params == nil || string(from) == string(to) || from == nil || to == nil {
+	if m.Params == nil || string(from) == string(to) {
 		return m
 	}
-	sid, ok := jsonrpc.Field(m.Params, "sessionId")
-	if !ok || string(sid) != string(from) {
+	frame, ok := jsonrpc.SwapSessionID(m.Raw, from, to)
+	if !ok {
 		return m
 	}
-	params, _ := jsonrpc.SetField(m.Params, "sessionId", to)
-	mapped, err := jsonrpc.Parse(m.WithParams(params))
+	mapped, err := jsonrpc.Parse(frame)
 	if err != nil {
 		return m
 	}

@@ -1,6 +1,9 @@
 package jsonrpc
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // The functions in this file edit one member of a JSON object held as raw
 // bytes and keep every other byte. They are how acphub changes the few
@@ -126,6 +129,24 @@ func SetMeta(obj []byte, key string, val []byte) ([]byte, bool) {
 		return obj, false
 	}
 	return SetField(obj, "_meta", meta)
+}
+
+// SwapSessionID returns frame with params.sessionId to instead of from
+// (both raw JSON strings), and true; or frame as it is, and false, when
+// its params name no from.
+func SwapSessionID(frame, from, to []byte) ([]byte, bool) {
+	if from == nil || to == nil || !bytes.Contains(frame, from) {
+		return frame, false
+	}
+	params, ok := Field(frame, "params")
+	if !ok {
+		return frame, false
+	}
+	if sid, ok := Field(params, "sessionId"); !ok || !bytes.Equal(sid, from) {
+		return frame, false
+	}
+	params, _ = SetField(params, "sessionId", to)
+	return SetField(frame, "params", params)
 }
 
 // WithMeta is SetMeta for an obj that is known to be an object.

@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -143,26 +142,8 @@ func Renamed(render Render, from, to []byte) Render {
 		n := len(frames)
 		frames = render(frames, ev)
 		for i := n; i < len(frames); i++ {
-			frames[i] = rename(frames[i], from, to)
+			frames[i], _ = jsonrpc.SwapSessionID(frames[i], from, to)
 		}
 		return frames
 	}
-}
-
-// rename returns frame with params.sessionId to instead of from; a frame
-// that names no from is returned as it is.
-func rename(frame, from, to []byte) []byte {
-	if to == nil || !bytes.Contains(frame, from) {
-		return frame
-	}
-	params, ok := jsonrpc.Field(frame, "params")
-	if !ok {
-		return frame
-	}
-	if sid, ok := jsonrpc.Field(params, "sessionId"); !ok || !bytes.Equal(sid, from) {
-		return frame
-	}
-	params, _ = jsonrpc.SetField(params, "sessionId", to)
-	out, _ := jsonrpc.SetField(frame, "params", params)
-	return out
 }
