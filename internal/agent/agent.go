@@ -212,6 +212,41 @@ func (p *Process) Read() ([]byte, error) { return p.reader.Read() }
 // of the agent's output is buffered.
 func (p *Process) Ready() bool { return p.reader.Ready() }
 
+// Pump reads the agent's output until it ends and returns how the agent
+// exited. Frames already read from the pipe are handed to frames together,
+// at most batch at once: one hand-off for a burst, not one per frame. A
+// line over the frame limit is dropped and reported to tooLarge. A read
+// error other than the end of the output is logged.
+func (p *Process) Pump(batch int, frames func([][]byte), tooLarge func()) Exit {
+	var pending [][]byte
+	for {
+		frame, err := p.Read()
+		if err == nil {
+			pending = append(pending, frame)
+			if len(pending) < batch && p.Ready() {
+				continue
+			}
+			frames(pending)
+			pending = nil
+			continue
+		}
+		if len(pending) > 0 {
+			frames(pending)
+			pending = nil
+		}
+		if errors.Is(err, jsonrpc.ErrFrameTooLarge) {
+			tooLarge()
+			continue
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+			p.log.Warn("read agent output", "err", err)
+		}
+		break
+	}
+	exit, _ := p.Wait(context.Background())
+	return exit
+}
+
 // Send queues frame for the agent's stdin. It never blocks. When the agent
 // has stopped reading and the backlog passes the limit, the agent is killed
 // and Send reports ErrInputOverflow.

@@ -1,12 +1,8 @@
 package hub
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"sort"
 	"strconv"
 	"time"
@@ -71,34 +67,9 @@ const agentBatch = 64
 
 // readAgent feeds the agent's frames, then its exit, to the actor.
 func (s *Session) readAgent(proc *agent.Process, gen int) {
-	var batch [][]byte
-	for {
-		frame, err := proc.Read()
-		if err == nil {
-			// Frames already read from the pipe go to the actor together:
-			// one hand-off for a burst, not one per frame.
-			batch = append(batch, frame)
-			if len(batch) < agentBatch && proc.Ready() {
-				continue
-			}
-			s.postAgent(agentFrames{gen: gen, frames: batch})
-			batch = nil
-			continue
-		}
-		if len(batch) > 0 {
-			s.postAgent(agentFrames{gen: gen, frames: batch})
-			batch = nil
-		}
-		if errors.Is(err, jsonrpc.ErrFrameTooLarge) {
-			s.postAgent(agentDropped{gen: gen, reason: "agent_frame_too_large", message: "a line from the agent exceeded the frame limit and was dropped"})
-			continue
-		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
-			s.log.Warn("read agent output", "err", err)
-		}
-		break
-	}
-	exit, _ := proc.Wait(context.Background())
+	exit := proc.Pump(agentBatch, func(frames [][]byte) { s.postAgent(agentFrames{gen: gen, frames: frames}) }, func() {
+		s.postAgent(agentDropped{gen: gen, reason: "agent_frame_too_large", message: "a line from the agent exceeded the frame limit and was dropped"})
+	})
 	s.postAgent(agentExited{gen: gen, exit: exit})
 }
 
