@@ -58,13 +58,17 @@ func (h *Hub) Delete(ctx context.Context, key string, who *auth.Principal) *json
 	case e := <-reply:
 		return e
 	case <-s.done:
-		// Deleted by someone else meanwhile: the result is the same.
 		select {
 		case e := <-reply:
 			return e
 		default:
+		}
+		// The session ended before it took the delete: deleted by someone
+		// else meanwhile, or the hub is stopping. The log says which.
+		if _, ok, err := h.cfg.Store.Last(ctx, key, ""); err == nil && !ok {
 			return nil
 		}
+		return hubError(key, ErrSessionGone)
 	case <-ctx.Done():
 		return hubError(key, ctx.Err())
 	}
@@ -109,10 +113,18 @@ func (s *Session) deleteRequest(p *peer, m *jsonrpc.Message) {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		defer cancel()
 		e := h.DeleteACP(ctx, req.SessionID, who)
-		s.postAsync(actorFunc(func() {
-			if !p.gone && p.sess.Load() == s {
-				answer(e)
+		// The client may have moved to another session meanwhile: that one
+		// answers it.
+		cur := p.sess.Load()
+		cur.postAsync(actorFunc(func() {
+			if p.gone || p.sess.Load() != cur {
+				return
 			}
+			if e != nil {
+				cur.replyError(p, m.ID, e)
+				return
+			}
+			cur.reply(p, m.ID, []byte("{}"))
 		}))
 	}()
 }
@@ -171,15 +183,20 @@ func (s *Session) finishDelete() {
 	if d.done {
 		return
 	}
-	d.done = true
+	d.done = true // from here on the session records into no log (see flush)
 	s.endAgent()
-	ctx, cancel := context.WithTimeout(context.Background(), workspace.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if s.remote != nil {
-		s.remote.Delete(ctx)
+	if r := s.remote; r != nil {
+		go func() { // nothing waits for the workspace's removal
+			ctx, cancel := context.WithTimeout(context.Background(), workspace.Timeout)
+			defer cancel()
+			r.Delete(ctx)
+		}()
 	}
 	s.flush()
 	var e *jsonrpc.Error
+	// Delete writes what the session appended before, then removes it all.
 	if err := s.cfg.Store.Delete(ctx, s.key); err != nil {
 		s.log.Error("delete the session log", "err", err)
 		e = jsonrpc.NewError(jsonrpc.CodeInternal, api.ReasonInternal, "The session's log could not be deleted: "+err.Error(), nil)
@@ -201,6 +218,34 @@ func (s *Session) finishDelete() {
 	s.log.Info("session deleted")
 }
 
+// deleted reports whether the session was deleted: its actor returns.
+func (s *Session) deleted() bool { return s.deleting != nil && s.deleting.done }
+
+// refuseLate ends what reached a deleted session's inbox before it
+// returned: a client that moved in is disconnected as the others were,
+// joins and subscriptions are refused, deletions answered.
+func (s *Session) refuseLate() {
+	for {
+		select {
+		case msg := <-s.inbox:
+			switch m := msg.(type) {
+			case adoptMsg:
+				s.adopt(m.peer)
+				s.removePeer(m.peer, ErrDeleted)
+			case joinMsg:
+				m.reply <- joinReply{nil, ErrSessionGone}
+			case tailMsg:
+				s.addTail(m)
+				s.removeTail(s.tails[len(s.tails)-1], ErrDeleted)
+			case deleteMsg:
+				m.reply <- nil
+			}
+		default:
+			return
+		}
+	}
+}
+
 // forget drops s from the sessions the hub holds: its key is free again.
 func (h *Hub) forget(s *Session) {
 	h.mu.Lock()
@@ -208,6 +253,7 @@ func (h *Hub) forget(s *Session) {
 	if h.sessions[s.key] == s {
 		delete(h.sessions, s.key)
 	}
+	h.deletions[s.key]++
 }
 
 func errTurnRunning(sessionID string, turns int) *jsonrpc.Error {

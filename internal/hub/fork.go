@@ -135,6 +135,13 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 	select {
 	case e := <-reply:
 		return key, e
+	case <-child.done: // deleted while it was being made, or the hub stops
+		select {
+		case e := <-reply:
+			return key, e
+		default:
+			return "", hubError(key, ErrSessionGone)
+		}
 	case <-ctx.Done():
 		return "", hubError(key, ctx.Err())
 	}
@@ -260,6 +267,9 @@ func (s *Session) forkAgent(src forkSource, reply chan *jsonrpc.Error, fail func
 		s.setSessionID(sid)
 		s.record("", &api.SessionCreated{SessionID: s.sessionIDString(), Params: s.newParams, Result: s.newResult})
 		s.log.Info("forked", "parent", src.key, "parent_seq", src.seq)
+		if len(s.peers) == 0 {
+			s.startIdleTimer() // the client that asked may never come
+		}
 		waiters := s.newWaiters
 		s.newWaiters = nil
 		for _, w := range waiters {

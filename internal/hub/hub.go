@@ -114,14 +114,17 @@ type Hub struct {
 
 	mu       sync.Mutex // guards the following
 	sessions map[string]*Session
-	closed   bool
-	wg       sync.WaitGroup
+	// deletions counts the sessions of each key deleted: a log read
+	// before one may be the deleted session's (see open).
+	deletions map[string]int
+	closed    bool
+	wg        sync.WaitGroup
 }
 
 // New returns a Hub. Sessions are created on first Join.
 func New(cfg Config) *Hub {
 	cfg = cfg.withDefaults()
-	return &Hub{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*Session), handshakes: agent.NewHandshakes()}
+	return &Hub{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*Session), deletions: make(map[string]int), handshakes: agent.NewHandshakes()}
 }
 
 // JoinOptions says who joins and how.
@@ -208,9 +211,26 @@ func (h *Hub) existing(key string) (*Session, error) {
 // session returns the session key: held, reopened from its log, or —
 // when create is set — new, with agentName or the default agent.
 func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
+	for {
+		s, err := h.open(key, agentName, create)
+		if !errors.Is(err, errDeletedMeanwhile) {
+			return s, err
+		}
+	}
+}
+
+// errDeletedMeanwhile: a session of the key was deleted while open read
+// its log, which may be the deleted one's: read it again.
+var errDeletedMeanwhile = errors.New("hub: deleted while opened")
+
+// open is session, once.
+func (h *Hub) open(key, agentName string, create bool) (*Session, error) {
 	if s, err := h.held(key, agentName); s != nil || err != nil {
 		return s, err
 	}
+	h.mu.Lock()
+	deletions := h.deletions[key]
+	h.mu.Unlock()
 	// Read the log without holding the lock: other sessions' joins go on.
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
@@ -243,6 +263,9 @@ func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, ErrClosed
+	}
+	if h.deletions[key] != deletions {
+		return nil, errDeletedMeanwhile
 	}
 	if s := h.sessions[key]; s != nil {
 		// Opened by someone else meanwhile.

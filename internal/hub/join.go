@@ -63,7 +63,7 @@ func (s *Session) since(after int64) []stream.Segment {
 // segment's Render is nil, the consumer's own; withRender sets it.
 func (s *Session) history(after int64) []stream.Segment {
 	var out []stream.Segment
-	if o := s.origin; o != nil && after == 0 && o.ParentSeq > 0 {
+	if o := s.origin; o != nil && after == 0 && o.ParentSeq > 0 && s.parentLogged() {
 		out = append(out, stream.Segment{Session: o.Parent, Upto: o.ParentSeq, Parent: true})
 	}
 	return append(out, stream.Segment{Session: s.key, After: after, Upto: s.seq})
@@ -80,6 +80,15 @@ func (s *Session) withRender(segments []stream.Segment, render stream.Render) []
 		}
 	}
 	return segments
+}
+
+// parentLogged reports whether the log under a fork's parent's key is
+// still the parent's: a deleted parent's key may name another session
+// since, whose log is none of the fork's history (nor its readers').
+func (s *Session) parentLogged() bool {
+	var created api.SessionCreated
+	ev, ok, err := s.cfg.Store.Last(context.Background(), s.origin.Parent, api.EventSessionCreated)
+	return err == nil && ok && json.Unmarshal(ev.Data, &created) == nil && created.SessionID == s.origin.ParentSessionID
 }
 
 // historyLen is how many log events segments hold.

@@ -36,30 +36,40 @@ func floodChunk(raw []byte) int64 {
 }
 
 // call sends a request on c and returns its answer, with the frames that
-// came before it.
-func call(ctx context.Context, tb testing.TB, c *hub.Client, id int, method string, params any) (frame, [][]byte) {
-	tb.Helper()
+// came after it in the same batch.
+func call(ctx context.Context, c *hub.Client, id int, method string, params any) (frame, [][]byte, error) {
 	if err := c.Send(ctx, request(id, method, params)); err != nil {
-		tb.Fatal(err)
+		return frame{}, nil, err
 	}
-	var before [][]byte
 	for {
 		raws, err := c.Next(ctx)
 		if err != nil {
-			tb.Fatalf("%s: %v", method, err)
+			return frame{}, nil, fmt.Errorf("%s: %w", method, err)
 		}
 		for i, raw := range raws {
-			if f := parseFrame(tb, raw); f.Method == "" && string(f.ID) == fmt.Sprint(id) {
-				// What follows the answer in this batch is the client's
-				// too: hand it back as the answer's tail.
-				for _, rest := range raws[i+1:] {
-					before = append(before, rest)
-				}
-				return f, before
+			var f frame
+			if err := json.Unmarshal(raw, &f); err != nil {
+				return frame{}, nil, err
 			}
-			before = append(before, slices.Clone(raw))
+			if f.Method == "" && string(f.ID) == fmt.Sprint(id) {
+				var rest [][]byte
+				for _, r := range raws[i+1:] {
+					rest = append(rest, slices.Clone(r))
+				}
+				return f, rest, nil
+			}
 		}
 	}
+}
+
+// mustCall is call that fails tb on an error.
+func mustCall(ctx context.Context, tb testing.TB, c *hub.Client, id int, method string, params any) frame {
+	tb.Helper()
+	f, _, err := call(ctx, c, id, method, params)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
 }
 
 // One way into a session's stream, from any place in its log: a thousand
@@ -94,8 +104,8 @@ func TestJoin_ThousandClientsAtRandomPlaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call(ctx, t, driver, 1, jsonrpc.MethodInitialize, map[string]any{"protocolVersion": 1})
-	created, _ := call(ctx, t, driver, 2, jsonrpc.MethodSessionNew, map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
+	mustCall(ctx, t, driver, 1, jsonrpc.MethodInitialize, map[string]any{"protocolVersion": 1})
+	created := mustCall(ctx, t, driver, 2, jsonrpc.MethodSessionNew, map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
 	var sid struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -114,7 +124,8 @@ func TestJoin_ThousandClientsAtRandomPlaces(t *testing.T) {
 				return
 			}
 			for _, raw := range raws {
-				if f := parseFrame(t, raw); f.Method == "" && string(f.ID) == "3" {
+				var f frame
+				if json.Unmarshal(raw, &f) == nil && f.Method == "" && string(f.ID) == "3" {
 					return
 				}
 			}
@@ -150,8 +161,14 @@ func TestJoin_ThousandClientsAtRandomPlaces(t *testing.T) {
 				return
 			}
 			defer c.Leave()
-			call(ctx, t, c, 1, jsonrpc.MethodInitialize, map[string]any{"protocolVersion": 1})
-			answer, rest := call(ctx, t, c, 2, api.MethodSessionAttach, map[string]any{"sessionId": sid.SessionID, "afterSeq": after})
+			if _, _, r.err = call(ctx, c, 1, jsonrpc.MethodInitialize, map[string]any{"protocolVersion": 1}); r.err != nil {
+				return
+			}
+			answer, rest, err := call(ctx, c, 2, api.MethodSessionAttach, map[string]any{"sessionId": sid.SessionID, "afterSeq": after})
+			if err != nil {
+				r.err = err
+				return
+			}
 			if answer.Error != nil {
 				r.err = fmt.Errorf("attach: %s", answer.Error)
 				return
@@ -167,7 +184,8 @@ func TestJoin_ThousandClientsAtRandomPlaces(t *testing.T) {
 				if n := floodChunk(raw); n > 0 {
 					r.got = append(r.got, n)
 				}
-				return parseFrame(t, raw).Method == api.MethodTurnComplete
+				var f frame
+				return json.Unmarshal(raw, &f) == nil && f.Method == api.MethodTurnComplete
 			}
 			for _, raw := range res.History {
 				if take(raw) {

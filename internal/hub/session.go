@@ -306,15 +306,16 @@ func (s *Session) run() {
 			s.shutdown()
 			return
 		}
-		if s.deleting != nil && s.deleting.done {
-			return
-		}
 		// Handle what is already waiting, up to one inbox's worth, so that
 		// a burst of frames is committed to the log as one batch.
 		for range inboxLen {
-			if !s.handleWaiting() {
+			if s.deleted() || !s.handleWaiting() {
 				break
 			}
+		}
+		if s.deleted() {
+			s.refuseLate()
+			return
 		}
 		s.flushStaleMessage()
 		s.flush()
@@ -543,6 +544,13 @@ func (s *Session) logged() {
 // flush commits the recorded events, then holds the message being
 // collected (see holdMessage).
 func (s *Session) flush() {
+	if s.deleted() {
+		// The log is gone: what the session's end records (its clients
+		// leaving) goes to no log.
+		clear(s.unflushed)
+		s.unflushed = s.unflushed[:0]
+		return
+	}
 	if len(s.unflushed) == 0 || s.cfg.Store == nil {
 		s.unflushed = s.unflushed[:0]
 		s.holdMessage()

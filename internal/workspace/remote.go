@@ -24,8 +24,9 @@ const Timeout = 10 * time.Minute
 
 // Actor is what a Remote needs of its session's actor.
 type Actor interface {
-	// Post runs f on the actor, after what it is doing.
-	Post(f func())
+	// Post runs f on the actor, after what it is doing, and reports
+	// whether it will: false once the actor is gone.
+	Post(f func()) bool
 	// Record logs an event of the session, caused by peer ("" for acphub).
 	Record(peer string, data api.EventData)
 }
@@ -61,7 +62,7 @@ func (m *Manager) OpenRemote(a Actor, key string, ref Ref, branch, peer string, 
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 		defer cancel()
 		ws, err := m.Open(ctx, DirName(key, branch), ref, branch)
-		a.Post(func() {
+		posted := a.Post(func() {
 			if err != nil {
 				opts.Logger.Warn("remote checkout failed", "err", err)
 				done(nil, err)
@@ -71,7 +72,20 @@ func (m *Manager) OpenRemote(a Actor, key string, ref Ref, branch, peer string, 
 			r.cloned(peer)
 			done(r, nil)
 		})
+		if !posted && err == nil {
+			removeOrphan(ws, opts.Logger) // its session is gone
+		}
 	}()
+}
+
+// removeOrphan removes a workspace made for a session that ended while it
+// was being made.
+func removeOrphan(ws *Workspace, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if err := ws.Remove(ctx); err != nil {
+		log.Warn("remove the workspace of a session that ended", "dir", ws.Dir, "err", err)
+	}
 }
 
 // cloned logs the checkout of r's workspace.
@@ -117,7 +131,7 @@ func (r *Remote) Ready(done func(error)) {
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 		defer cancel()
 		ws, err := r.m.Reopen(ctx, c.Dir, ref, c.ResultBranch, r.pushed)
-		r.actor.Post(func() {
+		posted := r.actor.Post(func() {
 			waiting := r.waiting
 			r.waiting = nil
 			if err != nil {
@@ -130,6 +144,9 @@ func (r *Remote) Ready(done func(error)) {
 				w(err)
 			}
 		})
+		if !posted && err == nil {
+			removeOrphan(ws, r.log)
+		}
 	}()
 }
 

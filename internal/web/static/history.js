@@ -4,14 +4,21 @@
 // the last event it read (session/attach afterSeq), so the history and the
 // live stream meet without a gap or a duplicate.
 
-// readLog reads the log of session key up to seq upto (all of it when
-// upto is undefined); null for a session with no log.
+// readLog reads the log of session key: all of it, or, with upto, its
+// events up to that seq, in pages of the API's largest limit; null for a
+// session with no log.
 async function readLog(key, upto) {
-  const q = upto === undefined ? '' : '?limit=' + Math.min(upto, 10000);
-  const r = await fetch('/api/sessions/' + encodeURIComponent(key) + '/events' + q, { credentials: 'same-origin' });
-  if (r.status === 404) return null;
-  if (!r.ok) throw new Error('the log could not be read (' + r.status + ')');
-  return (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  let out = [];
+  for (;;) {
+    const after = out.length ? out[out.length - 1].seq : 0;
+    const q = upto === undefined ? '' : '?after=' + after + '&limit=' + Math.min(upto - after, 10000);
+    const r = await fetch('/api/sessions/' + encodeURIComponent(key) + '/events' + q, { credentials: 'same-origin' });
+    if (r.status === 404) return null;
+    if (!r.ok) throw new Error('the log could not be read (' + r.status + ')');
+    const page = (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    out = out.concat(page);
+    if (upto === undefined || page.length === 0 || out[out.length - 1].seq >= upto) return out;
+  }
 }
 
 // readHistory reads the session's log. It returns null for a session with
@@ -27,7 +34,9 @@ export async function readHistory(key) {
   const first = own[0];
   if (first && first.type === 'session.forked' && first.data.parentSeq > 0) {
     const parent = await readLog(first.data.parent, first.data.parentSeq).catch(() => null);
-    if (parent) events = parent.filter((ev) => ev.seq <= first.data.parentSeq).concat(own);
+    // The key may name another session since the parent was deleted.
+    const same = parent && parent.some((ev) => ev.type === 'session.created' && ev.data.sessionId === first.data.parentSessionId);
+    if (same) events = parent.filter((ev) => ev.seq <= first.data.parentSeq).concat(own);
   }
   let sessionId = null;
   let modes = null;
