@@ -242,3 +242,32 @@ func (h *hubProc) sessionList() []api.SessionSummary {
 	}
 	return list.Sessions
 }
+
+// A fork whose parent was deleted, and whose parent's key names another
+// session since, replays its own history only: never the newcomer's.
+func TestFork_ParentKeyTakenByAnother(t *testing.T) {
+	h := startHub(t)
+	a := h.dial("p", "peer=a")
+	parent := a.handshake()
+	turnText(a, parent, "/echo the parent's words")
+	child, key := forked(t, a.mustCall("session/fork", forkParams(parent, nil)))
+	turnText(a, child, "/echo the fork's words")
+	if status, body := h.apiDo(http.MethodDelete, "/api/sessions/p", h.token, nil); status != http.StatusNoContent {
+		t.Fatalf("deleting the parent: %d %s", status, body)
+	}
+	b := h.dial("p", "peer=b")
+	other := b.handshake()
+	turnText(b, other, "/echo a newcomer's words")
+	turnText(b, other, "/echo and more of them")
+
+	c := h.dial(key, "peer=c")
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1})
+	resp, before := c.call("session/load", map[string]any{"sessionId": child, "cwd": "/tmp", "mcpServers": []any{}})
+	if resp.Error != nil {
+		t.Fatalf("loading the fork: %s", resp.raw)
+	}
+	text := agentText(before)
+	if strings.Contains(text, "newcomer") || strings.Contains(text, "more of them") || !strings.Contains(text, "the fork's words") {
+		t.Errorf("the fork's history after its parent's key was taken: %q", text)
+	}
+}
