@@ -1689,7 +1689,7 @@ var ACPMethods = map[string]MethodInfo{
 	MethodSessionResume:            {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
 	MethodSessionList:              {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodSessionDelete:            {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "connection", Operation: false},
-	MethodSessionFork:              {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodSessionFork:              {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: true},
 	MethodSessionPrompt:            {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},
 	MethodSessionCancel:            {Kind: "notification", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},
 	MethodSessionSetMode:           {Kind: "request", Direction: "client→hub", Stability: "stable", Scope: "session", Operation: true},

@@ -166,6 +166,8 @@ type SessionForked struct {
 	ParentSeq int64 `json:"parentSeq"`
 	// A remote parent's: where the fork's workspace started, the parent's last pushed commit (or the parent's own start when it had pushed none).
 	Remote json.RawMessage `json:"remote,omitempty"`
+	// The operation id of the session/fork that made it: the same request sent again is answered with this fork.
+	OperationID string `json:"operationId,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -182,6 +184,10 @@ func (v *SessionForked) AppendJSON(b []byte) []byte {
 	if len(v.Remote) != 0 {
 		b = member(b, &n, "remote")
 		b = appendRaw(b, v.Remote)
+	}
+	if v.OperationID != "" {
+		b = member(b, &n, "operationId")
+		b = appendString(b, v.OperationID)
 	}
 	return append(b, '}')
 }

@@ -141,10 +141,14 @@ func (c *Client) GoDeleteSession(ctx context.Context, params *api.DeleteSessionP
 // (turn_running). The new session's key is _meta["acphub.dev/key"] or the
 // parent's followed by -fork- and 6 hex digits; a remote parent's fork starts
 // its workspace at the parent's last pushed commit and pushes a result branch
-// of its own. On acphub's endpoint the connection moves to the new session;
-// on the standard endpoint it holds both.
+// of its own. A fork with an operation id is made once: the same request sent
+// again (a client that lost the answer in a cut) is answered with the same
+// fork. On acphub's endpoint the connection moves to the new session; on the
+// standard endpoint it holds both.
 //
-// Stability: experimental. It may change in a later version.
+// Stability: experimental. It may change in a later version. A mutation: on a
+// resumable connection it carries an operation id, so that sent again after a
+// drop it takes effect once.
 func (c *Client) ForkSession(ctx context.Context, params *api.ForkSessionParams) (*api.NewSessionResult, error) {
 	return wait(ctx, params, c.GoForkSession)
 }

@@ -271,3 +271,40 @@ func TestFork_ParentKeyTakenByAnother(t *testing.T) {
 		t.Errorf("the fork's history after its parent's key was taken: %q", text)
 	}
 }
+
+// A fork asked with an operation id is made once: the same request sent
+// again — by the client that lost the answer, on its new connection or
+// from the parent — gets the same fork, and no second one is made.
+func TestFork_OperationIDMakesItOnce(t *testing.T) {
+	h := startHub(t)
+	a := h.dial("p", "peer=a")
+	parent := a.handshake()
+	turnText(a, parent, "/remember once")
+	params := forkParams(parent, map[string]any{"acphub.dev/operationId": "op-fork-1"})
+	child, key := forked(t, a.mustCall("session/fork", params))
+	// Sent again by a client still on the parent, and by a itself, now
+	// in the fork.
+	b := h.dial("p", "peer=b&replay=skip")
+	b.handshake()
+	for _, c := range []*client{b, a} {
+		again, againKey := forked(t, c.mustCall("session/fork", params))
+		if again != child || againKey != key {
+			t.Errorf("%s sent the fork again and got %s (%s), want %s (%s)", c.name, again, againKey, child, key)
+		}
+	}
+	if keys := h.sessionKeys(); len(keys) != 2 {
+		t.Errorf("sessions after the fork was sent three times: %v, want the parent and one fork", keys)
+	}
+	// Both are the fork's clients now: a turn in it reaches each.
+	if got := recall(t, b, child); got != "once" {
+		t.Errorf("the fork recalls %q", got)
+	}
+	if got := agentText(a.until(isMethod(api.MethodTurnComplete))); got != "once" {
+		t.Errorf("a, in the fork, saw %q of b's turn", got)
+	}
+	// Another operation id is another fork.
+	other, otherKey := forked(t, b.mustCall("session/fork", forkParams(parent, map[string]any{"acphub.dev/operationId": "op-fork-2"})))
+	if other == child || otherKey == key {
+		t.Errorf("a second operation got the first fork")
+	}
+}

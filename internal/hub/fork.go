@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/ops"
 	"github.com/acphub/acphub/internal/workspace"
 )
 
@@ -114,19 +116,28 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 	case parent == nil:
 		return "", ErrNotFound(req.SessionID)
 	}
-	if key == "" {
-		key = forkKey(parent.key)
+	opID := jsonrpc.MetaString(params, api.MetaOperationID)
+	if len(opID) > ops.MaxIDSize {
+		opID = ""
 	}
-	src, e := parent.forkSource(ctx)
-	if e != nil {
-		return "", e
+	if key == "" {
+		key = forkKey(parent.key, opID)
 	}
 	if f := who.CheckSession(key, auth.Create); f != nil {
 		return "", ForbiddenError(f)
 	}
-	child, err := h.session(key, src.agentName, true)
-	if err != nil {
-		return "", hubError(key, err)
+	// The same fork asked again (its operation id): the fork that exists
+	// answers, whatever its parent does now.
+	src := forkSource{key: parent.key}
+	child, err := h.existing(key)
+	if err != nil || opID == "" {
+		var e *jsonrpc.Error
+		if src, e = parent.forkSource(ctx); e != nil {
+			return "", e
+		}
+		if child, err = h.session(key, src.agentName, true); err != nil {
+			return "", hubError(key, err)
+		}
 	}
 	reply := make(chan *jsonrpc.Error, 1)
 	if err := child.post(ctx, forkMsg{from: src, params: params, reply: reply}); err != nil {
@@ -147,10 +158,17 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 	}
 }
 
-// forkKey names a fork of the session key.
-func forkKey(key string) string {
+// forkKey names a fork of the session key: after the operation id that
+// asks for it, so that the request sent again names the same fork; at
+// random without one.
+func forkKey(key, opID string) string {
 	var b [3]byte
-	_, _ = rand.Read(b[:])
+	if opID == "" {
+		_, _ = rand.Read(b[:])
+	} else {
+		sum := sha256.Sum256([]byte(key + "\x00" + opID))
+		copy(b[:], sum[:])
+	}
 	suffix := "-fork-" + hex.EncodeToString(b[:])
 	return key[:min(len(key), 128-len(suffix))] + suffix
 }
@@ -211,14 +229,24 @@ func (s *Session) forkPoint() (forkSource, *jsonrpc.Error) {
 // agent with the parent's handshake and has it fork the parent's session.
 // A fork that fails is deleted, and m.reply told why.
 func (s *Session) becomeFork(m forkMsg) {
-	if s.newParams != nil || s.seq > 0 {
+	opID := jsonrpc.MetaString(m.params, api.MetaOperationID)
+	if o := s.origin; o != nil && opID != "" && o.OperationID == opID && o.Parent == m.from.key {
+		// The same fork asked again: answered as the first was.
+		if s.newResult != nil {
+			m.reply <- nil
+		} else {
+			s.forkWaiters = append(s.forkWaiters, m.reply)
+		}
+		return
+	}
+	if s.newParams != nil || s.seq > 0 || m.from.sessionID == "" {
 		m.reply <- errKeyTaken(s.key)
 		return
 	}
 	src := m.from
 	params, _ := jsonrpc.DeleteField(m.params, "sessionId")
 	s.newParams, s.initParams = params, src.initParams
-	s.origin = &api.SessionForked{Parent: src.key, ParentSessionID: src.sessionID, ParentSeq: src.seq}
+	s.origin = &api.SessionForked{Parent: src.key, ParentSessionID: src.sessionID, ParentSeq: src.seq, OperationID: opID}
 	if src.remote != nil {
 		s.origin.Remote = mustJSON(src.remote)
 	}
@@ -226,7 +254,12 @@ func (s *Session) becomeFork(m forkMsg) {
 	fail := func(e *jsonrpc.Error) {
 		s.newParams = nil
 		s.log.Warn("fork failed", "parent", src.key, "err", e.Message)
-		s.remove(func(*jsonrpc.Error) { m.reply <- e })
+		s.remove(func(*jsonrpc.Error) {
+			m.reply <- e
+			for _, w := range s.forkWaiters {
+				w <- e
+			}
+		})
 	}
 	forkAgent := func() {
 		s.withAgent(func() { s.forkAgent(src, m.reply, fail) }, fail)
@@ -276,6 +309,10 @@ func (s *Session) forkAgent(src forkSource, reply chan *jsonrpc.Error, fail func
 			s.enter(w.peer, s.since(w.peer.replayFrom()), true, func() { s.reply(w.peer, w.id, s.newResult) })
 		}
 		reply <- nil
+		for _, w := range s.forkWaiters {
+			w <- nil
+		}
+		s.forkWaiters = nil
 	})
 }
 

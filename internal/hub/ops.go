@@ -21,7 +21,9 @@ type operation = ops.Op[waiter]
 // as a conflict.
 func (s *Session) admit(p *peer, m *jsonrpc.Message) bool {
 	id := ops.ID(m)
-	if id == "" {
+	if id == "" || m.Method == jsonrpc.MethodSessionFork {
+		// A fork's answer joins the client to the fork each time it is
+		// asked; Hub.Fork makes it once per operation id.
 		return true
 	}
 	d := ops.Digest(m)

@@ -123,6 +123,9 @@ type Session struct {
 	idleTimer *time.Timer
 	deleting  *deletion          // a deletion under way, or nil
 	origin    *api.SessionForked // where a fork's history starts (see fork.go), or nil
+	// forkWaiters are the replies of the fork's session/fork sent again
+	// while it was being made (the same operation id).
+	forkWaiters []chan *jsonrpc.Error
 
 	// What the session's summary says besides its log (see report):
 	// when its log started and last moved, the title and usage the
