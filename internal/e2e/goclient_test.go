@@ -498,3 +498,54 @@ func finishAfterRestart(ctx context.Context, t *testing.T, h *hubProc, key strin
 		t.Errorf("%d turns, want 2: the prompt sent again ran again", n)
 	}
 }
+
+// The Go client's ForkSession through cuts: the connection is cut right
+// after the fork is sent, or right after it is answered, and the client
+// resumes and sends what was not answered again; each fork is made once,
+// and its answer comes once.
+func TestGoClient_ForkThroughCuts(t *testing.T) {
+	h := startHub(t)
+	p := newCutProxy(t, h.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
+	defer cancel()
+	cl, s := goClient(t, ctx, p, h, "go", hubclient.Handlers{})
+	parent := s.ID()
+	const forks = 6
+	seen := map[string]bool{}
+	for i := range forks {
+		done := make(chan *api.NewSessionResult, 1)
+		errs := make(chan error, 1)
+		err := cl.GoForkSession(ctx, &api.ForkSessionParams{SessionID: parent, Cwd: t.TempDir(), MCPServers: []json.RawMessage{}}, func(r *api.NewSessionResult, err error) {
+			if err != nil {
+				errs <- err
+				return
+			}
+			done <- r
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			p.cut() // before the answer, or while it is on its way
+		}
+		select {
+		case r := <-done:
+			if seen[r.SessionID] {
+				t.Fatalf("fork %d answered with an earlier fork %s", i, r.SessionID)
+			}
+			seen[r.SessionID] = true
+		case err := <-errs:
+			t.Fatalf("fork %d: %v", i, err)
+		case <-ctx.Done():
+			t.Fatalf("fork %d was never answered", i)
+		}
+		if i%2 == 1 {
+			p.cut() // after the answer
+		}
+		// The client is in the fork now; the next fork is of the same
+		// parent, from there.
+	}
+	if keys := h.sessionKeys(); len(keys) != forks+1 {
+		t.Errorf("%d sessions after %d forks through cuts: %v", len(keys), forks, keys)
+	}
+}

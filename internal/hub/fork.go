@@ -71,6 +71,12 @@ func isFork(frame []byte) (*jsonrpc.Message, bool) {
 func (c *Client) fork(ctx context.Context, m *jsonrpc.Message) error {
 	cur := c.p.sess.Load()
 	key, e := cur.hub.Fork(ctx, m.Params, c.p.who)
+	if ctx.Err() != nil {
+		// The connection ended while the fork was made: its client sends
+		// the request again when it comes back, and, with an operation id,
+		// gets the same fork then.
+		return ctx.Err()
+	}
 	if e == nil {
 		target, err := cur.hub.existing(key)
 		if err == nil {
