@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func TestDashboard_ControllerPromptsAndApproves(t *testing.T) {
 	// Cancel: a long turn stops at the page's request.
 	a.prompt(sid, "/slow 100000")
 	waitJS(t, ctx, "the slow turn", pageAgentText+`.includes('chunk 3 ')`)
-	run(t, ctx, "cancel", chromedp.Click(`button[type=button]`))
+	run(t, ctx, "cancel", chromedp.Click(`button.cancel`))
 	waitJS(t, ctx, "the end of the turn", `[...document.querySelectorAll('.item.note')].some(e => e.textContent === 'turn ended: cancelled')`)
 }
 
@@ -561,7 +562,7 @@ func TestDashboard_UnknownKeyMakesNothing(t *testing.T) {
 	}
 	// A prompt typed there, or a cancel, goes nowhere and throws nothing.
 	eval[bool](t, ctx, `(window.errors = [], addEventListener('error', (e) => window.errors.push(e.message)), true)`)
-	run(t, ctx, "prompt into nothing", chromedp.SendKeys(`textarea`, "hello"), chromedp.Click(`button[type=submit]`), chromedp.Click(`button[type=button]`))
+	run(t, ctx, "prompt into nothing", chromedp.SendKeys(`textarea`, "hello"), chromedp.Click(`button[type=submit]`), chromedp.Click(`button.cancel`))
 	if errs := eval[[]string](t, ctx, `window.errors`); len(errs) != 0 {
 		t.Errorf("the page threw %q", errs)
 	}
@@ -601,5 +602,33 @@ func TestDashboard_ForkAndDelete(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // a page that reconnected would have made the session again by now
 	if keys := h.sessionKeys(); len(keys) != 1 || keys[0] != "other" {
 		t.Errorf("sessions after the deletes: %v, want other alone", keys)
+	}
+}
+
+// The session page's Fork button opens the fork, with the history it
+// came with; its Delete button, once confirmed, deletes the session and
+// goes back to the inbox. An observer is offered neither.
+func TestDashboard_ForkAndDeleteButtons(t *testing.T) {
+	h := startHub(t)
+	p, a, sid, ctx := editorAndPage(t, h, "")
+	turnText(a, sid, "/echo said before the fork")
+	waitJS(t, ctx, "the turn", pageAgentText+`.includes('said before the fork')`)
+	run(t, ctx, "fork", chromedp.Click(`.actions button:first-child`))
+	waitJS(t, ctx, "the fork's page", `location.hash.startsWith('#/s/s-fork-') && document.querySelector('.conn') !== null && document.querySelector('.conn').textContent === 'live'`)
+	waitJS(t, ctx, "the fork's history", pageAgentText+` === 'said before the fork'`)
+	fork := strings.TrimPrefix(eval[string](t, ctx, `decodeURIComponent(location.hash)`), "#/s/")
+	if keys := h.sessionKeys(); len(keys) != 2 || !slices.Contains(keys, fork) {
+		t.Fatalf("sessions after the fork: %v, want s and %s", keys, fork)
+	}
+	eval[bool](t, ctx, `(window.confirm = () => true, true)`)
+	run(t, ctx, "delete", chromedp.Click(`.actions button.danger`))
+	waitJS(t, ctx, "the inbox without the fork", `location.hash === '#/' && document.querySelector('a.row[data-key="s"]') !== null && document.querySelector('a.row[data-key="`+fork+`"]') === null`)
+	if keys := h.sessionKeys(); len(keys) != 1 || keys[0] != "s" {
+		t.Errorf("sessions after the delete: %v, want s alone", keys)
+	}
+
+	obs := openSession(t, h, p, h.newToken("watcher", "observer"), "s")
+	if n := eval[int](t, obs, `document.querySelectorAll('.actions button').length`); n != 0 {
+		t.Errorf("an observer is offered %d session actions", n)
 	}
 }

@@ -204,7 +204,8 @@ function sessionPage(key, tab) {
   const info = el('div', { class: 'peers' });
   const modes = el('span');
   const body = el('div', { class: 'transcript', role: 'log' });
-  const nodes = [el('div', { class: 'session-head' }, title, conn, modes, badge), info, tabs(key, 'transcript'), body];
+  const actions = el('span', { class: 'actions' });
+  const nodes = [el('div', { class: 'session-head' }, title, conn, modes, badge, actions), info, tabs(key, 'transcript'), body];
   let c = null;
   let mode = null; // the mode select, once the session says it has modes
   const t = new Transcript(body, {
@@ -239,11 +240,41 @@ function sessionPage(key, tab) {
   const changed = (k) => { if (k === null || k === key) header(); };
   listeners.add(changed);
   header();
+  // Fork (the create right) makes a session with this one's history and
+  // opens it; the page's connection goes with it (docs/sessions.md).
+  // Delete (manage) asks first.
+  if (can('create')) {
+    actions.append(el('button', {
+      type: 'button', text: 'Fork',
+      onclick: () => {
+        if (!c || !c.sid) return;
+        const s = sessions.get(key);
+        c.call('session/fork', { sessionId: c.sid, cwd: (s && s.cwd) || '/', mcpServers: [] }, true)
+          .then((r) => { location.hash = '#/s/' + encodeURIComponent(r._meta['acphub.dev/key']); })
+          .catch((e) => t.note('not forked: ' + e.message));
+      },
+    }));
+  }
+  if (can('manage')) {
+    actions.append(el('button', {
+      type: 'button', class: 'danger', text: 'Delete',
+      onclick: async () => {
+        if (!confirm('Delete session ' + key + '? Its agent stops, its clients are disconnected, and its log and workspace are removed.')) return;
+        const r = await fetch('/api/sessions/' + encodeURIComponent(key), { method: 'DELETE', credentials: 'same-origin' });
+        if (r.status === 204 || r.status === 404) {
+          location.hash = '#/';
+          return;
+        }
+        const e = await r.json().catch(() => null);
+        t.note('not deleted: ' + ((e && e.error && e.error.message) || r.status));
+      },
+    }));
+  }
   let composer = null;
   if (can('prompt')) {
     const text = el('textarea', { rows: 2, placeholder: 'Prompt the agent', 'aria-label': 'Prompt' });
     const send = el('button', { class: 'primary', type: 'submit', text: 'Send' });
-    const cancel = el('button', { type: 'button', text: 'Cancel turn', onclick: () => c && c.sid && c.notify('session/cancel', { sessionId: c.sid }) });
+    const cancel = el('button', { type: 'button', class: 'cancel', text: 'Cancel turn', onclick: () => c && c.sid && c.notify('session/cancel', { sessionId: c.sid }) });
     const form = el('form', {
       onsubmit: (e) => {
         e.preventDefault();
