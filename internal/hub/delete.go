@@ -201,6 +201,12 @@ func (s *Session) finishDelete() {
 		s.log.Error("delete the session log", "err", err)
 		e = jsonrpc.NewError(jsonrpc.CodeInternal, api.ReasonInternal, "The session's log could not be deleted: "+err.Error(), nil)
 	}
+	// The hub and its watchers let the session go before anyone is told
+	// it went.
+	s.hub.forget(s)
+	if e == nil && s.cfg.Watcher != nil {
+		s.cfg.Watcher.Changed(s.summary(api.StateDeleted))
+	}
 	for _, answer := range d.answers {
 		answer(e)
 	}
@@ -209,11 +215,6 @@ func (s *Session) finishDelete() {
 	}
 	for _, t := range append([]*tail(nil), s.tails...) {
 		s.removeTail(t, ErrDeleted)
-	}
-	s.hub.forget(s)
-	if e == nil && s.cfg.Watcher != nil {
-		sum := s.summary(api.StateDeleted)
-		s.cfg.Watcher.Changed(sum)
 	}
 	s.log.Info("session deleted")
 }
