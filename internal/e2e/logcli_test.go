@@ -55,9 +55,18 @@ func TestCLI_SessionsAndLog(t *testing.T) {
 	sid := a.handshake()
 	id := a.prompt(sid, "/echo hi there")
 	mustStop(t, "echo", lastOf(a.untilResponse(id)), "end_turn")
+	// The prompt's answer goes out as the turn ends; its turn.completed,
+	// and the summary that follows, come right after.
+	h.readLogUntil("s", api.EventTurnCompleted)
 	all := h.logLines("s", "")
 	n := len(all)
 	sum := findSession(t, h, "s")
+	for deadline := time.Now().Add(testTimeout); sum.State != api.StateIdle || sum.LastSeq != int64(n); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session's summary never caught up with its log: %+v", sum)
+		}
+		sum = findSession(t, h, "s")
+	}
 
 	// acphub sessions: a table, and the API's JSON.
 	lines := strings.Split(strings.TrimSpace(mustCLI(t, h.clientArgs("sessions")...)), "\n")
