@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -222,7 +221,7 @@ func (c *Conn) request(ctx context.Context, m *jsonrpc.Message) {
 	case m.Method == jsonrpc.MethodInitialize:
 		resp, _, err := c.Initialize(ctx, m)
 		if err != nil {
-			c.replyError(m.ID, hubError(err))
+			c.replyError(m.ID, hub.RPCError(err))
 			return
 		}
 		c.push(resp)
@@ -388,7 +387,7 @@ func (c *Conn) loadSession(ctx context.Context, m *jsonrpc.Message) {
 	}
 	key, err := c.hub.FindSession(ctx, id, c.opts.Principal)
 	if err != nil {
-		c.replyError(m.ID, hubError(err))
+		c.replyError(m.ID, hub.RPCError(err))
 		return
 	}
 	if key == "" && m.Method == jsonrpc.MethodSessionResume {
@@ -438,7 +437,7 @@ func newKey() string {
 func (c *Conn) open(s *session, agent string, frame, id []byte, fork bool) {
 	client, err := c.hub.Join(c.ctx, s.key, hub.JoinOptions{Agent: agent, IDs: &c.ids, Principal: c.opts.Principal, Fork: fork})
 	if err != nil {
-		c.fail(s, id, hubError(err))
+		c.fail(s, id, hub.RPCError(err))
 		return
 	}
 	carry, e := c.initializeSession(client)
@@ -496,13 +495,13 @@ func (c *Conn) initializeSession(client *hub.Client) ([][]byte, *jsonrpc.Error) 
 		params = []byte("{}")
 	}
 	if err := client.Send(c.ctx, jsonrpc.NewRequest(sessionInitID, jsonrpc.MethodInitialize, json.RawMessage(params))); err != nil {
-		return nil, hubError(err)
+		return nil, hub.RPCError(err)
 	}
 	var carry [][]byte
 	for {
 		frames, err := client.Next(c.ctx)
 		if err != nil {
-			return nil, hubError(err)
+			return nil, hub.RPCError(err)
 		}
 		for i, f := range frames {
 			m, perr := jsonrpc.Parse(f)
@@ -647,19 +646,3 @@ func errUnknownSession(id string) *jsonrpc.Error {
 		"This connection has no session with that sessionId: send session/new or session/load first", map[string]any{"sessionId": id})
 }
 
-// hubError is the JSON-RPC error for a hub error.
-func hubError(err error) *jsonrpc.Error {
-	if f, ok := errors.AsType[*auth.Forbidden](err); ok {
-		return hub.ForbiddenError(f)
-	}
-	switch {
-	case errors.Is(err, hub.ErrTooMany):
-		return jsonrpc.NewError(api.CodeTooManySessions, api.ReasonTooManySessions, "The hub holds as many active sessions as it may", nil)
-	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrSessionGone), errors.Is(err, context.Canceled):
-		return jsonrpc.NewError(api.CodeShuttingDown, api.ReasonShuttingDown, "The hub is stopping", nil)
-	case errors.Is(err, hub.ErrAgentMismatch):
-		return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams,
-			"Invalid params: params._meta."+api.MetaKey+": "+strings.TrimPrefix(err.Error(), "hub: "), map[string]any{"field": "_meta." + api.MetaKey})
-	}
-	return jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil)
-}

@@ -257,7 +257,7 @@ func (s *Session) messageFound(m messageFound) {
 }
 
 func errLogRead() *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeInternal, "log_read", "Cannot read the session log", nil)
+	return jsonrpc.NewError(jsonrpc.CodeInternal, api.ReasonInternal, "The hub could not read the session log", nil)
 }
 
 // attachInline is how many log events of history session/attach puts in

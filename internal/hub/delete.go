@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -48,11 +47,11 @@ func (h *Hub) Delete(ctx context.Context, key string, who *auth.Principal) *json
 	}
 	s, err := h.existing(key)
 	if err != nil {
-		return hubError(key, err)
+		return RPCError(err)
 	}
 	reply := make(chan *jsonrpc.Error, 1)
 	if err := s.post(ctx, deleteMsg{reply}); err != nil {
-		return hubError(key, err)
+		return RPCError(err)
 	}
 	select {
 	case e := <-reply:
@@ -68,22 +67,10 @@ func (h *Hub) Delete(ctx context.Context, key string, who *auth.Principal) *json
 		if _, ok, err := h.cfg.Store.Last(ctx, key, ""); err == nil && !ok {
 			return nil
 		}
-		return hubError(key, ErrSessionGone)
+		return RPCError(ErrSessionGone)
 	case <-ctx.Done():
-		return hubError(key, ctx.Err())
+		return RPCError(ctx.Err())
 	}
-}
-
-// hubError is the JSON-RPC error that answers a request the hub could not
-// take to session key.
-func hubError(key string, err error) *jsonrpc.Error {
-	switch {
-	case errors.Is(err, ErrUnknownSession):
-		return jsonrpc.NewError(api.CodeUnknownSession, api.ReasonUnknownSession, "No session is named "+key, map[string]any{"key": key})
-	case errors.Is(err, ErrSessionGone), errors.Is(err, ErrClosed):
-		return jsonrpc.NewError(api.CodeShuttingDown, api.ReasonShuttingDown, "The hub is stopping", nil)
-	}
-	return jsonrpc.NewError(jsonrpc.CodeInternal, api.ReasonInternal, err.Error(), nil)
 }
 
 // deleteRequest handles session/delete: of this session's own id here, of

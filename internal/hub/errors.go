@@ -1,8 +1,10 @@
 package hub
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/acphub/acphub/api"
@@ -49,6 +51,29 @@ var (
 	ErrExpired     = &Disconnect{Text: "its token expired", Condition: "unauthenticated"}
 	ErrDeleted     = &Disconnect{Text: "the session was deleted", Condition: "session_deleted"}
 )
+
+// RPCError is the JSON-RPC error that answers a request the hub could
+// not take to a session for err, an error of Join, Delete, Fork and the
+// like: forbidden, unknown_session, too_many_sessions, shutting_down (the
+// hub stopping, or the caller gone), bad_params for a session that runs
+// another agent, or internal.
+func RPCError(err error) *jsonrpc.Error {
+	if f, ok := errors.AsType[*auth.Forbidden](err); ok {
+		return ForbiddenError(f)
+	}
+	switch {
+	case errors.Is(err, ErrUnknownSession):
+		return jsonrpc.NewError(api.CodeUnknownSession, api.ReasonUnknownSession, "Unknown session: "+strings.TrimPrefix(err.Error(), ErrUnknownSession.Error()+": "), nil)
+	case errors.Is(err, ErrTooMany):
+		return jsonrpc.NewError(api.CodeTooManySessions, api.ReasonTooManySessions, "The hub holds as many active sessions as it may", nil)
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrSessionGone), errors.Is(err, context.Canceled):
+		return jsonrpc.NewError(api.CodeShuttingDown, api.ReasonShuttingDown, "The hub is stopping", nil)
+	case errors.Is(err, ErrAgentMismatch):
+		return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams,
+			"Invalid params: params._meta."+api.MetaKey+": "+strings.TrimPrefix(err.Error(), "hub: "), map[string]any{"field": "_meta." + api.MetaKey})
+	}
+	return jsonrpc.NewError(jsonrpc.CodeInternal, api.ReasonInternal, "The hub failed: "+err.Error(), nil)
+}
 
 // ForbiddenError is the JSON-RPC error that refuses a frame for a right its
 // sender lacks.

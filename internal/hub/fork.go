@@ -82,7 +82,7 @@ func (c *Client) fork(ctx context.Context, m *jsonrpc.Message) error {
 		if err == nil {
 			return c.move(ctx, target, m.Raw)
 		}
-		e = hubError(key, err)
+		e = RPCError(err)
 	}
 	return cur.post(ctx, actorFunc(func() {
 		if !c.p.gone && c.p.sess.Load() == cur {
@@ -142,12 +142,12 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 			return "", e
 		}
 		if child, err = h.session(key, src.agentName, true); err != nil {
-			return "", hubError(key, err)
+			return "", RPCError(err)
 		}
 	}
 	reply := make(chan *jsonrpc.Error, 1)
 	if err := child.post(ctx, forkMsg{from: src, params: params, reply: reply}); err != nil {
-		return "", hubError(key, err)
+		return "", RPCError(err)
 	}
 	select {
 	case e := <-reply:
@@ -157,10 +157,10 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 		case e := <-reply:
 			return key, e
 		default:
-			return "", hubError(key, ErrSessionGone)
+			return "", RPCError(ErrSessionGone)
 		}
 	case <-ctx.Done():
-		return "", hubError(key, ctx.Err())
+		return "", RPCError(ctx.Err())
 	}
 }
 
@@ -191,15 +191,15 @@ func (s *Session) forkSource(ctx context.Context) (forkSource, *jsonrpc.Error) {
 		reply <- answer{src, e}
 	}))
 	if err != nil {
-		return forkSource{}, hubError(s.key, err)
+		return forkSource{}, RPCError(err)
 	}
 	select {
 	case a := <-reply:
 		return a.src, a.e
 	case <-s.done:
-		return forkSource{}, hubError(s.key, ErrSessionGone)
+		return forkSource{}, RPCError(ErrSessionGone)
 	case <-ctx.Done():
-		return forkSource{}, hubError(s.key, ctx.Err())
+		return forkSource{}, RPCError(ctx.Err())
 	}
 }
 
