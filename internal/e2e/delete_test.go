@@ -45,6 +45,10 @@ func TestDelete_SessionMethodAndAPI(t *testing.T) {
 	if r.Error == nil || r.Error.Code != api.CodeTurnRunning || r.reason() != api.ReasonTurnRunning {
 		t.Fatalf("delete during a turn answered %s, want turn_running", r.raw)
 	}
+	if status, body := h.apiDo(http.MethodDelete, "/api/sessions/s", h.token, nil); status != http.StatusConflict ||
+		!strings.Contains(string(body), `"reason":"turn_running"`) || !strings.Contains(string(body), `"condition":"operation_conflict"`) {
+		t.Errorf("DELETE during a turn: %d %s, want 409 turn_running", status, body)
+	}
 	a.respond(perm.ID, allowAnswer)
 	mustStop(t, "hello", lastOf(a.untilResponse(id)), "end_turn")
 

@@ -18,14 +18,7 @@ import (
 // remoteActor is the session's actor as a workspace.Remote sees it.
 type remoteActor struct{ s *Session }
 
-func (a remoteActor) Post(f func()) bool {
-	select {
-	case a.s.toolEvents <- actorFunc(f):
-		return true
-	case <-a.s.done:
-		return false
-	}
-}
+func (a remoteActor) Post(f func()) bool                     { return a.s.postOn(a.s.toolEvents, actorFunc(f)) }
 func (a remoteActor) Record(peer string, data api.EventData) { a.s.record(peer, data) }
 
 // remoteOptions are the options of the session's workspace.Remote.

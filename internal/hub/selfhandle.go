@@ -49,10 +49,14 @@ func (s *Session) postTool(msg any) { s.postOn(s.toolEvents, msg) }
 // waits while terminals are paused (see updatePaced).
 func (s *Session) postTerminal(msg any) { s.postOn(s.terminals, msg) }
 
-func (s *Session) postOn(ch chan any, msg any) {
+// postOn hands msg to the actor on ch, and reports whether it will see
+// it: false once the actor is gone.
+func (s *Session) postOn(ch chan any, msg any) bool {
 	select {
 	case ch <- msg:
+		return true
 	case <-s.done:
+		return false
 	}
 }
 
