@@ -645,4 +645,3 @@ func errUnknownSession(id string) *jsonrpc.Error {
 	return jsonrpc.NewError(api.CodeUnknownSession, api.ReasonUnknownSession,
 		"This connection has no session with that sessionId: send session/new or session/load first", map[string]any{"sessionId": id})
 }
-
