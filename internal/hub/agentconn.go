@@ -1,9 +1,7 @@
 package hub
 
 import (
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -14,24 +12,8 @@ import (
 	"github.com/acphub/acphub/internal/workspace"
 )
 
-// agentConn is the running agent of a session.
-type agentConn struct {
-	proc    *agent.Process
-	gen     int
-	ready   bool     // handshake done: calls go straight to the agent
-	backlog []func() // work waiting for ready
-	failed  []func(*jsonrpc.Error)
-	loading bool // a hub-sent session/load is replaying history we already have
-}
-
-// call is a request sent to the agent, waiting for its response.
-type call struct {
-	peer   *peer  // the client that asked; nil for the hub's own calls
-	id     []byte // the client's id
-	method string
-	then   func(resp *jsonrpc.Message) // runs after the response was routed
-	held   bool                        // then answers the client, not the routing
-}
+// agentLink is the session's line to its running agent.
+type agentLink = agent.Link[*peer]
 
 // startAgent starts the agent process and its reader.
 func (s *Session) startAgent() error {
@@ -48,7 +30,7 @@ func (s *Session) startAgent() error {
 		return err
 	}
 	s.agentGen++
-	s.agent = &agentConn{proc: proc, gen: s.agentGen}
+	s.agent = agent.NewLink[*peer](proc, s.agentGen, s.log)
 	s.record("", &api.AgentStarted{
 		Pid: int64(proc.Pid()), Command: spec.Command, Args: nonNil(spec.Args),
 		FsPolicy: string(s.policy.Mode(policy.FS)), TerminalPolicy: string(s.policy.Mode(policy.Terminal)),
@@ -76,10 +58,6 @@ func (s *Session) readAgent(proc *agent.Process, gen int) {
 // withAgent runs do once the agent is ready, starting or restarting it as
 // needed. fail runs instead if the agent cannot be brought up.
 func (s *Session) withAgent(do func(), fail func(*jsonrpc.Error)) {
-	if s.agent != nil && s.agent.ready {
-		do()
-		return
-	}
 	if s.agent == nil {
 		if s.initParams == nil {
 			fail(errNotInitialized())
@@ -98,104 +76,23 @@ func (s *Session) withAgent(do func(), fail func(*jsonrpc.Error)) {
 			return
 		}
 		if err := s.startAgent(); err != nil {
-			fail(errAgentStart(err.Error(), ""))
+			fail(agent.StartError(err.Error(), ""))
 			return
 		}
-		s.restartHandshake()
+		// A restarted agent is given the session's handshake again.
+		s.agent.Rejoin(s.initParams, s.newParams, s.sessionID, func(result []byte) {
+			s.setInitResult(result)
+			s.record("", &api.AgentInitialized{Params: s.initParams, Result: result})
+		})
 	}
-	s.agent.backlog = append(s.agent.backlog, do)
-	s.agent.failed = append(s.agent.failed, fail)
-}
-
-// restartHandshake replays the cached handshake to a restarted agent:
-// initialize, then session/load when it can load sessions, else
-// session/new (the new session id is mapped to the one clients know).
-func (s *Session) restartHandshake() {
-	s.callAgent(jsonrpc.MethodInitialize, s.initParams, func(resp *jsonrpc.Message) {
-		if resp.Error != nil {
-			s.agentStartFailed(jsonrpc.DecodeError(resp.Error))
-			return
-		}
-		s.setInitResult(resp.Result)
-		s.record("", &api.AgentInitialized{Params: s.initParams, Result: resp.Result})
-		if s.sessionID == nil {
-			s.agentReady()
-			return
-		}
-		if agent.LoadsSessions(s.agentInit) {
-			s.agent.loading = true
-			params, _ := jsonrpc.SetField(s.newParams, "sessionId", s.sessionID)
-			params, _ = jsonrpc.DeleteField(params, "_meta")
-			s.callAgent(jsonrpc.MethodSessionLoad, params, func(resp *jsonrpc.Message) {
-				s.agent.loading = false
-				if resp.Error == nil {
-					s.agentSID = s.sessionID
-					s.agentReady()
-					return
-				}
-				s.log.Warn("agent could not load the session; starting a new one")
-				s.restartNewSession()
-			})
-			return
-		}
-		s.restartNewSession()
-	})
-}
-
-func (s *Session) restartNewSession() {
-	s.callAgent(jsonrpc.MethodSessionNew, s.newParams, func(resp *jsonrpc.Message) {
-		if resp.Error != nil {
-			s.agentStartFailed(jsonrpc.DecodeError(resp.Error))
-			return
-		}
-		sid, ok := jsonrpc.Field(resp.Result, "sessionId")
-		if !ok {
-			s.agentStartFailed(errAgentStart("session/new result has no sessionId", ""))
-			return
-		}
-		s.agentSID = sid
-		s.agentReady()
-	})
-}
-
-func (s *Session) agentReady() {
-	a := s.agent
-	a.ready = true
-	backlog := a.backlog
-	a.backlog, a.failed = nil, nil
-	for _, do := range backlog {
-		do()
-	}
-}
-
-func (s *Session) agentStartFailed(e *jsonrpc.Error) {
-	a := s.agent
-	if a == nil {
-		return
-	}
-	failed := a.failed
-	a.backlog, a.failed = nil, nil
-	s.log.Error("agent handshake failed", "err", e.Message)
-	a.proc.Stop()
-	for _, fail := range failed {
-		fail(e)
-	}
-}
-
-// callAgent sends a request of the hub's own to the agent.
-func (s *Session) callAgent(method string, params []byte, then func(*jsonrpc.Message)) {
-	id := s.nextID()
-	s.pending[id] = &call{method: method, then: then}
-	s.sendAgent(jsonrpc.NewRequest(jsonrpc.IntID(id), method, json.RawMessage(params)))
+	s.agent.Await(do, fail)
 }
 
 // forward sends a client's request to the agent under a hub id; the
 // response goes back to that client alone. then, when set, runs after.
 func (s *Session) forward(p *peer, m *jsonrpc.Message, then func(*jsonrpc.Message)) {
 	s.withAgent(func() {
-		id := s.nextID()
-		s.pending[id] = &call{peer: p, id: m.ID, method: m.Method, then: then}
-		s.sendAgent(s.toAgent(m).WithID(jsonrpc.IntID(id)))
+		s.agent.Forward(&agent.Call[*peer]{From: p, ID: m.ID, Method: m.Method, Then: then}, m, s.sessionID)
 	}, func(e *jsonrpc.Error) {
 		s.replyError(p, m.ID, e)
 		if then != nil {
@@ -209,9 +106,7 @@ func (s *Session) forward(p *peer, m *jsonrpc.Message, then func(*jsonrpc.Messag
 // client itself, when it is ready.
 func (s *Session) forwardHeld(p *peer, m *jsonrpc.Message, then func(*jsonrpc.Message)) {
 	s.withAgent(func() {
-		id := s.nextID()
-		s.pending[id] = &call{peer: p, id: m.ID, method: m.Method, then: then, held: true}
-		s.sendAgent(s.toAgent(m).WithID(jsonrpc.IntID(id)))
+		s.agent.Forward(&agent.Call[*peer]{From: p, ID: m.ID, Method: m.Method, Then: then, Held: true}, m, s.sessionID)
 	}, func(e *jsonrpc.Error) {
 		resp := errorMessage(m.ID, e)
 		then(&resp)
@@ -220,40 +115,7 @@ func (s *Session) forwardHeld(p *peer, m *jsonrpc.Message, then func(*jsonrpc.Me
 
 // forwardNotification sends a client's notification to the agent.
 func (s *Session) forwardNotification(m *jsonrpc.Message) {
-	s.withAgent(func() { s.sendAgent(s.toAgent(m).Raw) }, func(*jsonrpc.Error) {})
-}
-
-// sendAgent writes a frame to the agent's stdin queue.
-func (s *Session) sendAgent(frame []byte) {
-	if err := s.agent.proc.Send(frame); err != nil {
-		s.log.Warn("send to agent", "err", err)
-	}
-}
-
-// toAgent maps the sessionId clients know to the one the agent knows, when
-// the agent was restarted under a new id.
-func (s *Session) toAgent(m *jsonrpc.Message) *jsonrpc.Message {
-	return s.mapSessionID(m, s.sessionID, s.agentSID)
-}
-
-// fromAgent is the reverse of toAgent.
-func (s *Session) fromAgent(m *jsonrpc.Message) *jsonrpc.Message {
-	return s.mapSessionID(m, s.agentSID, s.sessionID)
-}
-
-func (s *Session) mapSessionID(m *jsonrpc.Message, from, to []byte) *jsonrpc.Message {
-	if m.Params == nil || string(from) == string(to) {
-		return m
-	}
-	frame, ok := jsonrpc.SwapSessionID(m.Raw, from, to)
-	if !ok {
-		return m
-	}
-	mapped, err := jsonrpc.Parse(frame)
-	if err != nil {
-		return m
-	}
-	return &mapped
+	s.withAgent(func() { s.agent.Notify(m, s.sessionID) }, func(*jsonrpc.Error) {})
 }
 
 // agentFault reports a frame from the agent acphub had to drop: in the
@@ -274,26 +136,24 @@ func (s *Session) agentFrame(frame []byte) {
 	case jsonrpc.KindResponse:
 		s.agentResponse(&m)
 	case jsonrpc.KindNotification:
-		s.agentNotification(s.fromAgent(&m))
+		s.agentNotification(s.agent.FromAgent(&m, s.sessionID))
 	case jsonrpc.KindRequest:
-		s.agentRequest(s.fromAgent(&m))
+		s.agentRequest(s.agent.FromAgent(&m, s.sessionID))
 	}
 }
 
 // agentResponse routes a response to the client (or hub) that asked.
 func (s *Session) agentResponse(m *jsonrpc.Message) {
-	id, err := parseHubID(m.ID)
-	c := s.pending[id]
-	if err != nil || c == nil {
+	c := s.agent.Answered(m)
+	if c == nil {
 		s.agentFault("agent_unknown_response", "the agent answered id "+string(m.ID)+", which the hub did not send; dropped")
 		return
 	}
-	delete(s.pending, id)
-	if c.peer != nil && !c.held {
-		s.send(c.peer, m.WithID(c.id))
+	if c.From != nil && !c.Held {
+		s.send(c.From, m.WithID(c.ID))
 	}
-	if c.then != nil {
-		c.then(m)
+	if c.Then != nil {
+		c.Then(m)
 	}
 }
 
@@ -303,7 +163,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		s.agentCancelRequest(m)
 		return
 	}
-	if s.agent.loading && m.Method == jsonrpc.MethodSessionUpdate {
+	if s.agent.Loading() && m.Method == jsonrpc.MethodSessionUpdate {
 		return // history the hub already holds
 	}
 	if m.Method == jsonrpc.MethodSessionUpdate {
@@ -335,7 +195,6 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 func (s *Session) agentGone(exit agent.Exit) {
 	a := s.agent
 	s.agent = nil
-	s.agentSID = nil
 	s.routes.Reset()
 	s.closeTools() // the terminals of self_handle end with the agent; their exits come later
 	s.agentEnd = api.StateAgentExited
@@ -350,37 +209,17 @@ func (s *Session) agentGone(exit agent.Exit) {
 			SessionID: s.sessionIDString(), Code: int64(exit.Code), Signal: exit.Signal, StderrTail: exit.StderrTail,
 		}, nil)
 	}
-	e := errAgentExited(exit)
-	for _, fail := range a.failed {
-		fail(e)
-	}
-	ids := make([]int64, 0, len(s.pending))
-	for id := range s.pending {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		c := s.pending[id]
-		delete(s.pending, id)
-		resp := errorMessage(c.id, e)
-		if c.peer != nil && !c.held {
-			s.send(c.peer, resp.Raw)
+	e := agent.ExitError(exit)
+	for _, c := range a.End(e) {
+		resp := errorMessage(c.ID, e)
+		if c.From != nil && !c.Held {
+			s.send(c.From, resp.Raw)
 		}
-		if c.then != nil {
-			c.then(&resp)
+		if c.Then != nil {
+			c.Then(&resp)
 		}
 	}
 	s.withdrawAll()
-}
-
-func errAgentExited(exit agent.Exit) *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeAgentExited, api.ReasonAgentExited, "The agent ended ("+exit.String()+")",
-		map[string]any{"code": exit.Code, "signal": exit.Signal, "stderrTail": exit.StderrTail})
-}
-
-func errAgentStart(msg, stderr string) *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeAgentStartFailed, api.ReasonAgentStartFailed, "The agent could not be started: "+msg,
-		map[string]any{"stderrTail": stderr})
 }
 
 // parseHubID reads an id the hub assigned.
@@ -401,7 +240,7 @@ func (s *Session) startIdleTimer() {
 	if s.agent == nil {
 		return
 	}
-	gen := s.agent.gen
+	gen := s.agent.Gen()
 	s.idleTimer = time.AfterFunc(s.cfg.IdleTTL, func() { s.postAsync(idleExpired{gen: gen}) })
 }
 
@@ -413,11 +252,11 @@ func (s *Session) stopIdleTimer() {
 }
 
 func (s *Session) idleExpired(gen int) {
-	if len(s.peers) > 0 || s.agent == nil || s.agent.gen != gen || s.turn != nil {
+	if len(s.peers) > 0 || s.agent == nil || s.agent.Gen() != gen || s.turn != nil {
 		return
 	}
 	s.log.Info("no clients left; stopping the agent", "ttl", s.cfg.IdleTTL)
-	s.agent.proc.Stop()
+	s.agent.Process().Stop()
 }
 
 // nonNil returns s, or an empty slice for nil, so it encodes as [].

@@ -143,7 +143,8 @@ func (s *Session) loadFromAgent(p *peer, m *jsonrpc.Message, id string) {
 		}
 		sid, _ := json.Marshal(id)
 		result, _ := jsonrpc.SetField(resp.Result, "sessionId", sid)
-		s.newResult, s.agentSID = result, sid
+		s.newResult = result
+		s.agent.SetSessionID(sid)
 		s.setSessionID(sid)
 		s.record(p.id, &api.SessionCreated{SessionID: id, Params: s.newParams, Result: result})
 		for _, w := range waiters {

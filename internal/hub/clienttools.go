@@ -31,7 +31,7 @@ func (s *Session) agentRequest(m *jsonrpc.Message) {
 			s.refuseTool(m, tool, "refused", e)
 			return
 		}
-		s.sendAgent(jsonrpc.NewErrorResponse(m.ID, e))
+		s.agent.Send(jsonrpc.NewErrorResponse(m.ID, e))
 		s.agentFault("agent_foreign_session", fmt.Sprintf("the agent's %s named session %q, not its own; refused", m.Method, sid))
 		return
 	}
@@ -69,7 +69,7 @@ func (s *Session) foreignSession(m *jsonrpc.Message) (sid string, foreign bool) 
 // refuseTool answers a client-tool request with e, sends it to no client,
 // and logs it with its params.
 func (s *Session) refuseTool(m *jsonrpc.Message, tool *toolCall, decision string, e *jsonrpc.Error) {
-	s.sendAgent(jsonrpc.NewErrorResponse(m.ID, e))
+	s.agent.Send(jsonrpc.NewErrorResponse(m.ID, e))
 	tool.Refused(decision, m.Params, e)
 	s.recordTool(tool)
 	s.log.Info("client-tool request refused", "method", m.Method, "mode", tool.Event.Mode, "reason", e.Reason())
@@ -153,7 +153,7 @@ func (s *Session) executorLeft(p *peer) {
 		e := jsonrpc.NewError(api.CodeExecutorLeft, api.ReasonExecutorLeft,
 			"The client executing this request left", map[string]any{"method": r.msg.Method, "peer": p.id})
 		if s.agent != nil {
-			s.sendAgent(jsonrpc.NewErrorResponse(r.msg.ID, e))
+			s.agent.Send(jsonrpc.NewErrorResponse(r.msg.ID, e))
 		}
 		r.tool.Failed(p.id, api.ReasonExecutorLeft, e)
 		s.recordTool(r.tool)

@@ -152,12 +152,12 @@ func (s *Session) remove(answer func(*jsonrpc.Error)) {
 	}
 	s.deleting = &deletion{answers: []func(*jsonrpc.Error){answer}}
 	s.log.Info("deleting the session")
-	if s.agent == nil || s.agentSID == nil || !agent.HasSessionCapability(s.agentInit, "close") {
+	if s.agent == nil || s.agent.SessionID() == nil || !agent.HasSessionCapability(s.agentInit, "close") {
 		s.finishDelete()
 		return
 	}
 	timer := time.AfterFunc(closeTimeout, func() { s.postAsync(actorFunc(s.finishDelete)) })
-	s.callAgent(jsonrpc.MethodSessionClose, fmt.Appendf(nil, `{"sessionId":%s}`, s.agentSID), func(*jsonrpc.Message) {
+	s.agent.Call(jsonrpc.MethodSessionClose, fmt.Appendf(nil, `{"sessionId":%s}`, s.agent.SessionID()), func(*jsonrpc.Message) {
 		timer.Stop()
 		s.finishDelete()
 	})

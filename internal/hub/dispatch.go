@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
@@ -149,15 +150,15 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 	}
 	sent := agentInitParams(s.policy, m.Params)
 	if err := s.startAgent(); err != nil {
-		s.replyError(p, m.ID, errAgentStart(err.Error(), ""))
+		s.replyError(p, m.ID, agent.StartError(err.Error(), ""))
 		return
 	}
-	s.agent.ready = true
+	s.agent.MarkReady()
 	s.initParams = sent
 	s.initWaiters = append(s.initWaiters, waiter{p, m.ID})
 	// The hub asks and answers every client itself, so the first client
 	// gets the same result as the others: with what acphub adds.
-	s.callAgent(jsonrpc.MethodInitialize, sent, func(resp *jsonrpc.Message) {
+	s.agent.Call(jsonrpc.MethodInitialize, sent, func(resp *jsonrpc.Message) {
 		waiters := s.initWaiters
 		s.initWaiters = nil
 		if resp.Error != nil {
@@ -297,7 +298,8 @@ func (s *Session) createSession(p *peer, m *jsonrpc.Message) {
 			}
 			return
 		}
-		s.newResult, s.agentSID = resp.Result, sid
+		s.newResult = resp.Result
+		s.agent.SetSessionID(sid)
 		s.setSessionID(sid)
 		s.record(p.id, &api.SessionCreated{SessionID: s.sessionIDString(), Params: s.newParams, Result: s.newResult})
 		s.enter(p, s.since(p.replayFrom()), true, func() { s.send(p, resp.WithID(m.ID)) })

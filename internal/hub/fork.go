@@ -218,10 +218,10 @@ func (s *Session) forkPoint() (forkSource, *jsonrpc.Error) {
 	s.flush()
 	src := forkSource{
 		key: s.key, agentName: s.agentName, sessionID: s.sessionIDString(),
-		agentSID: s.agentSID, seq: s.seq, initParams: s.initParams,
+		agentSID: s.sessionID, seq: s.seq, initParams: s.initParams,
 	}
-	if src.agentSID == nil {
-		src.agentSID = s.sessionID // the agent's next process loads it under this id
+	if s.agent != nil && s.agent.SessionID() != nil {
+		src.agentSID = s.agent.SessionID()
 	}
 	if s.remoteLive() {
 		ref := s.remote.ForkRef()
@@ -292,17 +292,18 @@ func (s *Session) forkAgent(src forkSource, reply chan *jsonrpc.Error, fail func
 		return
 	}
 	params, _ := jsonrpc.SetField(s.newParams, "sessionId", src.agentSID)
-	s.callAgent(jsonrpc.MethodSessionFork, params, func(resp *jsonrpc.Message) {
+	s.agent.Call(jsonrpc.MethodSessionFork, params, func(resp *jsonrpc.Message) {
 		sid, ok := jsonrpc.Field(resp.Result, "sessionId")
 		switch {
 		case resp.Error != nil:
 			fail(jsonrpc.DecodeError(resp.Error))
 			return
 		case !ok || sid[0] != '"':
-			fail(errAgentStart("the agent's session/fork result has no sessionId", ""))
+			fail(agent.StartError("the agent's session/fork result has no sessionId", ""))
 			return
 		}
-		s.newResult, s.agentSID = jsonrpc.WithMeta(resp.Result, api.MetaKey, mustJSON(s.key)), sid
+		s.newResult = jsonrpc.WithMeta(resp.Result, api.MetaKey, mustJSON(s.key))
+		s.agent.SetSessionID(sid)
 		s.setSessionID(sid)
 		s.record("", &api.SessionCreated{SessionID: s.sessionIDString(), Params: s.newParams, Result: s.newResult})
 		s.log.Info("forked", "parent", src.key, "parent_seq", src.seq)

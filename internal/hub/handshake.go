@@ -45,7 +45,7 @@ func (h *Hub) Initialize(ctx context.Context, agentName string, params []byte) (
 	case errors.Is(err, agent.ErrHandshakesClosed), errors.Is(err, agent.ErrHandshakeStopped):
 		return nil, ErrClosed
 	case errors.As(err, &he):
-		return nil, errAgentStart(he.Message, he.StderrTail)
+		return nil, agent.StartError(he.Message, he.StderrTail)
 	}
 	return result, err
 }

@@ -142,11 +142,11 @@ func (s *Session) cancelRequest(p *peer, m *jsonrpc.Message) {
 			return
 		}
 	}
-	for id, c := range s.pending {
-		if c.peer == p && string(c.id) == string(reqID) && s.agent != nil {
-			params, _ := jsonrpc.SetField(m.Params, "requestId", jsonrpc.IntID(id))
-			s.sendAgent(m.WithParams(params))
-			return
-		}
+	if s.agent == nil {
+		return
+	}
+	if id, ok := s.agent.Lookup(p, reqID); ok {
+		params, _ := jsonrpc.SetField(m.Params, "requestId", id)
+		s.agent.Send(m.WithParams(params))
 	}
 }

@@ -71,7 +71,7 @@ func (s *Session) idInUse(key string) bool {
 
 // refuseDuplicateID answers an agent request that reuses an open id.
 func (s *Session) refuseDuplicateID(m *jsonrpc.Message) {
-	s.sendAgent(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonDuplicateID,
+	s.agent.Send(jsonrpc.NewErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, api.ReasonDuplicateID,
 		"Invalid request: id already in use by an open request", nil)))
 }
 
@@ -168,7 +168,7 @@ func (s *Session) clientResponse(p *peer, m *jsonrpc.Message) {
 func (s *Session) resolve(r *agentRequest, winner *peer, m *jsonrpc.Message) {
 	s.closeRequest(r)
 	if s.agent != nil {
-		s.sendAgent(m.WithID(r.msg.ID))
+		s.agent.Send(m.WithID(r.msg.ID))
 	}
 	s.withdraw(r)
 	if r.tool != nil {

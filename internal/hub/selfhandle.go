@@ -99,7 +99,7 @@ func (s *Session) toolHost() (*toolHost, *jsonrpc.Error) {
 		return nil, jsonrpc.NewError(api.CodeNoRoot, api.ReasonNoRoot,
 			"self_handle cannot use the session root: "+err.Error(), map[string]any{"root": root})
 	}
-	s.tools = &toolHost{Host: host, gen: s.agent.gen}
+	s.tools = &toolHost{Host: host, gen: s.agent.Gen()}
 	s.log.Info("self_handle: executing client tools", "root", host.Root())
 	return s.tools, nil
 }
@@ -132,8 +132,8 @@ func (s *Session) toolDone(d toolDone) {
 		}
 		level("self_handle: request refused", "method", d.msg.Method, "reason", e.Reason(), "path", d.audit.Path, "err", e.Message)
 	}
-	if s.agent != nil && s.agent.gen == d.host.gen {
-		s.sendAgent(frame)
+	if s.agent != nil && s.agent.Gen() == d.host.gen {
+		s.agent.Send(frame)
 	}
 	s.recordTool(d.tool)
 }

@@ -69,10 +69,8 @@ type Session struct {
 	peers      []*peer // attached or not, in join order
 	peerSerial int
 	ops        ops.Ledger[waiter] // the client operations the session remembers
-	agent      *agentConn
+	agent      *agentLink // the running agent, or nil
 	agentGen   int
-	nextCallID int64
-	pending    map[int64]*call // calls toward the agent, by hub id
 
 	initParams  []byte   // initialize params as sent to the agent
 	agentInit   []byte   // the agent's initialize result
@@ -82,7 +80,6 @@ type Session struct {
 	newResult   []byte   // cached session/new result
 	newWaiters  []waiter
 	sessionID   []byte // the ACP sessionId clients know, as a JSON string
-	agentSID    []byte // the sessionId the running agent knows
 
 	turn  *turn
 	queue []*turn
@@ -161,7 +158,6 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		lagLimit:  min(h.cfg.ClientQueue/4, maxLagLimit),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
-		pending:   make(map[int64]*call),
 
 		toolEvents: make(chan any, inboxLen),
 		terminals:  make(chan any, inboxLen),
@@ -424,18 +420,18 @@ func (s *Session) handle(msg any) {
 		}
 	case agentFrames:
 		for _, f := range m.frames {
-			if s.agent == nil || m.gen != s.agent.gen {
+			if s.agent == nil || m.gen != s.agent.Gen() {
 				break // the agent ended with one of these frames
 			}
 			s.agentFrame(f)
 			s.lagBehind()
 		}
 	case agentExited:
-		if s.agent != nil && m.gen == s.agent.gen {
+		if s.agent != nil && m.gen == s.agent.Gen() {
 			s.agentGone(m.exit)
 		}
 	case agentDropped:
-		if s.agent != nil && m.gen == s.agent.gen {
+		if s.agent != nil && m.gen == s.agent.Gen() {
 			s.agentFault(m.reason, m.message)
 		}
 	case joinMsg:
@@ -503,8 +499,8 @@ func (s *Session) shutdown() {
 func (s *Session) endAgent() {
 	s.closeToolsAndWait()
 	if s.agent != nil {
-		s.agent.proc.Stop()
-		exit, err := s.agent.proc.Wait(context.Background())
+		s.agent.Process().Stop()
+		exit, err := s.agent.Process().Wait(context.Background())
 		if err != nil {
 			s.log.Warn("agent did not stop", "err", err)
 		}
@@ -674,12 +670,6 @@ func (s *Session) sessionIDString() string {
 		return *id
 	}
 	return ""
-}
-
-// nextID allocates a hub id toward the agent.
-func (s *Session) nextID() int64 {
-	s.nextCallID++
-	return s.nextCallID
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
