@@ -69,7 +69,7 @@ type Session struct {
 	peers      []*peer // attached or not, in join order
 	peerSerial int
 	ops        ops.Ledger[waiter] // the client operations the session remembers
-	agent      *agentLink // the running agent, or nil
+	agent      *agentLink         // the running agent, or nil
 	agentGen   int
 
 	initParams  []byte   // initialize params as sent to the agent
