@@ -170,7 +170,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		s.syncCursors()
 		defer s.syncCursors()
 		if c, ok := jsonrpc.ParseTextChunk(m.Params); ok {
-			s.collect(c, m.Params)
+			s.text.Add(c, m.Params)
 			s.guess.text += int64(len(c.Body()))
 			if len(s.tails) > 0 {
 				s.publishEphemeral(&api.AgentChunk{Params: m.Params})
@@ -178,7 +178,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		} else {
 			// One event, unless it ends a message being collected too.
 			update, kind := jsonrpc.UpdateKind(m.Params)
-			counted := jsonrpc.AgentKind(kind) && s.msg == nil
+			counted := jsonrpc.AgentKind(kind) && !s.text.Collecting()
 			s.record("", &api.AgentUpdate{Params: m.Params})
 			if counted {
 				s.guess = cursor{s.guess.seq + 1, 0}

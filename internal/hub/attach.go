@@ -201,7 +201,7 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 		s.adopt(p)
 	}
 	// The history ends here: the message being streamed is part of it.
-	s.flushMessage()
+	s.text.Flush()
 	s.flush()
 	applied, after := req.HistoryPolicy, int64(-1)
 	switch {
@@ -252,7 +252,7 @@ func (s *Session) messageFound(m messageFound) {
 	if !m.found {
 		applied = historyFull
 	}
-	s.flushMessage()
+	s.text.Flush()
 	s.flush()
 	s.finishAttach(m.p, m.id, m.req, applied, m.seq)
 }

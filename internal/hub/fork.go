@@ -214,7 +214,7 @@ func (s *Session) forkPoint() (forkSource, *jsonrpc.Error) {
 	case s.agentInit != nil && !agent.HasSessionCapability(s.agentInit, "fork"):
 		return forkSource{}, errForkUnsupported(s.agentName)
 	}
-	s.flushMessage()
+	s.text.Flush()
 	s.flush()
 	src := forkSource{
 		key: s.key, agentName: s.agentName, sessionID: s.sessionIDString(),

@@ -52,7 +52,7 @@ func (s *Session) since(after int64) []stream.Segment {
 	if after < 0 {
 		return nil
 	}
-	s.flushMessage()
+	s.text.Flush()
 	s.flush()
 	return s.withRender(s.history(after), stream.AppendFrames)
 }

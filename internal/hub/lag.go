@@ -28,7 +28,7 @@ func (s *Session) lagBehind() {
 	if len(s.over) == 0 {
 		return
 	}
-	s.flushMessage()
+	s.text.Flush()
 	for _, p := range s.over {
 		p.overNoted = false
 		if p.gone || p.dropped || !p.attached || p.st.Lagging() || p.out.Len() <= s.lagLimit {
@@ -72,7 +72,7 @@ func (s *Session) serveLagging() {
 // the message being collected is written first.
 func (s *Session) catchUp(p *peer, live bool) {
 	if live {
-		s.flushMessage()
+		s.text.Flush()
 	}
 	s.flush()
 	p.st.CatchUp(stream.Segment{Session: s.key, Upto: s.seq, Render: stream.CatchUpFrames(&s.recent, s.sessionIDString(), p.id), Recent: &s.recent}, live)

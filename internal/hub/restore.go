@@ -71,7 +71,7 @@ func (s *Session) endStoppedTurn() {
 
 // recordHeld makes the message the hub was streaming when it stopped the
 // log's next event, as the store held it: the text clients were shown
-// before the stop, up to holdEvery and the store's window.
+// before the stop, up to stream.HoldEvery and the store's window.
 func (s *Session) recordHeld() {
 	if s.prior.Held == nil {
 		return

@@ -95,17 +95,13 @@ type Session struct {
 
 	recent stream.Recent // the latest events and their frames, for lagging consumers
 
-	msg *message // text chunks collected for the log
+	text *stream.Collector // text chunks collected for the log
 	// pass is the place in the log of the peers that keep a cursor as of
 	// the last markCursors, and guess where the frames sent since take the
 	// ones that were there (see jsonrpc.CursorStep).
 	pass, guess cursor
-	// heldAt is when the message being collected was last held, and
-	// holdTimer, when set, comes back to hold it (see holdMessage).
-	heldAt    time.Time
-	holdTimer *time.Timer
-	tails     []*tail // event subscribers
-	dropped   []*peer // overflowed peers waiting to be removed
+	tails       []*tail // event subscribers
+	dropped     []*peer // overflowed peers waiting to be removed
 
 	seq       int64
 	lastID    *string
@@ -162,6 +158,7 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		toolEvents: make(chan any, inboxLen),
 		terminals:  make(chan any, inboxLen),
 	}
+	s.text = stream.NewCollector(func(m *api.AgentMessage) { s.record("", m) })
 	s.active.Store(true) // its first client is on the way
 	s.createdAt = time.Now().UTC()
 	return s
@@ -299,8 +296,8 @@ func (s *Session) run() {
 			s.serveLagging()
 		case <-s.paceTimerC():
 			s.paceTick()
-		case <-s.holdTimerC():
-			s.holdTimer = nil // the flush below holds the message
+		case <-s.text.Due():
+			s.text.Fired() // the flush below holds the message
 		case <-s.quit:
 			s.shutdown()
 			return
@@ -316,7 +313,7 @@ func (s *Session) run() {
 			s.refuseLate()
 			return
 		}
-		s.flushStaleMessage()
+		s.text.FlushStale()
 		s.flush()
 		s.markCursors()
 		s.report()
@@ -361,11 +358,7 @@ func (s *Session) markCursors() {
 // cursorNow is where the log is: its last seq, and the text of the
 // message being collected after it.
 func (s *Session) cursorNow() cursor {
-	now := cursor{s.seq, 0}
-	if s.msg != nil {
-		now.text = int64(len(s.msg.text))
-	}
-	return now
+	return cursor{s.seq, s.text.Text()}
 }
 
 // syncCursors gives the cursor peers a record now, rather than at the end
@@ -513,7 +506,7 @@ func (s *Session) endAgent() {
 func (s *Session) record(peerID string, data api.EventData) {
 	// The message being collected happened before whatever is recorded
 	// now: write it first, so the log keeps the order clients saw.
-	s.flushMessage()
+	s.text.Flush()
 	raw := data.AppendJSON(nil)
 	s.seq++
 	s.lastSeq.Store(s.seq)
@@ -563,6 +556,27 @@ func (s *Session) flush() {
 	s.holdMessage()
 }
 
+// holdMessage hands the store the message being collected, as the event
+// it will be, when it is due (see stream.Collector.Hold). The actor calls
+// it after each batch's events were appended, so the held event follows
+// them.
+func (s *Session) holdMessage() {
+	if s.cfg.Store == nil {
+		return
+	}
+	data, at := s.text.Hold()
+	if data == nil {
+		return
+	}
+	ev := eventlog.Event{Session: s.key, Event: api.Event{
+		Seq: s.seq + 1, ID: eventlog.NewID(), ParentID: s.lastID, Timestamp: at.UTC(),
+		Type: data.EventType(), Data: data.AppendJSON(nil), AgentID: s.agentName,
+	}}
+	if err := s.cfg.Store.Hold(context.Background(), ev); err != nil {
+		s.log.Error("hold the message being streamed", "err", err)
+	}
+}
+
 // send queues a frame for p alone: a response, its copy of an agent
 // request. The events recorded before it are handed to the log first, so
 // that a client that reads the log once it has the frame finds them. A
@@ -584,7 +598,7 @@ func (s *Session) push(p *peer, frame []byte) {
 		return
 	}
 	if p.st.Lagging() {
-		s.flushMessage()
+		s.text.Flush()
 		s.catchUp(p, false)
 	}
 	n, err := p.out.Push(frame)

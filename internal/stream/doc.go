@@ -12,5 +12,7 @@
 // Recent keeps a session's latest events with their frames rendered once,
 // so that consumers catching up on the same stretch share them rather than
 // each read the store. AppendFrames renders a log event as the frames a
-// joining ACP client is given (docs/sessions.md, "History").
+// joining ACP client is given (docs/sessions.md, "History"). A Collector
+// gathers the text an agent streams into the agent.message events the log
+// holds; SkipText cuts them back into what a client was shown.
 package stream
