@@ -8,6 +8,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/stream"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // The ways a client joins the ACP session of a hub session besides
@@ -81,7 +82,7 @@ func loadParams(params []byte) (string, *jsonrpc.Error) {
 	if req.SessionID == "" {
 		return "", errBadParams("sessionId is required")
 	}
-	return req.SessionID, checkCwd(params)
+	return req.SessionID, workspace.CheckCwd(params)
 }
 
 // holds reports whether id is this hub session's ACP session.

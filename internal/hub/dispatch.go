@@ -2,10 +2,6 @@ package hub
 
 import (
 	"encoding/json"
-	"errors"
-	"io/fs"
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/acphub/acphub/api"
@@ -13,6 +9,7 @@ import (
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/policy"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // clientFrame handles one frame from a client.
@@ -232,7 +229,7 @@ func volunteers(params []byte) bool {
 // newSession answers session/new: the first creates the ACP session, the
 // others join it and get the cached result.
 func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
-	if e := checkCwd(m.Params); e != nil {
+	if e := workspace.CheckCwd(m.Params); e != nil {
 		s.replyError(p, m.ID, e)
 		return
 	}
@@ -246,7 +243,7 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	s.newParams = m.Params
-	ref, e := remoteOf(m.Params)
+	ref, e := workspace.RefOf(m.Params)
 	switch {
 	case e != nil:
 		s.newParams = nil
@@ -254,33 +251,13 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 	case ref != nil:
 		s.openRemote(p, m, *ref)
 	default:
-		if e := checkCwdExists(m.Params); e != nil {
+		if e := workspace.CheckLocalCwd(m.Params); e != nil {
 			s.newParams = nil
 			s.replyError(p, m.ID, e)
 			return
 		}
 		s.createSession(p, m)
 	}
-}
-
-// checkCwdExists refuses the session/new that creates a session whose cwd
-// is not a directory on the hub's machine, where its agent runs: the agent
-// would fail in it, or later, self_handle. A remote session's cwd is its
-// workspace instead, and is not checked.
-func checkCwdExists(params []byte) *jsonrpc.Error {
-	var p struct {
-		Cwd string `json:"cwd"`
-	}
-	_ = json.Unmarshal(params, &p)
-	switch fi, err := os.Stat(p.Cwd); {
-	case errors.Is(err, fs.ErrNotExist):
-		return errBadField("cwd", strconv.Quote(p.Cwd)+" does not exist on the hub's machine, where the agent runs")
-	case err != nil:
-		return errBadField("cwd", strconv.Quote(p.Cwd)+": "+err.Error())
-	case !fi.IsDir():
-		return errBadField("cwd", strconv.Quote(p.Cwd)+" is not a directory on the hub's machine")
-	}
-	return nil
 }
 
 // createSession sends the session/new that creates the ACP session to the
@@ -307,30 +284,4 @@ func (s *Session) createSession(p *peer, m *jsonrpc.Message) {
 			s.enter(w.peer, s.since(w.peer.replayFrom()), true, func() { s.reply(w.peer, w.id, s.newResult) })
 		}
 	})
-}
-
-// checkCwd refuses a session/new or session/load whose cwd is missing, not
-// a string or not absolute: ACP requires an absolute path, the agent works
-// in it and self_handle is confined to it. A client cannot know the
-// platform the agent runs on, so both the POSIX form (/work) and the
-// Windows forms (C:\work, C:/work, \\server\share) count as absolute.
-func checkCwd(params []byte) *jsonrpc.Error {
-	raw, ok := jsonrpc.Field(params, "cwd")
-	if !ok {
-		return errBadField("cwd", "required: the absolute path of the session's working directory")
-	}
-	var cwd string
-	if json.Unmarshal(raw, &cwd) != nil {
-		return errBadField("cwd", "expected a string")
-	}
-	if !absolutePath(cwd) {
-		return errBadField("cwd", strconv.Quote(cwd)+" is not an absolute path")
-	}
-	return nil
-}
-
-func absolutePath(p string) bool {
-	drive := len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') &&
-		('a' <= p[0]|0x20 && p[0]|0x20 <= 'z')
-	return strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\\`) || drive
 }

@@ -90,13 +90,6 @@ func errNoSession() *jsonrpc.Error {
 	return jsonrpc.NewError(api.CodeNoSession, api.ReasonNoSession, "No ACP session yet: send session/new first", nil)
 }
 
-// errBadField refuses params whose member field is wrong; data.field names
-// it as a path from params ("cwd", "_meta.acphub.dev/resultBranch"), the
-// message as a path from the message ("params.cwd").
-func errBadField(field, msg string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: params."+field+": "+msg, map[string]any{"field": field})
-}
-
 func errSessionMismatch(got string) *jsonrpc.Error {
 	return jsonrpc.NewError(api.CodeUnknownSession, api.ReasonUnknownSession,
 		"This hub session does not hold that sessionId", map[string]any{"sessionId": got})

@@ -106,9 +106,9 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 		return "", e
 	}
 	if req.SessionID == "" {
-		return "", errBadField("sessionId", "required: the session to fork")
+		return "", jsonrpc.BadField("sessionId", "required: the session to fork")
 	}
-	if e := checkCwd(params); e != nil {
+	if e := workspace.CheckCwd(params); e != nil {
 		return "", e
 	}
 	key, e := RequestedKey(params)
@@ -274,7 +274,7 @@ func (s *Session) becomeFork(m forkMsg) {
 		forkAgent()
 		return
 	}
-	s.openWorkspace(*src.remote, s.resultBranch(m.params), "", func(e *jsonrpc.Error) {
+	s.openWorkspace(*src.remote, workspace.ResultBranch(m.params, s.cfg.BranchPrefix, s.key), "", func(e *jsonrpc.Error) {
 		if e != nil {
 			fail(e)
 			return

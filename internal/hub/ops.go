@@ -106,7 +106,7 @@ func (s *Session) outcome(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	if params.OperationID == "" || len(params.OperationID) > ops.MaxIDSize {
-		s.replyError(p, m.ID, errBadField("operationId", "must be 1 to 128 characters"))
+		s.replyError(p, m.ID, jsonrpc.BadField("operationId", "must be 1 to 128 characters"))
 		return
 	}
 	switch op := s.ops.Find(params.OperationID, time.Now()); {

@@ -26,42 +26,13 @@ func (s *Session) remoteOptions() workspace.RemoteOptions {
 	return workspace.RemoteOptions{NoPush: s.cfg.NoPush, Logger: s.log}
 }
 
-// remoteOf returns the remote of session/new params, or nil.
-func remoteOf(params []byte) (*workspace.Ref, *jsonrpc.Error) {
-	raw, ok := jsonrpc.Field(params, "remote")
-	if !ok || string(raw) == "null" {
-		return nil, nil
-	}
-	var ref workspace.Ref
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams,
-			"Invalid params: "+jsonrpc.DescribeDecodeError("params.remote", raw, err), map[string]any{"field": "remote"})
-	}
-	return &ref, nil
-}
-
-// resultBranch is the branch a remote session pushes: the client's choice
-// in _meta (workspace.Open checks it), or workspace.BranchName's.
-func (s *Session) resultBranch(params []byte) string {
-	var p struct {
-		Meta struct {
-			Branch *string `json:"acphub.dev/resultBranch"`
-		} `json:"_meta"`
-	}
-	_ = json.Unmarshal(params, &p)
-	if p.Meta.Branch != nil {
-		return *p.Meta.Branch
-	}
-	return workspace.BranchName(s.cfg.BranchPrefix, s.key)
-}
-
 // openWorkspace checks ref out for the session on the result branch
 // branch, logged as done by peer, then calls then on the actor: with nil
 // once s.remote holds it, or with the error that answers the request that
 // asked for it.
 func (s *Session) openWorkspace(ref workspace.Ref, branch, peer string, then func(*jsonrpc.Error)) {
 	if s.cfg.Workspaces == nil {
-		then(errBadField("remote", "this hub does not run remote sessions"))
+		then(jsonrpc.BadField("remote", "this hub does not run remote sessions"))
 		return
 	}
 	s.cfg.Workspaces.OpenRemote(remoteActor{s}, s.key, ref, branch, peer, s.remoteOptions(), func(r *workspace.Remote, err error) {
@@ -78,7 +49,7 @@ func (s *Session) openWorkspace(ref workspace.Ref, branch, peer string, then fun
 // session out; the session/new goes on to the agent once it is there, with
 // the workspace as its cwd and without remote, which acphub handles for it.
 func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
-	s.openWorkspace(ref, s.resultBranch(m.Params), p.id, func(e *jsonrpc.Error) {
+	s.openWorkspace(ref, workspace.ResultBranch(m.Params, s.cfg.BranchPrefix, s.key), p.id, func(e *jsonrpc.Error) {
 		if e != nil {
 			s.failNewSession(p, m.ID, e)
 			return

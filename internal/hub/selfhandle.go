@@ -8,6 +8,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/toolexec"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // self_handle: acphub executes the agent's fs/* and terminal/* requests
@@ -107,11 +108,7 @@ func (s *Session) toolHost() (*toolHost, *jsonrpc.Error) {
 // root is the directory self_handle confines the agent to: the cwd of the
 // session/new that created the ACP session.
 func (s *Session) root() string {
-	var p struct {
-		Cwd string `json:"cwd"`
-	}
-	_ = json.Unmarshal(s.newParams, &p)
-	return p.Cwd
+	return workspace.Cwd(s.newParams)
 }
 
 // toolDone answers the agent and completes the audit of a finished

@@ -578,13 +578,15 @@ func (s *Session) holdMessage() {
 }
 
 // send queues a frame for p alone: a response, its copy of an agent
-// request. The events recorded before it are handed to the log first, so
-// that a client that reads the log once it has the frame finds them. A
-// lagging p is first given the log up to now, so the frame comes after
-// everything that happened before it.
+// request. The events recorded before it are handed to the log first,
+// and the summary they change is reported, so that a client that reads the
+// log or lists the sessions once it has the frame finds them. A lagging p
+// is first given the log up to now, so the frame comes after everything
+// that happened before it.
 func (s *Session) send(p *peer, frame []byte) {
 	if len(s.unflushed) > 0 {
 		s.flush()
+		s.report()
 	}
 	s.push(p, frame)
 	if len(p.ops) > 0 {

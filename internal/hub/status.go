@@ -7,6 +7,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/sessionlog"
+	"github.com/acphub/acphub/internal/workspace"
 )
 
 // Watcher is told how sessions change: the hub-wide session stream
@@ -120,11 +121,7 @@ func (s *Session) attachedPeers() []api.ConnectedClient {
 // its session/new params once.
 func (s *Session) cwd() string {
 	if len(s.newParams) > 0 && !s.cwdOf.same(s.newParams) {
-		var p struct {
-			Cwd string `json:"cwd"`
-		}
-		_ = json.Unmarshal(s.newParams, &p)
-		s.cwdOf = paramsCwd{params: s.newParams, cwd: p.Cwd}
+		s.cwdOf = paramsCwd{params: s.newParams, cwd: workspace.Cwd(s.newParams)}
 	}
 	return s.cwdOf.cwd
 }

@@ -27,6 +27,14 @@ func InvalidParams(what string) *Error {
 	return NewError(CodeInvalidParams, "bad_params", "Invalid params: "+what, nil)
 }
 
+// BadField is -32602 Invalid params, data.reason bad_params, for params
+// whose member field is wrong; data.field names it as a path from params
+// ("cwd", "_meta.acphub.dev/resultBranch"), the message as a path from the
+// message ("params.cwd").
+func BadField(field, msg string) *Error {
+	return NewError(CodeInvalidParams, "bad_params", "Invalid params: params."+field+": "+msg, map[string]any{"field": field})
+}
+
 // DescribeDecodeError says why json.Unmarshal of data, the value at the
 // JSON path root, failed with err, in JSON's terms: the path of the member
 // that does not fit ("params.prompt[0].text") and the JSON type expected

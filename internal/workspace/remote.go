@@ -313,7 +313,7 @@ func RPCError(err error) *jsonrpc.Error {
 		if we.Field == FieldResultBranch {
 			field = "_meta.acphub.dev/resultBranch"
 		}
-		return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams, "Invalid params: params."+field+": "+we.Message, map[string]any{"field": field})
+		return jsonrpc.BadField(field, we.Message)
 	}
 	data := map[string]any{}
 	var ge *GitError
