@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,7 +29,7 @@ const closeTimeout = 5 * time.Second
 // deleteMsg asks the actor to delete its session; the outcome goes to
 // reply.
 type deleteMsg struct {
-	reply chan *jsonrpc.Error
+	reply chan<- *jsonrpc.Error
 }
 
 // deletion is a deletion under way: what waits for its outcome.
@@ -49,28 +50,18 @@ func (h *Hub) Delete(ctx context.Context, key string, who *auth.Principal) *json
 	if err != nil {
 		return RPCError(err)
 	}
-	reply := make(chan *jsonrpc.Error, 1)
-	if err := s.post(ctx, deleteMsg{reply}); err != nil {
-		return RPCError(err)
-	}
-	select {
-	case e := <-reply:
-		return e
-	case <-s.done:
-		select {
-		case e := <-reply:
-			return e
-		default:
-		}
+	e, err := ask(ctx, s, func(reply chan<- *jsonrpc.Error) any { return deleteMsg{reply} }, nil)
+	if errors.Is(err, ErrSessionGone) {
 		// The session ended before it took the delete: deleted by someone
 		// else meanwhile, or the hub is stopping. The log says which.
 		if _, ok, err := h.cfg.Store.Last(ctx, key, ""); err == nil && !ok {
 			return nil
 		}
-		return RPCError(ErrSessionGone)
-	case <-ctx.Done():
-		return RPCError(ctx.Err())
 	}
+	if err != nil {
+		return RPCError(err)
+	}
+	return e
 }
 
 // deleteRequest handles session/delete: of this session's own id here, of

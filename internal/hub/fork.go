@@ -49,7 +49,7 @@ type forkSource struct {
 type forkMsg struct {
 	from   forkSource
 	params []byte // session/fork's params, as the client sent them
-	reply  chan *jsonrpc.Error
+	reply  chan<- *jsonrpc.Error
 }
 
 // isFork reports whether frame is a session/fork request.
@@ -145,23 +145,12 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 			return "", RPCError(err)
 		}
 	}
-	reply := make(chan *jsonrpc.Error, 1)
-	if err := child.post(ctx, forkMsg{from: src, params: params, reply: reply}); err != nil {
+	// ErrSessionGone: deleted while it was being made, or the hub stops.
+	made, err := ask(ctx, child, func(reply chan<- *jsonrpc.Error) any { return forkMsg{from: src, params: params, reply: reply} }, nil)
+	if err != nil {
 		return "", RPCError(err)
 	}
-	select {
-	case e := <-reply:
-		return key, e
-	case <-child.done: // deleted while it was being made, or the hub stops
-		select {
-		case e := <-reply:
-			return key, e
-		default:
-			return "", RPCError(ErrSessionGone)
-		}
-	case <-ctx.Done():
-		return "", RPCError(ctx.Err())
-	}
+	return key, made
 }
 
 // forkKey names a fork of the session key: after the operation id that
@@ -185,22 +174,16 @@ func (s *Session) forkSource(ctx context.Context) (forkSource, *jsonrpc.Error) {
 		src forkSource
 		e   *jsonrpc.Error
 	}
-	reply := make(chan answer, 1)
-	err := s.post(ctx, actorFunc(func() {
-		src, e := s.forkPoint()
-		reply <- answer{src, e}
-	}))
+	a, err := ask(ctx, s, func(reply chan<- answer) any {
+		return actorFunc(func() {
+			src, e := s.forkPoint()
+			reply <- answer{src, e}
+		})
+	}, nil)
 	if err != nil {
 		return forkSource{}, RPCError(err)
 	}
-	select {
-	case a := <-reply:
-		return a.src, a.e
-	case <-s.done:
-		return forkSource{}, RPCError(ErrSessionGone)
-	case <-ctx.Done():
-		return forkSource{}, RPCError(ctx.Err())
-	}
+	return a.src, a.e
 }
 
 // forkPoint is where a fork of the session starts: its log up to now,
@@ -286,7 +269,7 @@ func (s *Session) becomeFork(m forkMsg) {
 
 // forkAgent asks the fork's agent to fork the parent's session, and makes
 // the session it answers with the fork's ACP session.
-func (s *Session) forkAgent(src forkSource, reply chan *jsonrpc.Error, fail func(*jsonrpc.Error)) {
+func (s *Session) forkAgent(src forkSource, reply chan<- *jsonrpc.Error, fail func(*jsonrpc.Error)) {
 	if !agent.HasSessionCapability(s.agentInit, "fork") {
 		fail(errForkUnsupported(s.agentName))
 		return

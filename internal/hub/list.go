@@ -2,11 +2,8 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"slices"
-	"sort"
-	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/auth"
@@ -25,20 +22,9 @@ func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
 }
 
 // ListSessions answers session/list for a client of the agent agentName
-// ("" means the default agent), from the log: the hub sessions that run that agent and have an ACP
-// session, with the title their agent last gave them, most recently updated first, filtered by cwd when params give
-// one, and to those who reaches; each names its hub session in
-// _meta["acphub.dev/key"] and carries the agent's last usage_update in
-// _meta["acphub.dev/usage"]. The error is the one to answer the client with.
+// ("" means the default agent) who reaches the sessions who reaches (see
+// sessionlog.ListResult). The error is the one to answer the client with.
 func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte, who *auth.Principal) ([]byte, *jsonrpc.Error) {
-	var req struct {
-		Cwd string `json:"cwd"`
-	}
-	if params != nil {
-		if e := jsonrpc.UnmarshalParams(params, &req); e != nil {
-			return nil, e
-		}
-	}
 	if agentName == "" {
 		agentName = h.cfg.DefaultAgent
 	}
@@ -46,30 +32,7 @@ func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte,
 	if err != nil {
 		return nil, errLogRead()
 	}
-	type info struct {
-		SessionID string          `json:"sessionId"`
-		Cwd       string          `json:"cwd"`
-		Title     string          `json:"title,omitempty"`
-		UpdatedAt time.Time       `json:"updatedAt"`
-		Meta      json.RawMessage `json:"_meta"`
-	}
-	sort.SliceStable(list, func(i, j int) bool { return list[i].UpdatedAt.After(list[j].UpdatedAt) })
-	out := []info{}
-	for _, sum := range list {
-		if sum.SessionID == "" || sum.Agent != agentName || (req.Cwd != "" && sum.Cwd != req.Cwd) {
-			continue
-		}
-		meta, _ := json.Marshal(struct {
-			Key   string          `json:"acphub.dev/key"`
-			Usage json.RawMessage `json:"acphub.dev/usage,omitempty"`
-		}{sum.Key, sum.Usage})
-		out = append(out, info{SessionID: sum.SessionID, Cwd: sum.Cwd, Title: sum.Title, UpdatedAt: sum.UpdatedAt, Meta: meta})
-	}
-	result, err := json.Marshal(map[string]any{"sessions": out})
-	if err != nil {
-		panic("hub: session list does not marshal: " + err.Error())
-	}
-	return result, nil
+	return sessionlog.ListResult(list, agentName, params)
 }
 
 // List describes every session the hub holds or has a log of that who

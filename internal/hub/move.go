@@ -20,7 +20,7 @@ import (
 type releaseMsg struct {
 	peer  *peer
 	to    string
-	reply chan bool
+	reply chan<- bool
 }
 
 type adoptMsg struct {
@@ -67,19 +67,12 @@ func (c *Client) moveTarget(ctx context.Context, frame []byte) (*Session, bool) 
 // frame that asked for it.
 func (c *Client) move(ctx context.Context, target *Session, frame []byte) error {
 	from := c.p.sess.Load()
-	reply := make(chan bool, 1)
-	if err := from.post(ctx, releaseMsg{peer: c.p, to: target.key, reply: reply}); err != nil {
+	released, err := ask(ctx, from, func(reply chan<- bool) any { return releaseMsg{peer: c.p, to: target.key, reply: reply} }, nil)
+	switch {
+	case err != nil:
 		return err
-	}
-	select {
-	case ok := <-reply:
-		if !ok {
-			return ErrSessionGone
-		}
-	case <-from.done:
+	case !released:
 		return ErrSessionGone
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 	return target.post(ctx, adoptMsg{peer: c.p, frame: frame})
 }

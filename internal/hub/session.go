@@ -118,7 +118,7 @@ type Session struct {
 	origin    *api.SessionForked // where a fork's history starts (see fork.go), or nil
 	// forkWaiters are the replies of the fork's session/fork sent again
 	// while it was being made (the same operation id).
-	forkWaiters []chan *jsonrpc.Error
+	forkWaiters []chan<- *jsonrpc.Error
 
 	// What the session's summary says besides its log (see report):
 	// when its log started and last moved, the title and usage the
@@ -168,7 +168,7 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 type (
 	joinMsg struct {
 		opts  JoinOptions
-		reply chan joinReply
+		reply chan<- joinReply
 	}
 	joinReply struct {
 		client *Client
@@ -196,8 +196,6 @@ type (
 	}
 	idleExpired       struct{ gen int }
 	permissionExpired struct{ key string }
-	// syncMsg is handled once the actor handled what was posted before it.
-	syncMsg struct{ done chan struct{} }
 )
 
 // post hands msg to the actor, waiting while its inbox is full.
@@ -212,20 +210,46 @@ func (s *Session) post(ctx context.Context, msg any) error {
 	}
 }
 
-// sync waits until the actor has handled every message posted before.
-func (s *Session) sync(ctx context.Context) error {
-	done := make(chan struct{})
-	if err := s.post(ctx, syncMsg{done}); err != nil {
-		return err
+// ask posts the actor the message msg makes of a reply channel, and
+// returns the reply: ErrSessionGone if the actor ends without giving one,
+// or the context's error. When the context ends first, abandoned, if not
+// nil, is given the reply that comes later.
+func ask[T any](ctx context.Context, s *Session, msg func(reply chan<- T) any, abandoned func(T)) (T, error) {
+	var zero T
+	reply := make(chan T, 1)
+	if err := s.post(ctx, msg(reply)); err != nil {
+		return zero, err
 	}
 	select {
-	case <-done:
-		return nil
+	case r := <-reply:
+		return r, nil
 	case <-s.done:
-		return ErrSessionGone
+		select {
+		case r := <-reply:
+			return r, nil
+		default:
+			return zero, ErrSessionGone
+		}
 	case <-ctx.Done():
-		return ctx.Err()
+		if abandoned != nil {
+			go func() {
+				select {
+				case r := <-reply:
+					abandoned(r)
+				case <-s.done:
+				}
+			}()
+		}
+		return zero, ctx.Err()
 	}
+}
+
+// sync waits until the actor has handled every message posted before.
+func (s *Session) sync(ctx context.Context) error {
+	_, err := ask(ctx, s, func(reply chan<- struct{}) any {
+		return actorFunc(func() { reply <- struct{}{} })
+	}, nil)
+	return err
 }
 
 // postAsync hands msg to the actor from a timer, without waiting forever.
@@ -238,24 +262,15 @@ func (s *Session) postAsync(msg any) {
 
 // join adds a client through the actor.
 func (s *Session) join(ctx context.Context, opts JoinOptions) (*Client, error) {
-	reply := make(chan joinReply, 1)
-	if err := s.post(ctx, joinMsg{opts: opts, reply: reply}); err != nil {
+	r, err := ask(ctx, s, func(reply chan<- joinReply) any { return joinMsg{opts: opts, reply: reply} }, func(r joinReply) {
+		if r.client != nil {
+			r.client.Leave() // the caller gave up: the client does not linger
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case r := <-reply:
-		return r.client, r.err
-	case <-s.done:
-		return nil, ErrSessionGone
-	case <-ctx.Done():
-		// The actor still answers; make sure the client does not linger.
-		go func() {
-			if r := <-reply; r.client != nil {
-				r.client.Leave()
-			}
-		}()
-		return nil, ctx.Err()
-	}
+	return r.client, r.err
 }
 
 // postAgent hands the actor a message from the agent reader. It waits while
@@ -436,8 +451,6 @@ func (s *Session) handle(msg any) {
 		s.idleExpired(m.gen)
 	case permissionExpired:
 		s.permissionExpired(m.key)
-	case syncMsg:
-		close(m.done)
 	case deleteMsg:
 		s.remove(func(e *jsonrpc.Error) { m.reply <- e })
 	case forkMsg:

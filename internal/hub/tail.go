@@ -36,7 +36,7 @@ func renderEvent(frames [][]byte, ev eventlog.Event) [][]byte {
 type tailMsg struct {
 	after     int64
 	ephemeral bool
-	reply     chan *tail
+	reply     chan<- *tail
 }
 
 type untailMsg struct{ t *tail }
@@ -118,22 +118,13 @@ func (h *Hub) Tail(ctx context.Context, key string, after int64, ephemeral bool)
 	if err != nil {
 		return nil, err
 	}
-	reply := make(chan *tail, 1)
-	if err := s.post(ctx, tailMsg{after: after, ephemeral: ephemeral, reply: reply}); err != nil {
+	t, err := ask(ctx, s, func(reply chan<- *tail) any {
+		return tailMsg{after: after, ephemeral: ephemeral, reply: reply}
+	}, func(t *tail) { _ = s.post(context.Background(), untailMsg{t}) })
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case t := <-reply:
-		return &Tail{s: s, t: t}, nil
-	case <-s.done:
-		return nil, ErrSessionGone
-	case <-ctx.Done():
-		go func() {
-			t := <-reply
-			_ = s.post(context.Background(), untailMsg{t})
-		}()
-		return nil, ctx.Err()
-	}
+	return &Tail{s: s, t: t}, nil
 }
 
 // Next returns the next events, each one JSON document, waiting until

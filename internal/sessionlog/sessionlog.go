@@ -1,17 +1,20 @@
 // Package sessionlog reads what a session's log says about the session:
 // what a hub needs to reopen it (State), and what a list shows of a session
 // the hub does not hold (Summary). It reads the latest event of each type
-// it needs, never the whole log.
+// it needs, never the whole log. ListResult makes ACP's session/list of
+// the sessions' summaries.
 package sessionlog
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // State is what a session's log says about it when a hub (re)opens it:
@@ -180,4 +183,46 @@ func Summary(ctx context.Context, store eventlog.Store, info eventlog.SessionInf
 		return sum, err
 	}
 	return sum, nil
+}
+
+// ListResult is the result of ACP session/list with params for a client of
+// the agent agentName, from the summaries of the sessions it reaches: the
+// ones that run that agent and have an ACP session, in the cwd params give
+// if they give one, most recently updated first, each with the title its
+// agent last gave it, naming its hub session in _meta["acphub.dev/key"]
+// and carrying the agent's last usage_update in _meta["acphub.dev/usage"].
+func ListResult(list []api.SessionSummary, agentName string, params []byte) ([]byte, *jsonrpc.Error) {
+	var req struct {
+		Cwd string `json:"cwd"`
+	}
+	if params != nil {
+		if e := jsonrpc.UnmarshalParams(params, &req); e != nil {
+			return nil, e
+		}
+	}
+	type info struct {
+		SessionID string          `json:"sessionId"`
+		Cwd       string          `json:"cwd"`
+		Title     string          `json:"title,omitempty"`
+		UpdatedAt time.Time       `json:"updatedAt"`
+		Meta      json.RawMessage `json:"_meta"`
+	}
+	list = slices.Clone(list)
+	slices.SortStableFunc(list, func(a, b api.SessionSummary) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+	out := []info{}
+	for _, sum := range list {
+		if sum.SessionID == "" || sum.Agent != agentName || (req.Cwd != "" && sum.Cwd != req.Cwd) {
+			continue
+		}
+		meta, _ := json.Marshal(struct {
+			Key   string          `json:"acphub.dev/key"`
+			Usage json.RawMessage `json:"acphub.dev/usage,omitempty"`
+		}{sum.Key, sum.Usage})
+		out = append(out, info{SessionID: sum.SessionID, Cwd: sum.Cwd, Title: sum.Title, UpdatedAt: sum.UpdatedAt, Meta: meta})
+	}
+	result, err := json.Marshal(map[string]any{"sessions": out})
+	if err != nil {
+		panic("sessionlog: session list does not marshal: " + err.Error())
+	}
+	return result, nil
 }

@@ -3,6 +3,7 @@ package sessionlog_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +75,66 @@ func TestRead(t *testing.T) {
 	)
 	if st, err = sessionlog.Read(ctx, store, "r"); err != nil || st.Workspace != nil || st.Interrupted != nil || len(st.Ended) != 1 {
 		t.Errorf("after a removal and a turn's end: %+v, %v", st, err)
+	}
+}
+
+func TestListResult(t *testing.T) {
+	t.Parallel()
+	at := func(s int64) time.Time { return time.Unix(s, 0).UTC() }
+	list := []api.SessionSummary{
+		{Key: "old", SessionID: "s1", Agent: "demo", Cwd: "/a", UpdatedAt: at(1), Title: "first"},
+		{Key: "new", SessionID: "s2", Agent: "demo", Cwd: "/b", UpdatedAt: at(3), Usage: json.RawMessage(`{"used":5}`)},
+		{Key: "mid", SessionID: "s3", Agent: "demo", Cwd: "/a", UpdatedAt: at(2)},
+		{Key: "other", SessionID: "s4", Agent: "other", Cwd: "/a", UpdatedAt: at(4)},
+		{Key: "none", Agent: "demo", Cwd: "/a", UpdatedAt: at(5)}, // no ACP session yet
+	}
+	type entry struct {
+		SessionID string    `json:"sessionId"`
+		Cwd       string    `json:"cwd"`
+		Title     string    `json:"title"`
+		UpdatedAt time.Time `json:"updatedAt"`
+		Meta      struct {
+			Key   string          `json:"acphub.dev/key"`
+			Usage json.RawMessage `json:"acphub.dev/usage"`
+		} `json:"_meta"`
+	}
+	decode := func(params string) []entry {
+		t.Helper()
+		var p []byte
+		if params != "" {
+			p = []byte(params)
+		}
+		raw, e := sessionlog.ListResult(list, "demo", p)
+		if e != nil {
+			t.Fatalf("ListResult(%s): %v", params, e)
+		}
+		var r struct{ Sessions []entry }
+		if err := json.Unmarshal(raw, &r); err != nil || r.Sessions == nil {
+			t.Fatalf("result %s: %v", raw, err)
+		}
+		return r.Sessions
+	}
+	all := decode("")
+	var keys []string
+	for _, e := range all {
+		keys = append(keys, e.Meta.Key)
+	}
+	if got := strings.Join(keys, ","); got != "new,mid,old" {
+		t.Errorf("listed %s, want new,mid,old (newest first, this agent's, with an ACP session)", got)
+	}
+	if all[0].SessionID != "s2" || string(all[0].Meta.Usage) != `{"used":5}` || all[2].Title != "first" || !all[0].UpdatedAt.Equal(at(3)) {
+		t.Errorf("entries %+v", all)
+	}
+	if got := decode(`{"cwd":"/a"}`); len(got) != 2 || got[0].Meta.Key != "mid" {
+		t.Errorf("cwd /a: %+v", got)
+	}
+	if got := decode(`{"cwd":"/z"}`); len(got) != 0 {
+		t.Errorf("cwd /z: %+v", got)
+	}
+	if _, e := sessionlog.ListResult(list, "demo", []byte(`{"cwd":5}`)); e == nil || e.Reason() != "bad_params" {
+		t.Errorf("cwd 5: %v", e)
+	}
+	if list[0].Key != "old" {
+		t.Error("ListResult reordered its argument")
 	}
 }
