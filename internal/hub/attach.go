@@ -7,6 +7,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/stream"
 	"github.com/acphub/acphub/internal/workspace"
 )
@@ -196,7 +197,7 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	if req.ClientInfo != nil {
 		p.info = req.ClientInfo
 	}
-	p.volunteer = p.volunteer || volunteers(m.Params)
+	p.volunteer = p.volunteer || policy.Volunteers(m.Params)
 	if p.attached {
 		s.detachPeer(p, "re-attaching", "")
 		s.adopt(p)

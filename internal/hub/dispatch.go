@@ -135,7 +135,7 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, e)
 		return
 	}
-	p.caps, p.info, p.volunteer = params.ClientCapabilities, params.ClientInfo, volunteers(m.Params)
+	p.caps, p.info, p.volunteer = params.ClientCapabilities, params.ClientInfo, policy.Volunteers(m.Params)
 	switch {
 	case s.initResult != nil:
 		p.initialized = true
@@ -145,7 +145,7 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 		s.initWaiters = append(s.initWaiters, waiter{p, m.ID})
 		return
 	}
-	sent := agentInitParams(s.policy, m.Params)
+	sent := s.policy.AgentInitParams(m.Params)
 	if err := s.startAgent(); err != nil {
 		s.replyError(p, m.ID, agent.StartError(err.Error(), ""))
 		return
@@ -207,25 +207,6 @@ func clientInitResult(result []byte) []byte {
 	return result
 }
 
-// agentInitParams returns the initialize params for the agent: the client's
-// own, with fs and terminal capabilities set to what the policy serves.
-func agentInitParams(pol policy.Policy, params []byte) []byte {
-	caps, _ := jsonrpc.Field(params, "clientCapabilities")
-	out, _ := jsonrpc.SetField(params, "clientCapabilities", pol.AgentCapabilities(caps))
-	return out
-}
-
-// volunteers reports whether params carry "_meta": {"acphub.dev/executor":
-// true}: the client offers to execute client tools in single_pass_through.
-func volunteers(params []byte) bool {
-	var p struct {
-		Meta struct {
-			Executor bool `json:"acphub.dev/executor"`
-		} `json:"_meta"`
-	}
-	return json.Unmarshal(params, &p) == nil && p.Meta.Executor
-}
-
 // newSession answers session/new: the first creates the ACP session, the
 // others join it and get the cached result.
 func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
@@ -233,7 +214,7 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, e)
 		return
 	}
-	p.volunteer = p.volunteer || volunteers(m.Params)
+	p.volunteer = p.volunteer || policy.Volunteers(m.Params)
 	switch {
 	case s.newResult != nil:
 		s.enter(p, s.since(p.replayFrom()), true, func() { s.reply(p, m.ID, s.newResult) })

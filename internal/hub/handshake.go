@@ -29,7 +29,7 @@ func (h *Hub) Initialize(ctx context.Context, agentName string, params []byte) (
 	}
 	opts := h.cfg.AgentOptions
 	opts.Logger = h.log.With("handshake", agentName)
-	sent := agentInitParams(h.cfg.policyFor(agentName), params)
+	sent := h.cfg.policyFor(agentName).AgentInitParams(params)
 	if sent == nil {
 		sent = []byte("{}")
 	}

@@ -125,8 +125,7 @@ type Session struct {
 	// agent gave it, and, while no agent runs, why (api.StateStopped or
 	// api.StateAgentExited; "" before the first agent).
 	createdAt, updatedAt time.Time
-	title                string
-	usage                json.RawMessage
+	described            api.SessionDescribed
 	agentEnd             string
 	cwdOf                paramsCwd
 	reported             reported

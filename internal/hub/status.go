@@ -1,9 +1,6 @@
 package hub
 
 import (
-	"bytes"
-	"encoding/json"
-
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/sessionlog"
@@ -77,7 +74,7 @@ func (s *Session) summary(state string) *api.SessionSummary {
 		Key: s.key, SessionID: s.sessionIDString(), Agent: s.agentName, Cwd: s.cwd(),
 		CreatedAt: s.createdAt, UpdatedAt: s.updatedAt, LastSeq: s.seq,
 		Clients: int64(len(s.peers)), AgentRunning: s.agent != nil,
-		State: state, Title: s.title, Usage: s.usage, Waiting: int64(s.waiting()),
+		State: state, Title: s.described.Title, Usage: s.described.Usage, Waiting: int64(s.waiting()),
 		Peers: s.attachedPeers(),
 	}
 	if s.remoteLive() {
@@ -138,39 +135,18 @@ func (c paramsCwd) same(params []byte) bool {
 	return len(c.params) == len(params) && len(params) > 0 && &c.params[0] == &params[0]
 }
 
-var (
-	kindInfoUpdate  = []byte(`"session_info_update"`)
-	kindUsageUpdate = []byte(`"usage_update"`)
-)
-
 // describe keeps the title or usage an agent update of kind gives, and
-// records what the session keeps of both after it (api.SessionDescribed).
+// records what the session keeps of both after it.
 func (s *Session) describe(kind, update []byte) {
-	switch {
-	case bytes.Equal(kind, kindInfoUpdate):
-		raw, ok := jsonrpc.Field(update, "title")
-		if !ok {
-			return
-		}
-		var title *string
-		if json.Unmarshal(raw, &title) != nil {
-			return
-		}
-		s.title = ""
-		if title != nil {
-			s.title = *title
-		}
-	case bytes.Equal(kind, kindUsageUpdate):
-		s.usage = bytes.Clone(update)
-	default:
-		return
+	if sessionlog.Describe(&s.described, kind, update) {
+		d := s.described
+		s.record("", &d)
 	}
-	s.record("", &api.SessionDescribed{Title: s.title, Usage: s.usage})
 }
 
 // restoreStatus takes what a reopened session's log says of it.
 func (s *Session) restoreStatus(p *sessionlog.State) {
 	s.createdAt, s.updatedAt = p.Created, p.Updated
-	s.title, s.usage = p.Described.Title, p.Described.Usage
+	s.described = p.Described
 	s.agentEnd = api.StateStopped
 }

@@ -10,6 +10,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -165,6 +166,27 @@ func (p Policy) AgentCapabilities(client []byte) []byte {
 		}
 	}
 	return caps
+}
+
+// AgentInitParams returns the initialize params to send the agent, from
+// the params of the client that initialized the session: its own, with the
+// clientCapabilities AgentCapabilities gives.
+func (p Policy) AgentInitParams(params []byte) []byte {
+	caps, _ := jsonrpc.Field(params, "clientCapabilities")
+	out, _ := jsonrpc.SetField(params, "clientCapabilities", p.AgentCapabilities(caps))
+	return out
+}
+
+// Volunteers reports whether params (of initialize, session/new or
+// session/attach) carry "_meta": {"acphub.dev/executor": true}: the client
+// offers to execute client tools in single_pass_through.
+func Volunteers(params []byte) bool {
+	var p struct {
+		Meta struct {
+			Executor bool `json:"acphub.dev/executor"`
+		} `json:"_meta"`
+	}
+	return json.Unmarshal(params, &p) == nil && p.Meta.Executor
 }
 
 // selfHandled is the capability value acphub serves for ns, keeping the

@@ -73,6 +73,35 @@ func TestPolicy_AgentCapabilities(t *testing.T) {
 	}
 }
 
+func TestPolicy_AgentInitParams(t *testing.T) {
+	t.Parallel()
+	params := `{"protocolVersion":1,"clientCapabilities":{"terminal":true,"x":2},"clientInfo":{"name":"zed"},"_meta":{"u":1}}`
+	got := string(policy.Policy{}.AgentInitParams([]byte(params)))
+	if want := `{"protocolVersion":1,"clientCapabilities":{"x":2},"clientInfo":{"name":"zed"},"_meta":{"u":1}}`; got != want {
+		t.Errorf("blocked: %s, want %s", got, want)
+	}
+	got = string(policy.Policy{FS: policy.SelfHandle}.AgentInitParams([]byte(`{"protocolVersion":1}`)))
+	if want := `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true}}}`; got != want {
+		t.Errorf("self_handle without clientCapabilities: %s, want %s", got, want)
+	}
+}
+
+func TestVolunteers(t *testing.T) {
+	t.Parallel()
+	for params, want := range map[string]bool{
+		`{"_meta":{"acphub.dev/executor":true}}`:  true,
+		`{"_meta":{"acphub.dev/executor":false}}`: false,
+		`{"_meta":{"acphub.dev/executor":"yes"}}`: false,
+		`{"_meta":{}}`: false,
+		`{}`:           false,
+		`[]`:           false,
+	} {
+		if got := policy.Volunteers([]byte(params)); got != want {
+			t.Errorf("Volunteers(%s) = %v, want %v", params, got, want)
+		}
+	}
+}
+
 func TestCapable(t *testing.T) {
 	t.Parallel()
 	caps := []byte(`{"fs":{"readTextFile":true,"writeTextFile":false},"terminal":true}`)

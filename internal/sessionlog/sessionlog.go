@@ -6,6 +6,7 @@
 package sessionlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -225,4 +226,37 @@ func ListResult(list []api.SessionSummary, agentName string, params []byte) ([]b
 		panic("sessionlog: session list does not marshal: " + err.Error())
 	}
 	return result, nil
+}
+
+var (
+	kindInfoUpdate  = []byte(`"session_info_update"`)
+	kindUsageUpdate = []byte(`"usage_update"`)
+)
+
+// Describe takes into d the title or usage a session/update of kind (its
+// raw sessionUpdate) gives: the title of a session_info_update that has
+// one (null clears it), the whole update of a usage_update. It reports
+// whether the update was one of them, and d is then what the session keeps
+// of both, to be logged as session.described.
+func Describe(d *api.SessionDescribed, kind, update []byte) bool {
+	switch {
+	case bytes.Equal(kind, kindInfoUpdate):
+		raw, ok := jsonrpc.Field(update, "title")
+		if !ok {
+			return false
+		}
+		var title *string
+		if json.Unmarshal(raw, &title) != nil {
+			return false
+		}
+		d.Title = ""
+		if title != nil {
+			d.Title = *title
+		}
+	case bytes.Equal(kind, kindUsageUpdate):
+		d.Usage = bytes.Clone(update)
+	default:
+		return false
+	}
+	return true
 }

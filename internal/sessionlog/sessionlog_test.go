@@ -138,3 +138,29 @@ func TestListResult(t *testing.T) {
 		t.Error("ListResult reordered its argument")
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	var d api.SessionDescribed
+	for _, tt := range []struct {
+		kind, update string
+		changed      bool
+		title, usage string
+	}{
+		{`"session_info_update"`, `{"sessionUpdate":"session_info_update","title":"Fix the build"}`, true, "Fix the build", ""},
+		{`"session_info_update"`, `{"sessionUpdate":"session_info_update","updatedAt":"x"}`, false, "Fix the build", ""},
+		{`"session_info_update"`, `{"sessionUpdate":"session_info_update","title":7}`, false, "Fix the build", ""},
+		{`"usage_update"`, `{"sessionUpdate":"usage_update","used":10,"size":100}`, true, "Fix the build", `{"sessionUpdate":"usage_update","used":10,"size":100}`},
+		{`"agent_message_chunk"`, `{"sessionUpdate":"agent_message_chunk"}`, false, "Fix the build", `{"sessionUpdate":"usage_update","used":10,"size":100}`},
+		{`"session_info_update"`, `{"sessionUpdate":"session_info_update","title":null}`, true, "", `{"sessionUpdate":"usage_update","used":10,"size":100}`},
+	} {
+		update := []byte(tt.update)
+		if got := sessionlog.Describe(&d, []byte(tt.kind), update); got != tt.changed {
+			t.Errorf("Describe(%s) = %v, want %v", tt.update, got, tt.changed)
+		}
+		update[0] = 'X' // Describe keeps a copy
+		if d.Title != tt.title || string(d.Usage) != tt.usage {
+			t.Errorf("after %s: %q %s, want %q %s", tt.update, d.Title, d.Usage, tt.title, tt.usage)
+		}
+	}
+}
