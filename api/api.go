@@ -176,6 +176,17 @@ func (e *RPCError) Error() string {
 	return s
 }
 
+// DecodeRPCError decodes the error object of a JSON-RPC response, for an
+// event or a notification that reports it. An object that does not decode
+// is reported as -32603 "malformed error object".
+func DecodeRPCError(raw []byte) *RPCError {
+	var e RPCError
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return &RPCError{Code: -32603, Message: "malformed error object"}
+	}
+	return &e
+}
+
 // Is reports whether target is an *RPCError with the same code.
 func (e *RPCError) Is(target error) bool {
 	t, ok := target.(*RPCError)

@@ -144,3 +144,14 @@ func TestStatesAreTheSchemas(t *testing.T) {
 		t.Errorf("the schema's states %q, the constants %q", got, want)
 	}
 }
+
+func TestDecodeRPCError(t *testing.T) {
+	t.Parallel()
+	e := api.DecodeRPCError([]byte(`{"code":-32030,"message":"Blocked","data":{"reason":"policy_blocked","x":1}}`))
+	if e.Code != -32030 || e.Message != "Blocked" || e.Reason() != "policy_blocked" || string(e.Data) != `{"reason":"policy_blocked","x":1}` {
+		t.Errorf("decoded %+v", e)
+	}
+	if e := api.DecodeRPCError([]byte(`"nope"`)); e.Code != -32603 || e.Message != "malformed error object" {
+		t.Errorf("malformed: %+v", e)
+	}
+}

@@ -352,15 +352,3 @@ func (s *Session) attachFrom(seq int64) (from int64, ok bool) {
 	}
 	return seq, true
 }
-
-// connectedClients lists the attached peers and p.
-func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
-	var out []api.ConnectedClient
-	for _, q := range s.peers {
-		if q.attached || q == p {
-			token, role := q.who.Describe()
-			out = append(out, api.ConnectedClient{ClientID: q.id, ClientInfo: q.info, Role: role, Token: token})
-		}
-	}
-	return out
-}

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -103,16 +102,6 @@ func errQueueFull(limit int) *jsonrpc.Error {
 func errUnknownHubMethod(method string) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, api.ReasonUnknownMethod,
 		"Method not found", map[string]any{"method": method})
-}
-
-// rpcError decodes the error object of a response for an event or a
-// notification.
-func rpcError(raw []byte) *api.RPCError {
-	var e api.RPCError
-	if err := json.Unmarshal(raw, &e); err != nil {
-		return &api.RPCError{Code: jsonrpc.CodeInternal, Message: "malformed error object"}
-	}
-	return &e
 }
 
 func errCancelled() *jsonrpc.Error {

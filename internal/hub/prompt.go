@@ -93,7 +93,7 @@ func (s *Session) endTurn(t *turn, resp *jsonrpc.Message, target json.RawMessage
 	s.turn = nil
 	done := api.TurnCompleteParams{SessionID: s.sessionIDString(), Peer: t.peer.id, Target: target, OperationID: t.op}
 	if resp.Error != nil {
-		done.Error = rpcError(resp.Error)
+		done.Error = api.DecodeRPCError(resp.Error)
 	} else {
 		var r struct {
 			StopReason string `json:"stopReason"`

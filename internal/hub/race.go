@@ -203,7 +203,7 @@ func permissionResolution(sessionID, who string, r *agentRequest, m *jsonrpc.Mes
 	_ = json.Unmarshal(r.msg.Params, &req)
 	out.ToolCallID, out.Title = req.ToolCall.ToolCallID, req.ToolCall.Title
 	if m.Error != nil {
-		out.Error = rpcError(m.Error)
+		out.Error = api.DecodeRPCError(m.Error)
 		return out
 	}
 	var res struct {

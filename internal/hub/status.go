@@ -104,11 +104,17 @@ func (s *Session) attachedPeers() []api.ConnectedClient {
 	if same && n == len(last) {
 		return last
 	}
-	out := make([]api.ConnectedClient, 0, n)
-	for _, p := range s.peers {
-		if p.attached {
-			token, role := p.who.Describe()
-			out = append(out, api.ConnectedClient{ClientID: p.id, ClientInfo: p.info, Role: role, Token: token})
+	return s.connectedClients(nil)
+}
+
+// connectedClients lists the attached peers and p (nil: none besides),
+// in join order.
+func (s *Session) connectedClients(p *peer) []api.ConnectedClient {
+	out := []api.ConnectedClient{}
+	for _, q := range s.peers {
+		if q.attached || q == p {
+			token, role := q.who.Describe()
+			out = append(out, api.ConnectedClient{ClientID: q.id, ClientInfo: q.info, Role: role, Token: token})
 		}
 	}
 	return out

@@ -60,11 +60,7 @@ func (c *Call) Answered(executor string, result, errObj []byte, withdrawn bool) 
 		if withdrawn {
 			c.Event.Outcome = api.ReasonCancelled
 		}
-		var e api.RPCError
-		if json.Unmarshal(errObj, &e) != nil {
-			e = api.RPCError{Code: jsonrpc.CodeInternal, Message: "malformed error object"}
-		}
-		c.Event.Error = &e
+		c.Event.Error = api.DecodeRPCError(errObj)
 		return ""
 	}
 	c.Event.Outcome = "ok"
