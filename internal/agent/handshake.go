@@ -35,11 +35,14 @@ func NewHandshakes() *Handshakes {
 	return &Handshakes{results: make(map[string][]byte), running: make(map[string]chan struct{}), quit: make(chan struct{})}
 }
 
-// Note keeps result as the initialize result of the agent name.
-func (hs *Handshakes) Note(name string, result []byte) {
+// Note keeps, as the initialize result clients of the agent name get, the
+// one ClientInitResult makes of the agent's own result, and returns it.
+func (hs *Handshakes) Note(name string, result []byte) []byte {
+	result = ClientInitResult(result)
 	hs.mu.Lock()
 	hs.results[name] = result
 	hs.mu.Unlock()
+	return result
 }
 
 // Close stops the handshakes that run (their Handshake fails with
@@ -54,13 +57,17 @@ func (hs *Handshakes) Close() {
 	}
 }
 
-// ErrHandshakesClosed is Result's error after Close.
+// ErrHandshakesClosed is Initialize's error after Close.
 var ErrHandshakesClosed = errors.New("agent: handshakes are closed")
 
-// Result returns the initialize result noted for the agent name, or else
-// the one run returns: run is called once for concurrent callers, with a
-// channel Close closes, and a failure is not kept.
-func (hs *Handshakes) Result(ctx context.Context, name string, run func(ctx context.Context, stop <-chan struct{}) ([]byte, error)) ([]byte, error) {
+// Initialize returns the initialize result clients of the agent name get
+// (see Note): the one noted, or else the one ClientInitResult makes of the
+// result of a Handshake of spec with opts and params. Concurrent callers
+// share one handshake, and a failure is not kept. The error is
+// ErrHandshakesClosed, or ErrHandshakeStopped when Close stopped the
+// handshake, the context's, or a *jsonrpc.Error to answer the client with:
+// the agent's own error, or StartError's.
+func (hs *Handshakes) Initialize(ctx context.Context, name string, spec Spec, opts Options, params []byte) ([]byte, error) {
 	for {
 		hs.mu.Lock()
 		select {
@@ -86,20 +93,47 @@ func (hs *Handshakes) Result(ctx context.Context, name string, run func(ctx cont
 		hs.running[name] = done
 		hs.mu.Unlock()
 
-		result, err := run(ctx, hs.quit)
+		result, err := Handshake(ctx, spec, opts, params, hs.quit)
 		hs.mu.Lock()
 		delete(hs.running, name)
 		if err == nil {
 			if noted, ok := hs.results[name]; ok {
 				result = noted // a session's, meanwhile
 			} else {
+				result = ClientInitResult(result)
 				hs.results[name] = result
 			}
 		}
 		close(done)
 		hs.mu.Unlock()
+		if he, ok := errors.AsType[*HandshakeError](err); ok {
+			return nil, StartError(he.Message, he.StderrTail)
+		}
 		return result, err
 	}
+}
+
+// ClientInitResult is the initialize result clients get from the agent's:
+// the same, advertising what acphub answers itself for every hub session —
+// session/load, session/resume, session/list and session/delete.
+func ClientInitResult(result []byte) []byte {
+	caps, ok := jsonrpc.Field(result, "agentCapabilities")
+	if !ok || caps[0] != '{' {
+		caps = []byte("{}")
+	}
+	caps, _ = jsonrpc.SetField(caps, "loadSession", []byte("true"))
+	sc, ok := jsonrpc.Field(caps, "sessionCapabilities")
+	if !ok || sc[0] != '{' {
+		sc = []byte("{}")
+	}
+	sc, _ = jsonrpc.SetField(sc, "list", []byte("{}"))
+	sc, _ = jsonrpc.SetField(sc, "resume", []byte("{}"))
+	sc, _ = jsonrpc.SetField(sc, "delete", []byte("{}"))
+	caps, _ = jsonrpc.SetField(caps, "sessionCapabilities", sc)
+	if out, ok := jsonrpc.SetField(result, "agentCapabilities", caps); ok {
+		return out
+	}
+	return result
 }
 
 // HandshakeError is why an agent gave no initialize result: it could not

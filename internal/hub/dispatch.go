@@ -175,36 +175,11 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 }
 
 // setInitResult keeps the agent's initialize result and the one clients
-// get (see clientInitResult), and gives the hub the latter for connections
-// that initialize before they join a session (see Hub.Initialize).
+// get, and gives the hub the latter for connections that initialize
+// before they join a session (see Hub.Initialize).
 func (s *Session) setInitResult(result []byte) {
 	s.agentInit = result
-	s.initResult = clientInitResult(result)
-	s.hub.handshakes.Note(s.agentName, s.initResult)
-}
-
-// clientInitResult is the initialize result clients get from the agent's:
-// the same, advertising what acphub answers itself — session/load,
-// session/resume, session/list and session/delete, served by the hub for every hub
-// session.
-func clientInitResult(result []byte) []byte {
-	caps, ok := jsonrpc.Field(result, "agentCapabilities")
-	if !ok || caps[0] != '{' {
-		caps = []byte("{}")
-	}
-	caps, _ = jsonrpc.SetField(caps, "loadSession", []byte("true"))
-	sc, ok := jsonrpc.Field(caps, "sessionCapabilities")
-	if !ok || sc[0] != '{' {
-		sc = []byte("{}")
-	}
-	sc, _ = jsonrpc.SetField(sc, "list", []byte("{}"))
-	sc, _ = jsonrpc.SetField(sc, "resume", []byte("{}"))
-	sc, _ = jsonrpc.SetField(sc, "delete", []byte("{}"))
-	caps, _ = jsonrpc.SetField(caps, "sessionCapabilities", sc)
-	if out, ok := jsonrpc.SetField(result, "agentCapabilities", caps); ok {
-		return out
-	}
-	return result
+	s.initResult = s.hub.handshakes.Note(s.agentName, result)
 }
 
 // newSession answers session/new: the first creates the ACP session, the

@@ -33,19 +33,9 @@ func (h *Hub) Initialize(ctx context.Context, agentName string, params []byte) (
 	if sent == nil {
 		sent = []byte("{}")
 	}
-	result, err := h.handshakes.Result(ctx, agentName, func(ctx context.Context, stop <-chan struct{}) ([]byte, error) {
-		result, err := agent.Handshake(ctx, spec, opts, sent, stop)
-		if err != nil {
-			return nil, err
-		}
-		return clientInitResult(result), nil
-	})
-	var he *agent.HandshakeError
-	switch {
-	case errors.Is(err, agent.ErrHandshakesClosed), errors.Is(err, agent.ErrHandshakeStopped):
+	result, err := h.handshakes.Initialize(ctx, agentName, spec, opts, sent)
+	if errors.Is(err, agent.ErrHandshakesClosed) || errors.Is(err, agent.ErrHandshakeStopped) {
 		return nil, ErrClosed
-	case errors.As(err, &he):
-		return nil, agent.StartError(he.Message, he.StderrTail)
 	}
 	return result, err
 }
