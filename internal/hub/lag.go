@@ -84,38 +84,18 @@ func (s *Session) catchUp(p *peer, live bool) {
 	}
 }
 
-// paceProgress is how recently a lagging client must have taken output for
-// the session to wait for it (see updatePaced).
-const paceProgress = time.Second
-
-// updatePaced sets paced and terminalsPaused. The session runs at the pace
-// of its fastest reading client: while every attached client is reading
-// from the log and one of them took output in the last paceProgress, the
-// actor stops reading the agent's stdout: running ahead would only grow the stretch of log every client must read
-// back, from the database once it is past the recent ring — measured, a
-// long flood then delivered at half the rate. One slow client never holds
-// the others (they are live), and clients that all stopped reading do not
-// hold the agent: after paceProgress without progress it runs on and the
-// log takes its output. While paced, the actor looks again every
-// paceProgress/4. Terminal output, which is not in the log, waits whenever
-// every attached client reads from the log, progress or not.
+// updatePaced sets paced and terminalsPaused (see stream.Pace). While
+// paced, the actor looks again every stream.PaceProgress/4.
 func (s *Session) updatePaced() {
-	attached, lagging, progressing := 0, 0, false
-	since := time.Now().Add(-paceProgress)
-	for _, p := range s.peers {
-		if !p.attached {
-			continue
+	s.terminalsPaused, s.paced = stream.Pace(func(yield func(*stream.Stream) bool) {
+		for _, p := range s.peers {
+			if p.attached && !yield(p.st) {
+				return
+			}
 		}
-		attached++
-		if p.st.Lagging() {
-			lagging++
-			progressing = progressing || p.st.Progressed(since)
-		}
-	}
-	s.terminalsPaused = attached > 0 && lagging == attached
-	s.paced = s.terminalsPaused && progressing
+	})
 	if s.paced && s.paceTimer == nil {
-		s.paceTimer = time.NewTimer(paceProgress / 4)
+		s.paceTimer = time.NewTimer(stream.PaceProgress / 4)
 	}
 }
 

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"encoding/json"
-	"path/filepath"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
@@ -84,31 +83,19 @@ func (s *Session) toolHost() (*toolHost, *jsonrpc.Error) {
 	if s.tools != nil {
 		return s.tools, nil
 	}
-	root := s.root()
-	if !filepath.IsAbs(root) {
-		return nil, jsonrpc.NewError(api.CodeNoRoot, api.ReasonNoRoot,
-			"self_handle needs a session root: session/new gave no absolute cwd", map[string]any{"root": root})
-	}
 	opts := s.cfg.Tools
-	opts.Root = root
+	opts.Root = workspace.Cwd(s.newParams) // the session/new's: see package workspace
 	opts.Env = append(agent.Environ(), s.spec.Env...) // what the agent itself runs with
 	opts.OnOutput = func(id string, data []byte) { s.postTerminal(terminalOutput{id: id, data: data}) }
 	opts.OnExit = func(x toolexec.TerminalExit) { s.postTerminal(terminalExited{exit: x}) }
-	host, err := toolexec.NewHost(opts)
-	if err != nil {
-		s.log.Warn("self_handle: the session root is unusable", "root", root, "err", err)
-		return nil, jsonrpc.NewError(api.CodeNoRoot, api.ReasonNoRoot,
-			"self_handle cannot use the session root: "+err.Error(), map[string]any{"root": root})
+	host, e := toolexec.NewHost(opts)
+	if e != nil {
+		s.log.Warn("self_handle: the session root is unusable", "root", opts.Root, "err", e.Message)
+		return nil, e
 	}
 	s.tools = &toolHost{Host: host, gen: s.agent.Gen()}
 	s.log.Info("self_handle: executing client tools", "root", host.Root())
 	return s.tools, nil
-}
-
-// root is the directory self_handle confines the agent to: the cwd of the
-// session/new that created the ACP session.
-func (s *Session) root() string {
-	return workspace.Cwd(s.newParams)
 }
 
 // toolDone answers the agent and completes the audit of a finished

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"iter"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,6 +146,36 @@ func (st *Stream) Asked() bool { return st.asked.Swap(false) }
 
 // Progressed reports whether the consumer took frames since t.
 func (st *Stream) Progressed(t time.Time) bool { return st.progress.Load() >= t.UnixNano() }
+
+// PaceProgress is how recently a consumer reading from the log must have
+// taken output for its session to wait for it (see Pace).
+const PaceProgress = time.Second
+
+// Pace says how a session paces itself for the streams of its attached
+// clients, and runs at the pace of the fastest that reads. While every one
+// of them reads from the log (all), the output of the terminals acphub
+// runs, which is not in the log, waits, so that a client that reads again
+// gets all of it. While, besides, one of them took output in the last
+// PaceProgress (wait), the session stops reading its agent's output:
+// running ahead would only grow the stretch of log every client must read
+// back, from the store once it is past the recent ring — measured, a long
+// flood then delivered at half the rate. One slow client never holds the
+// others (they are live), and clients that all stopped reading do not
+// hold the agent: after PaceProgress without progress it runs on and the
+// log takes its output.
+func Pace(streams iter.Seq[*Stream]) (all, wait bool) {
+	attached, lagging, progressing := 0, 0, false
+	since := time.Now().Add(-PaceProgress)
+	for st := range streams {
+		attached++
+		if st.Lagging() {
+			lagging++
+			progressing = progressing || st.Progressed(since)
+		}
+	}
+	all = attached > 0 && lagging == attached
+	return all, all && progressing
+}
 
 // Next returns the next frames, waiting until there are some. It returns
 // the queue's error once the consumer was removed. Only one goroutine may

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"sync"
 	"unicode/utf8"
 
@@ -27,12 +28,19 @@ type Host struct {
 }
 
 // NewHost returns a Host on a new Executor with opts. opts.OnOutput gets
-// whole characters only (see Host).
-func NewHost(opts Options) (*Host, error) {
+// whole characters only (see Host). A root that is not an absolute path
+// (the session's cwd, which ACP requires to be one), or that cannot be
+// opened, is the no_root error every request of the agent gets.
+func NewHost(opts Options) (*Host, *jsonrpc.Error) {
+	if !filepath.IsAbs(opts.Root) {
+		return nil, jsonrpc.NewError(api.CodeNoRoot, api.ReasonNoRoot,
+			"self_handle needs a session root: session/new gave no absolute cwd", map[string]any{"root": opts.Root})
+	}
 	opts.OnOutput, opts.OnExit = wholeCharacters(opts.OnOutput, opts.OnExit)
 	ex, err := New(opts)
 	if err != nil {
-		return nil, err
+		return nil, jsonrpc.NewError(api.CodeNoRoot, api.ReasonNoRoot,
+			"self_handle cannot use the session root: "+err.Error(), map[string]any{"root": opts.Root})
 	}
 	return &Host{ex: ex, running: make(map[string]context.CancelFunc)}, nil
 }

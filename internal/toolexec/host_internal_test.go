@@ -2,6 +2,7 @@ package toolexec
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/acphub/acphub/api"
@@ -89,5 +90,26 @@ func TestWholeCharacters(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("piece %d: %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+func TestNewHost_NoRoot(t *testing.T) {
+	t.Parallel()
+	for root, want := range map[string]string{
+		"":                              "self_handle needs a session root: session/new gave no absolute cwd",
+		"work":                          "self_handle needs a session root: session/new gave no absolute cwd",
+		t.TempDir() + "/does-not-exist": "self_handle cannot use the session root: ",
+	} {
+		h, e := NewHost(Options{Root: root})
+		if h != nil || e == nil || e.Code != api.CodeNoRoot || e.Reason() != api.ReasonNoRoot || !strings.HasPrefix(e.Message, want) {
+			t.Errorf("NewHost(%q) = %v, %v; want no_root %q", root, h, e, want)
+		}
+	}
+	h, e := NewHost(Options{Root: t.TempDir()})
+	if e != nil {
+		t.Fatal(e)
+	}
+	if err := <-h.Close(); err != nil {
+		t.Error(err)
 	}
 }
