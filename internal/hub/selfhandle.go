@@ -84,7 +84,7 @@ func (s *Session) toolHost() (*toolHost, *jsonrpc.Error) {
 		return s.tools, nil
 	}
 	opts := s.cfg.Tools
-	opts.Root = workspace.Cwd(s.newParams) // the session/new's: see package workspace
+	opts.Root = workspace.Cwd(s.newParams)            // the session/new's: see package workspace
 	opts.Env = append(agent.Environ(), s.spec.Env...) // what the agent itself runs with
 	opts.OnOutput = func(id string, data []byte) { s.postTerminal(terminalOutput{id: id, data: data}) }
 	opts.OnExit = func(x toolexec.TerminalExit) { s.postTerminal(terminalExited{exit: x}) }
