@@ -75,36 +75,14 @@ func (s *Session) deleteRequest(p *peer, m *jsonrpc.Message) {
 		s.replyError(p, m.ID, e)
 		return
 	}
-	answer := func(e *jsonrpc.Error) {
-		if e != nil {
-			s.replyError(p, m.ID, e)
-			return
-		}
-		s.reply(p, m.ID, []byte("{}"))
-	}
 	if s.holds(req.SessionID) {
-		s.remove(answer)
+		s.remove(func(e *jsonrpc.Error) { s.answer(p, m.ID, []byte("{}"), e) })
 		return
 	}
 	h, who := s.hub, p.who
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		defer cancel()
-		e := h.DeleteACP(ctx, req.SessionID, who)
-		// The client may have moved to another session meanwhile: that one
-		// answers it.
-		cur := p.sess.Load()
-		cur.postAsync(actorFunc(func() {
-			if p.gone || p.sess.Load() != cur {
-				return
-			}
-			if e != nil {
-				cur.replyError(p, m.ID, e)
-				return
-			}
-			cur.reply(p, m.ID, []byte("{}"))
-		}))
-	}()
+	s.answerOff(p, m, func(ctx context.Context) ([]byte, *jsonrpc.Error) {
+		return []byte("{}"), h.DeleteACP(ctx, req.SessionID, who)
+	})
 }
 
 // DeleteACP is session/delete of the hub session whose ACP session id is

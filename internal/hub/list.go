@@ -13,12 +13,10 @@ import (
 
 // listSessions answers session/list (see ListSessions).
 func (s *Session) listSessions(p *peer, m *jsonrpc.Message) {
-	result, e := s.hub.ListSessions(context.Background(), s.agentName, m.Params, p.who)
-	if e != nil {
-		s.replyError(p, m.ID, e)
-		return
-	}
-	s.reply(p, m.ID, result)
+	h, agentName, who := s.hub, s.agentName, p.who
+	s.answerOff(p, m, func(ctx context.Context) ([]byte, *jsonrpc.Error) {
+		return h.ListSessions(ctx, agentName, m.Params, who)
+	})
 }
 
 // ListSessions answers session/list for a client of the agent agentName

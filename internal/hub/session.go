@@ -684,6 +684,33 @@ func (s *Session) replyError(p *peer, id []byte, e *jsonrpc.Error) {
 	s.send(p, jsonrpc.NewErrorResponse(id, e))
 }
 
+// answer answers a client request with result, or with e if not nil.
+func (s *Session) answer(p *peer, id, result []byte, e *jsonrpc.Error) {
+	if e != nil {
+		s.replyError(p, id, e)
+		return
+	}
+	s.reply(p, id, result)
+}
+
+// answerOff answers p's request m with what work returns, run off the
+// actor: the requests that read the store or wait on other sessions
+// (session/list, session/delete of another session). The client may have
+// moved to another session meanwhile: that one answers it.
+func (s *Session) answerOff(p *peer, m *jsonrpc.Message, work func(ctx context.Context) ([]byte, *jsonrpc.Error)) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		result, e := work(ctx)
+		cur := p.sess.Load()
+		cur.postAsync(actorFunc(func() {
+			if !p.gone && p.sess.Load() == cur {
+				cur.answer(p, m.ID, result, e)
+			}
+		}))
+	}()
+}
+
 // setSessionID sets the ACP session id clients know (raw JSON string).
 func (s *Session) setSessionID(raw []byte) {
 	s.sessionID = raw
