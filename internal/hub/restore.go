@@ -12,41 +12,27 @@ import (
 )
 
 // Recover ends the turns a stop of the hub interrupted, in every session
-// of the log: a session whose last turn started and never completed is
-// opened, which writes the turn's end (see endInterrupted). It returns how
-// many it ended. Run it once at start, before clients connect.
+// of the log, and keeps the messages it was streaming: each session a stop
+// cut short (sessionlog.CutShort) is opened, which writes the turn's end
+// (see endInterrupted) and the message (recordHeld). It returns how many
+// turns it ended. Run it once at start, before clients connect.
 func (h *Hub) Recover(ctx context.Context) (int, error) {
 	if h.cfg.Store == nil {
 		return 0, nil
 	}
-	infos, err := h.cfg.Store.Sessions(ctx)
+	keys, n, err := sessionlog.CutShort(ctx, h.cfg.Store)
 	if err != nil {
-		return 0, fmt.Errorf("list the logged sessions: %w", err)
+		return 0, err
 	}
-	n := 0
-	for _, info := range infos {
-		open, err := sessionlog.Interrupted(ctx, h.cfg.Store, info.Session)
+	for _, key := range keys {
+		s, err := h.existing(key)
 		if err != nil {
-			return n, err
-		}
-		_, held, err := h.cfg.Store.Held(ctx, info.Session)
-		if err != nil {
-			return n, err
-		}
-		if open == nil && !held {
-			continue
-		}
-		s, err := h.existing(info.Session)
-		if err != nil {
-			return n, fmt.Errorf("open session %q: %w", info.Session, err)
+			return 0, fmt.Errorf("open session %q: %w", key, err)
 		}
 		// The actor writes the end as it starts; wait for it, so the end is
 		// in the log when Recover returns.
 		if err := s.sync(ctx); err != nil {
-			return n, err
-		}
-		if open != nil {
-			n++
+			return 0, err
 		}
 	}
 	return n, nil

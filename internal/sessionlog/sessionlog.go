@@ -156,6 +156,34 @@ func Interrupted(ctx context.Context, store eventlog.Store, key string) (*api.Tu
 	return &api.TurnCompleted{SessionID: d.SessionID, Peer: started.Peer, StopReason: "cancelled", Interrupted: true, OperationID: d.OperationID}, nil
 }
 
+// CutShort lists the sessions in store whose log a stop of the hub cut
+// short, to be reopened at start: those with a turn Interrupted shows
+// open (interrupted counts them), and those the store holds a message of
+// (eventlog.Store.Held).
+func CutShort(ctx context.Context, store eventlog.Store) (keys []string, interrupted int, err error) {
+	infos, err := store.Sessions(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list the logged sessions: %w", err)
+	}
+	for _, info := range infos {
+		open, err := Interrupted(ctx, store, info.Session)
+		if err != nil {
+			return keys, interrupted, err
+		}
+		_, held, err := store.Held(ctx, info.Session)
+		if err != nil {
+			return keys, interrupted, err
+		}
+		if open != nil {
+			interrupted++
+		}
+		if open != nil || held {
+			keys = append(keys, info.Session)
+		}
+	}
+	return keys, interrupted, nil
+}
+
 // Summary describes a session the hub does not hold, whose log info
 // describes, as its log says: stopped, with its agent, ACP session id,
 // cwd, title and usage. An event it cannot read leaves its part out: a

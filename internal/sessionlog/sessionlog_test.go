@@ -3,6 +3,7 @@ package sessionlog_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +163,27 @@ func TestDescribe(t *testing.T) {
 		if d.Title != tt.title || string(d.Usage) != tt.usage {
 			t.Errorf("after %s: %q %s, want %q %s", tt.update, d.Title, d.Usage, tt.title, tt.usage)
 		}
+	}
+}
+
+// CutShort finds the sessions with a turn left open and the ones whose
+// streamed message the store holds, and no others.
+func TestCutShort(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := &mem.Store{}
+	logOf(t, store, "open", &api.TurnStarted{SessionID: "a"})
+	logOf(t, store, "ended", &api.TurnStarted{SessionID: "b"}, &api.TurnCompleted{SessionID: "b", StopReason: "end_turn"})
+	logOf(t, store, "held", &api.TurnStarted{SessionID: "c"}, &api.TurnCompleted{SessionID: "c", StopReason: "end_turn"})
+	msg := &api.AgentMessage{Params: json.RawMessage(`{"sessionId":"c","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}`), Chunks: 1}
+	if err := store.Hold(ctx, eventlog.Event{Session: "held", Event: api.Event{
+		Seq: 3, ID: eventlog.NewID(), Timestamp: time.Unix(200, 0).UTC(), Type: msg.EventType(), Data: msg.AppendJSON(nil),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	keys, n, err := sessionlog.CutShort(ctx, store)
+	slices.Sort(keys)
+	if err != nil || n != 1 || strings.Join(keys, ",") != "held,open" {
+		t.Errorf("CutShort = %v, %d, %v; want held,open with 1 turn", keys, n, err)
 	}
 }
