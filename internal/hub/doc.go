@@ -38,8 +38,12 @@
 // The hub keeps the session actor, its fan-out, turns and permissions, and
 // the session methods it owns (load, resume, attach, list, fork, delete).
 // The rest is in packages beside it that the actor calls: stream (each
-// consumer's stream from a place in the log), sessionlog (what a log says
-// of its session), ops (the operations ledger), agent (the process and the
-// sessionless handshake), policy and toolexec (client tools), workspace
-// (remote sessions, through workspace.Remote), lifecycle (through Watcher).
+// consumer's stream from a place in the log, the pacing of a session for
+// them, and the coalescing of streamed text into log events), sessionlog
+// (what a log says of its session: its state, its summary, session/list,
+// the sessions a stop cut short), ops (the operations ledger), agent (the
+// process, its Link — calls, readiness, the session id it knows, the
+// handshake a restarted agent is given — and the sessionless handshake),
+// policy and toolexec (client tools), workspace (a session's cwd, and
+// remote sessions, through workspace.Remote), lifecycle (through Watcher).
 package hub
