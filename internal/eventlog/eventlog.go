@@ -53,15 +53,35 @@ type Store interface {
 	Held(ctx context.Context, session string) (Event, bool, error)
 	// Sessions lists the sessions that have events, oldest first.
 	Sessions(ctx context.Context) ([]SessionInfo, error)
-	// Delete removes session's log and the event it holds. The events
-	// appended before are written first, and the deletion is on disk
-	// when Delete returns: a crash after that does not bring the log
-	// back. The caller appends nothing to the session meanwhile; a later
-	// Append starts a new log at seq 1. A session with no log is left as
-	// it is.
+	// Durable returns the seq of the last event of each session that a
+	// crash of the process now would keep: the end of what a consumer
+	// that must not see events a crash could take back may read.
+	Durable(ctx context.Context) (map[string]int64, error)
+	// Delete removes session's log, the event it holds and the cursors
+	// consumers keep in it. The events appended before are written first,
+	// and the deletion is on disk when Delete returns: a crash after that
+	// does not bring the log back. The caller appends nothing to the
+	// session meanwhile; a later Append starts a new log at seq 1. A
+	// session with no log is left as it is.
 	Delete(ctx context.Context, session string) error
+	// Cursors returns the places the consumer keeps in the sessions' logs
+	// (see SetCursor), by session.
+	Cursors(ctx context.Context, consumer string) (map[string]Cursor, error)
+	// SetCursor records the consumer's place in session's log, on disk
+	// when it returns. A consumer reads its place back with Cursors after
+	// a restart; it is not checked against the log, whose event at that
+	// seq the consumer compares with the cursor's id (a log deleted and
+	// begun again has other events under the same seqs).
+	SetCursor(ctx context.Context, consumer, session string, c Cursor) error
 	// Close writes what is pending and releases the store.
 	Close() error
+}
+
+// Cursor is a consumer's place in one session's log — an exporter's, say:
+// the seq and id of the last event it has handled.
+type Cursor struct {
+	Seq int64
+	ID  string
 }
 
 // SessionInfo summarises one session's log.

@@ -25,6 +25,7 @@ func Run(t *testing.T, open func(t *testing.T) eventlog.Store) {
 	t.Run("Hold", func(t *testing.T) { t.Parallel(); testHold(t, open(t)) })
 	t.Run("ReadTypes", func(t *testing.T) { t.Parallel(); testReadTypes(t, open(t)) })
 	t.Run("Delete", func(t *testing.T) { t.Parallel(); testDelete(t, open(t)) })
+	t.Run("DurableAndCursors", func(t *testing.T) { t.Parallel(); testDurableAndCursors(t, open(t)) })
 }
 
 // testReadTypes reads the events of some types, committed or not yet.
@@ -161,6 +162,66 @@ func testDelete(t *testing.T, s eventlog.Store) {
 		t.Fatal(err)
 	}
 	equal(t, got, again)
+}
+
+// testDurableAndCursors checks that the durable end of a log reaches the
+// end of what was appended and never passes it, and that cursors are kept
+// by consumer and session, replaced, and removed with their session.
+func testDurableAndCursors(t *testing.T, s eventlog.Store) {
+	ctx := context.Background()
+	a, b := Events("a", 1, 5), Events("b", 1, 2)
+	if err := s.Append(ctx, append(a, b...)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ends, err := s.Durable(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ends["a"] > 5 || ends["b"] > 2 {
+			t.Fatalf("durable ends %v pass the logs' ends", ends)
+		}
+		if ends["a"] == 5 && ends["b"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("durable ends %v, want a at 5 and b at 2 within 10 s", ends)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if c, err := s.Cursors(ctx, "x"); err != nil || len(c) != 0 {
+		t.Fatalf("cursors of a consumer that set none: %v, %v", c, err)
+	}
+	set := func(consumer, session string, e eventlog.Event) {
+		t.Helper()
+		if err := s.SetCursor(ctx, consumer, session, eventlog.Cursor{Seq: e.Seq, ID: e.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("x", "a", a[1])
+	set("x", "a", a[3]) // replaces
+	set("x", "b", b[0])
+	set("y", "a", a[0])
+	got, err := s.Cursors(ctx, "x")
+	if err != nil || len(got) != 2 || got["a"] != (eventlog.Cursor{Seq: 4, ID: a[3].ID}) || got["b"] != (eventlog.Cursor{Seq: 1, ID: b[0].ID}) {
+		t.Fatalf("cursors of x: %v, %v; want a at 4 and b at 1", got, err)
+	}
+	if got, err := s.Cursors(ctx, "y"); err != nil || len(got) != 1 || got["a"].Seq != 1 {
+		t.Fatalf("cursors of y: %v, %v; want a at 1", got, err)
+	}
+	if err := s.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Cursors(ctx, "x"); err != nil || len(got) != 1 || got["b"].Seq != 1 {
+		t.Fatalf("cursors of x after deleting a: %v, %v; want b's alone", got, err)
+	}
+	if got, err := s.Cursors(ctx, "y"); err != nil || len(got) != 0 {
+		t.Fatalf("cursors of y after deleting a: %v, %v; want none", got, err)
+	}
+	if ends, err := s.Durable(ctx); err != nil || len(ends) != 1 || ends["b"] != 2 {
+		t.Fatalf("durable ends after deleting a: %v, %v; want b at 2", ends, err)
+	}
 }
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.UTC)

@@ -5,6 +5,7 @@ package mem
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -13,10 +14,11 @@ import (
 
 // Store keeps logs in memory. The zero value is ready to use.
 type Store struct {
-	mu    sync.Mutex // guards logs, held and order
-	logs  map[string][]eventlog.Event
-	held  map[string]eventlog.Event
-	order []string // sessions in order of their first event
+	mu      sync.Mutex // guards logs, held, order and cursors
+	logs    map[string][]eventlog.Event
+	held    map[string]eventlog.Event
+	order   []string                              // sessions in order of their first event
+	cursors map[string]map[string]eventlog.Cursor // by consumer, then session
 }
 
 var _ eventlog.Store = (*Store)(nil)
@@ -134,6 +136,43 @@ func (s *Store) Delete(_ context.Context, session string) error {
 		s.order = slices.DeleteFunc(s.order, func(k string) bool { return k == session })
 	}
 	delete(s.held, session)
+	for _, c := range s.cursors {
+		delete(c, session)
+	}
+	return nil
+}
+
+// Durable implements eventlog.Store: nothing a Store in memory keeps
+// survives the process, and nothing is taken back while it runs, so it is
+// the end of every log.
+func (s *Store) Durable(_ context.Context) (map[string]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.logs))
+	for k, log := range s.logs {
+		out[k] = int64(len(log))
+	}
+	return out, nil
+}
+
+// Cursors implements eventlog.Store.
+func (s *Store) Cursors(_ context.Context, consumer string) (map[string]eventlog.Cursor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.cursors[consumer]), nil
+}
+
+// SetCursor implements eventlog.Store.
+func (s *Store) SetCursor(_ context.Context, consumer, session string, c eventlog.Cursor) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cursors == nil {
+		s.cursors = make(map[string]map[string]eventlog.Cursor)
+	}
+	if s.cursors[consumer] == nil {
+		s.cursors[consumer] = make(map[string]eventlog.Cursor)
+	}
+	s.cursors[consumer][session] = c
 	return nil
 }
 

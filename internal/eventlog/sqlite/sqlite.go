@@ -27,7 +27,7 @@
 //
 // # Layout
 //
-// The database (layout 3, its PRAGMA user_version) has four tables.
+// The database (layout 4, its PRAGMA user_version) has five tables.
 // sessions gives each session name an integer key. events holds the
 // events, in a rowid table that the writer appends to, 64 rows per
 // statement, and that the index of its primary key (session key, seq)
@@ -35,10 +35,11 @@
 // type in each session, for Last; the writer updates it once per type and
 // session in a transaction. held keeps each session's held event (see
 // Hold), a row per session, written with the events it follows and
-// deleted once the log reaches its seq. Open migrates a database of
-// layout 1 (one table keyed by session name and seq, and an index by type)
-// or 2 (no held) in place, in one transaction, and refuses a database of a
-// layout newer than its own.
+// deleted once the log reaches its seq. cursors keeps consumers' places
+// (see eventlog.Cursor), by consumer and session name. Open migrates a
+// database of layout 1 (one table keyed by session name and seq, and an
+// index by type), 2 (no held) or 3 (no cursors) in place, in one
+// transaction, and refuses a database of a layout newer than its own.
 package sqlite
 
 import (
@@ -235,9 +236,9 @@ func privateFiles(path string) error {
 
 // schemaVersion is the database layout this code writes (PRAGMA
 // user_version).
-const schemaVersion = 3
+const schemaVersion = 4
 
-// createTables makes layout 3 (see the package doc) in an empty database.
+// createTables makes layout 4 (see the package doc) in an empty database.
 const createTables = `
 CREATE TABLE sessions (
 	key  INTEGER PRIMARY KEY,
@@ -259,8 +260,19 @@ CREATE TABLE last_of_type (
 const createHeld = `
 CREATE TABLE held (
 	session   INTEGER PRIMARY KEY, -- sessions.key` + eventColumns + `
-);
-PRAGMA user_version = 3;`
+);` + createCursors
+
+// createCursors adds the table of consumers' cursors, which layout 4
+// added: one row per consumer and session, by the session's name.
+const createCursors = `
+CREATE TABLE cursors (
+	consumer TEXT    NOT NULL,
+	session  TEXT    NOT NULL,
+	seq      INTEGER NOT NULL,
+	id       TEXT    NOT NULL,
+	PRIMARY KEY (consumer, session)
+) WITHOUT ROWID;
+PRAGMA user_version = 4;`
 
 // eventColumns are an event's columns after its session, in events and in
 // held; eventArgs gives their values.
@@ -284,7 +296,7 @@ func eventArgs(args []any, key int64, e eventlog.Event) []any {
 		e.Type, []byte(e.Data), e.Peer, e.AgentID)
 }
 
-// fromV1 turns layout 1 into layout 3. Layout 1 was one WITHOUT ROWID
+// fromV1 turns layout 1 into layout 4. Layout 1 was one WITHOUT ROWID
 // table events keyed by (session TEXT, seq), with the same columns, and an
 // index events_by_type on (session, type, seq).
 const fromV1 = `
@@ -319,6 +331,8 @@ func migrate(db *sql.DB) error {
 		script = fromV1
 	case v == 2:
 		script = createHeld
+	case v == 3:
+		script = createCursors
 	}
 	if _, err := tx.Exec(script); err != nil {
 		return fmt.Errorf("database layout %d to %d: %w", v, schemaVersion, err)
@@ -645,6 +659,9 @@ func (s *Store) deleteSession(name string) error {
 		if _, err := tx.Exec(`DELETE FROM `+table+` WHERE session = ?`, key); err != nil {
 			return err
 		}
+	}
+	if _, err := tx.Exec(`DELETE FROM cursors WHERE session = ?`, name); err != nil {
+		return err
 	}
 	if _, err := tx.Exec(`DELETE FROM sessions WHERE key = ?`, key); err != nil {
 		return err
@@ -1019,6 +1036,59 @@ func (s *Store) Sessions(ctx context.Context) ([]eventlog.SessionInfo, error) {
 	}
 	sortByCreated(res)
 	return res, nil
+}
+
+// Durable implements eventlog.Store: the committed end of each log.
+func (s *Store) Durable(ctx context.Context) (map[string]int64, error) {
+	s.commitMu.RLock()
+	defer s.commitMu.RUnlock()
+	rows, err := s.db.QueryContext(ctx, `SELECT s.name, MAX(e.seq) FROM sessions s JOIN events e ON e.session = s.key GROUP BY s.key`)
+	if err != nil {
+		return nil, fmt.Errorf("durable ends: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var seq int64
+		if err := rows.Scan(&name, &seq); err != nil {
+			return nil, fmt.Errorf("durable ends: %w", err)
+		}
+		out[name] = seq
+	}
+	return out, rows.Err()
+}
+
+// Cursors implements eventlog.Store.
+func (s *Store) Cursors(ctx context.Context, consumer string) (map[string]eventlog.Cursor, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT session, seq, id FROM cursors WHERE consumer = ?`, consumer)
+	if err != nil {
+		return nil, fmt.Errorf("read cursors: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]eventlog.Cursor{}
+	for rows.Next() {
+		var session string
+		var c eventlog.Cursor
+		if err := rows.Scan(&session, &c.Seq, &c.ID); err != nil {
+			return nil, fmt.Errorf("read cursors: %w", err)
+		}
+		out[session] = c
+	}
+	return out, rows.Err()
+}
+
+// SetCursor implements eventlog.Store. A cursor in a session the
+// database holds no log of (deleted meanwhile) is not kept.
+func (s *Store) SetCursor(ctx context.Context, consumer, session string, c eventlog.Cursor) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO cursors (consumer, session, seq, id)
+		SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE name = ?)
+		ON CONFLICT (consumer, session) DO UPDATE SET seq = excluded.seq, id = excluded.id`,
+		consumer, session, c.Seq, c.ID, session)
+	if err != nil {
+		return fmt.Errorf("set cursor: %w", err)
+	}
+	return nil
 }
 
 // Close implements eventlog.Store: it commits what is pending, then closes

@@ -294,8 +294,8 @@ func TestOpen_MigratesV1(t *testing.T) {
 		FROM (SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&version, &tables); err != nil {
 		t.Fatal(err)
 	}
-	if version != 3 || tables != "events held last_of_type sessions" {
-		t.Errorf("layout %d with %s, want 3 with events held last_of_type sessions", version, tables)
+	if version != 4 || tables != "cursors events held last_of_type sessions" {
+		t.Errorf("layout %d with %s, want 4 with cursors events held last_of_type sessions", version, tables)
 	}
 }
 
@@ -317,7 +317,7 @@ func TestHold_SurvivesReopenAndMigratesV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`DROP TABLE held; PRAGMA user_version = 2`); err != nil {
+	if _, err := db.Exec(`DROP TABLE held; DROP TABLE cursors; PRAGMA user_version = 2`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -357,6 +357,58 @@ func TestHold_SurvivesReopenAndMigratesV2(t *testing.T) {
 	}
 }
 
+// A database of layout 3 (before cursors) opens with its log intact, and
+// keeps cursors from then on, across a reopen; deleting a session removes
+// its cursors.
+func TestCursors_SurviveReopenAndMigrateV3(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	s := open(t, path)
+	evs := append(eventlogtest.Events("a", 1, 3), eventlogtest.Events("b", 1, 2)...)
+	if err := s.Append(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TABLE cursors; PRAGMA user_version = 3`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s = open(t, path)
+	got, err := s.Read(ctx, "a", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "the log after the migration", got, evs[:3])
+	for session, c := range map[string]eventlog.Cursor{"a": {Seq: 2, ID: evs[1].ID}, "b": {Seq: 1, ID: evs[3].ID}, "gone": {Seq: 9, ID: "x"}} {
+		if err := s.SetCursor(ctx, "exp", session, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	defer s.Close()
+	cursors, err := s.Cursors(ctx, "exp")
+	if err != nil || len(cursors) != 2 || cursors["a"] != (eventlog.Cursor{Seq: 2, ID: evs[1].ID}) || cursors["b"].Seq != 1 {
+		t.Fatalf("cursors after a reopen: %v, %v; want a at 2 and b at 1 (none in a session with no log)", cursors, err)
+	}
+	if err := s.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if cursors, err := s.Cursors(ctx, "exp"); err != nil || len(cursors) != 1 || cursors["b"].Seq != 1 {
+		t.Errorf("cursors after deleting a: %v, %v; want only b's", cursors, err)
+	}
+}
+
 func TestOpen_RefusesNewerLayout(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), sqlite.FileName)
@@ -364,7 +416,7 @@ func TestOpen_RefusesNewerLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.Exec(`PRAGMA user_version = 4`)
+	_, err = db.Exec(`PRAGMA user_version = 5`)
 	db.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +425,7 @@ func TestOpen_RefusesNewerLayout(t *testing.T) {
 		if err == nil {
 			s.Close()
 		}
-		t.Fatalf("opening a database of layout 4: %v, want an error", err)
+		t.Fatalf("opening a database of layout 5: %v, want an error", err)
 	}
 }
 
