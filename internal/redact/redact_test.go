@@ -1,0 +1,168 @@
+package redact_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/redact"
+)
+
+type sample struct{ rule, text, secret string }
+
+// corpus reads testdata/secrets.tsv: a rule, a text with a secret in it
+// (\n for a newline), and the secret.
+func corpus(t *testing.T) []sample {
+	t.Helper()
+	var out []sample
+	for _, line := range lines(t, "testdata/secrets.tsv") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			t.Fatalf("secrets.tsv: %q has %d fields", line, len(f))
+		}
+		out = append(out, sample{f[0], strings.ReplaceAll(f[1], `\n`, "\n"), f[2]})
+	}
+	if len(out) < 30 {
+		t.Fatalf("the corpus has %d samples, want at least 30", len(out))
+	}
+	return out
+}
+
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if l := sc.Text(); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func newRedactor(t *testing.T) *redact.Redactor {
+	t.Helper()
+	r, err := redact.New([]redact.Rule{{Name: "acme-ticket", Pattern: `\bACME-[0-9]{8}\b`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestString_Corpus(t *testing.T) {
+	t.Parallel()
+	r := newRedactor(t)
+	for _, s := range corpus(t) {
+		got, changed := r.String(s.text)
+		if !changed || strings.Contains(got, s.secret) || !strings.Contains(got, redact.Marker(s.rule)) {
+			t.Errorf("%s: %q became %q; want %s's marker and no secret", s.rule, s.text, got, s.rule)
+		}
+	}
+	if got, _ := r.String("ticket ACME-12345678 is done"); got != "ticket [REDACTED:acme-ticket] is done" {
+		t.Errorf("a configured rule: %q", got)
+	}
+}
+
+func TestString_LookalikesKept(t *testing.T) {
+	t.Parallel()
+	r := newRedactor(t)
+	for _, text := range lines(t, "testdata/lookalikes.txt") {
+		if got, changed := r.String(text); changed || got != text {
+			t.Errorf("%q became %q", text, got)
+		}
+	}
+}
+
+// events puts text in every field of an event that can carry text.
+func events(text string) []api.EventData {
+	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+	chunk := raw(map[string]any{"sessionId": "s", "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}})
+	return []api.EventData{
+		&api.AgentMessage{Params: chunk, Chunks: 1},
+		&api.AgentUpdate{Params: raw(map[string]any{"sessionId": "s", "update": map[string]any{
+			"sessionUpdate": "tool_call", "toolCallId": "t1", "title": text,
+			"rawInput":      map[string]any{"command": []string{"sh", "-c", text}, "env": map[string]string{"X": text}},
+			"content":       []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": text}}},
+		}})},
+		&api.TurnStarted{SessionID: "s", Prompt: []json.RawMessage{raw(map[string]any{"type": "text", "text": text})}},
+		&api.ClientToolCall{Method: "fs/write_text_file", Params: raw(map[string]any{"path": "/w/.env", "content": text})},
+		&api.TerminalExited{SessionID: "s", TerminalID: "t", Output: text},
+		&api.AgentNotification{Method: "_vendor/log", Params: raw(map[string]any{"lines": []string{"ok", text}})},
+		&api.HubError{Reason: "agent_bad_frame", Message: text},
+		&api.SessionDescribed{Title: text},
+	}
+}
+
+func TestJSON_CorpusInEveryField(t *testing.T) {
+	t.Parallel()
+	r := newRedactor(t)
+	for _, s := range corpus(t) {
+		for _, data := range events(s.text) {
+			ev := api.Event{Seq: 1, ID: "e", Type: data.EventType(), Data: data.AppendJSON(nil), Peer: "p"}
+			doc := ev.AppendJSON(nil)
+			got := r.JSON(doc)
+			if !json.Valid(got) {
+				t.Fatalf("%s in %s: not JSON: %s", s.rule, ev.Type, got)
+			}
+			if strings.Contains(string(got), s.secret) || strings.Contains(string(got), jsonBody(s.secret)) {
+				t.Errorf("%s in %s: the secret survived: %s", s.rule, ev.Type, got)
+			}
+			var back api.Event
+			if err := json.Unmarshal(got, &back); err != nil || back.Seq != 1 || back.ID != "e" || back.Type != ev.Type || back.Peer != "p" {
+				t.Errorf("%s in %s: the envelope changed: %s", s.rule, ev.Type, got)
+			}
+		}
+	}
+}
+
+// jsonBody is s as a JSON string's body.
+func jsonBody(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
+func TestJSON_LookalikesKeptByteForByte(t *testing.T) {
+	t.Parallel()
+	r := newRedactor(t)
+	for _, text := range lines(t, "testdata/lookalikes.txt") {
+		for _, data := range events(text) {
+			doc := data.AppendJSON(nil)
+			if got := r.JSON(doc); string(got) != string(doc) {
+				t.Errorf("%q in %s changed:\n%s\n%s", text, data.EventType(), doc, got)
+			}
+		}
+	}
+}
+
+func TestJSON_SecretMembers(t *testing.T) {
+	t.Parallel()
+	r := newRedactor(t)
+	doc := []byte(`{"password":"p@ss","nested":{"clientSecret":"x1","api_key":"k","name":"a\"b\u00e9"},"list":["plain",{"access_token":"t"}],"n":5,"passwordHint":"a pet","token":"short","auth":{"password":""},"secret":"$FROM_ENV"}`)
+	got := string(r.JSON(doc))
+	want := `{"password":"[REDACTED:secret-field]","nested":{"clientSecret":"[REDACTED:secret-field]","api_key":"[REDACTED:secret-field]","name":"a\"b\u00e9"},"list":["plain",{"access_token":"[REDACTED:secret-field]"}],"n":5,"passwordHint":"a pet","token":"short","auth":{"password":""},"secret":"$FROM_ENV"}`
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	plain := []byte(`{"a":[1,2,{"b":"c"}],"d":null}`)
+	if got := r.JSON(plain); &got[0] != &plain[0] {
+		t.Error("a document with nothing to redact was copied")
+	}
+}
+
+func TestNew_BadRules(t *testing.T) {
+	t.Parallel()
+	if _, err := redact.New([]redact.Rule{{Name: "x", Pattern: "("}}); err == nil || !strings.Contains(err.Error(), "rule x") {
+		t.Errorf("a pattern that does not compile: %v", err)
+	}
+	if _, err := redact.New([]redact.Rule{{Pattern: "a"}}); err == nil {
+		t.Error("a rule without a name was accepted")
+	}
+}
