@@ -89,8 +89,8 @@ func events(text string) []api.EventData {
 		&api.AgentMessage{Params: chunk, Chunks: 1},
 		&api.AgentUpdate{Params: raw(map[string]any{"sessionId": "s", "update": map[string]any{
 			"sessionUpdate": "tool_call", "toolCallId": "t1", "title": text,
-			"rawInput":      map[string]any{"command": []string{"sh", "-c", text}, "env": map[string]string{"X": text}},
-			"content":       []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": text}}},
+			"rawInput": map[string]any{"command": []string{"sh", "-c", text}, "env": map[string]string{"X": text}},
+			"content":  []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": text}}},
 		}})},
 		&api.TurnStarted{SessionID: "s", Prompt: []json.RawMessage{raw(map[string]any{"type": "text", "text": text})}},
 		&api.ClientToolCall{Method: "fs/write_text_file", Params: raw(map[string]any{"path": "/w/.env", "content": text})},
