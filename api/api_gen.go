@@ -2061,6 +2061,108 @@ func (v *SignIn) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SignIn) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// ExporterStatus: One exporter, as GET /api/exporters and acphub export status show it (docs/export.md).
+type ExporterStatus struct {
+	// Its name in the config file.
+	Name string `json:"name"`
+	// http or otlp.
+	Kind string `json:"kind"`
+	// The receiver's URL.
+	Target string `json:"target"`
+	// Sessions whose logs it reads.
+	Sessions int64 `json:"sessions"`
+	// Events the receiver acknowledged since the hub started.
+	Exported int64 `json:"exported"`
+	// Batches the receiver acknowledged since the hub started.
+	Batches int64 `json:"batches"`
+	// Durable events not yet acknowledged, over every session.
+	LagEvents int64 `json:"lagEvents"`
+	// Age of the oldest event gathered and not yet acknowledged; 0 when it has caught up.
+	LagSeconds float64 `json:"lagSeconds"`
+	// Failed attempts since the hub started.
+	Failures int64 `json:"failures"`
+	// The last attempt failed; the batch is tried again.
+	Retrying bool `json:"retrying"`
+	// Why the last attempt that failed did.
+	LastError    string    `json:"lastError,omitempty"`
+	LastErrorAt  time.Time `json:"lastErrorAt,omitempty"`
+	LastDelivery time.Time `json:"lastDelivery,omitempty"`
+	// How long the last acknowledged batch took.
+	LastDeliverySeconds float64 `json:"lastDeliverySeconds,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ExporterStatus) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "name")
+	b = appendString(b, v.Name)
+	b = member(b, &n, "kind")
+	b = appendString(b, v.Kind)
+	b = member(b, &n, "target")
+	b = appendString(b, v.Target)
+	b = member(b, &n, "sessions")
+	b = strconv.AppendInt(b, v.Sessions, 10)
+	b = member(b, &n, "exported")
+	b = strconv.AppendInt(b, v.Exported, 10)
+	b = member(b, &n, "batches")
+	b = strconv.AppendInt(b, v.Batches, 10)
+	b = member(b, &n, "lagEvents")
+	b = strconv.AppendInt(b, v.LagEvents, 10)
+	b = member(b, &n, "lagSeconds")
+	b = strconv.AppendFloat(b, v.LagSeconds, 'g', -1, 64)
+	b = member(b, &n, "failures")
+	b = strconv.AppendInt(b, v.Failures, 10)
+	b = member(b, &n, "retrying")
+	b = strconv.AppendBool(b, v.Retrying)
+	if v.LastError != "" {
+		b = member(b, &n, "lastError")
+		b = appendString(b, v.LastError)
+	}
+	if !v.LastErrorAt.IsZero() {
+		b = member(b, &n, "lastErrorAt")
+		b = appendTime(b, v.LastErrorAt)
+	}
+	if !v.LastDelivery.IsZero() {
+		b = member(b, &n, "lastDelivery")
+		b = appendTime(b, v.LastDelivery)
+	}
+	if v.LastDeliverySeconds != 0 {
+		b = member(b, &n, "lastDeliverySeconds")
+		b = strconv.AppendFloat(b, v.LastDeliverySeconds, 'g', -1, 64)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ExporterStatus) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ExporterList: The body of GET /api/exporters.
+type ExporterList struct {
+	Exporters []ExporterStatus `json:"exporters"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ExporterList) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "exporters")
+	b = append(b, '[')
+	for i := range v.Exporters {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = (&v.Exporters[i]).AppendJSON(b)
+	}
+	b = append(b, ']')
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ExporterList) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // HTTPErrorError is generated from the schema.
 type HTTPErrorError struct {
 	// The HTTP status of the response.

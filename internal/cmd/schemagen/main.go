@@ -189,6 +189,8 @@ func (g *gen) goType(s *object, name string) (string, error) {
 			return "string", nil
 		case "integer":
 			return "int64", nil
+		case "number":
+			return "float64", nil
 		case "boolean":
 			return "bool", nil
 		case "array":
@@ -302,6 +304,9 @@ func (g *gen) encodeField(field, key, typ string, omitEmpty bool) (string, error
 	case typ == "int64":
 		g.imports["strconv"] = true
 		body, present = "b = strconv.AppendInt(b, "+val+", 10)\n", val+" != 0"
+	case typ == "float64":
+		g.imports["strconv"] = true
+		body, present = "b = strconv.AppendFloat(b, "+val+", 'g', -1, 64)\n", val+" != 0"
 	case typ == "bool":
 		g.imports["strconv"] = true
 		body, present = "b = strconv.AppendBool(b, "+val+")\n", val
