@@ -127,6 +127,7 @@ func commands() []command {
 			about: "Refused while a turn runs, and for an agent without session/fork. Prints the new session's key."},
 		{name: "delete", args: "SESSION", summary: "delete a session: its agent, clients, workspace and log", run: runDelete,
 			about: "Refused while a turn runs: cancel it first. Needs a token with the manage right."},
+		{name: "export", args: "status", summary: "show where the exporters are in the sessions' logs", run: runExport, about: exportAbout},
 		{name: "schema", args: "[events|api]", summary: "print the published JSON Schemas", run: runSchema,
 			about: "Prints the session-event schema (events), the API schema (api), or both."},
 		{name: "demo-agent", summary: "the built-in demo ACP agent, on stdio", run: runDemoAgent, about: demoAgentAbout()},
@@ -140,7 +141,7 @@ func commands() []command {
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("acphub "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	all := append(commands(), tokenCommands...)
+	all := slices.Concat(commands(), tokenCommands, exportCommands)
 	c := all[slices.IndexFunc(all, func(c command) bool { return c.name == name })]
 	fs.Usage = func() {
 		w := fs.Output()

@@ -25,6 +25,7 @@ import (
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
+	"github.com/acphub/acphub/internal/export"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/lifecycle"
 	"github.com/acphub/acphub/internal/policy"
@@ -95,6 +96,7 @@ type daemon struct {
 	// sessions is the hub-wide session stream, closed after the hub.
 	sessions *lifecycle.Stream
 	store    *sqlite.Store
+	exports  *export.Set // the exporters, run behind the sessions
 	server   *transport.Server
 	token    string
 	ln       net.Listener
@@ -153,6 +155,12 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err == nil {
 		store, err = sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log})
 	}
+	var exports *export.Set
+	if err == nil {
+		if exports, err = newExporters(cfg, store, log); err != nil {
+			store.Close()
+		}
+	}
 	// The session stream starts with the sessions of the log; the ones
 	// that change from now on are told by their actors.
 	sessions := lifecycle.New(0)
@@ -179,9 +187,9 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	}
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
-		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Logger: log,
+		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Exporters: exports, Logger: log,
 	})
-	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
+	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, exports: exports, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
 }
 
 // privateDataDir makes the data dir, mode 0700, when it does not exist,
@@ -247,6 +255,9 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	} else if n > 0 {
 		d.log.Info("ended the turns a hub stop interrupted", "turns", n)
 	}
+	// The exporters start after the turns a stop interrupted were ended,
+	// and stop before the log closes.
+	d.exports.Start(context.WithoutCancel(ctx))
 	srv := &http.Server{Handler: d.server, ReadHeaderTimeout: 10 * time.Second, TLSConfig: d.tls, Protocols: serveProtocols()}
 	errc := make(chan error, 2)
 	go func() {
@@ -308,6 +319,7 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	if serr := srv.Shutdown(shutdownCtx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("stop serving: %w", serr))
 	}
+	d.exports.Stop()
 	if cerr := d.store.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close session log: %w", cerr))
 	}

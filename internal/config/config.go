@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/acphub/acphub/api"
 )
 
 // Defaults.
@@ -99,6 +101,10 @@ type Config struct {
 	ExitWhenIdle       Duration         `toml:"exit_when_idle"`
 	DebugListen        string           `toml:"debug_listen"`
 	Agents             map[string]Agent `toml:"agents"`
+	// Exporters ship a copy of every session's log elsewhere; Redact adds
+	// rules to what they remove (docs/export.md).
+	Exporters map[string]Exporter `toml:"exporters"`
+	Redact    Redact              `toml:"redact"`
 }
 
 // Duration is a time.Duration written as "90s", "10m" in the file.
@@ -178,6 +184,9 @@ func Load(cfg *Config, path string, optional bool) error {
 		if a.Command == "" {
 			return fmt.Errorf("config %s: agents.%s has no command", path, name)
 		}
+	}
+	if err := checkExporters(cfg.Exporters, api.EventTypes()); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return nil
 }

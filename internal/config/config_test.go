@@ -114,3 +114,64 @@ func TestCheckDataDir(t *testing.T) {
 		}
 	}
 }
+
+func TestLoad_Exporters(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("from-a-file\nsecond line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "acphub.toml")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`
+[exporters.collector]
+type = "http"
+url = "https://collector.example.com/acphub"
+types = ["turn.started", "turn.completed"]
+max_events = 100
+max_age = "2s"
+[exporters.collector.headers]
+Authorization = { env = "ACPHUB_TEST_COLLECTOR_TOKEN", prefix = "Bearer " }
+X-Api-Key = { file = "` + tokenFile + `" }
+X-Team = "platform"
+
+[redact]
+rules = [{ name = "acme-ticket", pattern = "ACME-[0-9]{8}" }]
+`)
+	cfg := config.Default()
+	if err := config.Load(&cfg, path, false); err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Exporters["collector"]
+	if e.Type != "http" || e.MaxEvents != 100 || e.MaxAge.Duration != 2*time.Second || len(e.Types) != 2 || len(cfg.Redact.Rules) != 1 || cfg.Redact.Rules[0].Name != "acme-ticket" {
+		t.Fatalf("loaded %+v, redact %+v", e, cfg.Redact)
+	}
+	if _, err := e.Headers["Authorization"].Resolve(); err == nil || !strings.Contains(err.Error(), "ACPHUB_TEST_COLLECTOR_TOKEN is not set") {
+		t.Errorf("an unset variable: %v", err)
+	}
+	if v, err := e.Headers["X-Api-Key"].Resolve(); v != "from-a-file" || err != nil {
+		t.Errorf("from a file: %q, %v", v, err)
+	}
+	if v, err := e.Headers["X-Team"].Resolve(); v != "platform" || err != nil {
+		t.Errorf("a plain value: %q, %v", v, err)
+	}
+	for body, want := range map[string]string{
+		"[exporters.x]\ntype = \"kafka\"\nurl = \"https://x\"\n":                                                 `exporters.x: type "kafka"`,
+		"[exporters.x]\ntype = \"http\"\n":                                                                       "exporters.x: no url",
+		"[exporters.x]\ntype = \"http\"\nurl = \"https://x\"\nheaders = { Authorization = \"Bearer abc\" }\n":    "exporters.x.headers.Authorization: a credential is read from the environment or a file",
+		"[exporters.x]\ntype = \"http\"\nurl = \"https://x\"\ntypes = [\"turn.begun\"]\n":                        `no event type "turn.begun"`,
+		"[exporters.x]\ntype = \"http\"\nurl = \"https://x\"\nheaders = { A = { env = \"X\", file = \"Y\" } }\n": "names env or file, one of them",
+	} {
+		write(body)
+		cfg := config.Default()
+		if err := config.Load(&cfg, path, false); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

@@ -62,6 +62,15 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, _ url.Val
 	refuse(status, e.Reason(), "", "%s", e.Message).write(w)
 }
 
+// listExporters serves GET /api/exporters.
+func (s *Server) listExporters(w http.ResponseWriter, _ *http.Request, _ url.Values) {
+	list := api.ExporterList{Exporters: []api.ExporterStatus{}}
+	if s.opts.Exporters != nil {
+		list.Exporters = append(list.Exporters, s.opts.Exporters.Statuses()...)
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
 // listAgents serves GET /api/agents.
 func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request, _ url.Values) {
 	writeJSON(w, http.StatusOK, api.AgentList{Agents: s.opts.Hub.Agents()})

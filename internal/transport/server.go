@@ -51,7 +51,15 @@ type Options struct {
 	// dropped is kept for its client; 0 means resume.DefaultWindow.
 	ResumeWindow time.Duration
 	Version      string // reported by /healthz
-	Logger       *slog.Logger
+	// Exporters tells where the exporters are (GET /api/exporters); nil
+	// serves an empty list.
+	Exporters Exporters
+	Logger    *slog.Logger
+}
+
+// Exporters describes a hub's exporters (package export).
+type Exporters interface {
+	Statuses() []api.ExporterStatus
 }
 
 // DefaultStallTimeout is how long a client may take none of its output
@@ -84,6 +92,7 @@ func NewServer(opts Options) *Server {
 	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, right: auth.Read, params: acpParams, serve: s.acp})
 	s.handle("/api/sessions", route{right: auth.Read, serve: s.listSessions})
 	s.handle("/api/agents", route{right: auth.Read, serve: s.listAgents})
+	s.handle("/api/exporters", route{right: auth.Manage, serve: s.listExporters})
 	if opts.Sessions != nil {
 		s.handle("/api/sessions/events", route{right: auth.Read, serve: s.sessionStream})
 	}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/config"
+)
+
+const exportAbout = `status shows each exporter of the hub's config file: the receiver, the
+sessions it reads, the events it delivered, how far behind it is (events,
+and the age of the oldest not yet acknowledged) and its last error.
+Needs a token with the manage right. docs/export.md says how to set one up.`
+
+// exportCommands are acphub export's subcommands, for their usage.
+var exportCommands = []command{
+	{name: "export status", summary: "show the exporters", about: exportAbout},
+}
+
+// runExport runs acphub export SUBCOMMAND.
+func runExport(ctx context.Context, args []string, stdio Stdio) error {
+	if len(args) > 0 && args[0] == "status" {
+		return runListing(ctx, "export status", args[1:], stdio, "/api/exporters", printExporters)
+	}
+	for i, a := range args {
+		if a == "status" {
+			rest := append([]string{"export", a}, args[:i]...)
+			return fmt.Errorf("the subcommand comes first: %s", pasteCommand(append(rest, args[i+1:]...)...))
+		}
+	}
+	if _, _, err := parseFlags("export", args, 0, stdio.Err, func(*flag.FlagSet, *config.Config) {}); err != nil {
+		return err
+	}
+	return errors.New(`missing the subcommand: status; run "acphub export -h" for usage`)
+}
+
+// printExporters prints GET /api/exporters as a table.
+func printExporters(tw *tabwriter.Writer, list *api.ExporterList) {
+	fmt.Fprintln(tw, "EXPORTER\tKIND\tTARGET\tSESSIONS\tEXPORTED\tLAG\tOLDEST\tFAILURES\tLAST ERROR")
+	for _, e := range list.Exporters {
+		lastErr := "-"
+		if e.LastError != "" {
+			lastErr = e.LastErrorAt.Local().Format(time.DateTime) + " " + e.LastError
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", e.Name, e.Kind, e.Target, e.Sessions, e.Exported, e.LagEvents,
+			(time.Duration(e.LagSeconds * float64(time.Second))).Round(time.Millisecond), e.Failures, lastErr)
+	}
+	if len(list.Exporters) == 0 {
+		fmt.Fprintln(tw, "(none: the config file sets up no [exporters.NAME])")
+	}
+}
