@@ -37,12 +37,13 @@ func newExporters(cfg *config.Config, store eventlog.Store, log *slog.Logger) (*
 			}
 			header.Set(h, val)
 		}
+		opts := export.HTTPOptions{URL: e.URL, Header: header, Timeout: e.Timeout.Duration}
 		var sink export.Sink
 		switch e.Type {
 		case "http":
-			sink, err = export.NewHTTP(export.HTTPOptions{URL: e.URL, Header: header, Timeout: e.Timeout.Duration})
-		default:
-			err = fmt.Errorf("type %q is not built into this acphub", e.Type)
+			sink, err = export.NewHTTP(opts)
+		case "otlp":
+			sink, err = export.NewOTLP(opts, hubVersion())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("exporters.%s: %w", name, err)
