@@ -108,7 +108,7 @@ func run(args []string) error {
 	scale := fs.Float64("scale", 1, "multiply the number of chunks of every unpaced flood")
 	quick := fs.Bool("quick", false, "a smoke run: -scale 0.05, shorter long turn and replay, fewer round trips")
 	out := fs.String("out", "", "also write the markdown report to this file")
-	skip := fs.String("skip", "", "sections to leave out, comma-separated: relay,matrix,ref,rtt,stopped,join,wide,attach,resume,long,replay,idle")
+	skip := fs.String("skip", "", "sections to leave out, comma-separated: relay,matrix,ref,rtt,stopped,join,wide,attach,resume,long,replay,idle,export")
 	longN := fs.Int("long", 1_000_000, "chunks of the long turn")
 	longK := fs.Int("long-k", 10, "clients of the long turn")
 	replayN := fs.Int("replay", 100_000, "chunks (log events) of the replayed session")
@@ -280,6 +280,11 @@ func run(args []string) error {
 	if !cfg.skip["idle"] {
 		if rep.idle, err = runIdle(cfg); err != nil {
 			rep.fail("idle", err)
+		}
+	}
+	if !cfg.skip["export"] {
+		if rep.export, err = runExport(cfg); err != nil {
+			rep.fail("export", err)
 		}
 	}
 	rep.elapsed = time.Since(rep.started)

@@ -128,10 +128,9 @@ func startHub(bin, parent, listen string, extra ...string) (*hubProc, error) {
 // stop ends the hub with SIGTERM (SIGKILL after 10 s) and removes its data dir.
 // startHub starts a hub for a measurement, with the profiler when -profile
 // asks for it.
-func (c *config) startHub() (*hubProc, error) {
-	var extra []string
+func (c *config) startHub(extra ...string) (*hubProc, error) {
 	if c.profileDir != "" {
-		extra = []string{"--debug-listen", "127.0.0.1:0"}
+		extra = append(extra, "--debug-listen", "127.0.0.1:0")
 	}
 	h, err := startHub(c.bin, c.tmp, "127.0.0.1:0", extra...)
 	if h != nil {

@@ -29,6 +29,7 @@ type report struct {
 	long    *longResult
 	replay  *replayResult
 	idle    *idleResult
+	export  *exportResult
 
 	verdicts []verdict
 	failures []string // scenarios that could not run to the end
@@ -227,6 +228,9 @@ func (r *report) markdown() string {
 		p("Idle figures are VmRSS deltas of the hub process (agents are other processes); Go's heap and runtime make them coarse.\n\n")
 	}
 
+	if r.export != nil {
+		r.exportSection(p)
+	}
 	if len(r.failures) > 0 {
 		p("### Runs that failed\n\n")
 		for _, f := range r.failures {
