@@ -23,15 +23,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/deliver"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/redact"
 )
@@ -42,11 +41,6 @@ const (
 	DefaultMaxBytes   = 1 << 20
 	DefaultMaxAge     = time.Second
 	DefaultPoll       = 250 * time.Millisecond
-	DefaultMinBackoff = 500 * time.Millisecond
-	DefaultMaxBackoff = time.Minute
-	// MaxRetryAfter bounds how long a receiver's Retry-After holds the
-	// exporter back.
-	MaxRetryAfter = 10 * time.Minute
 )
 
 // Record is one event as it leaves the hub: redacted, with the session it
@@ -62,24 +56,14 @@ type Record struct {
 // Sink delivers batches to one receiver.
 type Sink interface {
 	// Deliver sends batch and returns nil once the receiver acknowledged
-	// all of it. A *RetryAfter error says when the receiver asked to be
-	// tried again.
+	// all of it. A *deliver.RetryAfter error says when the receiver asked
+	// to be tried again.
 	Deliver(ctx context.Context, batch []Record) error
 	// Kind names the protocol ("http", "otlp") and Target the receiver,
 	// without credentials, for status.
 	Kind() string
 	Target() string
 }
-
-// RetryAfter is a Sink's error for a receiver that asked to be tried again
-// after Wait (HTTP 429 or 503 with Retry-After).
-type RetryAfter struct {
-	Wait time.Duration
-	Err  error
-}
-
-func (e *RetryAfter) Error() string { return fmt.Sprintf("%v (retry after %s)", e.Err, e.Wait) }
-func (e *RetryAfter) Unwrap() error { return e.Err }
 
 // Config configures an Exporter. Name, Sink, Store and Redactor are
 // required.
@@ -96,8 +80,8 @@ type Config struct {
 	MaxBytes   int           // bytes of JSON in one batch; 0 means DefaultMaxBytes
 	MaxAge     time.Duration // how long a batch that is not full waits for more; 0 means DefaultMaxAge
 	Poll       time.Duration // how often the store is looked at; 0 means DefaultPoll
-	MinBackoff time.Duration // 0 means DefaultMinBackoff
-	MaxBackoff time.Duration // 0 means DefaultMaxBackoff
+	MinBackoff time.Duration // 0 means deliver.DefaultMinBackoff
+	MaxBackoff time.Duration // 0 means deliver.DefaultMaxBackoff
 	Logger     *slog.Logger  // nil means slog.Default()
 }
 
@@ -124,8 +108,8 @@ func New(cfg Config) *Exporter {
 	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, DefaultMaxBytes)
 	cfg.MaxAge = cmp.Or(cfg.MaxAge, DefaultMaxAge)
 	cfg.Poll = cmp.Or(cfg.Poll, DefaultPoll)
-	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, DefaultMinBackoff)
-	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, DefaultMaxBackoff)
+	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, deliver.DefaultMinBackoff)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, deliver.DefaultMaxBackoff)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -168,14 +152,14 @@ func (e *Exporter) Run(ctx context.Context) error {
 		if len(batch) == 0 {
 			// Places moved past events left out are kept too.
 			e.save(ctx, nil)
-			sleep(ctx, e.cfg.Poll)
+			deliver.Sleep(ctx, e.cfg.Poll)
 			continue
 		}
 		if started.IsZero() {
 			started = time.Now()
 		}
 		if wait := e.cfg.MaxAge - time.Since(started); !full && wait > 0 {
-			sleep(ctx, min(wait, e.cfg.Poll))
+			deliver.Sleep(ctx, min(wait, e.cfg.Poll))
 			continue
 		}
 		if !e.deliver(ctx, batch) {
@@ -295,34 +279,25 @@ func (e *Exporter) record(ev eventlog.Event) Record {
 // deliver hands batch to the sink until it is acknowledged; it reports
 // false when ctx ended first.
 func (e *Exporter) deliver(ctx context.Context, batch []Record) bool {
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		err := e.cfg.Sink.Deliver(ctx, batch)
-		if err == nil {
-			e.update(func(s *api.ExporterStatus) {
-				s.Exported += int64(len(batch))
-				s.Batches++
-				s.LastDelivery = time.Now().UTC()
-				s.LastDeliverySeconds = time.Since(start).Seconds()
-				s.Retrying = false
-			})
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		wait := backoff(attempt, e.cfg.MinBackoff, e.cfg.MaxBackoff)
-		var ra *RetryAfter
-		if errors.As(err, &ra) {
-			wait = min(max(ra.Wait, wait), MaxRetryAfter)
-		}
+	var start time.Time
+	ok := deliver.Retry(ctx, e.cfg.MinBackoff, e.cfg.MaxBackoff, func(ctx context.Context) error {
+		start = time.Now()
+		return e.cfg.Sink.Deliver(ctx, batch)
+	}, func(attempt int, err error, wait time.Duration) {
 		e.failed(err)
 		e.update(func(s *api.ExporterStatus) { s.Retrying = true })
 		e.log.Warn("export batch failed; trying again", "events", len(batch), "attempt", attempt+1, "wait", wait, "err", err)
-		if !sleep(ctx, wait) {
-			return false
-		}
+	})
+	if ok {
+		e.update(func(s *api.ExporterStatus) {
+			s.Exported += int64(len(batch))
+			s.Batches++
+			s.LastDelivery = time.Now().UTC()
+			s.LastDeliverySeconds = time.Since(start).Seconds()
+			s.Retrying = false
+		})
 	}
+	return ok
 }
 
 // failed notes err as the exporter's last error.
@@ -353,27 +328,5 @@ func (e *Exporter) save(ctx context.Context, batch []Record) {
 			continue
 		}
 		e.acked[session] = c
-	}
-}
-
-// backoff is the wait before attempt+1: exponential from lo up to hi, with
-// full jitter over its upper half.
-func backoff(attempt int, lo, hi time.Duration) time.Duration {
-	d := lo << min(attempt, 20)
-	if d > hi || d <= 0 {
-		d = hi
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits d, and reports false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

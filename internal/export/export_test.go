@@ -317,14 +317,3 @@ func TestExporter_TypesAndDeletedSessions(t *testing.T) {
 	}
 	waitFor(t, "the deleted session to leave the status", func() bool { return exp.Status().Sessions == 0 })
 }
-
-func TestNewHTTP_RefusesCredentialsInURL(t *testing.T) {
-	t.Parallel()
-	for _, u := range []string{"https://user:pass@collector.example.com/x", "ftp://collector.example.com", "collector.example.com/x", "https:///x"} {
-		if _, err := export.NewHTTP(export.HTTPOptions{URL: u}); err == nil {
-			t.Errorf("NewHTTP(%q) accepted it", u)
-		} else if strings.Contains(err.Error(), "pass") {
-			t.Errorf("NewHTTP(%q): the error shows the password: %v", u, err)
-		}
-	}
-}

@@ -6,13 +6,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/acphub/acphub/internal/deliver"
 )
 
 // DefaultTimeout bounds one delivery: a receiver that stalls longer is
@@ -42,7 +40,7 @@ type HTTPOptions struct {
 // no credentials: those go in a header, read from the environment or a
 // file (docs/export.md).
 func NewHTTP(o HTTPOptions) (*HTTP, error) {
-	u, err := checkURL(o.URL)
+	u, err := deliver.CheckURL(o.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -50,23 +48,6 @@ func NewHTTP(o HTTPOptions) (*HTTP, error) {
 		o.Timeout = DefaultTimeout
 	}
 	return &HTTP{url: u.String(), header: o.Header.Clone(), client: &http.Client{Timeout: o.Timeout}}, nil
-}
-
-// checkURL parses a receiver's URL: http or https, with a host and no user
-// or password.
-func checkURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("url %q: %w", raw, err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("url %q: the scheme must be http or https", raw)
-	case u.Host == "":
-		return nil, fmt.Errorf("url %q: no host", raw)
-	case u.User != nil:
-		return nil, fmt.Errorf("url %s://…@%s: credentials go in a header read from the environment or a file, not in the URL", u.Scheme, u.Host)
-	}
-	return u, nil
 }
 
 // Kind implements Sink.
@@ -97,42 +78,7 @@ func (h *HTTP) Deliver(ctx context.Context, batch []Record) error {
 	req.Header.Set("Content-Type", "application/x-ndjson")
 	req.Header.Set("Content-Encoding", "gzip")
 	req.Header.Set("Idempotency-Key", batchKey(batch))
-	return postResult(h.client.Do(req))
-}
-
-// postResult reads a receiver's answer: nil for 2xx, a *RetryAfter for
-// 429 or 503 with Retry-After, an error naming the status otherwise.
-func postResult(resp *http.Response, err error) error {
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 == 2 {
-		return nil
-	}
-	err = fmt.Errorf("the receiver answered %s: %s", resp.Status, strings.TrimSpace(string(snippet)))
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		if wait, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			return &RetryAfter{Wait: wait, Err: err}
-		}
-	}
-	return err
-}
-
-// retryAfter reads a Retry-After header: seconds, or an HTTP date.
-func retryAfter(v string, now time.Time) (time.Duration, bool) {
-	if v == "" {
-		return 0, false
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(0, t.Sub(now)), true
-	}
-	return 0, false
+	return deliver.Result(h.client.Do(req))
 }
 
 // batchKey names a batch by its events' ids: the same batch sent again has

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/deliver"
+	"google.golang.org/protobuf/proto"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/acphub/acphub/api"
 )
 
 // OTLP sends batches as OpenTelemetry logs over OTLP/HTTP (protobuf,
@@ -44,7 +44,7 @@ type OTLP struct {
 // NewOTLP returns an OTLP sink for the collector at o.URL: its logs
 // endpoint, or its base URL, to which /v1/logs is added.
 func NewOTLP(o HTTPOptions, version string) (*OTLP, error) {
-	u, err := checkURL(o.URL)
+	u, err := deliver.CheckURL(o.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func (o *OTLP) Deliver(ctx context.Context, batch []Record) error {
 		// Retryable in OTLP/HTTP: as 503 without Retry-After.
 		resp.Header.Del("Retry-After")
 	}
-	return postResult(resp, err)
+	return deliver.Result(resp, err)
 }
 
 // logs builds the batch's OTLP logs.
