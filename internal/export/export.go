@@ -37,10 +37,10 @@ import (
 
 // Defaults for Config fields left zero.
 const (
-	DefaultMaxEvents  = 500
-	DefaultMaxBytes   = 1 << 20
-	DefaultMaxAge     = time.Second
-	DefaultPoll       = 250 * time.Millisecond
+	DefaultMaxEvents = 500
+	DefaultMaxBytes  = 1 << 20
+	DefaultMaxAge    = time.Second
+	DefaultPoll      = 250 * time.Millisecond
 )
 
 // Record is one event as it leaves the hub: redacted, with the session it
