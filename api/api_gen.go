@@ -2242,6 +2242,181 @@ func (v *HTTPError) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *HTTPError) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// NotificationRequest: What waits: the latest permission request, from the log. An elicitation is not logged: its method alone.
+type NotificationRequest struct {
+	Method string `json:"method"`
+	// The tool call's title, redacted.
+	Title string `json:"title,omitempty"`
+	// The options' names.
+	Options []string `json:"options,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *NotificationRequest) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "method")
+	b = appendString(b, v.Method)
+	if v.Title != "" {
+		b = member(b, &n, "title")
+		b = appendString(b, v.Title)
+	}
+	if len(v.Options) != 0 {
+		b = member(b, &n, "options")
+		b = append(b, '[')
+		for i := range v.Options {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, v.Options[i])
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *NotificationRequest) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// NotificationAnswerers: Who may answer: the roles with the answer right, and the attached clients that hold one.
+type NotificationAnswerers struct {
+	Roles   []string          `json:"roles"`
+	Clients []ConnectedClient `json:"clients"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *NotificationAnswerers) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "roles")
+	b = append(b, '[')
+	for i := range v.Roles {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v.Roles[i])
+	}
+	b = append(b, ']')
+	b = member(b, &n, "clients")
+	b = append(b, '[')
+	for i := range v.Clients {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = (&v.Clients[i]).AppendJSON(b)
+	}
+	b = append(b, ']')
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *NotificationAnswerers) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// Notification: What a notification target is sent (docs/notifications.md): the body of a webhook; ntfy and Slack targets get the same facts as text.
+type Notification struct {
+	// The notification's id, the same when it is sent again: the session, the log seq it is about and the event, KEY:SEQ:EVENT.
+	ID string `json:"id"`
+	// waiting: the agent waits for an answer (a permission, an elicitation); turn_ended: a turn ended; agent_exited: the agent ended when no one stopped it.
+	Event string `json:"event"`
+	// The hub session's key.
+	Session string `json:"session"`
+	// Its ACP session id.
+	SessionID string `json:"sessionId,omitempty"`
+	Agent     string `json:"agent"`
+	// The title the agent gave the session.
+	Title string `json:"title,omitempty"`
+	// The session's state (SessionSummary.state).
+	State string    `json:"state"`
+	Time  time.Time `json:"time"`
+	// One line for people: what happened, redacted.
+	Message string `json:"message"`
+	// The session's page on the dashboard; empty when the hub knows no address people reach it at.
+	URL string `json:"url"`
+	// waiting: the requests waiting for a person.
+	Waiting   int64                  `json:"waiting,omitempty"`
+	Request   *NotificationRequest   `json:"request,omitempty"`
+	Answerers *NotificationAnswerers `json:"answerers,omitempty"`
+	// turn_ended: the turn's stop reason, or error when it failed.
+	StopReason string `json:"stopReason,omitempty"`
+	// turn_ended: a hub stop ended the turn.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// agent_exited: its exit status, -1 for a signal.
+	ExitCode int64 `json:"exitCode,omitempty"`
+	// agent_exited: the signal that ended it.
+	Signal string `json:"signal,omitempty"`
+	// agent_exited: the last lines it wrote to stderr, redacted.
+	StderrTail string `json:"stderrTail,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *Notification) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "id")
+	b = appendString(b, v.ID)
+	b = member(b, &n, "event")
+	b = appendString(b, v.Event)
+	b = member(b, &n, "session")
+	b = appendString(b, v.Session)
+	if v.SessionID != "" {
+		b = member(b, &n, "sessionId")
+		b = appendString(b, v.SessionID)
+	}
+	b = member(b, &n, "agent")
+	b = appendString(b, v.Agent)
+	if v.Title != "" {
+		b = member(b, &n, "title")
+		b = appendString(b, v.Title)
+	}
+	b = member(b, &n, "state")
+	b = appendString(b, v.State)
+	b = member(b, &n, "time")
+	b = appendTime(b, v.Time)
+	b = member(b, &n, "message")
+	b = appendString(b, v.Message)
+	b = member(b, &n, "url")
+	b = appendString(b, v.URL)
+	if v.Waiting != 0 {
+		b = member(b, &n, "waiting")
+		b = strconv.AppendInt(b, v.Waiting, 10)
+	}
+	if v.Request != nil {
+		b = member(b, &n, "request")
+		b = v.Request.AppendJSON(b)
+	}
+	if v.Answerers != nil {
+		b = member(b, &n, "answerers")
+		b = v.Answerers.AppendJSON(b)
+	}
+	if v.StopReason != "" {
+		b = member(b, &n, "stopReason")
+		b = appendString(b, v.StopReason)
+	}
+	if v.Interrupted {
+		b = member(b, &n, "interrupted")
+		b = strconv.AppendBool(b, v.Interrupted)
+	}
+	if v.ExitCode != 0 {
+		b = member(b, &n, "exitCode")
+		b = strconv.AppendInt(b, v.ExitCode, 10)
+	}
+	if v.Signal != "" {
+		b = member(b, &n, "signal")
+		b = appendString(b, v.Signal)
+	}
+	if v.StderrTail != "" {
+		b = member(b, &n, "stderrTail")
+		b = appendString(b, v.StderrTail)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *Notification) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // acphub's own error codes, in the range -32010…-32099.
 const (
 	CodePolicyBlocked     = -32010

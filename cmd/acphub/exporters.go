@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 
 	"github.com/acphub/acphub/internal/config"
@@ -13,11 +12,9 @@ import (
 	"github.com/acphub/acphub/internal/redact"
 )
 
-// newExporters makes the exporters of the config file's [exporters.NAME]
-// tables, reading their headers' secrets now: a variable or file that is
-// missing stops the hub from starting, rather than an exporter failing
-// every batch.
-func newExporters(cfg *config.Config, store eventlog.Store, log *slog.Logger) (*export.Set, error) {
+// newRedactor makes the redactor of what leaves the hub: the built-in
+// rules and the config file's [redact] rules.
+func newRedactor(cfg *config.Config) (*redact.Redactor, error) {
 	var rules []redact.Rule
 	for _, r := range cfg.Redact.Rules {
 		rules = append(rules, redact.Rule{Name: r.Name, Pattern: r.Pattern})
@@ -26,16 +23,20 @@ func newExporters(cfg *config.Config, store eventlog.Store, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("[redact]: %w", err)
 	}
+	return red, nil
+}
+
+// newExporters makes the exporters of the config file's [exporters.NAME]
+// tables, reading their headers' secrets now: a variable or file that is
+// missing stops the hub from starting, rather than an exporter failing
+// every batch.
+func newExporters(cfg *config.Config, store eventlog.Store, red *redact.Redactor, log *slog.Logger) (*export.Set, error) {
 	var exporters []*export.Exporter
 	for _, name := range slices.Sorted(maps.Keys(cfg.Exporters)) {
 		e := cfg.Exporters[name]
-		header := http.Header{}
-		for h, v := range e.Headers {
-			val, err := v.Resolve()
-			if err != nil {
-				return nil, fmt.Errorf("exporters.%s.headers.%s: %w", name, h, err)
-			}
-			header.Set(h, val)
+		header, err := resolveHeaders("exporters."+name, e.Headers)
+		if err != nil {
+			return nil, err
 		}
 		opts := export.HTTPOptions{URL: e.URL, Header: header, Timeout: e.Timeout.Duration}
 		var sink export.Sink

@@ -28,7 +28,9 @@ import (
 	"github.com/acphub/acphub/internal/export"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/lifecycle"
+	"github.com/acphub/acphub/internal/notify"
 	"github.com/acphub/acphub/internal/policy"
+	"github.com/acphub/acphub/internal/redact"
 	"github.com/acphub/acphub/internal/toolexec"
 	"github.com/acphub/acphub/internal/transport"
 	"github.com/acphub/acphub/internal/workspace"
@@ -96,7 +98,9 @@ type daemon struct {
 	// sessions is the hub-wide session stream, closed after the hub.
 	sessions *lifecycle.Stream
 	store    *sqlite.Store
-	exports  *export.Set // the exporters, run behind the sessions
+	exports  *export.Set      // the exporters, run behind the sessions
+	notifier *notify.Notifier // notifications, on the session stream
+	stopped  chan struct{}    // closed when the notifier has returned
 	server   *transport.Server
 	token    string
 	ln       net.Listener
@@ -155,15 +159,23 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err == nil {
 		store, err = sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log})
 	}
-	var exports *export.Set
-	if err == nil {
-		if exports, err = newExporters(cfg, store, log); err != nil {
-			store.Close()
-		}
-	}
 	// The session stream starts with the sessions of the log; the ones
 	// that change from now on are told by their actors.
 	sessions := lifecycle.New(0)
+	// Exporters and notifications: behind the sessions, redacted.
+	var exports *export.Set
+	var notifier *notify.Notifier
+	if err == nil {
+		var red *redact.Redactor
+		if red, err = newRedactor(cfg); err == nil {
+			if exports, err = newExporters(cfg, store, red, log); err == nil {
+				notifier, err = newNotifier(cfg, sessions, store, red, base, log)
+			}
+		}
+		if err != nil {
+			store.Close()
+		}
+	}
 	var h *hub.Hub
 	if err == nil {
 		hcfg.Store, hcfg.Watcher = store, sessions
@@ -189,7 +201,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Exporters: exports, Logger: log,
 	})
-	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, exports: exports, server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
+	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
 }
 
 // privateDataDir makes the data dir, mode 0700, when it does not exist,
@@ -258,6 +270,13 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	// The exporters start after the turns a stop interrupted were ended,
 	// and stop before the log closes.
 	d.exports.Start(context.WithoutCancel(ctx))
+	go func() {
+		defer close(d.stopped)
+		// It returns once the session stream closes, before the log does.
+		if err := d.notifier.Run(context.WithoutCancel(ctx)); err != nil {
+			d.log.Error("notifications stopped", "err", err)
+		}
+	}()
 	srv := &http.Server{Handler: d.server, ReadHeaderTimeout: 10 * time.Second, TLSConfig: d.tls, Protocols: serveProtocols()}
 	errc := make(chan error, 2)
 	go func() {
@@ -320,6 +339,7 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 		err = errors.Join(err, fmt.Errorf("stop serving: %w", serr))
 	}
 	d.exports.Stop()
+	<-d.stopped
 	if cerr := d.store.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close session log: %w", cerr))
 	}

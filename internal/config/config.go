@@ -105,6 +105,8 @@ type Config struct {
 	// rules to what they remove (docs/export.md).
 	Exporters map[string]Exporter `toml:"exporters"`
 	Redact    Redact              `toml:"redact"`
+	// Notify are where notifications go (docs/notifications.md).
+	Notify map[string]Notify `toml:"notify"`
 }
 
 // Duration is a time.Duration written as "90s", "10m" in the file.
@@ -186,6 +188,9 @@ func Load(cfg *Config, path string, optional bool) error {
 		}
 	}
 	if err := checkExporters(cfg.Exporters, api.EventTypes()); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := checkNotify(cfg.Notify); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return nil

@@ -11,15 +11,25 @@ import (
 // Exporter is one [exporters.NAME] table: where a copy of every session's
 // log goes (docs/export.md).
 type Exporter struct {
-	Type         string                 `toml:"type"` // http or otlp
-	URL          string                 `toml:"url"`
-	Headers      map[string]HeaderValue `toml:"headers"`
-	Types        []string               `toml:"types"`         // exported event types; empty: all
-	ExcludeTypes []string               `toml:"exclude_types"` // left out
-	MaxEvents    int                    `toml:"max_events"`
-	MaxBytes     int                    `toml:"max_bytes"`
-	MaxAge       Duration               `toml:"max_age"`
-	Timeout      Duration               `toml:"timeout"`
+	Type         string           `toml:"type"` // http or otlp
+	URL          string           `toml:"url"`
+	Headers      map[string]Value `toml:"headers"`
+	Types        []string         `toml:"types"`         // exported event types; empty: all
+	ExcludeTypes []string         `toml:"exclude_types"` // left out
+	MaxEvents    int              `toml:"max_events"`
+	MaxBytes     int              `toml:"max_bytes"`
+	MaxAge       Duration         `toml:"max_age"`
+	Timeout      Duration         `toml:"timeout"`
+}
+
+// Notify is one [notify.NAME] table: where notifications go
+// (docs/notifications.md).
+type Notify struct {
+	Type    string           `toml:"type"` // webhook, ntfy or slack
+	URL     Value            `toml:"url"`  // a Slack webhook's or ntfy topic's URL is a secret: read it from env or file
+	Events  []string         `toml:"events"`
+	Headers map[string]Value `toml:"headers"`
+	Timeout Duration         `toml:"timeout"`
 }
 
 // RedactRule is one of [redact] rules: a name, for the marker, and an RE2
@@ -34,10 +44,11 @@ type Redact struct {
 	Rules []RedactRule `toml:"rules"`
 }
 
-// HeaderValue is the value of a header an exporter sends: a string, or a
-// table that reads it from the environment ({ env = "NAME" }) or a file
+// Value is a setting that may be a secret — a header an exporter or a
+// notification target sends, a webhook's URL: a string, or a table that
+// reads it from the environment ({ env = "NAME" }) or a file
 // ({ file = "/path" }, its first line), with a prefix ("Bearer ").
-type HeaderValue struct {
+type Value struct {
 	Value  string
 	Env    string
 	File   string
@@ -45,7 +56,7 @@ type HeaderValue struct {
 }
 
 // UnmarshalTOML implements toml.Unmarshaler.
-func (h *HeaderValue) UnmarshalTOML(v any) error {
+func (h *Value) UnmarshalTOML(v any) error {
 	switch v := v.(type) {
 	case string:
 		h.Value = v
@@ -77,7 +88,7 @@ func (h *HeaderValue) UnmarshalTOML(v any) error {
 
 // Resolve returns the header's value: read from the environment or the
 // file now, after its prefix.
-func (h HeaderValue) Resolve() (string, error) {
+func (h Value) Resolve() (string, error) {
 	switch {
 	case h.Env != "":
 		v, ok := os.LookupEnv(h.Env)
@@ -103,6 +114,31 @@ func (h HeaderValue) Resolve() (string, error) {
 // which the config file may not hold in clear.
 var credentialHeader = regexp.MustCompile(`(?i)authorization|token|key|secret|password|auth|cookie`)
 
+// checkNotify refuses notification targets without a URL, or with a
+// credential header written in clear; package notify checks their types
+// and events when the hub starts.
+func checkNotify(targets map[string]Notify) error {
+	for name, n := range targets {
+		if n.URL == (Value{}) {
+			return fmt.Errorf("notify.%s: no url", name)
+		}
+		if err := checkHeaders("notify."+name, n.Headers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkHeaders refuses a credential header written in clear.
+func checkHeaders(table string, headers map[string]Value) error {
+	for h, v := range headers {
+		if v.Env == "" && v.File == "" && credentialHeader.MatchString(h) {
+			return fmt.Errorf("%s.headers.%s: a credential is read from the environment or a file — %s = { env = \"NAME\", prefix = \"Bearer \" } — never written in the config", table, h, h)
+		}
+	}
+	return nil
+}
+
 // checkExporters refuses exporters the hub could not run: an unknown type,
 // no URL, a credential written in clear, an event type that does not
 // exist.
@@ -114,10 +150,8 @@ func checkExporters(exporters map[string]Exporter, eventTypes []string) error {
 		case e.URL == "":
 			return fmt.Errorf("exporters.%s: no url", name)
 		}
-		for h, v := range e.Headers {
-			if v.Env == "" && v.File == "" && credentialHeader.MatchString(h) {
-				return fmt.Errorf("exporters.%s.headers.%s: a credential is read from the environment or a file — %s = { env = \"NAME\", prefix = \"Bearer \" } — never written in the config", name, h, h)
-			}
+		if err := checkHeaders("exporters."+name, e.Headers); err != nil {
+			return err
 		}
 		for _, t := range append(slices.Clone(e.Types), e.ExcludeTypes...) {
 			if !slices.Contains(eventTypes, t) {

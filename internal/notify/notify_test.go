@@ -1,0 +1,231 @@
+package notify_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/eventlog/mem"
+	"github.com/acphub/acphub/internal/lifecycle"
+	"github.com/acphub/acphub/internal/notify"
+	"github.com/acphub/acphub/internal/redact"
+)
+
+// receiver keeps every request it is sent, by path, and fails the first
+// failures of those to /hook with 500.
+type receiver struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	got      map[string][]request
+	failures atomic.Int64
+}
+
+type request struct {
+	header http.Header
+	body   string
+}
+
+func newReceiver(t *testing.T, failures int64) *receiver {
+	r := &receiver{got: map[string][]request{}}
+	r.failures.Store(failures)
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got[req.URL.Path] = append(r.got[req.URL.Path], request{req.Header, string(b)})
+		r.mu.Unlock()
+		if req.URL.Path == "/hook" && r.failures.Add(-1) >= 0 {
+			http.Error(w, "down", http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) requests(path string) []request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]request(nil), r.got[path]...)
+}
+
+// logOf appends data to session key's log after what it holds.
+func logOf(t *testing.T, store eventlog.Store, key string, data ...api.EventData) int64 {
+	t.Helper()
+	ctx := context.Background()
+	last, _, _ := store.Last(ctx, key, "")
+	var evs []eventlog.Event
+	for i, d := range data {
+		evs = append(evs, eventlog.Event{Session: key, Event: api.Event{Seq: last.Seq + int64(i) + 1, ID: eventlog.NewID(),
+			Timestamp: time.Now().UTC(), Type: d.EventType(), Data: d.AppendJSON(nil)}})
+	}
+	if err := store.Append(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	return evs[len(evs)-1].Seq
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A session that starts waiting for a permission, ends its turn and loses
+// its agent gets one notification of each, on a webhook (which fails
+// twice first, and is tried again with the same id), an ntfy topic and a
+// Slack webhook that only wants waiting; a session the hub had before
+// gets none for what it was; secrets are redacted.
+func TestNotifier(t *testing.T) {
+	t.Parallel()
+	store := &mem.Store{}
+	stream := lifecycle.New(5 * time.Millisecond)
+	defer stream.Close()
+	red, _ := redact.New(nil)
+	recv := newReceiver(t, 2)
+	before := time.Now().Add(-time.Hour)
+	logOf(t, store, "old", &api.TurnStarted{SessionID: "o"}, &api.TurnCompleted{SessionID: "o", StopReason: "end_turn"})
+	stream.Seed([]api.SessionSummary{{Key: "old", State: api.StateIdle, CreatedAt: before, LastSeq: 2}})
+
+	n, err := notify.New(notify.Config{
+		Targets: []notify.Target{
+			{Name: "hook", Kind: notify.Webhook, URL: recv.srv.URL + "/hook", Header: http.Header{"Authorization": {"Bearer t"}}},
+			{Name: "phone", Kind: notify.Ntfy, URL: recv.srv.URL + "/topic"},
+			{Name: "chat", Kind: notify.Slack, URL: recv.srv.URL + "/slack", Events: []string{notify.Waiting}},
+		},
+		Sessions: stream, Store: store, Redactor: red, PublicURL: "https://hub.example.com/",
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	time.Sleep(20 * time.Millisecond) // the first look, at the sessions the hub had
+
+	const secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+	peers := []api.ConnectedClient{{ClientID: "ana", Role: "owner", Token: "ana"}, {ClientID: "obs", Role: "observer", Token: "wall"}}
+	sum := api.SessionSummary{Key: "s", SessionID: "sid", Agent: "demo", Title: "Fix the build", CreatedAt: time.Now(), Peers: peers}
+	change := func(state string, waiting int64, seq int64) {
+		sum.State, sum.Waiting, sum.LastSeq = state, waiting, seq
+		s := sum
+		stream.Changed(&s)
+	}
+	seq := logOf(t, store, "s", &api.TurnStarted{SessionID: "sid"},
+		&api.PermissionRequested{RequestID: json.RawMessage(`7`), Params: json.RawMessage(`{"sessionId":"sid","toolCall":{"toolCallId":"c","title":"push with ` + secret + `"},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"},{"optionId":"reject","name":"Reject","kind":"reject_once"}]}`)})
+	change(api.StateRequiresAction, 1, seq)
+	waitFor(t, "the slack message", func() bool { return len(recv.requests("/slack")) >= 1 })
+	seq = logOf(t, store, "s", &api.PermissionResolved{SessionID: "sid"}, &api.TurnCompleted{SessionID: "sid", StopReason: "end_turn"})
+	change(api.StateIdle, 0, seq)
+	// A turn that started and ended between two looks is told too.
+	logOf(t, store, "s", &api.TurnStarted{SessionID: "sid"})
+	seq = logOf(t, store, "s", &api.TurnCompleted{SessionID: "sid", StopReason: "cancelled"})
+	change(api.StateIdle, 0, seq)
+	seq = logOf(t, store, "s", &api.AgentExited{Code: 3, StderrTail: "panic: API_KEY=abcdef123456 rejected"})
+	change(api.StateAgentExited, 0, seq)
+	// The old session grows without a new turn: nothing to tell.
+	stream.Changed(&api.SessionSummary{Key: "old", State: api.StateIdle, CreatedAt: before, LastSeq: 3})
+
+	waitFor(t, "four webhooks", func() bool {
+		ids := map[string]bool{}
+		for _, r := range recv.requests("/hook") {
+			var out api.Notification
+			_ = json.Unmarshal([]byte(r.body), &out)
+			ids[out.ID] = true
+		}
+		return len(ids) == 4 && len(recv.requests("/topic")) == 4
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	hooks := recv.requests("/hook")
+	var outs []api.Notification
+	ids := map[string]int{}
+	for _, r := range hooks {
+		var out api.Notification
+		if err := json.Unmarshal([]byte(r.body), &out); err != nil {
+			t.Fatalf("webhook body %s: %v", r.body, err)
+		}
+		if r.header.Get("Authorization") != "Bearer t" || r.header.Get("Idempotency-Key") != out.ID || r.header.Get("Content-Type") != "application/json" {
+			t.Errorf("webhook headers %v", r.header)
+		}
+		if ids[out.ID]++; ids[out.ID] == 1 {
+			outs = append(outs, out)
+		}
+	}
+	if len(hooks) != 6 || ids[outs[0].ID] != 3 {
+		t.Errorf("%d webhook requests, the first sent %d times; want the two failures sent again (6 in all)", len(hooks), ids[outs[0].ID])
+	}
+	var events []string
+	for _, o := range outs {
+		events = append(events, o.Event)
+		if o.Session != "s" || o.URL != "https://hub.example.com/#/s/s" || o.Agent != "demo" || o.Title != "Fix the build" {
+			t.Errorf("notification %+v", o)
+		}
+	}
+	if got := strings.Join(events, ","); got != "waiting,turn_ended,turn_ended,agent_exited" {
+		t.Fatalf("events %s", got)
+	}
+	w := outs[0]
+	if w.Waiting != 1 || w.Request == nil || w.Request.Method != "session/request_permission" || !strings.Contains(w.Request.Title, "[REDACTED:github-token]") ||
+		strings.Join(w.Request.Options, ",") != "Allow,Reject" || w.Answerers == nil || strings.Join(w.Answerers.Roles, ",") != "controller,owner" ||
+		len(w.Answerers.Clients) != 1 || w.Answerers.Clients[0].ClientID != "ana" || !strings.Contains(w.Message, "waits for an answer: permission wanted") {
+		t.Errorf("waiting %+v request %+v answerers %+v", w, w.Request, w.Answerers)
+	}
+	if outs[1].StopReason != "end_turn" || outs[2].StopReason != "cancelled" || outs[3].ExitCode != 3 || !strings.Contains(outs[3].StderrTail, "[REDACTED:assignment]") {
+		t.Errorf("turns %+v %+v, exit %+v", outs[1], outs[2], outs[3])
+	}
+	for _, path := range []string{"/hook", "/topic", "/slack"} {
+		for _, r := range recv.requests(path) {
+			if strings.Contains(r.body, secret) || strings.Contains(r.body, "abcdef123456") {
+				t.Errorf("%s: a secret was sent: %s", path, r.body)
+			}
+		}
+	}
+	topic := recv.requests("/topic")
+	title, _ := new(mime.WordDecoder).DecodeHeader(topic[0].header.Get("Title"))
+	if title != "acphub: Fix the build" || topic[0].header.Get("Click") != "https://hub.example.com/#/s/s" || topic[0].header.Get("Priority") != "high" ||
+		!strings.Contains(topic[0].body, "waits for an answer") {
+		t.Errorf("ntfy: title %q headers %v body %q", title, topic[0].header, topic[0].body)
+	}
+	slack := recv.requests("/slack")
+	var msg struct{ Text string }
+	if len(slack) != 1 || json.Unmarshal([]byte(slack[0].body), &msg) != nil || !strings.Contains(msg.Text, "<https://hub.example.com/#/s/s|Open the session>") {
+		t.Errorf("slack: %+v", slack)
+	}
+}
+
+func TestNew_BadTargets(t *testing.T) {
+	t.Parallel()
+	red, _ := redact.New(nil)
+	for _, tt := range []struct {
+		target notify.Target
+		want   string
+	}{
+		{notify.Target{Name: "x", Kind: "pager", URL: "https://x"}, `type "pager"`},
+		{notify.Target{Name: "x", Kind: notify.Webhook, URL: "https://u:p@x"}, "credentials"},
+		{notify.Target{Name: "x", Kind: notify.Ntfy, URL: "https://x", Events: []string{"turn_started"}}, `event "turn_started"`},
+	} {
+		if _, err := notify.New(notify.Config{Targets: []notify.Target{tt.target}, Redactor: red}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v, want %q", tt.target, err, tt.want)
+		}
+	}
+}
