@@ -28,6 +28,8 @@ import (
 	"github.com/acphub/acphub/internal/export"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/lifecycle"
+	"github.com/acphub/acphub/internal/meter"
+	"github.com/acphub/acphub/internal/metrics"
 	"github.com/acphub/acphub/internal/notify"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/redact"
@@ -73,6 +75,7 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.DurationVar(&cfg.WorkspaceRetention.Duration, "workspace-retention", cfg.WorkspaceRetention.Duration, "remote sessions: keep a workspace this long after its session is closed (0: remove it at once)")
 	fs.DurationVar(&cfg.ExitWhenIdle.Duration, "exit-when-idle", cfg.ExitWhenIdle.Duration, "exit after no client has been connected for this long (0: never)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "loopback address serving Go's profiler at /debug/pprof/ (empty: off)")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "loopback address serving the Prometheus metrics at /metrics without a token (empty: off; /metrics on --listen needs a token with the manage right)")
 }
 
 func runServe(ctx context.Context, args []string, stdio Stdio) error {
@@ -106,7 +109,7 @@ type daemon struct {
 	ln       net.Listener
 	sock     net.Listener // the data dir's Unix socket; nil when its path is too long
 	tls      *tls.Config
-	debug    *debugServer // nil unless --debug-listen
+	sides    []*sideServer // --debug-listen, --metrics-listen
 }
 
 func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
@@ -114,7 +117,15 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	hcfg, err := hubConfig(cfg, log)
+	// The metrics read the session stream and the exporters, made below,
+	// at each scrape.
+	var sessions *lifecycle.Stream
+	var exports *export.Set
+	m := metrics.New(metrics.Sources{
+		Sessions:  func() []api.SessionSummary { return sessions.Summaries() },
+		Exporters: func() []api.ExporterStatus { return exports.Statuses() },
+	})
+	hcfg, err := hubConfig(cfg, log, m)
 	if err != nil {
 		return nil, err
 	}
@@ -133,17 +144,29 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	var debug *debugServer
-	if cfg.DebugListen != "" {
-		if debug, err = listenDebug(cfg.DebugListen); err != nil {
+	var sides []*sideServer
+	closeSides := func() {
+		for _, s := range sides {
+			s.ln.Close()
+		}
+	}
+	for addr, listen := range map[string]func(string) (*sideServer, error){
+		cfg.DebugListen:   listenDebug,
+		cfg.MetricsListen: func(addr string) (*sideServer, error) { return listenMetrics(addr, m.Handler()) },
+	} {
+		if addr == "" {
+			continue
+		}
+		side, err := listen(addr)
+		if err != nil {
+			closeSides()
 			return nil, err
 		}
+		sides = append(sides, side)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		if debug != nil {
-			debug.ln.Close()
-		}
+		closeSides()
 		return nil, listenFailed(cfg, err)
 	}
 	sock, err := transport.ListenSocket(transport.SocketPath(cfg.DataDir))
@@ -157,13 +180,12 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	}
 	var store *sqlite.Store
 	if err == nil {
-		store, err = sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log})
+		store, err = sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log, Meter: m})
 	}
 	// The session stream starts with the sessions of the log; the ones
 	// that change from now on are told by their actors.
-	sessions := lifecycle.New(0)
+	sessions = lifecycle.New(0)
 	// Exporters and notifications: behind the sessions, redacted.
-	var exports *export.Set
 	var notifier *notify.Notifier
 	if err == nil {
 		var red *redact.Redactor
@@ -192,16 +214,14 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		if sock != nil {
 			sock.Close()
 		}
-		if debug != nil {
-			debug.ln.Close()
-		}
+		closeSides()
 		return nil, err
 	}
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
-		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Exporters: exports, Logger: log,
+		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Exporters: exports, Meter: m, Metrics: m.Handler(), Logger: log,
 	})
-	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, debug: debug}, nil
+	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, sides: sides}, nil
 }
 
 // privateDataDir makes the data dir, mode 0700, when it does not exist,
@@ -300,10 +320,9 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 		d.log.Warn("write pid file", "err", err)
 	}
 	defer os.Remove(pidFile)
-	if d.debug != nil {
-		d.log.Info("profiler serving", "url", "http://"+d.debug.ln.Addr().String()+"/debug/pprof/")
-		go d.debug.serve(d.log)
-		defer d.debug.srv.Close()
+	for _, side := range d.sides {
+		go side.serve(d.log)
+		defer side.srv.Close()
 	}
 	socket := "none"
 	if d.sock != nil {
@@ -406,7 +425,7 @@ func (d *daemon) watchIdle(ctx context.Context) <-chan struct{} {
 }
 
 // hubConfig turns settings into the hub's configuration.
-func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
+func hubConfig(cfg *config.Config, log *slog.Logger, m meter.Sink) (hub.Config, error) {
 	if err := checkNotNegative(cfg); err != nil {
 		return hub.Config{}, err
 	}
@@ -431,7 +450,7 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 	if err != nil {
 		return hub.Config{}, err
 	}
-	workspaces, err := workspaceManager(cfg)
+	workspaces, err := workspaceManager(cfg, m)
 	if err != nil {
 		return hub.Config{}, err
 	}
@@ -455,6 +474,7 @@ func hubConfig(cfg *config.Config, log *slog.Logger) (hub.Config, error) {
 		IdleTTL:            cfg.IdleTTL.Duration,
 		MaxSessions:        cfg.MaxSessions,
 		PermissionTimeout:  cfg.PermissionTimeout.Duration,
+		Meter:              m,
 		Logger:             log,
 	}, nil
 }
@@ -508,7 +528,7 @@ func toolOptions(cfg *config.Config) (toolexec.Options, error) {
 
 // workspaceManager returns what checks out remote sessions, in the data
 // dir, with the remote rules of cfg.
-func workspaceManager(cfg *config.Config) (*workspace.Manager, error) {
+func workspaceManager(cfg *config.Config, m meter.Sink) (*workspace.Manager, error) {
 	for _, sc := range cfg.RemoteSchemes {
 		if !slices.Contains([]string{"https", "http", "ssh", "file"}, sc) {
 			return nil, fmt.Errorf("--remote-scheme %q: want https, http, ssh or file", sc)
@@ -522,6 +542,7 @@ func workspaceManager(cfg *config.Config) (*workspace.Manager, error) {
 		Rules:       workspace.Rules{Schemes: cfg.RemoteSchemes, Hosts: cfg.RemoteHosts},
 		AuthorName:  cfg.GitAuthorName,
 		AuthorEmail: cfg.GitAuthorEmail,
+		Meter:       m,
 	}), nil
 }
 

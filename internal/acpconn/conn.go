@@ -392,7 +392,7 @@ func (c *Conn) loadSession(ctx context.Context, m *jsonrpc.Message) {
 	}
 	if key == "" && m.Method == jsonrpc.MethodSessionResume {
 		// Resume joins a hub session; it never has the agent load one.
-		c.replyError(m.ID, hub.ErrNotFound(id))
+		c.replyError(m.ID, jsonrpc.SessionNotFound(id))
 		return
 	}
 	s := &session{key: key, id: id, ready: make(chan struct{}), watch: m.ID}

@@ -100,6 +100,7 @@ type Config struct {
 	WorkspaceRetention Duration         `toml:"workspace_retention"`
 	ExitWhenIdle       Duration         `toml:"exit_when_idle"`
 	DebugListen        string           `toml:"debug_listen"`
+	MetricsListen      string           `toml:"metrics_listen"`
 	Agents             map[string]Agent `toml:"agents"`
 	// Exporters ship a copy of every session's log elsewhere; Redact adds
 	// rules to what they remove (docs/export.md).

@@ -30,6 +30,7 @@ func (s *Session) startAgent() error {
 		return err
 	}
 	s.agentGen++
+	s.cfg.Meter.AgentStarted(s.agentGen > 1 || s.prior != nil)
 	s.agent = agent.NewLink[*peer](proc, s.agentGen, s.log)
 	s.record("", &api.AgentStarted{
 		Pid: int64(proc.Pid()), Command: spec.Command, Args: nonNil(spec.Args),
@@ -60,7 +61,7 @@ func (s *Session) readAgent(proc *agent.Process, gen int) {
 func (s *Session) withAgent(do func(), fail func(*jsonrpc.Error)) {
 	if s.agent == nil {
 		if s.initParams == nil {
-			fail(errNotInitialized())
+			fail(jsonrpc.NotInitialized())
 			return
 		}
 		if s.remote != nil && s.remote.Lost() {
@@ -128,6 +129,7 @@ func (s *Session) agentFault(reason, message string) {
 // agentFrame handles one frame from the agent.
 func (s *Session) agentFrame(frame []byte) {
 	m, err := jsonrpc.Parse(frame)
+	s.frames.Add("in", m.Method, 1, len(frame))
 	if err != nil {
 		s.agentFault("agent_bad_frame", fmt.Sprintf("a line from the agent was dropped: %v", err))
 		return
@@ -150,7 +152,7 @@ func (s *Session) agentResponse(m *jsonrpc.Message) {
 		return
 	}
 	if c.From != nil && !c.Held {
-		s.send(c.From, m.WithID(c.ID))
+		s.respond(c.From, m.WithID(c.ID))
 	}
 	if c.Then != nil {
 		c.Then(m)
@@ -188,7 +190,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 	} else {
 		s.record("", &api.AgentNotification{Method: m.Method, Params: m.Params})
 	}
-	s.broadcast(m.Raw, nil)
+	s.broadcast(m.Method, m.Raw, nil)
 }
 
 // agentGone handles the end of the agent process.
@@ -213,7 +215,7 @@ func (s *Session) agentGone(exit agent.Exit) {
 	for _, c := range a.End(e) {
 		resp := errorMessage(c.ID, e)
 		if c.From != nil && !c.Held {
-			s.send(c.From, resp.Raw)
+			s.respond(c.From, resp.Raw)
 		}
 		if c.Then != nil {
 			c.Then(&resp)

@@ -27,16 +27,6 @@ const (
 	historyAfterMessage = "after_message"
 )
 
-func errBadParams(msg string) *jsonrpc.Error { return jsonrpc.InvalidParams(msg) }
-
-// errNotFound answers a session id that neither this hub session nor the
-// agent knows, with ACP's resource-not-found code.
-// ErrNotFound is the answer to a session/load or session/resume of an id
-// no hub session holds (ACP's resource-not-found).
-func ErrNotFound(id string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeNotFound, api.ReasonUnknownSession, "Session not found", map[string]any{"sessionId": id})
-}
-
 // load handles session/load: the hub's own session is replayed from the
 // log; an id the hub does not know goes to the agent, if the agent can load
 // sessions and this hub session has none yet.
@@ -50,7 +40,7 @@ func (s *Session) load(p *peer, m *jsonrpc.Message) {
 	case s.sessionID == nil && agent.LoadsSessions(s.agentInit):
 		s.loadFromAgent(p, m, id)
 	default:
-		s.replyError(p, m.ID, ErrNotFound(id))
+		s.replyError(p, m.ID, jsonrpc.SessionNotFound(id))
 	}
 }
 
@@ -67,7 +57,7 @@ func (s *Session) resume(p *peer, m *jsonrpc.Message) {
 	case s.holds(id):
 		s.rejoin(p, m, false)
 	default:
-		s.replyError(p, m.ID, ErrNotFound(id))
+		s.replyError(p, m.ID, jsonrpc.SessionNotFound(id))
 	}
 }
 
@@ -81,7 +71,7 @@ func loadParams(params []byte) (string, *jsonrpc.Error) {
 		return "", e
 	}
 	if req.SessionID == "" {
-		return "", errBadParams("sessionId is required")
+		return "", jsonrpc.InvalidParams("sessionId is required")
 	}
 	return req.SessionID, workspace.CheckCwd(params)
 }
@@ -179,19 +169,19 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	switch req.HistoryPolicy {
 	case historyFull, historyPendingOnly, historyNone, historyAfterMessage:
 	default:
-		s.replyError(p, m.ID, errBadParams("historyPolicy must be full, pending_only, none or after_message"))
+		s.replyError(p, m.ID, jsonrpc.InvalidParams("historyPolicy must be full, pending_only, none or after_message"))
 		return
 	}
 	if req.AfterSeq != nil && *req.AfterSeq < 0 {
-		s.replyError(p, m.ID, errBadParams("afterSeq must not be negative"))
+		s.replyError(p, m.ID, jsonrpc.InvalidParams("afterSeq must not be negative"))
 		return
 	}
 	if req.AfterText < 0 || (req.AfterText > 0 && req.AfterSeq == nil) {
-		s.replyError(p, m.ID, errBadParams("afterText must not be negative, and goes with afterSeq"))
+		s.replyError(p, m.ID, jsonrpc.InvalidParams("afterText must not be negative, and goes with afterSeq"))
 		return
 	}
 	if s.sessionID == nil || req.SessionID != s.sessionIDString() {
-		s.replyError(p, m.ID, ErrNotFound(req.SessionID))
+		s.replyError(p, m.ID, jsonrpc.SessionNotFound(req.SessionID))
 		return
 	}
 	if req.ClientInfo != nil {
@@ -210,7 +200,7 @@ func (s *Session) attachSession(p *peer, m *jsonrpc.Message) {
 	case req.AfterSeq != nil:
 		var ok bool
 		if after, ok = s.attachFrom(*req.AfterSeq); !ok {
-			s.replyError(p, m.ID, errBadParams(fmt.Sprintf("afterSeq %d is past the end of the session's log: its last seq is %d", *req.AfterSeq, s.seq)))
+			s.replyError(p, m.ID, jsonrpc.InvalidParams(fmt.Sprintf("afterSeq %d is past the end of the session's log: its last seq is %d", *req.AfterSeq, s.seq)))
 			return
 		}
 		if after != *req.AfterSeq {
@@ -247,7 +237,7 @@ func (s *Session) messageFound(m messageFound) {
 		return
 	}
 	if m.err != nil {
-		s.replyError(m.p, m.id, errLogRead())
+		s.replyError(m.p, m.id, jsonrpc.LogUnreadable())
 		return
 	}
 	applied := historyAfterMessage
@@ -257,10 +247,6 @@ func (s *Session) messageFound(m messageFound) {
 	s.text.Flush()
 	s.flush()
 	s.finishAttach(m.p, m.id, m.req, applied, m.seq)
-}
-
-func errLogRead() *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeInternal, api.ReasonInternal, "The hub could not read the session log", nil)
 }
 
 // attachInline is how many log events of history session/attach puts in
@@ -286,7 +272,7 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	default:
 		frames, err := s.historyFrames(segments)
 		if err != nil {
-			s.replyError(p, id, errLogRead())
+			s.replyError(p, id, jsonrpc.LogUnreadable())
 			return
 		}
 		for _, f := range frames {
@@ -319,7 +305,7 @@ func (s *Session) detachSession(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	if s.sessionID == nil || req.SessionID != s.sessionIDString() {
-		s.replyError(p, m.ID, ErrNotFound(req.SessionID))
+		s.replyError(p, m.ID, jsonrpc.SessionNotFound(req.SessionID))
 		return
 	}
 	// The seq the client has been given up to, for a later session/attach

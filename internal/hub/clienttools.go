@@ -26,7 +26,7 @@ func (s *Session) agentRequest(m *jsonrpc.Message) {
 		tool = policy.NewCall(m.Method, m.Params, d)
 	}
 	if sid, foreign := s.foreignSession(m); foreign {
-		e := errSessionMismatch(sid)
+		e := jsonrpc.SessionMismatch(sid)
 		if tool != nil {
 			s.refuseTool(m, tool, "refused", e)
 			return
@@ -76,7 +76,11 @@ func (s *Session) refuseTool(m *jsonrpc.Message, tool *toolCall, decision string
 }
 
 // recordTool writes a finished audit to the log.
-func (s *Session) recordTool(tool *toolCall) { s.record("", tool.Done()) }
+func (s *Session) recordTool(tool *toolCall) {
+	ev := tool.Done()
+	s.cfg.Meter.ToolCall(ev)
+	s.record("", ev)
+}
 
 // toolAnswered completes the audit of a client-tool request a client
 // answered (winner; nil when the agent withdrew it first), and binds a

@@ -95,7 +95,7 @@ func (h *Hub) DeleteACP(ctx context.Context, id string, who *auth.Principal) *js
 	key, err := h.FindSession(ctx, id, who)
 	switch {
 	case err != nil:
-		return errLogRead()
+		return jsonrpc.LogUnreadable()
 	case key == "":
 		return nil
 	}
@@ -116,7 +116,7 @@ func (s *Session) remove(answer func(*jsonrpc.Error)) {
 		s.deleting.answers = append(s.deleting.answers, answer)
 		return
 	case s.turn != nil || len(s.queue) > 0:
-		answer(errTurnRunning(s.sessionIDString(), 1+len(s.queue)))
+		answer(jsonrpc.TurnRunning(s.sessionIDString(), 1+len(s.queue)))
 		return
 	}
 	s.deleting = &deletion{answers: []func(*jsonrpc.Error){answer}}
@@ -211,10 +211,4 @@ func (h *Hub) forget(s *Session) {
 		delete(h.sessions, s.key)
 	}
 	h.deletions[s.key]++
-}
-
-func errTurnRunning(sessionID string, turns int) *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeTurnRunning, api.ReasonTurnRunning,
-		"A turn is running: cancel it, and the prompts queued behind it, before deleting the session",
-		map[string]any{"sessionId": sessionID, "turns": turns})
 }

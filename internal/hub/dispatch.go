@@ -15,6 +15,7 @@ import (
 // clientFrame handles one frame from a client.
 func (s *Session) clientFrame(p *peer, frame []byte) {
 	m, err := jsonrpc.Parse(frame)
+	s.frames.Add("in", m.Method, 1, len(frame))
 	if err != nil {
 		// Answered with the frame's id when it could be read, else null.
 		s.replyError(p, m.ID, err.(*jsonrpc.Error))
@@ -70,14 +71,14 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 	case m.Method == api.MethodOutcome:
 		s.outcome(p, m)
 	case strings.HasPrefix(m.Method, jsonrpc.HubPrefix):
-		s.replyError(p, m.ID, errUnknownHubMethod(m.Method))
+		s.replyError(p, m.ID, jsonrpc.UnknownMethod(m.Method))
 	case m.Method == jsonrpc.MethodSessionDelete && s.initResult != nil:
 		s.deleteRequest(p, m)
 	case s.deleting != nil:
 		// The session is going: nothing starts in it any more.
-		s.replyError(p, m.ID, ErrNotFound(s.sessionIDString()))
+		s.replyError(p, m.ID, jsonrpc.SessionNotFound(s.sessionIDString()))
 	case s.initResult == nil && s.agent == nil:
-		s.replyError(p, m.ID, errNotInitialized())
+		s.replyError(p, m.ID, jsonrpc.NotInitialized())
 	case m.Method == jsonrpc.MethodSessionNew:
 		s.newSession(p, m)
 	case m.Method == jsonrpc.MethodSessionLoad:

@@ -80,30 +80,3 @@ func ForbiddenError(f *auth.Forbidden) *jsonrpc.Error {
 	return jsonrpc.NewError(api.CodeForbidden, api.ReasonForbidden, "Forbidden: "+f.Text,
 		map[string]any{"right": f.Right, "role": f.Role.String()})
 }
-
-func errNotInitialized() *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeNotInitialized, api.ReasonNotInitialized, "Send initialize first", nil)
-}
-
-func errNoSession() *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeNoSession, api.ReasonNoSession, "No ACP session yet: send session/new first", nil)
-}
-
-func errSessionMismatch(got string) *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeUnknownSession, api.ReasonUnknownSession,
-		"This hub session does not hold that sessionId", map[string]any{"sessionId": got})
-}
-
-func errQueueFull(limit int) *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeQueueFull, api.ReasonQueueFull,
-		"Prompt queue is full; wait for the running turn", map[string]any{"limit": limit})
-}
-
-func errUnknownHubMethod(method string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, api.ReasonUnknownMethod,
-		"Method not found", map[string]any{"method": method})
-}
-
-func errCancelled() *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeCancelled, api.ReasonCancelled, "Request cancelled", nil)
-}

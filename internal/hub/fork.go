@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"strings"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
@@ -118,9 +117,9 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 	parent, err := h.findACP(ctx, req.SessionID, who)
 	switch {
 	case err != nil:
-		return "", errLogRead()
+		return "", jsonrpc.LogUnreadable()
 	case parent == nil:
-		return "", ErrNotFound(req.SessionID)
+		return "", jsonrpc.SessionNotFound(req.SessionID)
 	}
 	opID := jsonrpc.MetaString(params, api.MetaOperationID)
 	if len(opID) > ops.MaxIDSize {
@@ -191,11 +190,11 @@ func (s *Session) forkSource(ctx context.Context) (forkSource, *jsonrpc.Error) {
 func (s *Session) forkPoint() (forkSource, *jsonrpc.Error) {
 	switch {
 	case s.deleting != nil || s.sessionID == nil:
-		return forkSource{}, ErrNotFound(s.sessionIDString())
+		return forkSource{}, jsonrpc.SessionNotFound(s.sessionIDString())
 	case s.turn != nil || len(s.queue) > 0:
-		return forkSource{}, errTurnRunning(s.sessionIDString(), 1+len(s.queue))
+		return forkSource{}, jsonrpc.TurnRunning(s.sessionIDString(), 1+len(s.queue))
 	case s.agentInit != nil && !agent.HasSessionCapability(s.agentInit, "fork"):
-		return forkSource{}, errForkUnsupported(s.agentName)
+		return forkSource{}, jsonrpc.ForkUnsupported(s.agentName)
 	}
 	s.text.Flush()
 	s.flush()
@@ -229,7 +228,7 @@ func (s *Session) becomeFork(m forkMsg) {
 		return
 	}
 	if s.newParams != nil || s.seq > 0 || m.from.sessionID == "" {
-		m.reply <- errKeyTaken(s.key)
+		m.reply <- jsonrpc.KeyTaken(s.key)
 		return
 	}
 	src := m.from
@@ -271,7 +270,7 @@ func (s *Session) becomeFork(m forkMsg) {
 // the session it answers with the fork's ACP session.
 func (s *Session) forkAgent(src forkSource, reply chan<- *jsonrpc.Error, fail func(*jsonrpc.Error)) {
 	if !agent.HasSessionCapability(s.agentInit, "fork") {
-		fail(errForkUnsupported(s.agentName))
+		fail(jsonrpc.ForkUnsupported(s.agentName))
 		return
 	}
 	params, _ := jsonrpc.SetField(s.newParams, "sessionId", src.agentSID)
@@ -317,7 +316,7 @@ func (s *Session) joinFork(p *peer, m *jsonrpc.Message) {
 	}
 	_ = json.Unmarshal(m.Params, &req)
 	if s.origin == nil || req.SessionID != s.origin.ParentSessionID || p.attached || s.newResult == nil {
-		s.replyError(p, m.ID, errBadParams("session/fork is answered by the hub before it reaches a session"))
+		s.replyError(p, m.ID, jsonrpc.InvalidParams("session/fork is answered by the hub before it reaches a session"))
 		return
 	}
 	s.enter(p, nil, true, func() { s.reply(p, m.ID, s.newResult) })
@@ -341,14 +340,4 @@ func RequestedKey(params []byte) (string, *jsonrpc.Error) {
 			map[string]any{"field": "_meta." + api.MetaKey})
 	}
 	return key, nil
-}
-
-func errForkUnsupported(agentName string) *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeForkUnsupported, api.ReasonForkUnsupported,
-		"The agent "+strings.TrimSpace(agentName)+" does not advertise session/fork: acphub forks a session only through the agent's own fork",
-		map[string]any{"agent": agentName})
-}
-
-func errKeyTaken(key string) *jsonrpc.Error {
-	return jsonrpc.NewError(api.CodeKeyTaken, api.ReasonKeyTaken, "A hub session is named "+key+" already", map[string]any{"key": key})
 }

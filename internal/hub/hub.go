@@ -13,6 +13,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/meter"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/sessionlog"
 	"github.com/acphub/acphub/internal/toolexec"
@@ -67,6 +68,8 @@ type Config struct {
 
 	// Watcher, when set, is given each session's summary as it changes.
 	Watcher Watcher
+	// Meter is told what the sessions do, for metrics; nil counts nothing.
+	Meter meter.Sink
 
 	Logger *slog.Logger // nil means slog.Default()
 }
@@ -98,6 +101,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Meter = meter.Or(c.Meter)
 	return c
 }
 

@@ -28,7 +28,7 @@ func (h *Hub) ListSessions(ctx context.Context, agentName string, params []byte,
 	}
 	list, err := h.List(ctx, who)
 	if err != nil {
-		return nil, errLogRead()
+		return nil, jsonrpc.LogUnreadable()
 	}
 	return sessionlog.ListResult(list, agentName, params)
 }

@@ -102,7 +102,7 @@ func (s *Session) outcome(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	if params.SessionID != s.sessionIDString() {
-		s.replyError(p, m.ID, errSessionMismatch(params.SessionID))
+		s.replyError(p, m.ID, jsonrpc.SessionMismatch(params.SessionID))
 		return
 	}
 	if params.OperationID == "" || len(params.OperationID) > ops.MaxIDSize {

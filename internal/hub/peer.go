@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,6 +79,7 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 	}
 	p.removed, p.markRemoved = context.WithCancel(context.Background())
 	p.st = stream.New(s.cfg.ClientQueue, s.cfg.Store, stream.AppendFrames, func() { p.sess.Load().kickLag() })
+	p.st.Replayed = s.cfg.Meter.Replayed
 	p.st.SeqRecords = opts.Cursor
 	p.out = p.st.Queue()
 	s.adopt(p)
@@ -147,6 +149,7 @@ func (s *Session) removePeer(p *peer, cause error) {
 	if d, ok := errors.AsType[*Disconnect](cause); ok {
 		reason, condition = d.Text, d.Condition
 	}
+	s.cfg.Meter.Disconnected(cmp.Or(condition, reason))
 	s.detachPeer(p, reason, condition)
 	p.gone = true
 	p.markRemoved()

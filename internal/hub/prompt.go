@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -12,6 +13,7 @@ import (
 // turn is one session/prompt, running or queued.
 type turn struct {
 	peer   *peer
+	asked  time.Time       // when the prompt arrived
 	op     string          // the operation id the prompt carried, or ""
 	id     []byte          // the client's request id
 	msg    jsonrpc.Message // the request as it arrived
@@ -30,22 +32,22 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	if params.Prompt == nil {
-		s.replyError(p, m.ID, errBadParams("prompt is required"))
+		s.replyError(p, m.ID, jsonrpc.InvalidParams("prompt is required"))
 		return
 	}
 	if s.sessionID == nil {
-		s.replyError(p, m.ID, errNoSession())
+		s.replyError(p, m.ID, jsonrpc.NoSession())
 		return
 	}
 	if params.SessionID != s.sessionIDString() {
-		s.replyError(p, m.ID, errSessionMismatch(params.SessionID))
+		s.replyError(p, m.ID, jsonrpc.SessionMismatch(params.SessionID))
 		return
 	}
 	if s.turn != nil && len(s.queue) >= s.cfg.PromptQueue {
-		s.refuseUntried(p, m, errQueueFull(s.cfg.PromptQueue))
+		s.refuseUntried(p, m, jsonrpc.QueueFull(s.cfg.PromptQueue))
 		return
 	}
-	t := &turn{peer: p, op: ops.ID(m), id: m.ID, msg: *m, prompt: params.Prompt}
+	t := &turn{peer: p, asked: time.Now(), op: ops.ID(m), id: m.ID, msg: *m, prompt: params.Prompt}
 	queued := 0
 	if s.turn != nil {
 		s.queue = append(s.queue, t)
@@ -66,7 +68,7 @@ func (s *Session) startTurn(t *turn) {
 	sid := s.sessionIDString()
 	s.record(t.peer.id, &api.TurnStarted{SessionID: sid, Prompt: t.prompt, OperationID: t.op})
 	for _, f := range stream.AppendUserChunks(nil, sid, t.prompt) {
-		s.broadcast(f, t.peer)
+		s.broadcast(jsonrpc.MethodSessionUpdate, f, t.peer)
 	}
 	if !s.remoteLive() {
 		s.forward(t.peer, &t.msg, func(resp *jsonrpc.Message) { s.endTurn(t, resp, nil) })
@@ -91,6 +93,7 @@ func (s *Session) endTurn(t *turn, resp *jsonrpc.Message, target json.RawMessage
 		return
 	}
 	s.turn = nil
+	s.cfg.Meter.TurnEnded(time.Since(t.asked))
 	done := api.TurnCompleteParams{SessionID: s.sessionIDString(), Peer: t.peer.id, Target: target, OperationID: t.op}
 	if resp.Error != nil {
 		done.Error = api.DecodeRPCError(resp.Error)
@@ -138,7 +141,7 @@ func (s *Session) cancelRequest(p *peer, m *jsonrpc.Message) {
 	for i, t := range s.queue {
 		if t.peer == p && string(t.id) == string(reqID) {
 			s.queue = append(s.queue[:i], s.queue[i+1:]...)
-			s.replyError(p, t.id, errCancelled())
+			s.replyError(p, t.id, jsonrpc.Cancelled())
 			return
 		}
 	}

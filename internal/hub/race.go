@@ -19,8 +19,9 @@ type agentRequest struct {
 	copies     map[*peer]int64 // outstanding copies
 	shown      map[*peer]bool  // peers that may not answer, shown it as _acphub/agent_request
 	timer      *time.Timer     // the permission timeout, if any
-	exec       *peer           // the only peer that gets it (single_pass_through), or nil for all
-	tool       *toolCall       // a client-tool request's audit, or nil
+	opened     time.Time
+	exec       *peer     // the only peer that gets it (single_pass_through), or nil for all
+	tool       *toolCall // a client-tool request's audit, or nil
 }
 
 // race sends an agent request to every attached peer. With no peer
@@ -52,7 +53,7 @@ func (s *Session) openAgentRequest(m *jsonrpc.Message, exec *peer, tool *toolCal
 		s.refuseDuplicateID(m)
 		return nil
 	}
-	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64), exec: exec, tool: tool}
+	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64), exec: exec, tool: tool, opened: time.Now()}
 	if m.Method == jsonrpc.MethodRequestPermission {
 		r.toolCallID = toolCallIDOf(m.Params)
 	}
@@ -94,7 +95,9 @@ func (s *Session) giveCopy(r *agentRequest, p *peer) {
 	n, _ := parseHubID(id)
 	r.copies[p] = n
 	p.copies[n] = r
-	s.send(p, r.msg.WithID(id))
+	frame := r.msg.WithID(id)
+	s.frames.Add("out", r.msg.Method, 1, len(frame))
+	s.send(p, frame)
 }
 
 // resendOpenRequests gives a newly attached peer the requests still open.
@@ -177,6 +180,7 @@ func (s *Session) resolve(r *agentRequest, winner *peer, m *jsonrpc.Message) {
 	if r.msg.Method != jsonrpc.MethodRequestPermission {
 		return
 	}
+	s.cfg.Meter.PermissionResolved(time.Since(r.opened))
 	who := "acphub"
 	if winner != nil {
 		who = winner.id

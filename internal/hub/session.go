@@ -12,6 +12,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/meter"
 	"github.com/acphub/acphub/internal/ops"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/sessionlog"
@@ -95,7 +96,8 @@ type Session struct {
 
 	recent stream.Recent // the latest events and their frames, for lagging consumers
 
-	text *stream.Collector // text chunks collected for the log
+	text   *stream.Collector // text chunks collected for the log
+	frames meter.Batch       // frames counted since the last batch of work
 	// pass is the place in the log of the peers that keep a cursor as of
 	// the last markCursors, and guess where the frames sent since take the
 	// ones that were there (see jsonrpc.CursorStep).
@@ -287,6 +289,7 @@ func (s *Session) stop() {
 
 func (s *Session) run() {
 	defer close(s.done)
+	defer s.cfg.Meter.Queues(s.key, 0, 0)
 	if s.prior != nil {
 		s.reopened.from = s.seq
 		s.recordHeld()
@@ -331,6 +334,7 @@ func (s *Session) run() {
 		s.flush()
 		s.markCursors()
 		s.report()
+		s.meter()
 	}
 }
 
@@ -656,7 +660,8 @@ func (s *Session) reapDropped() {
 
 // broadcast gives frame to every live attached peer but except; lagging
 // peers read what the log keeps of it later.
-func (s *Session) broadcast(frame []byte, except *peer) {
+func (s *Session) broadcast(method string, frame []byte, except *peer) {
+	sent := 0
 	for _, p := range s.peers {
 		if !p.attached || p == except || p.gone || p.dropped || p.st.Lagging() {
 			continue
@@ -666,22 +671,30 @@ func (s *Session) broadcast(frame []byte, except *peer) {
 		if err == nil {
 			s.checkLag(p, n)
 		}
+		sent++
 	}
+	s.frames.Add("out", method, sent, sent*len(frame))
 }
 
 // notify broadcasts a hub notification.
 func (s *Session) notify(method string, params any, except *peer) {
-	s.broadcast(jsonrpc.NewNotification(method, params), except)
+	s.broadcast(method, jsonrpc.NewNotification(method, params), except)
 }
 
 // reply answers a client request with a result.
 func (s *Session) reply(p *peer, id, result []byte) {
-	s.send(p, jsonrpc.NewResponse(id, result))
+	s.respond(p, jsonrpc.NewResponse(id, result))
 }
 
 // replyError answers a client request with an error.
 func (s *Session) replyError(p *peer, id []byte, e *jsonrpc.Error) {
-	s.send(p, jsonrpc.NewErrorResponse(id, e))
+	s.respond(p, jsonrpc.NewErrorResponse(id, e))
+}
+
+// respond sends p a response, counted for metrics.
+func (s *Session) respond(p *peer, frame []byte) {
+	s.frames.Add("out", "", 1, len(frame))
+	s.send(p, frame)
 }
 
 // answer answers a client request with result, or with e if not nil.

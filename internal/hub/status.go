@@ -41,6 +41,27 @@ func (s *Session) report() {
 	}
 }
 
+// meter hands the metrics the batch's frame counts, and the session's
+// consumers as they are.
+func (s *Session) meter() {
+	s.frames.Flush(s.cfg.Meter)
+	var queued int64
+	lagging := 0
+	for _, p := range s.peers {
+		queued += int64(p.out.Len())
+		if p.st.Lagging() {
+			lagging++
+		}
+	}
+	for _, t := range s.tails {
+		queued += int64(t.st.Queue().Len())
+		if t.st.Lagging() {
+			lagging++
+		}
+	}
+	s.cfg.Meter.Queues(s.key, queued, lagging)
+}
+
 // state is what the session is doing (api.State*).
 func (s *Session) state() string {
 	switch {

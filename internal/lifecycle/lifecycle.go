@@ -113,6 +113,18 @@ func (s *Stream) Seed(sums []api.SessionSummary) {
 	}
 }
 
+// Summaries returns the latest summary of every session the Stream has,
+// deleted ones included, in no order.
+func (s *Stream) Summaries() []api.SessionSummary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]api.SessionSummary, 0, len(s.sessions))
+	for _, e := range s.sessions {
+		out = append(out, *e.sum)
+	}
+	return out
+}
+
 // Changed takes a session's new summary. It implements hub.Watcher.
 func (s *Stream) Changed(sum *api.SessionSummary) {
 	s.mu.Lock()

@@ -31,8 +31,11 @@ type Stream struct {
 	// history ends with one of its last event (the session gives them
 	// live). Set before the first Mark.
 	SeqRecords bool
-	render     Render // log event → frames
-	caughtUp   func() // a lagging consumer wants more (see lagging)
+	// Replayed, when set, is told how long each Segment took from its
+	// first page to its end. Set before the first Mark.
+	Replayed func(time.Duration)
+	render   Render // log event → frames
+	caughtUp func() // a lagging consumer wants more (see lagging)
 
 	marksMu sync.Mutex // guards marks
 	marks   []Segment
@@ -48,10 +51,11 @@ type Stream struct {
 	progress atomic.Int64
 
 	// Used only by the consumer goroutine.
-	popped    uint64   // frames taken from the queue so far
-	pending   [][]byte // frames taken from the queue, not yet returned
-	cursor    int64    // last seq replayed for the current mark
-	pageLimit int      // events the next log read asks for
+	popped    uint64    // frames taken from the queue so far
+	pending   [][]byte  // frames taken from the queue, not yet returned
+	cursor    int64     // last seq replayed for the current mark
+	replaying time.Time // when the current mark's first page was read
+	pageLimit int       // events the next log read asks for
 }
 
 // Segment is a stretch of a session's log that is part of a consumer's
@@ -238,6 +242,9 @@ const (
 // replayPage returns the next frames of mark's history. When the history is
 // exhausted it removes the mark and returns no frames.
 func (st *Stream) replayPage(ctx context.Context, mark Segment) ([][]byte, error) {
+	if st.replaying.IsZero() {
+		st.replaying = time.Now()
+	}
 	for {
 		st.cursor = max(st.cursor, mark.After)
 		var events []eventlog.Event
@@ -259,6 +266,10 @@ func (st *Stream) replayPage(ctx context.Context, mark Segment) ([][]byte, error
 			st.marked.Store(int32(len(st.marks)))
 			st.marksMu.Unlock()
 			st.cursor = 0
+			if st.Replayed != nil {
+				st.Replayed(time.Since(st.replaying))
+			}
+			st.replaying = time.Time{}
 			return nil, nil
 		}
 		st.cursor = events[len(events)-1].Seq

@@ -24,9 +24,11 @@ const resumeNew = "new"
 // a resumable connection, the transport's hold on it and the records it
 // writes before the session's.
 type link struct {
-	client *hub.Client
-	hold   *resume.Hold[*hub.Client] // nil: not resumable
-	first  resume.Records            // written before the session's frames
+	client  *hub.Client
+	framing string                    // websocket or ndjson
+	role    string                    // the role of the client's token
+	hold    *resume.Hold[*hub.Client] // nil: not resumable
+	first   resume.Records            // written before the session's frames
 }
 
 // errFenced ends a transport whose connection another transport resumed.
@@ -129,7 +131,9 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 	client := c.Client()
 	log := s.log.With("session", client.Session(), "peer", client.Peer())
 	log.Debug("client resumed", "framing", framing, "position", pos, "resent", len(kept.Frames))
-	go s.serveConn(context.WithoutCancel(r.Context()), conn, link{client: client, hold: hold, first: kept}, log) // as in acp
+	s.opts.Meter.Resumed("resumed")
+	_, role := principal(r).Describe()
+	go s.serveConn(context.WithoutCancel(r.Context()), conn, link{client: client, framing: framing, role: role, hold: hold, first: kept}, log) // as in acp
 }
 
 // resumeRefusal is the HTTP refusal of a resume that failed with err, or

@@ -20,6 +20,7 @@ import (
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/lifecycle"
+	"github.com/acphub/acphub/internal/meter"
 	"github.com/acphub/acphub/internal/transport/resume"
 	"github.com/acphub/acphub/internal/transport/ws"
 	"github.com/acphub/acphub/internal/web"
@@ -54,7 +55,12 @@ type Options struct {
 	// Exporters tells where the exporters are (GET /api/exporters); nil
 	// serves an empty list.
 	Exporters Exporters
-	Logger    *slog.Logger
+	// Meter counts connections and resumes; nil counts nothing.
+	Meter meter.Sink
+	// Metrics, when set, is served at GET /metrics, to tokens with the
+	// manage right.
+	Metrics http.Handler
+	Logger  *slog.Logger
 }
 
 // Exporters describes a hub's exporters (package export).
@@ -87,12 +93,16 @@ func NewServer(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	opts.Meter = meter.Or(opts.Meter)
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), resumes: resume.NewRegistry[*hub.Client](opts.ResumeWindow)}
 	s.handle("/healthz", route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.healthz})
 	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, right: auth.Read, params: acpParams, serve: s.acp})
 	s.handle("/api/sessions", route{right: auth.Read, serve: s.listSessions})
 	s.handle("/api/agents", route{right: auth.Read, serve: s.listAgents})
 	s.handle("/api/exporters", route{right: auth.Manage, serve: s.listExporters})
+	if opts.Metrics != nil {
+		s.handle("/metrics", route{right: auth.Manage, serve: func(w http.ResponseWriter, r *http.Request, _ url.Values) { opts.Metrics.ServeHTTP(w, r) }})
+	}
 	if opts.Sessions != nil {
 		s.handle("/api/sessions/events", route{right: auth.Read, serve: s.sessionStream})
 	}
@@ -251,6 +261,8 @@ func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
 	if q.Get("resume") == resumeNew {
 		l = s.newResumable(client)
 	}
+	l.framing = framing
+	_, l.role = principal(r).Describe()
 	log := s.log.With("session", client.Session(), "peer", client.Peer())
 	log.Debug("client connected", "framing", framing, "listener", listener(r), "resumable", l.hold != nil)
 	// The connection is served on a goroutine of its own and the handler
@@ -417,6 +429,7 @@ var errServeFailed = &hub.Disconnect{Text: "the hub failed to serve this connect
 func (s *Server) serveConn(ctx context.Context, conn frameConn, l link, log *slog.Logger) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer s.opts.Meter.Connected(l.role, l.framing)()
 	conn.SetStallTimeout(s.opts.StallTimeout)
 	out := &recordWriter{conn: conn, hold: l.hold}
 	var bye bool
@@ -475,6 +488,9 @@ func (s *Server) serveConn(ctx context.Context, conn frameConn, l link, log *slo
 	_ = conn.closeFor(why)
 	<-readDone
 	stopFence()
+	if l.hold != nil && l.hold.Fenced().Err() != nil {
+		s.opts.Meter.Resumed("fenced")
+	}
 	if !left {
 		leave()
 	}

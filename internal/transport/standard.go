@@ -15,6 +15,7 @@ import (
 	"github.com/acphub/acphub/internal/acpconn"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/meter"
 	"github.com/acphub/acphub/internal/transport/ws"
 )
 
@@ -146,7 +147,7 @@ func (s *Server) standardInitialize(w http.ResponseWriter, r *http.Request, q ur
 		s.hubRefusal(err).write(w)
 		return
 	case ok:
-		w.Header().Set(HeaderConnectionID, s.std.add(r, mux, out))
+		w.Header().Set(HeaderConnectionID, s.std.add(r, mux, out, s.opts.Meter))
 		out.start(func() { mux.Close(hub.ErrStalled(s.opts.StallTimeout)) })
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -181,7 +182,7 @@ func holder(r *http.Request) string { return listener(r) + "\x00" + principal(r)
 // add registers a connection r opened and returns its id: 256 random bits,
 // of which the hub keeps only a hash. The connection is forgotten when it
 // ends, and ended when the server r came in on shuts down.
-func (cs *stdConns) add(r *http.Request, mux *acpconn.Conn, out *outlet) string {
+func (cs *stdConns) add(r *http.Request, mux *acpconn.Conn, out *outlet, m meter.Sink) string {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	id := base64.RawURLEncoding.EncodeToString(b[:])
@@ -196,8 +197,15 @@ func (cs *stdConns) add(r *http.Request, mux *acpconn.Conn, out *outlet) string 
 		srv.RegisterOnShutdown(cs.closeAll)
 	}
 	cs.mu.Unlock()
+	framing := "standard-websocket"
+	if out != nil {
+		framing = "standard-http"
+	}
+	_, role := principal(r).Describe()
+	disconnected := m.Connected(role, framing)
 	go func() {
 		<-mux.Done()
+		disconnected()
 		cs.mu.Lock()
 		delete(cs.conns, key)
 		cs.mu.Unlock()

@@ -36,7 +36,7 @@ func (s *Server) standardWebSocket(w http.ResponseWriter, r *http.Request, q url
 	}
 	sink := &wsSink{stall: s.opts.StallTimeout}
 	mux := acpconn.New(s.opts.Hub, sink, s.connOptions(r, q))
-	w.Header().Set(HeaderConnectionID, s.std.add(r, mux, nil))
+	w.Header().Set(HeaderConnectionID, s.std.add(r, mux, nil, s.opts.Meter))
 	conn, err := ws.Accept(w, r)
 	if err != nil {
 		mux.Close(nil)

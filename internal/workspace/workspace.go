@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/acphub/acphub/internal/meter"
 )
 
 // Options configure a Manager.
@@ -25,6 +27,9 @@ type Options struct {
 	// AuthorName and AuthorEmail sign acphub's commits; "" means "acphub"
 	// and "acphub@localhost".
 	AuthorName, AuthorEmail string
+	// Meter counts the clones, commits, pushes and removals, and their
+	// failures; nil counts nothing.
+	Meter meter.Sink
 }
 
 // Manager creates and removes workspaces. It is safe for concurrent use.
@@ -46,6 +51,7 @@ func New(opts Options) *Manager {
 	if opts.AuthorName == "" {
 		opts.AuthorName = "acphub"
 	}
+	opts.Meter = meter.Or(opts.Meter)
 	if opts.AuthorEmail == "" {
 		opts.AuthorEmail = "acphub@localhost"
 	}
@@ -121,14 +127,14 @@ func (m *Manager) cacheDir(url string) string {
 // Dir/workspaces/name on the new branch branch. On failure nothing of the
 // workspace is left behind. A revision the remote does not have is an
 // *Error for "revision".
-func (m *Manager) Open(ctx context.Context, name string, ref Ref, branch string) (*Workspace, error) {
-	ref, err := m.opts.Rules.Validate(ref)
-	if err != nil {
+func (m *Manager) Open(ctx context.Context, name string, ref Ref, branch string) (ws *Workspace, err error) {
+	if ref, err = m.opts.Rules.Validate(ref); err != nil {
 		return nil, err
 	}
 	if err := CheckBranch(branch); err != nil {
 		return nil, &Error{Field: FieldResultBranch, Message: err.Error()}
 	}
+	defer func() { m.opts.Meter.Git("clone", err != nil) }()
 	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return nil, fmt.Errorf("workspace: bad name %q", name)
 	}
@@ -222,6 +228,7 @@ func (w *Workspace) Head(ctx context.Context) (string, error) {
 // files) as one commit with message, and returns the head afterwards and
 // whether there was anything to commit.
 func (w *Workspace) Commit(ctx context.Context, message string) (head string, changed bool, err error) {
+	defer func() { w.m.opts.Meter.Git("commit", err != nil) }()
 	if _, err := w.m.git(ctx, w.Dir, "add", "--all"); err != nil {
 		return "", false, err
 	}
@@ -245,6 +252,7 @@ func (w *Workspace) Commit(ctx context.Context, message string) (head string, ch
 func (w *Workspace) Push(ctx context.Context) error {
 	ref := "refs/heads/" + w.Branch
 	_, err := w.m.git(ctx, w.Dir, "push", "--quiet", "--porcelain", "--", w.Remote.URL, ref+":"+ref)
+	w.m.opts.Meter.Git("push", err != nil)
 	return err
 }
 

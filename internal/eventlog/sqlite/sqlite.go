@@ -58,9 +58,9 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
-
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/meter"
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
 
 // Defaults for Options fields left zero.
@@ -91,6 +91,9 @@ type Options struct {
 	MaxPending      int
 	MaxPendingBytes int
 	Logger          *slog.Logger
+	// Meter is told how long appends and commits take; nil counts
+	// nothing.
+	Meter meter.Sink
 }
 
 // Store is a SQLite session log.
@@ -149,6 +152,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.MaxPendingBytes <= 0 {
 		opts.MaxPendingBytes = DefaultMaxPendingBytes
 	}
+	opts.Meter = meter.Or(opts.Meter)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -404,6 +408,7 @@ func (s *Store) Held(ctx context.Context, session string) (eventlog.Event, bool,
 
 // Append implements eventlog.Store.
 func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
+	defer func(start time.Time) { s.opts.Meter.LogAppended(time.Since(start)) }(time.Now())
 	if err := s.loadLastSeqs(ctx, events); err != nil {
 		return err
 	}
@@ -707,7 +712,9 @@ func (s *Store) commit() error {
 		s.mu.Unlock()
 		return err
 	}
-	if d := time.Since(start); d > time.Second {
+	d := time.Since(start)
+	s.opts.Meter.LogCommitted(d, len(batch))
+	if d > time.Second {
 		s.log.Warn("slow session log commit", "events", len(batch), "took", d)
 	} else {
 		s.log.Debug("session log commit", "events", len(batch), "held", len(holds), "took", d)
