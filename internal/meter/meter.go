@@ -104,6 +104,12 @@ var agentMethods = map[string]bool{
 // owned by the actor.
 type Batch struct {
 	counts map[label]*count
+	last   [2]recent // the count each direction added to last: a flood adds to one
+}
+
+type recent struct {
+	method string
+	c      *count
 }
 
 type label struct{ direction, method string }
@@ -114,6 +120,15 @@ type count struct{ frames, bytes int }
 // direction, with their bytes.
 func (b *Batch) Add(direction, method string, frames, bytes int) {
 	if frames == 0 {
+		return
+	}
+	i := 0
+	if direction != "in" {
+		i = 1
+	}
+	if r := &b.last[i]; r.c != nil && r.method == method {
+		r.c.frames += frames
+		r.c.bytes += bytes
 		return
 	}
 	if b.counts == nil {
@@ -127,6 +142,7 @@ func (b *Batch) Add(direction, method string, frames, bytes int) {
 	}
 	c.frames += frames
 	c.bytes += bytes
+	b.last[i] = recent{method, c}
 }
 
 // Flush hands the counts to s and starts over.
