@@ -214,7 +214,7 @@ func TestAttach_WaitsForItsPeerIDToComeFree(t *testing.T) {
 	h := startHub(t)
 	holder := h.dial("s", "peer=ed")
 	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "ed", "--no-start")...)
-	waitFor(t, "attach to say it waits for its peer id", func() bool { return strings.Contains(ed.err.String(), "waiting up to 5s for it to leave") })
+	testutil.WaitFor(t, testTimeout, "attach to say it waits for its peer id", func() bool { return strings.Contains(ed.err.String(), "waiting up to 5s for it to leave") })
 	holder.close()
 	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	got := ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
@@ -277,7 +277,7 @@ func TestAttach_StartsALocalHub(t *testing.T) {
 	// Its stderr is copied apart from its stdout: the words may come later
 	// than the answer.
 	started := fmt.Sprintf("acphub: no hub answered at %s: started one (pid %d, log %s); it exits after 10 minutes without clients\n", h.addr, h.pid(), h.path("hub.log"))
-	waitFor(t, "attach to say it started a hub", func() bool { return strings.Contains(ed.err.String(), started) })
+	testutil.WaitFor(t, testTimeout, "attach to say it started a hub", func() bool { return strings.Contains(ed.err.String(), started) })
 	// A second editor finds the running hub instead of starting another.
 	ed2 := runProc(t, h.args("attach", "--session", "auto", "--no-start")...)
 	ed2.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/internal/config"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // clientCommands are the client commands, each on session s: the command
@@ -42,7 +43,7 @@ func TestCLI_NoHubSaysHowToStartOne(t *testing.T) {
 	check("no hub ever ran with the data dir")
 
 	hub := startProc(t, exec.Command(serve[0], serve[1:]...))
-	waitFor(t, "the hub to answer", func() bool {
+	testutil.WaitFor(t, testTimeout, "the hub to answer", func() bool {
 		_, _, err := runCLI(t, clientArgs(nowhere, dir, "sessions")...)
 		return err == nil
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	hubclient "github.com/acphub/acphub/client"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // shownChunks collects the "chunk N " texts a client showed, each with
@@ -160,12 +161,12 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("the Go client did not say it lost the hub")
 	}
-	waitFor(t, "chat to say it lost the hub", func() bool {
+	testutil.WaitFor(t, testTimeout, "chat to say it lost the hub", func() bool {
 		chatMu.Lock()
 		defer chatMu.Unlock()
 		return strings.Contains(chatOut.String(), "[lost the hub at "+addr)
 	})
-	waitFor(t, "attach to say it lost the hub", func() bool {
+	testutil.WaitFor(t, testTimeout, "attach to say it lost the hub", func() bool {
 		return strings.Contains(ed.err.String(), "acphub: lost the hub at "+addr)
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -173,13 +174,13 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 
 	// Each learns that the turn was interrupted: the chat from its prompt's
 	// outcome, the others from the turn's end in the history they get.
-	waitFor(t, "chat to say the hub is back", func() bool {
+	testutil.WaitFor(t, testTimeout, "chat to say the hub is back", func() bool {
 		chatMu.Lock()
 		defer chatMu.Unlock()
 		return strings.Contains(chatOut.String(), "[back, after ")
 	})
-	waitFor(t, "attach to say the hub is back", func() bool { return strings.Contains(ed.err.String(), "acphub: back, after ") })
-	waitFor(t, "chat to say the turn was interrupted", func() bool {
+	testutil.WaitFor(t, testTimeout, "attach to say the hub is back", func() bool { return strings.Contains(ed.err.String(), "acphub: back, after ") })
+	testutil.WaitFor(t, testTimeout, "chat to say the turn was interrupted", func() bool {
 		chatMu.Lock()
 		defer chatMu.Unlock()
 		return strings.Contains(chatOut.String(), "[turn interrupted: the hub stopped during it; it ended cancelled]")
@@ -255,16 +256,4 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 	}
 	t.Logf("killed after the Go client showed %d chunks and the editor %d; the log keeps %d; afterwards the Go client showed %d, the editor %d, the chat %d",
 		goBefore, edBefore, inLog.len(), goShown.len(), edShown.len(), chatShown.len())
-}
-
-// waitFor waits until cond holds, for up to testTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", testTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acphub/acphub/api"
 	"github.com/coder/websocket"
+
+	"github.com/acphub/acphub/api"
 )
 
 // sessionKeys lists the keys GET /api/sessions gives.

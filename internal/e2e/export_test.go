@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // collector is an HTTP receiver on loopback, as a team's log pipeline
@@ -54,21 +53,19 @@ func (c *collector) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	time.Sleep(time.Duration(c.delay.Load()))
-	zr, err := gzip.NewReader(r.Body)
+	lines, err := testutil.GzipLines(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	var got []exported
 	var raw strings.Builder
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
+	for _, b := range lines {
 		var e exported
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			c.t.Errorf("line %s: %v", sc.Bytes(), err)
+		if err := json.Unmarshal(b, &e); err != nil {
+			c.t.Errorf("line %s: %v", b, err)
 		}
-		raw.Write(sc.Bytes())
+		raw.Write(b)
 		got = append(got, e)
 	}
 	if c.failNext.Add(-1) >= 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // resumable is a client of a resumable connection: it keeps the
@@ -373,7 +374,7 @@ func TestResume_ANewJoinTakesTheVanishedClientsPeerID(t *testing.T) {
 	a.drop()
 	// Once the hub has seen the transport go, the id is free for a new join.
 	var b *client
-	waitFor(t, "the peer id to come free", func() bool {
+	testutil.WaitFor(t, testTimeout, "the peer id to come free", func() bool {
 		var err error
 		b, err = h.tryDial("s", "peer=ed", nil)
 		return err == nil

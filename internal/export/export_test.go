@@ -1,8 +1,6 @@
 package export_test
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/export"
 	"github.com/acphub/acphub/internal/redact"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // receiver is an HTTP collector on loopback that keeps what it is sent,
@@ -61,21 +60,19 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	if got := req.Header.Get("Authorization"); got != "Bearer s3cret-token" {
 		r.t.Errorf("Authorization %q", got)
 	}
-	zr, err := gzip.NewReader(req.Body)
+	lines, err := testutil.GzipLines(req.Body)
 	if err != nil {
 		r.t.Errorf("body: %v", err)
 		return
 	}
 	var got []line
 	var raw strings.Builder
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
+	for _, b := range lines {
 		var l line
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			r.t.Errorf("line %s: %v", sc.Bytes(), err)
+		if err := json.Unmarshal(b, &l); err != nil {
+			r.t.Errorf("line %s: %v", b, err)
 		}
-		raw.Write(sc.Bytes())
+		raw.Write(b)
 		got = append(got, l)
 	}
 	r.mu.Lock()
@@ -195,18 +192,6 @@ func newExporter(t *testing.T, store eventlog.Store, r *receiver, maxEvents int)
 	})
 }
 
-// waitFor polls cond until it holds or 20 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // A receiver that fails, asks to wait with 429 and 503 and Retry-After,
 // stalls past the timeout and comes back ends with every event of every
 // session once, in order; the exporter stopped half way and started again
@@ -227,7 +212,7 @@ func TestExporter_ReceiverFailsAndComesBack(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- exp.Run(ctx) }()
 	want := writer(t, store, sessions, 200, secret)
-	waitFor(t, "a third of the events", func() bool { return exp.Status().Exported >= 200 })
+	testutil.WaitFor(t, 20*time.Second, "a third of the events", func() bool { return exp.Status().Exported >= 200 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -262,7 +247,7 @@ func TestExporter_ReceiverFailsAndComesBack(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	go func() { done <- exp.Run(ctx) }()
-	waitFor(t, "every event", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "every event", func() bool {
 		st := exp.Status()
 		return st.LagEvents == 0 && st.Sessions == 4 && !st.Retrying && st.Exported > 0
 	})
@@ -303,8 +288,8 @@ func TestExporter_TypesAndDeletedSessions(t *testing.T) {
 	if err := store.Append(ctx, []eventlog.Event{{Session: "x", Event: api.Event{Seq: 21, ID: eventlog.NewID(), Timestamp: time.Now().UTC(), Type: ts.EventType(), Data: ts.AppendJSON(nil)}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the prompt", func() bool { return exp.Status().Exported == 1 })
-	waitFor(t, "its place", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "the prompt", func() bool { return exp.Status().Exported == 1 })
+	testutil.WaitFor(t, 20*time.Second, "its place", func() bool {
 		c, _ := store.Cursors(ctx, "export:only-prompts")
 		return c["x"].Seq == 21
 	})
@@ -316,7 +301,7 @@ func TestExporter_TypesAndDeletedSessions(t *testing.T) {
 	if err := store.Delete(ctx, "x"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the deleted session to leave the status", func() bool { return exp.Status().Sessions == 0 })
+	testutil.WaitFor(t, 20*time.Second, "the deleted session to leave the status", func() bool { return exp.Status().Sessions == 0 })
 }
 
 // Every secret of the redaction corpus, in every kind of event field,
@@ -369,7 +354,7 @@ func TestExporter_NoSecretOfTheCorpusLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go exp.Run(ctx)
-	waitFor(t, "every event", func() bool { return exp.Status().Exported == int64(len(evs)) })
+	testutil.WaitFor(t, 20*time.Second, "every event", func() bool { return exp.Status().Exported == int64(len(evs)) })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	all := strings.Join(r.bodies, "\n")

@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/acphub/acphub/api"
-	"github.com/acphub/acphub/internal/deliver"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/deliver"
 )
 
 // OTLP sends batches as OpenTelemetry logs over OTLP/HTTP (protobuf,

@@ -24,6 +24,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/export"
 	"github.com/acphub/acphub/internal/redact"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // otlpReceiver is an OTLP/HTTP logs receiver on loopback that decodes what
@@ -132,7 +133,7 @@ func TestOTLP_RecordsAsTheCollectorDecodesThem(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go exp.Run(ctx)
-	waitFor(t, "the records", func() bool { return exp.Status().Exported == 3 })
+	testutil.WaitFor(t, 20*time.Second, "the records", func() bool { return exp.Status().Exported == 3 })
 
 	recv.mu.Lock()
 	defer recv.mu.Unlock()

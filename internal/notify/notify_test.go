@@ -20,6 +20,7 @@ import (
 	"github.com/acphub/acphub/internal/lifecycle"
 	"github.com/acphub/acphub/internal/notify"
 	"github.com/acphub/acphub/internal/redact"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // receiver keeps every request it is sent, by path, and fails the first
@@ -74,17 +75,6 @@ func logOf(t *testing.T, store eventlog.Store, key string, data ...api.EventData
 	return evs[len(evs)-1].Seq
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A session that starts waiting for a permission, ends its turn and loses
 // its agent gets one notification of each, on a webhook (which fails
 // twice first, and is tried again with the same id), an ntfy topic and a
@@ -130,7 +120,7 @@ func TestNotifier(t *testing.T) {
 	seq := logOf(t, store, "s", &api.TurnStarted{SessionID: "sid"},
 		&api.PermissionRequested{RequestID: json.RawMessage(`7`), Params: json.RawMessage(`{"sessionId":"sid","toolCall":{"toolCallId":"c","title":"push with ` + secret + `"},"options":[{"optionId":"allow","name":"Allow","kind":"allow_once"},{"optionId":"reject","name":"Reject","kind":"reject_once"}]}`)})
 	change(api.StateRequiresAction, 1, seq)
-	waitFor(t, "the slack message", func() bool { return len(recv.requests("/slack")) >= 1 })
+	testutil.WaitFor(t, 10*time.Second, "the slack message", func() bool { return len(recv.requests("/slack")) >= 1 })
 	seq = logOf(t, store, "s", &api.PermissionResolved{SessionID: "sid"}, &api.TurnCompleted{SessionID: "sid", StopReason: "end_turn"})
 	change(api.StateIdle, 0, seq)
 	// A turn that started and ended between two looks is told too.
@@ -142,7 +132,7 @@ func TestNotifier(t *testing.T) {
 	// The old session grows without a new turn: nothing to tell.
 	stream.Changed(&api.SessionSummary{Key: "old", State: api.StateIdle, CreatedAt: before, LastSeq: 3})
 
-	waitFor(t, "four webhooks", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "four webhooks", func() bool {
 		ids := map[string]bool{}
 		for _, r := range recv.requests("/hook") {
 			var out api.Notification

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/acphub/acphub/internal/testutil"
 	"github.com/acphub/acphub/internal/toolexec"
@@ -193,17 +192,6 @@ func wantReason(tb testing.TB, err *toolexec.Error, reason string) {
 	}
 	if err.Reason != reason {
 		tb.Fatalf("reason %q (%v), want %q", err.Reason, err, reason)
-	}
-}
-
-// eventually polls cond for up to 10 s.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/acphub/acphub/internal/testutil"
 	"github.com/acphub/acphub/internal/toolexec"
 )
 
@@ -76,7 +77,7 @@ func waitJSON(tb testing.TB, e *toolexec.Executor, terminalID string) string {
 func pids(tb testing.TB, e *toolexec.Executor, terminalID string, n int) []int {
 	tb.Helper()
 	var out []int
-	eventually(tb, "the pids", func() bool {
+	testutil.WaitFor(tb, 10*time.Second, "the pids", func() bool {
 		fields := strings.Fields(mustCall[outputResult](tb, e, "terminal/output", id(terminalID)).Output)
 		if len(fields) < n {
 			return false
@@ -97,7 +98,7 @@ func pids(tb testing.TB, e *toolexec.Executor, terminalID string, n int) []int {
 // wantGone waits until no process of group pgid, nor any of pids, is left.
 func wantGone(tb testing.TB, pgid int, pids ...int) {
 	tb.Helper()
-	eventually(tb, "the processes to end", func() bool { return len(liveProcesses(tb, pgid, pids...)) == 0 })
+	testutil.WaitFor(tb, 10*time.Second, "the processes to end", func() bool { return len(liveProcesses(tb, pgid, pids...)) == 0 })
 }
 
 func TestExecutor_Handle_terminalExitCodeAndOutput(t *testing.T) {
@@ -241,7 +242,7 @@ func TestExecutor_Handle_terminalReleaseKillsTheGroup(t *testing.T) {
 	ps := pids(t, e, term, 2)
 	// sh and two sleeps; the second sleep starts after the echo that
 	// printed the pids.
-	eventually(t, "three processes in the group", func() bool { return len(liveProcesses(t, ps[0])) == 3 })
+	testutil.WaitFor(t, 10*time.Second, "three processes in the group", func() bool { return len(liveProcesses(t, ps[0])) == 3 })
 	_, audit, err := call[struct{}](t, e, "terminal/release", id(term))
 	if err != nil {
 		t.Fatal(err)

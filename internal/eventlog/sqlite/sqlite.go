@@ -58,9 +58,10 @@ import (
 	"sync"
 	"time"
 
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/meter"
-	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
 
 // Defaults for Options fields left zero.
