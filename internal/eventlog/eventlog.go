@@ -53,10 +53,12 @@ type Store interface {
 	Held(ctx context.Context, session string) (Event, bool, error)
 	// Sessions lists the sessions that have events, oldest first.
 	Sessions(ctx context.Context) ([]SessionInfo, error)
-	// Durable returns the seq of the last event of each session that a
-	// crash of the process now would keep: the end of what a consumer
-	// that must not see events a crash could take back may read.
-	Durable(ctx context.Context) (map[string]int64, error)
+	// Durable returns, for each session, the end of its log that a crash
+	// of the process now would keep — what a consumer that must not see
+	// events a crash could take back may read — with the id of its first
+	// event, which tells a log deleted and begun again under the same name
+	// from the one before.
+	Durable(ctx context.Context) (map[string]LogEnd, error)
 	// Delete removes session's log, the event it holds and the cursors
 	// consumers keep in it. The events appended before are written first,
 	// and the deletion is on disk when Delete returns: a crash after that
@@ -67,12 +69,14 @@ type Store interface {
 	// Cursors returns the places the consumer keeps in the sessions' logs
 	// (see SetCursor), by session.
 	Cursors(ctx context.Context, consumer string) (map[string]Cursor, error)
-	// SetCursor records the consumer's place in session's log, on disk
-	// when it returns. A consumer reads its place back with Cursors after
-	// a restart; it is not checked against the log, whose event at that
-	// seq the consumer compares with the cursor's id (a log deleted and
-	// begun again has other events under the same seqs).
-	SetCursor(ctx context.Context, consumer, session string, c Cursor) error
+	// SetCursors records the consumer's places in sessions' logs, by
+	// session, in one write, on disk when it returns; a place in a session
+	// with no log (deleted meanwhile) may be dropped. A consumer reads its
+	// places back with Cursors after a restart; they are not checked
+	// against the logs, whose event at that seq the consumer compares with
+	// the cursor's id (a log deleted and begun again has other events under
+	// the same seqs).
+	SetCursors(ctx context.Context, consumer string, places map[string]Cursor) error
 	// Close writes what is pending and releases the store.
 	Close() error
 }
@@ -82,6 +86,12 @@ type Store interface {
 type Cursor struct {
 	Seq int64
 	ID  string
+}
+
+// LogEnd is where a session's durable log ends (see Store.Durable).
+type LogEnd struct {
+	Seq   int64
+	First string // the id of its first event
 }
 
 // SessionInfo summarises one session's log.

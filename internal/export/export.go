@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -95,6 +96,7 @@ type Exporter struct {
 	// Owned by Run.
 	acked map[string]eventlog.Cursor // acknowledged (or left out), by session
 	next  map[string]eventlog.Cursor // gathered, by session
+	first map[string]string          // the id of each log's first event: which log it is
 	turn  int                        // the session gathering starts at, so none waits behind a busy one
 
 	mu      sync.Mutex // guards status and pending
@@ -136,11 +138,14 @@ func (e *Exporter) update(f func(*api.ExporterStatus)) {
 	e.mu.Unlock()
 }
 
-// Run exports until ctx ends, and returns nil then; or the store's error
-// if the exporter's places cannot be read at start.
+// Run exports until ctx ends, and returns nil then. Reading its places
+// from the store at start is tried again until it succeeds.
 func (e *Exporter) Run(ctx context.Context) error {
-	if err := e.restore(ctx); err != nil {
-		return err
+	if !deliver.Retry(ctx, e.cfg.MinBackoff, e.cfg.MaxBackoff, e.restore, func(_ int, err error, wait time.Duration) {
+		e.failed(err)
+		e.log.Warn("export: reading its places failed; trying again", "wait", wait, "err", err)
+	}) {
+		return nil
 	}
 	var batch []Record
 	var started time.Time // when the batch's first event was gathered
@@ -179,7 +184,7 @@ func (e *Exporter) restore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("export %s: read its places: %w", e.cfg.Name, err)
 	}
-	e.acked, e.next = make(map[string]eventlog.Cursor), make(map[string]eventlog.Cursor)
+	e.acked, e.next, e.first = make(map[string]eventlog.Cursor), make(map[string]eventlog.Cursor), make(map[string]string)
 	for session, c := range cursors {
 		evs, err := e.cfg.Store.Read(ctx, session, c.Seq-1, 1)
 		if err != nil {
@@ -193,6 +198,14 @@ func (e *Exporter) restore(ctx context.Context) error {
 	return nil
 }
 
+// forget starts session's log over: it was deleted, or deleted and begun
+// again under the same name.
+func (e *Exporter) forget(session string) {
+	delete(e.next, session)
+	delete(e.acked, session)
+	delete(e.first, session)
+}
+
 // gather adds to batch what the logs hold past the exporter's places, up
 // to their durable ends and the batch's bounds; it reports whether the
 // batch is full.
@@ -202,9 +215,8 @@ func (e *Exporter) gather(ctx context.Context, batch *[]Record) (bool, error) {
 		return false, err
 	}
 	for session := range e.next {
-		if _, ok := ends[session]; !ok { // deleted: its cursors went with it
-			delete(e.next, session)
-			delete(e.acked, session)
+		if end, ok := ends[session]; !ok || (e.first[session] != "" && end.First != e.first[session]) {
+			e.forget(session) // its cursors went with its log
 		}
 	}
 	sessions := make([]string, 0, len(ends))
@@ -235,22 +247,36 @@ func (e *Exporter) gather(ctx context.Context, batch *[]Record) (bool, error) {
 		e.mu.Unlock()
 	}()
 	for _, session := range sessions {
-		lag += ends[session] - e.acked[session].Seq
-		for e.next[session].Seq < ends[session] {
-			if len(*batch) >= e.cfg.MaxEvents || size >= e.cfg.MaxBytes {
+		end := ends[session]
+		lag += max(0, end.Seq-e.acked[session].Seq)
+		for e.next[session].Seq < end.Seq {
+			if len(*batch) >= e.cfg.MaxEvents {
 				return true, nil
 			}
-			from := e.next[session].Seq
-			evs, err := e.cfg.Store.Read(ctx, session, from, int(min(ends[session]-from, int64(e.cfg.MaxEvents-len(*batch)))))
+			from := e.next[session]
+			evs, err := e.cfg.Store.Read(ctx, session, from.Seq, int(min(end.Seq-from.Seq, int64(e.cfg.MaxEvents-len(*batch)))))
 			if err != nil || len(evs) == 0 {
 				return false, err
 			}
+			// What was read must be the log Durable described: the events
+			// after the exporter's place, or its first event. A log
+			// deleted and begun again meanwhile is read from its start at
+			// the next look, with its own durable end.
+			if continues := from.Seq > 0 && evs[0].ParentID != nil && *evs[0].ParentID == from.ID; !continues && (from.Seq > 0 || evs[0].ID != end.First) {
+				e.forget(session)
+				break
+			}
+			e.first[session] = end.First
 			for _, ev := range evs {
-				e.next[session] = eventlog.Cursor{Seq: ev.Seq, ID: ev.ID}
 				if !e.wanted(ev.Type) {
+					e.next[session] = eventlog.Cursor{Seq: ev.Seq, ID: ev.ID}
 					continue
 				}
 				r := e.record(ev)
+				if len(*batch) > 0 && size+len(r.JSON) > e.cfg.MaxBytes {
+					return true, nil // this event starts the next batch
+				}
+				e.next[session] = eventlog.Cursor{Seq: ev.Seq, ID: ev.ID}
 				*batch = append(*batch, r)
 				size += len(r.JSON)
 			}
@@ -309,24 +335,27 @@ func (e *Exporter) failed(err error) {
 }
 
 // save records the exporter's place in every session it moved in, once
-// batch (nil: none) was acknowledged.
+// batch (nil: none) was acknowledged, in one write.
 func (e *Exporter) save(ctx context.Context, batch []Record) {
 	if len(batch) > 0 {
 		e.mu.Lock()
 		e.pending = time.Time{}
 		e.mu.Unlock()
 	}
+	moved := map[string]eventlog.Cursor{}
 	for session, c := range e.next {
-		if e.acked[session] == c {
-			continue
+		if e.acked[session] != c {
+			moved[session] = c
 		}
-		if err := e.cfg.Store.SetCursor(ctx, e.consumer, session, c); err != nil {
-			// Not kept: the events after the last kept place are sent
-			// again after a restart, which the receiver's de-duplication
-			// absorbs.
-			e.log.Warn("keep the export's place", "session", session, "err", err)
-			continue
-		}
-		e.acked[session] = c
 	}
+	if len(moved) == 0 {
+		return
+	}
+	if err := e.cfg.Store.SetCursors(ctx, e.consumer, moved); err != nil {
+		// Not kept: the events after the last kept places are sent again
+		// after a restart, which the receiver's de-duplication absorbs.
+		e.log.Warn("keep the export's places", "sessions", len(moved), "err", err)
+		return
+	}
+	maps.Copy(e.acked, moved)
 }

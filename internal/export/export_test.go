@@ -367,3 +367,92 @@ func TestExporter_NoSecretOfTheCorpusLeaves(t *testing.T) {
 		t.Errorf("received %d events, want %d", len(r.lines), len(evs))
 	}
 }
+
+// A session deleted and begun again under the same name while the
+// exporter is busy delivering is exported from the new log's start.
+func TestExporter_SessionBegunAgainUnderItsName(t *testing.T) {
+	t.Parallel()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	gate := make(chan struct{}, 1)
+	gate <- struct{}{}
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-gate // one request at a time, when the test lets it through
+		defer func() { gate <- struct{}{} }()
+		lines, err := testutil.GzipLines(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, b := range lines {
+			var l line
+			_ = json.Unmarshal(b, &l)
+			ids[l.ID] = true
+		}
+	}))
+	defer srv.Close()
+	sink, _ := export.NewHTTP(export.HTTPOptions{URL: srv.URL})
+	red, _ := redact.New(nil)
+	exp := export.New(export.Config{Name: "x", Sink: sink, Store: store, Redactor: red, MaxAge: time.Millisecond, Poll: 5 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go exp.Run(ctx)
+	writer(t, store, []string{"y"}, 5, "")
+	testutil.WaitFor(t, 10*time.Second, "the first log", func() bool { return exp.Status().Exported == 5 })
+	<-gate // the receiver holds the next request
+	ts := &api.TurnStarted{SessionID: "y"}
+	if err := store.Append(ctx, []eventlog.Event{{Session: "y", Event: api.Event{Seq: 6, ID: eventlog.NewID(), Timestamp: time.Now().UTC(), Type: ts.EventType(), Data: ts.AppendJSON(nil)}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the exporter sends event 6 and waits
+	if err := store.Delete(ctx, "y"); err != nil {
+		t.Fatal(err)
+	}
+	again := writer(t, store, []string{"y"}, 8, "")
+	gate <- struct{}{}
+	testutil.WaitFor(t, 10*time.Second, "the new log", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range again["y"] {
+			if !ids[ev.ID] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// No batch passes MaxBytes, unless one event alone does.
+func TestExporter_MaxBytes(t *testing.T) {
+	t.Parallel()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	r := newReceiver(t)
+	sink, _ := export.NewHTTP(export.HTTPOptions{URL: r.srv.URL, Header: http.Header{"Authorization": {"Bearer s3cret-token"}}})
+	red, _ := redact.New(nil)
+	exp := export.New(export.Config{Name: "small", Sink: sink, Store: store, Redactor: red, MaxBytes: 1000, MaxAge: time.Millisecond, Poll: 5 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	writer(t, store, []string{"z"}, 30, strings.Repeat("x", 200))
+	go exp.Run(ctx)
+	testutil.WaitFor(t, 10*time.Second, "every event", func() bool { return exp.Status().Exported == 30 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.bodies) < 10 {
+		t.Errorf("%d batches for 30 events of about 400 bytes under a 1000-byte bound", len(r.bodies))
+	}
+	for _, b := range r.bodies {
+		if len(b) > 1000 {
+			t.Errorf("a batch of %d bytes", len(b))
+		}
+	}
+}

@@ -179,10 +179,13 @@ func testDurableAndCursors(t *testing.T, s eventlog.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ends["a"] > 5 || ends["b"] > 2 {
+		if ends["a"].Seq > 5 || ends["b"].Seq > 2 {
 			t.Fatalf("durable ends %v pass the logs' ends", ends)
 		}
-		if ends["a"] == 5 && ends["b"] == 2 {
+		if ends["a"].Seq == 5 && ends["b"].Seq == 2 {
+			if ends["a"].First != a[0].ID || ends["b"].First != b[0].ID {
+				t.Fatalf("durable ends %v: the first ids are not the logs' first events'", ends)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -195,7 +198,7 @@ func testDurableAndCursors(t *testing.T, s eventlog.Store) {
 	}
 	set := func(consumer, session string, e eventlog.Event) {
 		t.Helper()
-		if err := s.SetCursor(ctx, consumer, session, eventlog.Cursor{Seq: e.Seq, ID: e.ID}); err != nil {
+		if err := s.SetCursors(ctx, consumer, map[string]eventlog.Cursor{session: {Seq: e.Seq, ID: e.ID}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -219,7 +222,7 @@ func testDurableAndCursors(t *testing.T, s eventlog.Store) {
 	if got, err := s.Cursors(ctx, "y"); err != nil || len(got) != 0 {
 		t.Fatalf("cursors of y after deleting a: %v, %v; want none", got, err)
 	}
-	if ends, err := s.Durable(ctx); err != nil || len(ends) != 1 || ends["b"] != 2 {
+	if ends, err := s.Durable(ctx); err != nil || len(ends) != 1 || ends["b"].Seq != 2 {
 		t.Fatalf("durable ends after deleting a: %v, %v; want b at 2", ends, err)
 	}
 }

@@ -145,12 +145,14 @@ func (s *Store) Delete(_ context.Context, session string) error {
 // Durable implements eventlog.Store: nothing a Store in memory keeps
 // survives the process, and nothing is taken back while it runs, so it is
 // the end of every log.
-func (s *Store) Durable(_ context.Context) (map[string]int64, error) {
+func (s *Store) Durable(_ context.Context) (map[string]eventlog.LogEnd, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int64, len(s.logs))
+	out := make(map[string]eventlog.LogEnd, len(s.logs))
 	for k, log := range s.logs {
-		out[k] = int64(len(log))
+		if len(log) > 0 {
+			out[k] = eventlog.LogEnd{Seq: int64(len(log)), First: log[0].ID}
+		}
 	}
 	return out, nil
 }
@@ -162,8 +164,8 @@ func (s *Store) Cursors(_ context.Context, consumer string) (map[string]eventlog
 	return maps.Clone(s.cursors[consumer]), nil
 }
 
-// SetCursor implements eventlog.Store.
-func (s *Store) SetCursor(_ context.Context, consumer, session string, c eventlog.Cursor) error {
+// SetCursors implements eventlog.Store.
+func (s *Store) SetCursors(_ context.Context, consumer string, places map[string]eventlog.Cursor) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cursors == nil {
@@ -172,7 +174,7 @@ func (s *Store) SetCursor(_ context.Context, consumer, session string, c eventlo
 	if s.cursors[consumer] == nil {
 		s.cursors[consumer] = make(map[string]eventlog.Cursor)
 	}
-	s.cursors[consumer][session] = c
+	maps.Copy(s.cursors[consumer], places)
 	return nil
 }
 

@@ -1047,22 +1047,29 @@ func (s *Store) Sessions(ctx context.Context) ([]eventlog.SessionInfo, error) {
 }
 
 // Durable implements eventlog.Store: the committed end of each log.
-func (s *Store) Durable(ctx context.Context) (map[string]int64, error) {
+// Each log's end is a lookup in the primary key's index, not a scan.
+func (s *Store) Durable(ctx context.Context) (map[string]eventlog.LogEnd, error) {
 	s.commitMu.RLock()
 	defer s.commitMu.RUnlock()
-	rows, err := s.db.QueryContext(ctx, `SELECT s.name, MAX(e.seq) FROM sessions s JOIN events e ON e.session = s.key GROUP BY s.key`)
+	rows, err := s.db.QueryContext(ctx, `SELECT s.name,
+		(SELECT MAX(seq) FROM events WHERE session = s.key),
+		(SELECT id FROM events WHERE session = s.key AND seq = 1)
+		FROM sessions s`)
 	if err != nil {
 		return nil, fmt.Errorf("durable ends: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int64{}
+	out := map[string]eventlog.LogEnd{}
 	for rows.Next() {
 		var name string
-		var seq int64
-		if err := rows.Scan(&name, &seq); err != nil {
+		var seq sql.NullInt64
+		var first sql.NullString
+		if err := rows.Scan(&name, &seq, &first); err != nil {
 			return nil, fmt.Errorf("durable ends: %w", err)
 		}
-		out[name] = seq
+		if seq.Valid {
+			out[name] = eventlog.LogEnd{Seq: seq.Int64, First: first.String}
+		}
 	}
 	return out, rows.Err()
 }
@@ -1086,15 +1093,24 @@ func (s *Store) Cursors(ctx context.Context, consumer string) (map[string]eventl
 	return out, rows.Err()
 }
 
-// SetCursor implements eventlog.Store. A cursor in a session the
-// database holds no log of (deleted meanwhile) is not kept.
-func (s *Store) SetCursor(ctx context.Context, consumer, session string, c eventlog.Cursor) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO cursors (consumer, session, seq, id)
-		SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE name = ?)
-		ON CONFLICT (consumer, session) DO UPDATE SET seq = excluded.seq, id = excluded.id`,
-		consumer, session, c.Seq, c.ID, session)
+// SetCursors implements eventlog.Store, in one transaction. A cursor in a
+// session the database holds no log of (deleted meanwhile) is not kept.
+func (s *Store) SetCursors(ctx context.Context, consumer string, places map[string]eventlog.Cursor) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("set cursor: %w", err)
+		return fmt.Errorf("set cursors: %w", err)
+	}
+	defer tx.Rollback()
+	for session, c := range places {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO cursors (consumer, session, seq, id)
+			SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE name = ?)
+			ON CONFLICT (consumer, session) DO UPDATE SET seq = excluded.seq, id = excluded.id`,
+			consumer, session, c.Seq, c.ID, session); err != nil {
+			return fmt.Errorf("set cursors: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("set cursors: %w", err)
 	}
 	return nil
 }

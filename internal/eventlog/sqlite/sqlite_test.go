@@ -387,10 +387,8 @@ func TestCursors_SurviveReopenAndMigrateV3(t *testing.T) {
 		t.Fatal(err)
 	}
 	same(t, "the log after the migration", got, evs[:3])
-	for session, c := range map[string]eventlog.Cursor{"a": {Seq: 2, ID: evs[1].ID}, "b": {Seq: 1, ID: evs[3].ID}, "gone": {Seq: 9, ID: "x"}} {
-		if err := s.SetCursor(ctx, "exp", session, c); err != nil {
-			t.Fatal(err)
-		}
+	if err := s.SetCursors(ctx, "exp", map[string]eventlog.Cursor{"a": {Seq: 2, ID: evs[1].ID}, "b": {Seq: 1, ID: evs[3].ID}, "gone": {Seq: 9, ID: "x"}}); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
