@@ -2340,8 +2340,6 @@ type Notification struct {
 	Answerers *NotificationAnswerers `json:"answerers,omitempty"`
 	// turn_ended: the turn's stop reason, or error when it failed.
 	StopReason string `json:"stopReason,omitempty"`
-	// turn_ended: a hub stop ended the turn.
-	Interrupted bool `json:"interrupted,omitempty"`
 	// agent_exited: its exit status, -1 for a signal.
 	ExitCode int64 `json:"exitCode,omitempty"`
 	// agent_exited: the signal that ended it.
@@ -2394,10 +2392,6 @@ func (v *Notification) AppendJSON(b []byte) []byte {
 	if v.StopReason != "" {
 		b = member(b, &n, "stopReason")
 		b = appendString(b, v.StopReason)
-	}
-	if v.Interrupted {
-		b = member(b, &n, "interrupted")
-		b = strconv.AppendBool(b, v.Interrupted)
 	}
 	if v.ExitCode != 0 {
 		b = member(b, &n, "exitCode")

@@ -101,6 +101,7 @@ type seen struct {
 	state   string
 	waiting int64
 	turnSeq int64 // the seq of the last turn.completed told
+	askSeq  int64 // the seq of the last permission.requested told
 }
 
 type target struct {
@@ -178,11 +179,17 @@ func (n *Notifier) changed(ctx context.Context, c api.SessionChange) {
 	prev, known := n.seen[key]
 	if !known && sum.CreatedAt.Before(n.started) {
 		// A session the hub had before: what it is now is no news.
-		ev, _ := n.last(ctx, key, api.EventTurnCompleted)
-		n.seen[key] = seen{state: sum.State, waiting: sum.Waiting, turnSeq: ev.Seq}
+		turn, _ := n.last(ctx, key, api.EventTurnCompleted)
+		asked, _ := n.last(ctx, key, api.EventPermissionRequested)
+		n.seen[key] = seen{state: sum.State, waiting: sum.Waiting, turnSeq: turn.Seq, askSeq: asked.Seq}
 		return
 	}
-	now := seen{state: sum.State, waiting: sum.Waiting, turnSeq: prev.turnSeq}
+	if known && slices.Contains(c.Changes, "created") {
+		// Deleted and made again under its name between two looks: a new
+		// log.
+		prev, known = seen{}, false
+	}
+	now := seen{state: sum.State, waiting: sum.Waiting, turnSeq: prev.turnSeq, askSeq: prev.askSeq}
 	if !known || slices.Contains(c.Changes, "events") {
 		ended, err := n.cfg.Store.ReadTypes(ctx, key, prev.turnSeq, []string{api.EventTurnCompleted}, 0)
 		if err != nil {
@@ -193,8 +200,14 @@ func (n *Notifier) changed(ctx context.Context, c api.SessionChange) {
 			n.turnEnded(sum, ev)
 		}
 	}
-	if sum.State == api.StateRequiresAction && (prev.state != api.StateRequiresAction || sum.Waiting > prev.waiting) {
-		n.waiting(ctx, sum)
+	if sum.State == api.StateRequiresAction {
+		// A request more, or one the log shows newer than the last told
+		// (one answered and another asked between two looks).
+		asked, _ := n.last(ctx, key, api.EventPermissionRequested)
+		if prev.state != api.StateRequiresAction || sum.Waiting > prev.waiting || asked.Seq > prev.askSeq {
+			n.waiting(ctx, sum)
+		}
+		now.askSeq = asked.Seq
 	}
 	if sum.State == api.StateAgentExited && prev.state != api.StateAgentExited {
 		n.agentExited(ctx, sum)
@@ -241,12 +254,8 @@ func (n *Notifier) turnEnded(sum *api.SessionSummary, ev eventlog.Event) {
 	if d.Error != nil {
 		reason = "error"
 	}
-	how := reason
-	if d.Interrupted {
-		how += ", interrupted by a hub stop"
-	}
-	out := n.notification(sum, TurnEnded, ev.Seq, fmt.Sprintf("%s: the turn ended (%s)", name(sum), how))
-	out.StopReason, out.Interrupted = reason, d.Interrupted
+	out := n.notification(sum, TurnEnded, ev.Seq, fmt.Sprintf("%s: the turn ended (%s)", name(sum), reason))
+	out.StopReason = reason
 	n.send(out)
 }
 

@@ -219,3 +219,63 @@ func TestNew_BadTargets(t *testing.T) {
 		}
 	}
 }
+
+// Between two looks a permission is answered and another asked, and the
+// session is deleted and made again under its name: both are told.
+func TestNotifier_BetweenTwoLooks(t *testing.T) {
+	t.Parallel()
+	store := &mem.Store{}
+	stream := lifecycle.New(5 * time.Millisecond)
+	defer stream.Close()
+	red, _ := redact.New(nil)
+	recv := newReceiver(t, 0)
+	n, err := notify.New(notify.Config{
+		Targets:  []notify.Target{{Name: "hook", Kind: notify.Webhook, URL: recv.srv.URL + "/hook"}},
+		Sessions: stream, Store: store, Redactor: red, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.Run(ctx)
+	time.Sleep(20 * time.Millisecond)
+	ask := func(title string) *api.PermissionRequested {
+		return &api.PermissionRequested{RequestID: json.RawMessage(`1`), Params: json.RawMessage(`{"toolCall":{"title":"` + title + `"},"options":[]}`)}
+	}
+	events := func() []api.Notification {
+		var out []api.Notification
+		for _, r := range recv.requests("/hook") {
+			var o api.Notification
+			_ = json.Unmarshal([]byte(r.body), &o)
+			out = append(out, o)
+		}
+		return out
+	}
+	sum := api.SessionSummary{Key: "k", Agent: "demo", CreatedAt: time.Now(), State: api.StateRequiresAction, Waiting: 1}
+	sum.LastSeq = logOf(t, store, "k", &api.TurnStarted{}, ask("first"))
+	change := func() {
+		s := sum // the stream keeps what it is given
+		stream.Changed(&s)
+	}
+	change()
+	testutil.WaitFor(t, 10*time.Second, "the first request", func() bool { return len(events()) == 1 })
+	sum.LastSeq = logOf(t, store, "k", &api.PermissionResolved{}, ask("second"))
+	change()
+	testutil.WaitFor(t, 10*time.Second, "the second request", func() bool { return len(events()) == 2 })
+	if got := events()[1]; got.Request == nil || got.Request.Title != "second" {
+		t.Errorf("second notification %+v", got)
+	}
+	// Deleted and made again within one look: its first turn is told.
+	if err := store.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	stream.Changed(&api.SessionSummary{Key: "k", State: api.StateDeleted})
+	sum = api.SessionSummary{Key: "k", Agent: "demo", CreatedAt: time.Now(), State: api.StateIdle}
+	sum.LastSeq = logOf(t, store, "k", &api.TurnStarted{}, &api.TurnCompleted{StopReason: "end_turn"})
+	change()
+	testutil.WaitFor(t, 10*time.Second, "the new session's turn", func() bool {
+		ev := events()
+		return len(ev) == 3 && ev[2].Event == notify.TurnEnded && ev[2].ID == "k:2:turn_ended"
+	})
+}
