@@ -112,12 +112,13 @@ type recent struct {
 	c      *count
 }
 
-type label struct{ direction, method string }
+type label struct{ direction, method string } // method as Method labels it
 
 type count struct{ frames, bytes int }
 
 // Add counts frames of method (raw, as the frame names it) going
-// direction, with their bytes.
+// direction, with their bytes. The batch keeps one count per label
+// (Method), however many methods clients make up.
 func (b *Batch) Add(direction, method string, frames, bytes int) {
 	if frames == 0 {
 		return
@@ -134,7 +135,7 @@ func (b *Batch) Add(direction, method string, frames, bytes int) {
 	if b.counts == nil {
 		b.counts = make(map[label]*count)
 	}
-	k := label{direction, method}
+	k := label{direction, Method(method)}
 	c := b.counts[k]
 	if c == nil {
 		c = &count{}
@@ -149,7 +150,7 @@ func (b *Batch) Add(direction, method string, frames, bytes int) {
 func (b *Batch) Flush(s Sink) {
 	for k, c := range b.counts {
 		if c.frames > 0 {
-			s.Frames(k.direction, Method(k.method), c.frames, c.bytes)
+			s.Frames(k.direction, k.method, c.frames, c.bytes)
 			*c = count{}
 		}
 	}

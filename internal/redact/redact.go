@@ -61,6 +61,10 @@ var Builtin = []Rule{
 // secret, whatever it looks like.
 var secretMember = regexp.MustCompile(`(?i)^(?:[a-z0-9]+[_.-]?)*(?:password|passwd|secret|api[_-]?key|access[_-]?token|refresh[_-]?token|auth[_-]?token|private[_-]?key|authorization)$`)
 
+// secretName matches the names of environment variables and headers that
+// hold a secret, listed as {"name": …, "value": …}.
+var secretName = regexp.MustCompile(`(?i)password|passwd|secret|token|api[_-]?key|apikey|private[_-]?key|credential|auth|cookie|session[_-]?key`)
+
 // rule is a Rule compiled.
 type rule struct {
 	name   string
@@ -136,29 +140,46 @@ func keep(v string) bool {
 }
 
 // JSON returns doc, a JSON document, with every string redacted (String),
-// and the string value of every member whose name says it holds a secret
-// replaced by the marker of the rule secret-field. What is not a string,
-// and every string with nothing to redact, is kept byte for byte. doc is
-// returned itself when nothing changed.
+// and replaced whole by the marker of the rule secret-field:
+//   - the string value of a member whose name says it holds a secret
+//     ("password", "clientSecret", …), and the strings of an array that
+//     is such a member's value;
+//   - the "value" of an object whose "name", before it, names a secret:
+//     {"name": "PGPASSWORD", "value": "…"}, as environment variables and
+//     headers are listed (ACP's mcpServers among them).
+//
+// What is not a string, and every string with nothing to redact, is kept
+// byte for byte. doc is returned itself when nothing changed.
 func (r *Redactor) JSON(doc []byte) []byte {
 	var out []byte // nil until something changes
 	last := 0
-	var stack []byte
+	// One frame per open object or array: an object's member being read,
+	// and whether its "name" names a secret; an array's holder, the
+	// member whose value it is.
+	type frame struct {
+		object       bool
+		member       string
+		secretValues bool
+	}
+	var stack []frame
 	key := false // the next string in an object is a member name
-	var name string
 	for i := 0; i < len(doc); {
 		switch doc[i] {
 		case '{':
-			stack, key, name = append(stack, '{'), true, ""
+			stack, key = append(stack, frame{object: true}), true
 		case '[':
-			stack, key, name = append(stack, '['), false, ""
+			holder := ""
+			if n := len(stack); n > 0 && stack[n-1].object {
+				holder = stack[n-1].member
+			}
+			stack, key = append(stack, frame{member: holder}), false
 		case '}', ']':
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
 			}
-			key, name = false, ""
+			key = false
 		case ',':
-			key = len(stack) > 0 && stack[len(stack)-1] == '{'
+			key = len(stack) > 0 && stack[len(stack)-1].object
 		case '"':
 			end := stringEnd(doc, i)
 			lit := doc[i:end]
@@ -167,11 +188,20 @@ func (r *Redactor) JSON(doc []byte) []byte {
 				return doc // not JSON: left to the caller, who checked it
 			}
 			red, changed := r.String(s)
-			if !key && secretMember.MatchString(name) && s != "" && !keep(s) {
-				red, changed = Marker("secret-field"), true
+			var top *frame
+			if len(stack) > 0 {
+				top = &stack[len(stack)-1]
 			}
-			if key {
-				name, key = s, false
+			switch {
+			case key:
+				top.member, key = s, false
+			case top == nil:
+			case secretMember.MatchString(top.member), top.object && top.member == "value" && top.secretValues:
+				if s != "" && !keep(s) {
+					red, changed = Marker("secret-field"), true
+				}
+			case top.object && top.member == "name":
+				top.secretValues = secretName.MatchString(s)
 			}
 			if changed {
 				out = append(append(out, doc[last:i]...), encode(red)...)

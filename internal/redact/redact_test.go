@@ -166,3 +166,17 @@ func TestNew_BadRules(t *testing.T) {
 		t.Error("a rule without a name was accepted")
 	}
 }
+
+// Environment variables and headers listed as name and value, and arrays
+// under a secret member, are redacted whole; other pairs are kept.
+func TestJSON_NameValuePairsAndArrays(t *testing.T) {
+	t.Parallel()
+	r := newRedactor(t)
+	doc := []byte(`{"mcpServers":[{"name":"db","command":"pg","env":[{"name":"PGPASSWORD","value":"hunter2hunter2"},{"name":"PGHOST","value":"db.internal"}],` +
+		`"headers":[{"name":"X-Api-Key","value":"k-123"},{"name":"Accept","value":"text/plain"}]}],"password":["hunter2",5],"tags":["a","b"]}`)
+	want := `{"mcpServers":[{"name":"db","command":"pg","env":[{"name":"PGPASSWORD","value":"[REDACTED:secret-field]"},{"name":"PGHOST","value":"db.internal"}],` +
+		`"headers":[{"name":"X-Api-Key","value":"[REDACTED:secret-field]"},{"name":"Accept","value":"text/plain"}]}],"password":["[REDACTED:secret-field]",5],"tags":["a","b"]}`
+	if got := string(r.JSON(doc)); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
