@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/testutil"
 )
@@ -26,18 +27,10 @@ type collector struct {
 	t        *testing.T
 	srv      *httptest.Server
 	mu       sync.Mutex
-	events   []exported // acknowledged, in arrival order
+	events   []testutil.Exported // acknowledged, in arrival order
 	bodies   strings.Builder
 	failNext atomic.Int64 // requests to answer 503 Retry-After: 1
 	delay    atomic.Int64 // nanoseconds each request takes
-}
-
-type exported struct {
-	Session   string `json:"session"`
-	Seq       int64  `json:"seq"`
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	Ephemeral bool   `json:"ephemeral"`
 }
 
 func newCollector(t *testing.T) *collector {
@@ -58,10 +51,10 @@ func (c *collector) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var got []exported
+	var got []testutil.Exported
 	var raw strings.Builder
 	for _, b := range lines {
-		var e exported
+		var e testutil.Exported
 		if err := json.Unmarshal(b, &e); err != nil {
 			c.t.Errorf("line %s: %v", b, err)
 		}
@@ -186,39 +179,17 @@ func TestExport_KillMidExportEveryEventOnce(t *testing.T) {
 	defer store.Close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	seen := map[string]exported{}
-	last := map[string]int64{}
-	dups := 0
-	for _, ev := range c.events {
-		if _, dup := seen[ev.ID]; dup {
-			dups++
-			continue
-		}
-		seen[ev.ID] = ev
-		if ev.Seq != last[ev.Session]+1 {
-			t.Errorf("session %s: seq %d came after %d", ev.Session, ev.Seq, last[ev.Session])
-		}
-		last[ev.Session] = ev.Seq
-		if ev.Ephemeral {
-			t.Errorf("an ephemeral event was exported: %+v", ev)
-		}
-	}
+	logs := map[string][]eventlog.Event{}
 	total := 0
 	for _, key := range []string{"a", "b", "c"} {
 		evs, err := store.Read(context.Background(), key, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
+		logs[key] = evs
 		total += len(evs)
-		for _, ev := range evs {
-			if got, ok := seen[ev.ID]; !ok || got.Session != key || got.Seq != ev.Seq || got.Type != ev.Type {
-				t.Errorf("session %s seq %d (%s): collected %+v, %v", key, ev.Seq, ev.Type, got, ok)
-			}
-		}
 	}
-	if len(seen) != total {
-		t.Errorf("collected %d distinct events, the logs hold %d", len(seen), total)
-	}
+	dups := testutil.CheckExported(t, c.events, logs)
 	bodies := c.bodies.String()
 	if strings.Contains(bodies, secret) || strings.Contains(bodies, "ACME-0000000") {
 		t.Error("a secret reached the collector")

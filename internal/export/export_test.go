@@ -112,34 +112,22 @@ func (r *receiver) check(t *testing.T, want map[string][]eventlog.Event) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	first := map[string]line{}
-	last := map[string]int64{}
+	got := make([]testutil.Exported, 0, len(r.lines))
 	for _, l := range r.lines {
-		if _, dup := first[l.ID]; dup {
-			continue
-		}
-		first[l.ID] = l
-		if l.Seq != last[l.Session]+1 {
-			t.Errorf("session %s: seq %d came after %d", l.Session, l.Seq, last[l.Session])
-		}
-		last[l.Session] = l.Seq
-		if l.Ephemeral {
-			t.Errorf("an ephemeral event was exported: %+v", l)
-		}
+		got = append(got, testutil.Exported{Session: l.Session, Seq: l.Seq, ID: l.ID, Type: l.Type, Ephemeral: l.Ephemeral})
 	}
-	n := 0
-	for session, evs := range want {
-		for _, ev := range evs {
-			l, ok := first[ev.ID]
-			if !ok || l.Session != session || l.Seq != ev.Seq || l.Type != ev.Type {
-				t.Errorf("session %s seq %d (%s): received %+v, %v", session, ev.Seq, ev.ID, l, ok)
-			}
-			n++
-		}
+	testutil.CheckExported(t, got, want)
+}
+
+// openStore opens a SQLite log in a temporary directory for the test.
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(first) != n {
-		t.Errorf("received %d distinct events, want %d", len(first), n)
-	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }
 
 func text(s string) json.RawMessage {
@@ -198,11 +186,7 @@ func newExporter(t *testing.T, store eventlog.Store, r *receiver, maxEvents int)
 // goes on from its cursors; no secret leaves.
 func TestExporter_ReceiverFailsAndComesBack(t *testing.T) {
 	t.Parallel()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openStore(t)
 	const secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
 	r := newReceiver(t, "500", "500", "429", "503", "stall")
 	sessions := []string{"a", "b", "c"}
@@ -270,11 +254,7 @@ func TestExporter_ReceiverFailsAndComesBack(t *testing.T) {
 // Events left out by type still move the exporter's place.
 func TestExporter_TypesAndDeletedSessions(t *testing.T) {
 	t.Parallel()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openStore(t)
 	r := newReceiver(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -323,11 +303,7 @@ func TestExporter_NoSecretOfTheCorpusLeaves(t *testing.T) {
 	if len(samples) < 30 {
 		t.Fatalf("%d samples", len(samples))
 	}
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openStore(t)
 	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
 	var evs []eventlog.Event
 	var parent *string
@@ -372,11 +348,7 @@ func TestExporter_NoSecretOfTheCorpusLeaves(t *testing.T) {
 // exporter is busy delivering is exported from the new log's start.
 func TestExporter_SessionBegunAgainUnderItsName(t *testing.T) {
 	t.Parallel()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openStore(t)
 	gate := make(chan struct{}, 1)
 	gate <- struct{}{}
 	var mu sync.Mutex
@@ -431,11 +403,7 @@ func TestExporter_SessionBegunAgainUnderItsName(t *testing.T) {
 // No batch passes MaxBytes, unless one event alone does.
 func TestExporter_MaxBytes(t *testing.T) {
 	t.Parallel()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openStore(t)
 	r := newReceiver(t)
 	sink, _ := export.NewHTTP(export.HTTPOptions{URL: r.srv.URL, Header: http.Header{"Authorization": {"Bearer s3cret-token"}}})
 	red, _ := redact.New(nil)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
-	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/export"
 	"github.com/acphub/acphub/internal/redact"
 	"github.com/acphub/acphub/internal/testutil"
@@ -91,11 +89,7 @@ func attr(kvs []*commonpb.KeyValue, key string) *commonpb.AnyValue {
 // the trace context of a frame's _meta.traceparent; secrets redacted.
 func TestOTLP_RecordsAsTheCollectorDecodesThem(t *testing.T) {
 	t.Parallel()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openStore(t)
 	const (
 		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 		spanID  = "00f067aa0ba902b7"
