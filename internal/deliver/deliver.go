@@ -36,6 +36,17 @@ type RetryAfter struct {
 func (e *RetryAfter) Error() string { return fmt.Sprintf("%v (retry after %s)", e.Err, e.Wait) }
 func (e *RetryAfter) Unwrap() error { return e.Err }
 
+// StatusError is a receiver's answer that is not 2xx.
+type StatusError struct {
+	Code    int
+	Status  string // "413 Request Entity Too Large"
+	Snippet string // the start of its body
+}
+
+func (e *StatusError) Error() string {
+	return "the receiver answered " + e.Status + ": " + e.Snippet
+}
+
 // CheckURL parses a receiver's URL: http or https, with a host and no user
 // or password — credentials go in a header, read from the environment or
 // a file.
@@ -55,8 +66,8 @@ func CheckURL(raw string) (*url.URL, error) {
 }
 
 // Result reads a receiver's answer to a request: nil for 2xx, a
-// *RetryAfter for 429 or 503 with Retry-After, an error naming the status
-// and the start of the body otherwise. It closes the body.
+// *RetryAfter for 429 or 503 with Retry-After, a *StatusError otherwise
+// (wrapped in the *RetryAfter too). It closes the body.
 func Result(resp *http.Response, err error) error {
 	if err != nil {
 		return err
@@ -67,7 +78,7 @@ func Result(resp *http.Response, err error) error {
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
-	err = fmt.Errorf("the receiver answered %s: %s", resp.Status, strings.TrimSpace(string(snippet)))
+	err = &StatusError{Code: resp.StatusCode, Status: resp.Status, Snippet: strings.TrimSpace(string(snippet))}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		if wait, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			return &RetryAfter{Wait: wait, Err: err}

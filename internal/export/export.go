@@ -23,9 +23,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -303,17 +305,30 @@ func (e *Exporter) record(ev eventlog.Event) Record {
 }
 
 // deliver hands batch to the sink until it is acknowledged; it reports
-// false when ctx ended first.
+// false when ctx ended first. A batch the receiver refuses as too large
+// (413) is sent again in halves, in order, down to one event.
 func (e *Exporter) deliver(ctx context.Context, batch []Record) bool {
 	var start time.Time
+	split := false
 	ok := deliver.Retry(ctx, e.cfg.MinBackoff, e.cfg.MaxBackoff, func(ctx context.Context) error {
 		start = time.Now()
-		return e.cfg.Sink.Deliver(ctx, batch)
+		err := e.cfg.Sink.Deliver(ctx, batch)
+		var se *deliver.StatusError
+		if errors.As(err, &se) && se.Code == http.StatusRequestEntityTooLarge && len(batch) > 1 {
+			split = true
+			return nil
+		}
+		return err
 	}, func(attempt int, err error, wait time.Duration) {
 		e.failed(err)
 		e.update(func(s *api.ExporterStatus) { s.Retrying = true })
 		e.log.Warn("export batch failed; trying again", "events", len(batch), "attempt", attempt+1, "wait", wait, "err", err)
 	})
+	if ok && split {
+		e.log.Info("the receiver refused a batch as too large; sending it in halves", "events", len(batch))
+		half := len(batch) / 2
+		return e.deliver(ctx, batch[:half]) && e.deliver(ctx, batch[half:])
+	}
 	if ok {
 		e.update(func(s *api.ExporterStatus) {
 			s.Exported += int64(len(batch))

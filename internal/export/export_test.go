@@ -424,3 +424,45 @@ func TestExporter_MaxBytes(t *testing.T) {
 		}
 	}
 }
+
+// A receiver that refuses batches of more than three events as too large
+// (413) gets them in halves, in order, and every event once.
+func TestExporter_TooLargeBatchesAreHalved(t *testing.T) {
+	t.Parallel()
+	store := openStore(t)
+	var mu sync.Mutex
+	var got []testutil.Exported
+	refused := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lines, err := testutil.GzipLines(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(lines) > 3 {
+			refused++
+			http.Error(w, "batch too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		for _, b := range lines {
+			var e testutil.Exported
+			_ = json.Unmarshal(b, &e)
+			got = append(got, e)
+		}
+	}))
+	defer srv.Close()
+	sink, _ := export.NewHTTP(export.HTTPOptions{URL: srv.URL})
+	red, _ := redact.New(nil)
+	exp := export.New(export.Config{Name: "halves", Sink: sink, Store: store, Redactor: red, MaxEvents: 20, MaxAge: time.Millisecond, Poll: 5 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	want := writer(t, store, []string{"h"}, 20, "")
+	go exp.Run(ctx)
+	testutil.WaitFor(t, 10*time.Second, "every event", func() bool { return exp.Status().Exported == 20 })
+	mu.Lock()
+	defer mu.Unlock()
+	if dups := testutil.CheckExported(t, got, want); dups != 0 || refused == 0 {
+		t.Errorf("%d sent twice, %d batches refused", dups, refused)
+	}
+}
