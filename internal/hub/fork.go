@@ -44,6 +44,10 @@ type forkSource struct {
 	remote     *workspace.Ref // where a remote parent's fork starts, or nil
 }
 
+// errNotForked tells Hub.Fork that the session a fork's operation id names
+// is not a fork yet: the request that made it ended before it got there.
+var errNotForked = jsonrpc.NewError(jsonrpc.CodeInternal, "not_forked", "not a fork yet", nil)
+
 // forkMsg asks a new session's actor to become the fork of from.
 type forkMsg struct {
 	from   forkSource
@@ -132,24 +136,30 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 		return "", ForbiddenError(f)
 	}
 	// The same fork asked again (its operation id): the fork that exists
-	// answers, whatever its parent does now.
+	// answers, whatever its parent does now — unless the first request
+	// ended before it reached the fork, which then is made now.
 	src := forkSource{key: parent.key}
 	child, err := h.existing(key)
-	if err != nil || opID == "" {
-		var e *jsonrpc.Error
-		if src, e = parent.forkSource(ctx); e != nil {
-			return "", e
+	for whole := err != nil || opID == ""; ; whole = true {
+		if whole {
+			var e *jsonrpc.Error
+			if src, e = parent.forkSource(ctx); e != nil {
+				return "", e
+			}
+			if child, err = h.session(key, src.agentName, true); err != nil {
+				return "", RPCError(err)
+			}
 		}
-		if child, err = h.session(key, src.agentName, true); err != nil {
+		// ErrSessionGone: deleted while it was being made, or the hub stops.
+		made, err := ask(ctx, child, func(reply chan<- *jsonrpc.Error) any { return forkMsg{from: src, params: params, reply: reply} }, nil)
+		switch {
+		case err != nil:
 			return "", RPCError(err)
+		case made == errNotForked && !whole:
+			continue
 		}
+		return key, made
 	}
-	// ErrSessionGone: deleted while it was being made, or the hub stops.
-	made, err := ask(ctx, child, func(reply chan<- *jsonrpc.Error) any { return forkMsg{from: src, params: params, reply: reply} }, nil)
-	if err != nil {
-		return "", RPCError(err)
-	}
-	return key, made
 }
 
 // forkKey names a fork of the session key: after the operation id that
@@ -225,6 +235,10 @@ func (s *Session) becomeFork(m forkMsg) {
 		} else {
 			s.forkWaiters = append(s.forkWaiters, m.reply)
 		}
+		return
+	}
+	if s.newParams == nil && s.seq == 0 && m.from.sessionID == "" {
+		m.reply <- errNotForked // asked again before the first request reached it
 		return
 	}
 	if s.newParams != nil || s.seq > 0 || m.from.sessionID == "" {
