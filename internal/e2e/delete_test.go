@@ -1,13 +1,18 @@
 package e2e_test
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // sessionKeys lists the keys GET /api/sessions gives.
@@ -127,5 +132,46 @@ func TestDelete_SessionMethodAndAPI(t *testing.T) {
 	}
 	if keys := h.sessionKeys(); len(keys) != 0 {
 		t.Errorf("sessions at the end: %v, want none", keys)
+	}
+}
+
+// acphub attach and acphub chat on a session that is deleted: each says
+// why, exits 1, and neither makes the session again.
+func TestDelete_AttachAndChatEndWithIt(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	ed := runProc(t, h.clientArgs("attach", "--session", "doomed", "--peer", "editor")...)
+	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	ed.expectMsg(func(m msg) bool { return string(m.ID) == "1" })
+	ed.write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	ed.expectMsg(func(m msg) bool { return string(m.ID) == "2" })
+	chat := runProc(t, h.clientArgs("chat", "--session", "doomed")...)
+	testutil.WaitFor(t, testTimeout, "both clients in the session", func() bool {
+		resp := h.apiGet("/api/sessions", nil)
+		defer resp.Body.Close()
+		var list api.SessionList
+		_ = json.NewDecoder(resp.Body).Decode(&list)
+		return len(list.Sessions) == 1 && list.Sessions[0].Clients == 2
+	})
+	if out, errOut, err := runCLI(t, h.clientArgs("delete", "doomed")...); err != nil {
+		t.Fatalf("acphub delete: %v\n%s%s", err, out, errOut)
+	}
+	for _, p := range []*proc{ed, chat} {
+		select {
+		case <-p.done:
+		case <-time.After(testTimeout):
+			t.Fatalf("%s did not exit after the delete; stderr:\n%s", p.cmd.Args[1], p.err.String())
+		}
+		var exit *exec.ExitError
+		if !errors.As(p.exit, &exit) || exit.ExitCode() != 1 || !strings.Contains(p.err.String(), "deleted") {
+			t.Errorf("%s exited %v; stderr:\n%s", p.cmd.Args[1], p.exit, p.err.String())
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a client that came back would have made it by now
+	resp := h.apiGet("/api/sessions", nil)
+	defer resp.Body.Close()
+	var list api.SessionList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Sessions) != 0 {
+		t.Errorf("after the delete the hub has %+v (%v): a client made the session again", list.Sessions, err)
 	}
 }
