@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/acphub/acphub/api"
+	hubclient "github.com/acphub/acphub/client"
 	"github.com/acphub/acphub/internal/testutil"
 )
 
@@ -173,5 +175,34 @@ func TestDelete_AttachAndChatEndWithIt(t *testing.T) {
 	var list api.SessionList
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Sessions) != 0 {
 		t.Errorf("after the delete the hub has %+v (%v): a client made the session again", list.Sessions, err)
+	}
+}
+
+// The Go client, resumable, on a session deleted under it: its client ends
+// with the reason and does not come back to make the session again.
+func TestDelete_GoClientEndsWithIt(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	p := newCutProxy(t, h.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cl, _ := goClient(t, ctx, p, h, "go", hubclient.Handlers{})
+	if status, body := h.apiDo(http.MethodDelete, "/api/sessions/s", h.token, nil); status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", status, body)
+	}
+	select {
+	case <-cl.Done():
+	case <-ctx.Done():
+		t.Fatal("the Go client did not end after the delete")
+	}
+	if err := cl.Err(); err == nil || !strings.Contains(err.Error(), "deleted") {
+		t.Errorf("the Go client ended with %v, want the session's deletion", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	resp := h.apiGet("/api/sessions", nil)
+	defer resp.Body.Close()
+	var list api.SessionList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Sessions) != 0 {
+		t.Errorf("after the delete the hub has %+v (%v)", list.Sessions, err)
 	}
 }
