@@ -58,27 +58,39 @@ func (h *HTTP) Target() string { return h.url }
 
 // Deliver implements Sink.
 func (h *HTTP) Deliver(ctx context.Context, batch []Record) error {
+	lines := make([][]byte, 0, 2*len(batch))
+	for _, r := range batch {
+		lines = append(lines, r.JSON, []byte{'\n'})
+	}
+	return postGzip(ctx, h.client, h.url, h.header, "application/x-ndjson", lines, "Idempotency-Key", batchKey(batch))
+}
+
+// postGzip posts the parts of a body, gzip-compressed, with header, its
+// Content-Type and the extra header pairs, and reads the answer
+// (deliver.Result).
+func postGzip(ctx context.Context, client *http.Client, url string, header http.Header, contentType string, parts [][]byte, extra ...string) error {
 	var body bytes.Buffer
 	zw := gzip.NewWriter(&body)
-	for _, r := range batch {
-		zw.Write(r.JSON)
-		zw.Write([]byte{'\n'})
+	for _, p := range parts {
+		zw.Write(p) // a bytes.Buffer takes everything
 	}
 	if err := zw.Close(); err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, &body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, &body)
 	if err != nil {
 		return err
 	}
-	req.Header = h.header.Clone()
+	req.Header = header.Clone()
 	if req.Header == nil {
 		req.Header = http.Header{}
 	}
-	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Content-Encoding", "gzip")
-	req.Header.Set("Idempotency-Key", batchKey(batch))
-	return deliver.Result(h.client.Do(req))
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
+	}
+	return deliver.Result(client.Do(req))
 }
 
 // batchKey names a batch by its events' ids: the same batch sent again has

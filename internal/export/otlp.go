@@ -2,7 +2,6 @@ package export
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -32,9 +31,10 @@ import (
 //
 // The request body is the collector protocol's ExportLogsServiceRequest:
 // it is encoded as logs.v1.LogsData, its wire twin, which spares acphub
-// the gRPC code of the collector package. Retries follow OTLP/HTTP: 429,
-// 502, 503 and 504 are retryable, with Retry-After; acphub tries the
-// others again too, after a back-off, as it never drops an event.
+// the gRPC code of the collector package. OTLP/HTTP's retryable answers
+// (429, 502, 503, 504) are tried again, as Retry-After asks on 429 and
+// 503; so are the others, after a back-off, as acphub never drops an
+// event.
 type OTLP struct {
 	url     string
 	header  http.Header
@@ -70,28 +70,7 @@ func (o *OTLP) Deliver(ctx context.Context, batch []Record) error {
 	if err != nil {
 		return fmt.Errorf("encode the logs: %w", err)
 	}
-	var body bytes.Buffer
-	zw := gzip.NewWriter(&body)
-	zw.Write(msg)
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, &body)
-	if err != nil {
-		return err
-	}
-	req.Header = o.header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	req.Header.Set("Content-Encoding", "gzip")
-	resp, err := o.client.Do(req)
-	if err == nil && (resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout) {
-		// Retryable in OTLP/HTTP: as 503 without Retry-After.
-		resp.Header.Del("Retry-After")
-	}
-	return deliver.Result(resp, err)
+	return postGzip(ctx, o.client, o.url, o.header, "application/x-protobuf", [][]byte{msg})
 }
 
 // logs builds the batch's OTLP logs.

@@ -310,17 +310,7 @@ func TestHold_SurvivesReopenAndMigratesV2(t *testing.T) {
 	if err := s.Append(ctx, evs[:2]); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`DROP TABLE held; DROP TABLE cursors; PRAGMA user_version = 2`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	closeAs(t, s, path, `DROP TABLE held; DROP TABLE cursors; PRAGMA user_version = 2`)
 
 	s = open(t, path)
 	if err := s.Hold(ctx, evs[2]); err != nil {
@@ -346,7 +336,7 @@ func TestHold_SurvivesReopenAndMigratesV2(t *testing.T) {
 	if _, ok, err := s.Held(ctx, "a"); err != nil || ok {
 		t.Fatalf("after the log reached the held seq and a reopen, Held returned %v, %v", ok, err)
 	}
-	db, err = sql.Open("sqlite", "file:"+path)
+	db, err := sql.Open("sqlite", "file:"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,17 +359,7 @@ func TestCursors_SurviveReopenAndMigrateV3(t *testing.T) {
 	if err := s.Append(ctx, evs); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`DROP TABLE cursors; PRAGMA user_version = 3`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	closeAs(t, s, path, `DROP TABLE cursors; PRAGMA user_version = 3`)
 
 	s = open(t, path)
 	got, err := s.Read(ctx, "a", 0, 0)
@@ -404,6 +384,23 @@ func TestCursors_SurviveReopenAndMigrateV3(t *testing.T) {
 	}
 	if cursors, err := s.Cursors(ctx, "exp"); err != nil || len(cursors) != 1 || cursors["b"].Seq != 1 {
 		t.Errorf("cursors after deleting a: %v, %v; want only b's", cursors, err)
+	}
+}
+
+// closeAs closes s and turns its database at path into an older layout
+// with script.
+func closeAs(t *testing.T, s *sqlite.Store, path, script string) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(script); err != nil {
+		t.Fatal(err)
 	}
 }
 
