@@ -365,3 +365,35 @@ func TestServe_DebugListenServesTheProfilerOnLoopbackOnly(t *testing.T) {
 		t.Errorf("GET %sgoroutine: %d\n%.300s", url, resp.StatusCode, body)
 	}
 }
+
+// A hub whose exporters, notifications, redaction rules or metrics
+// listener it cannot set up refuses to start, naming the setting; it does
+// not start with an exporter that fails every batch.
+func TestServe_RefusesExportsItCannotRun(t *testing.T) {
+	t.Parallel()
+	for name, tt := range map[string]struct{ config, flag, want string }{
+		"header from an unset variable": {config: "[exporters.x]\ntype = \"http\"\nurl = \"https://x\"\n[exporters.x.headers]\nAuthorization = { env = \"ACPHUB_E2E_UNSET\", prefix = \"Bearer \" }\n",
+			want: "exporters.x.headers.Authorization: the environment variable ACPHUB_E2E_UNSET is not set"},
+		"credential in clear": {config: "[exporters.x]\ntype = \"http\"\nurl = \"https://x\"\n[exporters.x.headers]\nAuthorization = \"Bearer abc\"\n",
+			want: "exporters.x.headers.Authorization: a credential is read from the environment or a file"},
+		"password in a URL":       {config: "[exporters.x]\ntype = \"otlp\"\nurl = \"https://u:p@x\"\n", want: "exporters.x: url https://…@x: credentials go in a header"},
+		"unknown target":          {config: "[notify.p]\ntype = \"pager\"\nurl = \"https://x\"\n", want: `notify.p: type "pager": webhook, ntfy or slack`},
+		"URL from no file":        {config: "[notify.p]\ntype = \"ntfy\"\nurl = { file = \"/nonexistent/topic\" }\n", want: "notify.p.url: open /nonexistent/topic"},
+		"bad redaction rule":      {config: "[redact]\nrules = [{ name = \"r\", pattern = \"(\" }]\n", want: "[redact]: redact: rule r"},
+		"metrics not on loopback": {flag: "0.0.0.0:0", want: "--metrics-listen 0.0.0.0:0: the metrics endpoint has no authentication; give a loopback address"},
+	} {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "acphub.toml")
+		if err := os.WriteFile(cfg, []byte(tt.config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--config", cfg}
+		if tt.flag != "" {
+			args = append(args, "--metrics-listen", tt.flag)
+		}
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("%s: %v\n%s\nwant %q", name, err, out, tt.want)
+		}
+	}
+}
