@@ -27,18 +27,30 @@ const testedWindow = 100 * time.Millisecond
 // window is the durability window of a writer whose log (stderr, at debug
 // level) is childLog: testedWindow, plus the commit in progress at the kill
 // and the next, each as long as the slowest the log shows in the last
-// second before it.
+// second before it, plus the longest the writer went without committing in
+// that second (to the kill included) past two commit delays: a writer the
+// machine's load keeps from running commits later, and its window grows by
+// as much.
 func window(childLog string, killed time.Time) time.Duration {
-	slowest := time.Duration(0)
+	slowest, stalled := time.Duration(0), time.Duration(0)
+	var last time.Time // the commit before, in that second
 	re := regexp.MustCompile(`(?m)^time=(\S+) level=DEBUG msg="session log commit" .*took=(\S+)$`)
 	for _, m := range re.FindAllStringSubmatch(childLog, -1) {
 		at, err1 := time.Parse(time.RFC3339Nano, m[1])
 		d, err2 := time.ParseDuration(m[2])
-		if err1 == nil && err2 == nil && killed.Sub(at) < time.Second && d > slowest {
-			slowest = d
+		if err1 != nil || err2 != nil || killed.Sub(at) >= time.Second {
+			continue
 		}
+		slowest = max(slowest, d)
+		if !last.IsZero() {
+			stalled = max(stalled, at.Sub(last))
+		}
+		last = at
 	}
-	return testedWindow + 2*slowest
+	if !last.IsZero() {
+		stalled = max(stalled, killed.Sub(last))
+	}
+	return testedWindow + 2*slowest + max(0, stalled-2*sqlite.DefaultCommitDelay)
 }
 
 // TestStore_KillKeepsAcknowledgedEvents appends events one by one in a
