@@ -94,7 +94,13 @@ type Store struct {
 // Open reads the token store of dir, creating it on first use. owner is
 // the data dir's token, which acts as the owner.
 func Open(dir, owner string) (*Store, error) {
-	s := &Store{path: filepath.Join(dir, File), owner: []byte(owner), now: time.Now, revoked: make(map[string]chan struct{})}
+	return open(dir, owner, time.Now)
+}
+
+// open is Open with the store's clock, which decides what has expired
+// from the first read of the file on.
+func open(dir, owner string, now func() time.Time) (*Store, error) {
+	s := &Store{path: filepath.Join(dir, File), owner: []byte(owner), now: now, revoked: make(map[string]chan struct{})}
 	b, err := os.ReadFile(s.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
