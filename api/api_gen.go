@@ -1845,7 +1845,7 @@ type Me struct {
 	// The session keys the token is limited to; absent when it reaches every session.
 	Sessions []string `json:"sessions,omitempty"`
 	// When the token stops working; absent when never.
-	Expires time.Time `json:"expires,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -1894,7 +1894,7 @@ type TokenInfo struct {
 	Sessions []string  `json:"sessions,omitempty"`
 	Created  time.Time `json:"created"`
 	// Absent when it works until revoked.
-	Expires time.Time `json:"expires,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -1959,9 +1959,9 @@ type CreateToken struct {
 	// 1 to 64 letters, digits and ._@- , not starting with punctuation; not owner.
 	Name string `json:"name"`
 	Role string `json:"role"`
-	// How long the token works; 0 or absent: until revoked.
-	TtlSeconds int64 `json:"ttlSeconds,omitempty"`
-	// Limit the token to these session keys; absent or empty: every session.
+	// How long the token works, in seconds; 0: until revoked; absent or null: 30 days. A token never outlives the one that makes it, nor reaches further: see docs/roles.md.
+	TtlSeconds *int64 `json:"ttlSeconds,omitempty"`
+	// Limit the token to these session keys; absent or empty: every session the token that makes it reaches.
 	Sessions []string `json:"sessions,omitempty"`
 }
 
@@ -1974,9 +1974,9 @@ func (v *CreateToken) AppendJSON(b []byte) []byte {
 	b = appendString(b, v.Name)
 	b = member(b, &n, "role")
 	b = appendString(b, v.Role)
-	if v.TtlSeconds != 0 {
+	if v.TtlSeconds != nil {
 		b = member(b, &n, "ttlSeconds")
-		b = strconv.AppendInt(b, v.TtlSeconds, 10)
+		b = strconv.AppendInt(b, *v.TtlSeconds, 10)
 	}
 	if len(v.Sessions) != 0 {
 		b = member(b, &n, "sessions")
@@ -2085,8 +2085,8 @@ type ExporterStatus struct {
 	Retrying bool `json:"retrying"`
 	// Why the last attempt that failed did.
 	LastError    string    `json:"lastError,omitempty"`
-	LastErrorAt  time.Time `json:"lastErrorAt,omitempty"`
-	LastDelivery time.Time `json:"lastDelivery,omitempty"`
+	LastErrorAt  time.Time `json:"lastErrorAt,omitzero"`
+	LastDelivery time.Time `json:"lastDelivery,omitzero"`
 	// How long the last acknowledged batch took.
 	LastDeliverySeconds float64 `json:"lastDeliverySeconds,omitempty"`
 }

@@ -94,7 +94,8 @@ func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	var created api.CreatedToken
-	req := api.CreateToken{Name: name, Role: role, TtlSeconds: int64(ttl / time.Second), Sessions: sessions}
+	secs := int64(ttl / time.Second)
+	req := api.CreateToken{Name: name, Role: role, TtlSeconds: &secs, Sessions: sessions}
 	if err := target.callJSON(ctx, http.MethodPost, "/api/tokens", &req, &created); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/lifecycle"
@@ -48,10 +49,10 @@ func (c *Conn) pumpChanges(sub *lifecycle.Subscription) {
 	for {
 		changes, err := sub.Next(c.ctx)
 		switch {
-		case errors.Is(err, lifecycle.ErrRevoked):
+		case errors.Is(err, auth.ErrRevoked):
 			c.Close(hub.ErrRevoked)
 			return
-		case errors.Is(err, lifecycle.ErrExpired):
+		case errors.Is(err, auth.ErrExpired):
 			c.Close(hub.ErrExpired)
 			return
 		case err != nil:

@@ -7,6 +7,8 @@
 package auth
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -81,6 +83,9 @@ type Principal struct {
 	// Revoked is closed when the token is revoked; nil for a token that
 	// cannot be (the data dir's owner token, the Unix socket).
 	Revoked <-chan struct{}
+	// token tells tokens of one name apart: a token made again under a
+	// revoked one's name is not its principal (see Same).
+	token string
 }
 
 // OwnerName is the name of the data dir's token and of clients on the
@@ -89,15 +94,115 @@ const OwnerName = "owner"
 
 // Local is the principal of a client on the hub's Unix socket, whose file
 // mode lets only the hub's user in: the owner.
-var Local = &Principal{Name: OwnerName, Role: Owner}
+var Local = &Principal{Name: OwnerName, Role: Owner, token: OwnerName}
 
-// Can reports whether p has the right. A nil principal is the hub's own
-// process: it may do everything.
+// Errors that end what a principal opened when its token ends (see Watch).
+var (
+	ErrRevoked = errors.New("its token was revoked")
+	ErrExpired = errors.New("its token expired")
+)
+
+// Need is what a request, a frame or a stream asks of its principal. Allow
+// decides on it; every route, method, token operation, stream and resume
+// of the hub goes through that one decision.
+type Need struct {
+	Right Right
+	// Session is the session acted on; "" when none is.
+	Session string
+	// Hub says the request shows or changes the hub as a whole — every
+	// session's names in metrics or exporters, tokens that reach every
+	// session: only a principal that reaches every session may.
+	Hub bool
+}
+
+// Allow returns nil when p may do what need asks, else why not: p's token
+// must still work (not expired, not revoked), its role must have the
+// right, and it must reach the session, or every session for need.Hub. A
+// nil principal is the hub's own process: it may do everything.
+func (p *Principal) Allow(need Need) *Forbidden {
+	if p == nil {
+		return nil
+	}
+	if err := p.ended(time.Now()); err != nil {
+		return &Forbidden{Right: need.Right, Role: p.Role, Ended: true, Text: fmt.Sprintf("the token %q stopped working: %v", p.Name, err)}
+	}
+	if !p.Role.Has(need.Right) {
+		return &Forbidden{Right: need.Right, Role: p.Role, Text: fmt.Sprintf(
+			"the %s token %q lacks the right %s, which %s tokens have: ask the hub's owner for one (acphub token create)",
+			p.Role, p.Name, need.Right, least[need.Right])}
+	}
+	switch {
+	case need.Hub && p.Sessions != nil:
+		return &Forbidden{Right: need.Right, Role: p.Role, Text: fmt.Sprintf(
+			"the token %q reaches only the sessions %s, and this concerns every session: it needs a token that reaches them all", p.Name, strings.Join(p.Sessions, ", "))}
+	case need.Session != "" && !p.Reaches(need.Session):
+		return &Forbidden{Right: need.Right, Role: p.Role, Text: fmt.Sprintf(
+			"the token %q reaches only the sessions %s, not %q", p.Name, strings.Join(p.Sessions, ", "), need.Session)}
+	}
+	return nil
+}
+
+// Can reports whether p's role has the right. A nil principal is the
+// hub's own process: it may do everything.
 func (p *Principal) Can(right Right) bool { return p == nil || p.Role.Has(right) }
 
 // Reaches reports whether p may reach the session key.
 func (p *Principal) Reaches(key string) bool {
 	return p == nil || p.Sessions == nil || slices.Contains(p.Sessions, key)
+}
+
+// Same reports whether p and q are the same token's: a connection made
+// with one may be resumed only with the same token, not another of the
+// same name or role.
+func (p *Principal) Same(q *Principal) bool {
+	if p == nil || q == nil {
+		return p == q
+	}
+	return p.Name == q.Name && p.token == q.token
+}
+
+// ended returns why p's token no longer works at now, or nil.
+func (p *Principal) ended(now time.Time) error {
+	select {
+	case <-p.Revoked:
+		return ErrRevoked
+	default:
+	}
+	if !p.Expires.IsZero() && !now.Before(p.Expires) {
+		return ErrExpired
+	}
+	return nil
+}
+
+// Watch returns a context that ends when parent does or when p's token
+// stops working, with ErrRevoked or ErrExpired as its cause: whatever a
+// principal opened — a connection, a stream, a subscription — runs within
+// it, so that it ends with the token.
+func (p *Principal) Watch(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	if p == nil || (p.Revoked == nil && p.Expires.IsZero()) {
+		return ctx, func() { cancel(context.Canceled) }
+	}
+	if err := p.ended(time.Now()); err != nil {
+		cancel(err)
+		return ctx, func() {}
+	}
+	go func() {
+		var expired <-chan time.Time
+		if !p.Expires.IsZero() {
+			t := time.NewTimer(time.Until(p.Expires))
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-p.Revoked:
+			cancel(ErrRevoked)
+		case <-expired:
+			cancel(ErrExpired)
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }
 
 // Describe returns the principal's name and role, for logs and events;
@@ -113,31 +218,56 @@ func (p *Principal) Describe() (name, role string) {
 type Forbidden struct {
 	Right Right  // the right that was missing
 	Role  Role   // the principal's role
+	Ended bool   // the token stopped working: the refusal is unauthenticated
 	Text  string // what was refused and why, for people
 }
 
 func (f *Forbidden) Error() string { return f.Text }
 
-// Check returns nil when p has the right, else why it may not: what a
-// refusal says.
-func (p *Principal) Check(right Right) *Forbidden {
-	if p.Can(right) {
-		return nil
+// Mint decides on a token p asks to make, with role, limited to sessions
+// (none: the sessions p reaches) and working until expires (zero: until
+// revoked): p may make one only within its own role, sessions and life. It
+// returns the sessions the new token is limited to.
+func (p *Principal) Mint(role Role, sessions []string, expires time.Time) ([]string, *Forbidden) {
+	if f := p.Allow(Need{Right: Manage}); f != nil {
+		return nil, f
 	}
-	return &Forbidden{Right: right, Role: p.Role, Text: fmt.Sprintf(
-		"the %s token %q lacks the right %s, which %s tokens have: ask the hub's owner for one (acphub token create)",
-		p.Role, p.Name, right, least[right])}
+	if p == nil {
+		return sessions, nil
+	}
+	refuse := func(format string, a ...any) ([]string, *Forbidden) {
+		return nil, &Forbidden{Right: Manage, Role: p.Role, Text: fmt.Sprintf("the token %q may make tokens only within its own role, sessions and life: ", p.Name) + fmt.Sprintf(format, a...)}
+	}
+	if role > p.Role {
+		return refuse("it cannot make a token of the role %s", role)
+	}
+	if len(sessions) == 0 {
+		sessions = p.Sessions
+	}
+	for _, k := range sessions {
+		if !p.Reaches(k) {
+			return refuse("it does not reach the session %q", k)
+		}
+	}
+	if !p.Expires.IsZero() && (expires.IsZero() || expires.After(p.Expires)) {
+		return refuse("it expires at %s, and the new token would outlive it", p.Expires.UTC().Format(time.RFC3339))
+	}
+	return sessions, nil
 }
 
-// CheckSession returns nil when p may reach the session key with right,
-// else why it may not.
-func (p *Principal) CheckSession(key string, right Right) *Forbidden {
-	if f := p.Check(right); f != nil {
-		return f
+// Covers reports whether t lies within p's reach: its sessions are among
+// p's, so p may see and revoke it.
+func (p *Principal) Covers(t Token) bool {
+	if p == nil || p.Sessions == nil {
+		return true
 	}
-	if p.Reaches(key) {
-		return nil
+	if t.Sessions == nil {
+		return false
 	}
-	return &Forbidden{Right: right, Role: p.Role, Text: fmt.Sprintf(
-		"the token %q reaches only the sessions %s, not %q", p.Name, strings.Join(p.Sessions, ", "), key)}
+	for _, k := range t.Sessions {
+		if !p.Reaches(k) {
+			return false
+		}
+	}
+	return true
 }

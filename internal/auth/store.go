@@ -199,15 +199,16 @@ func (s *Store) List() []Token {
 	return slices.DeleteFunc(slices.Clone(s.f.Tokens), func(t Token) bool { return t.expired(now) })
 }
 
-// Revoke removes the token named name and its sign-in links; connections
-// that use it are told through their principal's Revoked.
-func (s *Store) Revoke(name string) error {
+// Revoke removes the token named name, for by, and its sign-in links;
+// connections that use it are told through their principal's Revoked. A
+// token beyond by's reach (Principal.Covers) is unknown to it.
+func (s *Store) Revoke(name string, by *Principal) error {
 	if name == OwnerName {
 		return ErrOwnerName
 	}
 	return s.update(func(f *file) error {
 		i := f.find(name)
-		if i < 0 {
+		if i < 0 || !by.Covers(f.Tokens[i]) {
 			return ErrUnknownToken
 		}
 		f.Tokens = slices.Delete(f.Tokens, i, i+1)
@@ -228,7 +229,7 @@ func (s *Store) Authenticate(secret string) *Principal {
 		return nil
 	}
 	if subtle.ConstantTimeCompare([]byte(secret), s.owner) == 1 {
-		return &Principal{Name: OwnerName, Role: Owner}
+		return ownerPrincipal()
 	}
 	h := hash(secret)
 	s.mu.Lock()
@@ -256,8 +257,12 @@ func (s *Store) principal(t Token) *Principal {
 		c = make(chan struct{})
 		s.revoked[t.Name] = c
 	}
-	return &Principal{Name: t.Name, Role: role, Sessions: t.Sessions, Expires: t.Expires, Revoked: c}
+	return &Principal{Name: t.Name, Role: role, Sessions: t.Sessions, Expires: t.Expires, Revoked: c, token: t.Hash}
 }
+
+// ownerPrincipal is the principal of the data dir's token: the owner, as
+// on the Unix socket.
+func ownerPrincipal() *Principal { p := *Local; return &p }
 
 func (t Token) expired(now time.Time) bool { return !t.Expires.IsZero() && !now.Before(t.Expires) }
 
@@ -369,7 +374,7 @@ func (s *Store) cookie(name, tokenHash string, expires time.Time) string {
 // hash, or nil when it does not work. The caller holds mu.
 func (s *Store) byName(name string) (*Principal, string) {
 	if name == OwnerName {
-		return &Principal{Name: OwnerName, Role: Owner}, hash(string(s.owner))
+		return ownerPrincipal(), hash(string(s.owner))
 	}
 	i := s.f.find(name)
 	if i < 0 {

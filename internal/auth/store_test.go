@@ -46,7 +46,7 @@ func TestStore_TokensWorkUntilTheyEndAndAreKeptHashed(t *testing.T) {
 	if p := s.Authenticate(wide); p == nil || !p.Reaches("any") {
 		t.Fatalf("a token made with an empty session list: %+v", p)
 	}
-	if err := s.Revoke("wide"); err != nil {
+	if err := s.Revoke("wide", nil); err != nil {
 		t.Fatal(err)
 	}
 	if s.Authenticate(secret+"x") != nil || s.Authenticate("") != nil {
@@ -105,7 +105,7 @@ func TestStore_RevokeEndsTokenLinksAndCookies(t *testing.T) {
 		t.Fatalf("cookie: %+v", c)
 	}
 	code2, _, _ := s.Link("bob", time.Hour)
-	if err := s.Revoke("bob"); err != nil {
+	if err := s.Revoke("bob", nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -126,10 +126,10 @@ func TestStore_RevokeEndsTokenLinksAndCookies(t *testing.T) {
 	if s.Cookie(cookie) != nil {
 		t.Fatal("an old cookie works for a new token of the same name")
 	}
-	if err := s.Revoke("nobody"); !errors.Is(err, ErrUnknownToken) {
+	if err := s.Revoke("nobody", nil); !errors.Is(err, ErrUnknownToken) {
 		t.Fatalf("revoke nobody: %v", err)
 	}
-	if err := s.Revoke(OwnerName); !errors.Is(err, ErrOwnerName) {
+	if err := s.Revoke(OwnerName, nil); !errors.Is(err, ErrOwnerName) {
 		t.Fatalf("revoke owner: %v", err)
 	}
 }
@@ -275,7 +275,7 @@ func TestStore_ConcurrentChangesAndReads(t *testing.T) {
 			if err != nil {
 				t.Error(err)
 			}
-			if err := s.Revoke(name); err != nil {
+			if err := s.Revoke(name, nil); err != nil {
 				t.Error(err)
 			}
 		})

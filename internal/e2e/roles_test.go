@@ -75,7 +75,7 @@ func (h *hubProc) apiDo(method, path, token string, body any) (int, []byte) {
 // newToken makes a token with the owner's token and returns it.
 func (h *hubProc) newToken(name, role string, sessions ...string) string {
 	h.t.Helper()
-	status, body := h.apiDo(http.MethodPost, "/api/tokens", h.token, api.CreateToken{Name: name, Role: role, TtlSeconds: 3600, Sessions: sessions})
+	status, body := h.apiDo(http.MethodPost, "/api/tokens", h.token, api.CreateToken{Name: name, Role: role, TtlSeconds: new(int64(3600)), Sessions: sessions})
 	if status != http.StatusCreated {
 		h.t.Fatalf("create token %s: %d %s", name, status, body)
 	}
@@ -548,7 +548,7 @@ func TestRoles_ExpiredTokenIsDisconnected(t *testing.T) {
 	h := startHub(t)
 	owner := h.dial("s", "peer=boss")
 	owner.handshake()
-	status, body := h.apiDo(http.MethodPost, "/api/tokens", h.token, api.CreateToken{Name: "brief", Role: "observer", TtlSeconds: 2})
+	status, body := h.apiDo(http.MethodPost, "/api/tokens", h.token, api.CreateToken{Name: "brief", Role: "observer", TtlSeconds: new(int64(2))})
 	var created api.CreatedToken
 	if err := json.Unmarshal(body, &created); status != http.StatusCreated || err != nil {
 		t.Fatalf("create: %d %s", status, body)

@@ -43,7 +43,7 @@ type deletion struct {
 // unknown_session, turn_running, forbidden, or an internal error when the
 // log could not be deleted.
 func (h *Hub) Delete(ctx context.Context, key string, who *auth.Principal) *jsonrpc.Error {
-	if f := who.CheckSession(key, auth.Manage); f != nil {
+	if f := who.Allow(auth.Need{Right: auth.Manage, Session: key}); f != nil {
 		return ForbiddenError(f)
 	}
 	s, err := h.existing(key)
@@ -89,7 +89,7 @@ func (s *Session) deleteRequest(p *peer, m *jsonrpc.Message) {
 // id, for who: Delete, found by its id. Deleting an id no hub session
 // holds, or holds any more, does nothing and succeeds.
 func (h *Hub) DeleteACP(ctx context.Context, id string, who *auth.Principal) *jsonrpc.Error {
-	if f := who.Check(auth.Manage); f != nil {
+	if f := who.Allow(auth.Need{Right: auth.Manage}); f != nil {
 		return ForbiddenError(f)
 	}
 	key, err := h.FindSession(ctx, id, who)

@@ -53,7 +53,7 @@ func (s *Session) permits(p *peer, m *jsonrpc.Message) bool {
 	default:
 		right = auth.MethodRight(m.Method)
 	}
-	f := p.who.Check(right)
+	f := p.who.Allow(auth.Need{Right: right, Session: s.key})
 	if f == nil {
 		return true
 	}

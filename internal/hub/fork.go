@@ -99,7 +99,7 @@ func (c *Client) fork(ctx context.Context, m *jsonrpc.Message) error {
 // parent's key followed by -fork- and 6 hex digits. The error is the one to
 // answer session/fork with.
 func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (string, *jsonrpc.Error) {
-	if f := who.Check(auth.Create); f != nil {
+	if f := who.Allow(auth.Need{Right: auth.Create}); f != nil {
 		return "", ForbiddenError(f)
 	}
 	var req struct {
@@ -132,7 +132,7 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 	if key == "" {
 		key = forkKey(parent.key, opID)
 	}
-	if f := who.CheckSession(key, auth.Create); f != nil {
+	if f := who.Allow(auth.Need{Right: auth.Create, Session: key}); f != nil {
 		return "", ForbiddenError(f)
 	}
 	// The same fork asked again (its operation id): the fork that exists

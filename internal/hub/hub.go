@@ -188,7 +188,7 @@ func (h *Hub) Join(ctx context.Context, key string, opts JoinOptions) (*Client, 
 	if opts.Peer != "" && !ValidKey(opts.Peer) {
 		return nil, ErrBadPeerID
 	}
-	if f := opts.Principal.CheckSession(key, auth.Read); f != nil {
+	if f := opts.Principal.Allow(auth.Need{Right: auth.Read, Session: key}); f != nil {
 		return nil, f
 	}
 	create := opts.Principal.Can(auth.Create)
@@ -196,7 +196,7 @@ func (h *Hub) Join(ctx context.Context, key string, opts JoinOptions) (*Client, 
 	if errors.Is(err, ErrUnknownSession) && !create {
 		// Joining a session that is not there would create it, and start
 		// its agent.
-		f := opts.Principal.Check(auth.Create)
+		f := opts.Principal.Allow(auth.Need{Right: auth.Create, Session: key})
 		f.Text = fmt.Sprintf("no session is named %q, and joining would create it: %s", key, f.Text)
 		return nil, f
 	}

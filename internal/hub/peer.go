@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/auth"
@@ -92,25 +91,15 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 
 // watchToken removes the client when its token is revoked or expires.
 func (c *Client) watchToken() {
-	who := c.p.who
-	if who == nil || (who.Revoked == nil && who.Expires.IsZero()) {
-		return
-	}
-	go func() {
-		var expired <-chan time.Time
-		if !who.Expires.IsZero() {
-			t := time.NewTimer(time.Until(who.Expires))
-			defer t.Stop()
-			expired = t.C
-		}
-		select {
-		case <-c.p.removed.Done():
-		case <-who.Revoked:
+	token, _ := c.p.who.Watch(c.p.removed)
+	context.AfterFunc(token, func() {
+		switch context.Cause(token) {
+		case auth.ErrRevoked:
 			c.LeaveBecause(ErrRevoked)
-		case <-expired:
+		case auth.ErrExpired:
 			c.LeaveBecause(ErrExpired)
 		}
-	}()
+	})
 }
 
 // replayFrom is where the history of a client joining with session/new

@@ -48,12 +48,9 @@ var aspectNames = [aspects]string{"created", "state", "title", "usage", "peers",
 // flood costs each subscriber at most one event per gap.
 const DefaultGap = 200 * time.Millisecond
 
-// Errors that end a subscription.
-var (
-	ErrRevoked = errors.New("the token was revoked")
-	ErrExpired = errors.New("the token expired")
-	ErrClosed  = errors.New("the hub is stopping")
-)
+// ErrClosed ends a subscription when the hub stops; one whose token stops
+// working ends with auth.ErrRevoked or auth.ErrExpired.
+var ErrClosed = errors.New("the hub is stopping")
 
 // Stream keeps the sessions' summaries and their changes. Its methods are
 // safe for concurrent use.
@@ -192,12 +189,12 @@ func sameRemote(a, b *api.SessionRemote) bool {
 
 // Subscription is one subscriber's place in the Stream.
 type Subscription struct {
-	s       *Stream
-	who     *auth.Principal
-	place   int64     // every change up to it was looked at
-	sent    time.Time // when Next last returned; zero before the first
-	expired <-chan time.Time
-	timer   *time.Timer
+	s      *Stream
+	who    *auth.Principal
+	place  int64           // every change up to it was looked at
+	sent   time.Time       // when Next last returned; zero before the first
+	token  context.Context // ends when who's token stops working
+	cancel context.CancelFunc
 }
 
 // Subscribe starts a subscription for who, after the event lastID names
@@ -219,25 +216,18 @@ func (s *Stream) Subscribe(who *auth.Principal, lastID string) (*Subscription, e
 		}
 		s.mu.Unlock()
 	}
-	if !who.Expires.IsZero() {
-		sub.timer = time.NewTimer(time.Until(who.Expires))
-		sub.expired = sub.timer.C
-	}
+	sub.token, sub.cancel = who.Watch(context.Background())
 	return sub, nil
 }
 
 // Close ends the subscription.
-func (sub *Subscription) Close() {
-	if sub.timer != nil {
-		sub.timer.Stop()
-	}
-}
+func (sub *Subscription) Close() { sub.cancel() }
 
 // Next returns the changes of the sessions the subscriber reaches since its
 // place, the session whose last change is oldest first. The first call
 // returns at once, with what there is; each later one waits for a change,
 // and for the Stream's gap after the previous call returned. It returns
-// ErrRevoked or ErrExpired when the subscriber's token stops working,
+// auth.ErrRevoked or auth.ErrExpired when the subscriber's token stops working,
 // ErrClosed when the Stream is closed, and ctx's error when ctx ends.
 func (sub *Subscription) Next(ctx context.Context) ([]api.SessionChange, error) {
 	first := sub.sent.IsZero()
@@ -268,10 +258,8 @@ func (sub *Subscription) wait(ctx context.Context, timer <-chan time.Time, wake 
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-sub.who.Revoked:
-		return ErrRevoked
-	case <-sub.expired:
-		return ErrExpired
+	case <-sub.token.Done():
+		return context.Cause(sub.token)
 	case <-sub.s.closed:
 		return ErrClosed
 	}

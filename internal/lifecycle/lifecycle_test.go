@@ -156,8 +156,8 @@ func TestStream_EndsWithTheToken(t *testing.T) {
 		end  func()
 		want error
 	}{
-		{"revoked", &auth.Principal{Name: "r", Role: auth.Observer, Revoked: revoke}, func() { close(revoke) }, lifecycle.ErrRevoked},
-		{"expired", &auth.Principal{Name: "e", Role: auth.Observer, Expires: time.Now().Add(50 * time.Millisecond)}, func() {}, lifecycle.ErrExpired},
+		{"revoked", &auth.Principal{Name: "r", Role: auth.Observer, Revoked: revoke}, func() { close(revoke) }, auth.ErrRevoked},
+		{"expired", &auth.Principal{Name: "e", Role: auth.Observer, Expires: time.Now().Add(50 * time.Millisecond)}, func() {}, auth.ErrExpired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

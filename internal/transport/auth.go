@@ -111,8 +111,12 @@ func (s *Server) authenticate(r *http.Request) (who *auth.Principal, byCookie bo
 	return nil, false
 }
 
-// forbidden is the refusal of a request for a right its token lacks.
+// forbidden is the refusal of a request its token may not make: for a
+// right or a session it lacks, or because it stopped working.
 func forbidden(f *auth.Forbidden) *refusal {
+	if f.Ended {
+		return unauthorized(f.Text)
+	}
 	ref := refuse(http.StatusForbidden, api.ReasonForbidden, "", "%s", f.Text)
 	ref.err.Right, ref.err.Role = string(f.Right), f.Role.String()
 	return ref
@@ -169,4 +173,11 @@ func originAllowed(r *http.Request, allowed []string) bool {
 		}
 	}
 	return false
+}
+
+// unauthorized is the refusal of a request with no token that works.
+func unauthorized(why string) *refusal {
+	f := refuse(http.StatusUnauthorized, api.ReasonUnauthorized, "", "%s", why)
+	f.header = http.Header{"Www-Authenticate": {`Bearer realm="acphub"`}}
+	return f
 }

@@ -99,15 +99,15 @@ func NewServer(opts Options) *Server {
 	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, right: auth.Read, params: acpParams, serve: s.acp})
 	s.handle("/api/sessions", route{right: auth.Read, serve: s.listSessions})
 	s.handle("/api/agents", route{right: auth.Read, serve: s.listAgents})
-	s.handle("/api/exporters", route{right: auth.Manage, serve: s.listExporters})
+	s.handle("/api/exporters", route{right: auth.Manage, scope: scopeHub, serve: s.listExporters})
 	if opts.Metrics != nil {
-		s.handle("/metrics", route{right: auth.Manage, serve: func(w http.ResponseWriter, r *http.Request, _ url.Values) { opts.Metrics.ServeHTTP(w, r) }})
+		s.handle("/metrics", route{right: auth.Manage, scope: scopeHub, serve: func(w http.ResponseWriter, r *http.Request, _ url.Values) { opts.Metrics.ServeHTTP(w, r) }})
 	}
 	if opts.Sessions != nil {
 		s.handle("/api/sessions/events", route{right: auth.Read, serve: s.sessionStream})
 	}
-	s.handle("/api/sessions/{key}", route{methods: []string{http.MethodDelete}, right: auth.Manage, serve: s.deleteSession})
-	s.handle("/api/sessions/{key}/events", route{right: auth.Read, params: eventParams, serve: s.sessionEvents})
+	s.handle("/api/sessions/{key}", route{methods: []string{http.MethodDelete}, right: auth.Manage, scope: scopeKey, serve: s.deleteSession})
+	s.handle("/api/sessions/{key}/events", route{right: auth.Read, scope: scopeKey, params: eventParams, serve: s.sessionEvents})
 	s.tokenRoutes()
 	for _, p := range web.Paths {
 		s.handle(p, route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.dashboard})
@@ -141,15 +141,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type route struct {
 	methods []string          // the methods it answers; nil means GET
 	right   auth.Right        // the right its token needs; "" for none
+	scope   scope             // what else its token must reach
 	params  map[string]string // the query parameters it takes → the reason a bad value gets
 	serve   func(http.ResponseWriter, *http.Request, url.Values)
 }
 
+// scope is what a route reaches besides its right.
+type scope uint8
+
+const (
+	// scopeOwn: what the route shows or does is limited to what its
+	// principal reaches by the route itself (a list filtered by it, a
+	// join that checks its session, the principal's own token).
+	scopeOwn scope = iota
+	// scopeKey: the session named by {key} in the path.
+	scopeKey
+	// scopeHub: the hub as a whole; it names sessions, so only a token
+	// that reaches every session may.
+	scopeHub
+)
+
 // handle serves path with rt: a method it does not answer is refused with
-// Allow, a request without a token when it needs one or whose token lacks
-// its right, a request that changes state by a browser's cookie from
-// another site, a query with a parameter it does not take; then rt.serve
-// gets the query, and principal(r) whom it acts for.
+// Allow, a request without a token when it needs one, or whose token auth
+// does not allow rt's right and scope (auth.Principal.Allow), a request
+// that changes state by a browser's cookie from another site, a query with
+// a parameter it does not take; then rt.serve gets the query, and
+// principal(r) whom it acts for. Its context ends when the principal's
+// token stops working, and with it every stream the request opened.
 func (s *Server) handle(path string, rt route) {
 	if rt.methods == nil {
 		rt.methods = []string{http.MethodGet}
@@ -170,9 +188,7 @@ func (s *Server) handle(path string, rt route) {
 		if rt.right != "" {
 			who, byCookie := s.authenticate(r)
 			if who == nil {
-				f := refuse(http.StatusUnauthorized, api.ReasonUnauthorized, "", "missing or wrong bearer token: send Authorization: Bearer <the token in the hub's data dir, <data-dir>/token, or one from acphub token create>")
-				f.header = http.Header{"Www-Authenticate": {`Bearer realm="acphub"`}}
-				f.write(w)
+				unauthorized("missing or wrong bearer token: send Authorization: Bearer <the token in the hub's data dir, <data-dir>/token, or one from acphub token create>").write(w)
 				return
 			}
 			if byCookie && r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r, s.opts.AllowedOrigins) {
@@ -180,11 +196,17 @@ func (s *Server) handle(path string, rt route) {
 				refuse(http.StatusForbidden, api.ReasonBadOrigin, "Origin", "a request that signs in by cookie must come from the hub's own pages").write(w)
 				return
 			}
-			if f := who.Check(rt.right); f != nil {
+			need := auth.Need{Right: rt.right, Hub: rt.scope == scopeHub}
+			if rt.scope == scopeKey {
+				need.Session = r.PathValue("key")
+			}
+			if f := who.Allow(need); f != nil {
 				forbidden(f).write(w)
 				return
 			}
-			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, who))
+			ctx, cancel := who.Watch(r.Context())
+			defer cancel()
+			r = r.WithContext(context.WithValue(ctx, principalKey{}, who))
 		}
 		q, f := strictQuery(r, rt.params)
 		if f != nil {

@@ -21,7 +21,7 @@ type Tokens interface {
 	Cookie(value string) *auth.Principal
 	Create(name string, role auth.Role, ttl time.Duration, sessions []string) (string, auth.Token, error)
 	List() []auth.Token
-	Revoke(name string) error
+	Revoke(name string, by *auth.Principal) error
 	Link(name string, ttl time.Duration) (string, time.Time, error)
 	Redeem(code string) (*auth.Principal, string, time.Time, error)
 }
@@ -60,11 +60,23 @@ func meOf(p *auth.Principal) *api.Me {
 	return me
 }
 
+// DefaultTokenLife is how long a token made without ttlSeconds works, as
+// acphub token create's --ttl: never longer than the token that makes it.
+const DefaultTokenLife = 30 * 24 * time.Hour
+
+// maxTokenLife bounds ttlSeconds.
+const maxTokenLife = 100 * 365 * 24 * time.Hour
+
+// tokens serves GET /api/tokens, the tokens within the asking token's
+// reach, and POST, which makes one within its role, sessions and life.
 func (s *Server) tokens(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	who := principal(r)
 	if r.Method == http.MethodGet {
 		list := api.TokenList{Tokens: []api.TokenInfo{}}
 		for _, t := range s.opts.Tokens.List() {
-			list.Tokens = append(list.Tokens, tokenInfo(t))
+			if who.Covers(t) {
+				list.Tokens = append(list.Tokens, tokenInfo(t))
+			}
 		}
 		writeJSON(w, http.StatusOK, list)
 		return
@@ -85,11 +97,30 @@ func (s *Server) tokens(w http.ResponseWriter, r *http.Request, _ url.Values) {
 			return
 		}
 	}
-	if req.TtlSeconds < 0 || req.TtlSeconds > 100*365*24*3600 {
-		refuse(http.StatusBadRequest, api.ReasonBadBody, "", "ttlSeconds must be from 0 (until revoked) to 100 years").write(w)
+	now := time.Now()
+	expires := now.Add(DefaultTokenLife)
+	if req.TtlSeconds != nil {
+		if *req.TtlSeconds < 0 || *req.TtlSeconds > int64(maxTokenLife/time.Second) {
+			refuse(http.StatusBadRequest, api.ReasonBadBody, "", "ttlSeconds must be from 0 (until revoked) to 100 years").write(w)
+			return
+		}
+		expires = now.Add(time.Duration(*req.TtlSeconds) * time.Second)
+		if *req.TtlSeconds == 0 {
+			expires = time.Time{}
+		}
+	} else if !who.Expires.IsZero() && who.Expires.Before(expires) {
+		expires = who.Expires
+	}
+	sessions, forbid := who.Mint(role, req.Sessions, expires)
+	if forbid != nil {
+		forbidden(forbid).write(w)
 		return
 	}
-	secret, t, err := s.opts.Tokens.Create(req.Name, role, time.Duration(req.TtlSeconds)*time.Second, req.Sessions)
+	var ttl time.Duration // until revoked
+	if !expires.IsZero() {
+		ttl = max(time.Second, expires.Sub(now))
+	}
+	secret, t, err := s.opts.Tokens.Create(req.Name, role, ttl, sessions)
 	switch {
 	case errors.Is(err, auth.ErrNameTaken):
 		refuse(http.StatusConflict, api.ReasonNameTaken, "", "%v", err).write(w)
@@ -107,7 +138,7 @@ func (s *Server) tokens(w http.ResponseWriter, r *http.Request, _ url.Values) {
 		f.write(w)
 		return
 	}
-	s.log.Info("token created", "name", t.Name, "role", t.Role, "by", principal(r).Name)
+	s.log.Info("token created", "name", t.Name, "role", t.Role, "by", who.Name)
 	writeJSON(w, http.StatusCreated, api.CreatedToken{Token: secret, Info: tokenInfo(t), Link: *link})
 }
 
@@ -116,8 +147,8 @@ func tokenInfo(t auth.Token) api.TokenInfo {
 }
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, _ url.Values) {
-	name := r.PathValue("name")
-	switch err := s.opts.Tokens.Revoke(name); {
+	name, who := r.PathValue("name"), principal(r)
+	switch err := s.opts.Tokens.Revoke(name, who); {
 	case errors.Is(err, auth.ErrUnknownToken):
 		refuse(http.StatusNotFound, api.ReasonUnknownToken, "", "no token is named %q: acphub token list shows them", name).write(w)
 	case errors.Is(err, auth.ErrOwnerName):
@@ -126,7 +157,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, _ url.Value
 		s.log.Error("revoke token", "err", err)
 		refuse(http.StatusInternalServerError, api.ReasonInternal, "", "the hub could not write its token store; its log says why").write(w)
 	default:
-		s.log.Info("token revoked", "name", name, "by", principal(r).Name)
+		s.log.Info("token revoked", "name", name, "by", who.Name)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

@@ -256,6 +256,9 @@ func (g *gen) structType(name string, s *object) error {
 		tag := key
 		if !required[key] {
 			tag += ",omitempty"
+			if typ == "time.Time" {
+				tag = key + ",omitzero" // omitempty does not omit a zero time
+			}
 			if g.done[typ] != nil {
 				typ = "*" + typ // omitempty does not omit a struct value
 			}

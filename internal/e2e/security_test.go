@@ -1,0 +1,196 @@
+package e2e_test
+
+// The attacks of docs/security.md: each test tries a trust boundary the
+// way an attacker would — another local user, a weaker or scoped token, a
+// hostile agent — and checks that it holds.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acphub/acphub/api"
+)
+
+// mint makes a token with the token by and returns the hub's answer.
+func (h *hubProc) mint(by string, req api.CreateToken) (int, api.CreatedToken, []byte) {
+	h.t.Helper()
+	status, body := h.apiDo(http.MethodPost, "/api/tokens", by, req)
+	var c api.CreatedToken
+	if status == http.StatusCreated {
+		if err := json.Unmarshal(body, &c); err != nil {
+			h.t.Fatalf("%s: %v", body, err)
+		}
+	}
+	return status, c, body
+}
+
+// TestSecurity_ScopedOwnerStaysInItsScope: an owner token limited to one
+// session and one hour mints only within its sessions, role and life,
+// revokes and lists only tokens within them, and reads neither /metrics
+// nor /api/exporters, which name every session.
+func TestSecurity_ScopedOwnerStaysInItsScope(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	wide := h.newToken("wide", "observer")
+	_, scopedTok, body := h.mint(h.token, api.CreateToken{Name: "scoped", Role: "owner", TtlSeconds: new(int64(3600)), Sessions: []string{"s1"}})
+	scoped := scopedTok.Token
+	if scoped == "" {
+		t.Fatalf("create scoped: %s", body)
+	}
+
+	// Left to its defaults, a token it makes is limited as it is.
+	status, child, body := h.mint(scoped, api.CreateToken{Name: "child", Role: "controller"})
+	if status != http.StatusCreated {
+		t.Fatalf("a token within its scope: %d %s", status, body)
+	}
+	if got := child.Info.Sessions; len(got) != 1 || got[0] != "s1" {
+		t.Errorf("the child reaches %v, want [s1]", got)
+	}
+	if child.Info.Expires.IsZero() || child.Info.Expires.After(scopedTok.Info.Expires) {
+		t.Errorf("the child expires %v, after its maker's %v", child.Info.Expires, scopedTok.Info.Expires)
+	}
+	for _, tt := range []struct {
+		name string
+		req  api.CreateToken
+	}{
+		{"another session", api.CreateToken{Name: "e1", Role: "observer", Sessions: []string{"s2"}}},
+		{"one of its sessions and another", api.CreateToken{Name: "e2", Role: "observer", Sessions: []string{"s1", "s2"}}},
+		{"never expiring", api.CreateToken{Name: "e3", Role: "observer", TtlSeconds: new(int64(0))}},
+		{"outliving it", api.CreateToken{Name: "e4", Role: "observer", TtlSeconds: new(int64(48 * 3600))}},
+	} {
+		if status, _, body := h.mint(scoped, tt.req); status != http.StatusForbidden || !strings.Contains(string(body), `"forbidden"`) {
+			t.Errorf("%s: %d %s, want 403 forbidden", tt.name, status, body)
+		}
+	}
+	// A controller limited to s1 cannot make an owner, even within s1.
+	ctl := h.newToken("ctl", "controller", "s1")
+	if status, _, body := h.mint(ctl, api.CreateToken{Name: "e5", Role: "owner"}); status != http.StatusForbidden {
+		t.Errorf("a controller made an owner: %d %s", status, body)
+	}
+
+	// It cannot revoke a token beyond its sessions, nor see one.
+	if status, body := h.apiDo(http.MethodDelete, "/api/tokens/wide", scoped, nil); status != http.StatusNotFound {
+		t.Errorf("revoke wide with the scoped token: %d %s, want 404", status, body)
+	}
+	if status, _ := h.apiDo(http.MethodGet, "/api/sessions", wide, nil); status != http.StatusOK {
+		t.Errorf("wide no longer works after the scoped token tried to revoke it: %d", status)
+	}
+	_, body = h.apiDo(http.MethodGet, "/api/tokens", scoped, nil)
+	var list api.TokenList
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tok := range list.Tokens {
+		names = append(names, tok.Name)
+	}
+	if strings.Join(names, ",") != "scoped,child,ctl" {
+		t.Errorf("the scoped token lists %v, want scoped, child, ctl", names)
+	}
+	if status, body := h.apiDo(http.MethodDelete, "/api/tokens/child", scoped, nil); status != http.StatusNoContent {
+		t.Errorf("revoke its own child: %d %s", status, body)
+	}
+
+	// Nor read what names every session.
+	for _, path := range []string{"/metrics", "/api/exporters"} {
+		if status, body := h.apiDo(http.MethodGet, path, scoped, nil); status != http.StatusForbidden {
+			t.Errorf("GET %s with the scoped owner: %d %s, want 403", path, status, body)
+		}
+		if status, _ := h.apiDo(http.MethodGet, path, h.token, nil); status != http.StatusOK {
+			t.Errorf("GET %s with the owner: %d", path, status)
+		}
+	}
+
+	// The owner's own tokens: 30 days unless asked otherwise, and one
+	// without expiry says none (no year-1 date).
+	_, month, _ := h.mint(h.token, api.CreateToken{Name: "month", Role: "observer"})
+	if d := time.Until(month.Info.Expires); d < 29*24*time.Hour || d > 31*24*time.Hour {
+		t.Errorf("a token made without ttlSeconds expires in %v, want 30 days", d)
+	}
+	_, _, body = h.mint(h.token, api.CreateToken{Name: "forever", Role: "observer", TtlSeconds: new(int64(0))})
+	var forever struct{ Info map[string]any }
+	if err := json.Unmarshal(body, &forever); err != nil || forever.Info == nil || forever.Info["expires"] != nil {
+		t.Errorf("a token without expiry: %s, want an info without expires", body)
+	}
+}
+
+// errLeak is a stream that carried what its holder may no longer see.
+var errLeak = errors.New("leaked")
+
+// TestSecurity_StreamsEndWithTheirToken: a session's log followed as JSON
+// lines and as server-sent events (the dashboard's event log) stops when
+// the token that opened it is revoked, and when it expires; nothing of
+// the session reaches its holder after that.
+func TestSecurity_StreamsEndWithTheirToken(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	owner := h.dial("s", "peer=boss")
+	sid := owner.handshake()
+	follow := func(token, accept, query string) (*bufio.Reader, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.addr+"/api/sessions/s/events"+query, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("follow: %v %v", resp, err)
+		}
+		return bufio.NewReader(resp.Body), func() { cancel(); resp.Body.Close() }
+	}
+	// ended reads the stream until it ends, failing if the prompt sent
+	// after the token stopped working shows in it, or it does not end.
+	ended := func(name string, r *bufio.Reader, secret string) {
+		done := make(chan error, 1)
+		go func() {
+			for {
+				line, err := r.ReadString('\n')
+				if strings.Contains(line, secret) {
+					done <- errLeak
+					return
+				}
+				if err != nil {
+					done <- nil
+					return
+				}
+			}
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: the stream carried a prompt sent after its token stopped working", name)
+			}
+		case <-time.After(testTimeout):
+			t.Errorf("%s: the stream goes on after its token stopped working", name)
+		}
+	}
+
+	revoked := h.newToken("revoked", "observer")
+	lines, stop1 := follow(revoked, "", "?follow=true")
+	defer stop1()
+	sse, stop2 := follow(revoked, "text/event-stream", "")
+	defer stop2()
+	if status, body := h.apiDo(http.MethodDelete, "/api/tokens/revoked", h.token, nil); status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", status, body)
+	}
+	owner.prompt(sid, "after-revoke-secret")
+	ended("lines, revoked", lines, "after-revoke-secret")
+	ended("SSE, revoked", sse, "after-revoke-secret")
+
+	_, brief, _ := h.mint(h.token, api.CreateToken{Name: "brief", Role: "observer", TtlSeconds: new(int64(2))})
+	lines, stop3 := follow(brief.Token, "", "?follow=true")
+	defer stop3()
+	sse, stop4 := follow(brief.Token, "text/event-stream", "")
+	defer stop4()
+	time.Sleep(time.Until(brief.Info.Expires) + 100*time.Millisecond)
+	owner.prompt(sid, "after-expiry-secret")
+	ended("lines, expired", lines, "after-expiry-secret")
+	ended("SSE, expired", sse, "after-expiry-secret")
+}
