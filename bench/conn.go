@@ -132,9 +132,9 @@ func dialSocket(h *hubProc, key, peer string) (*socketTransport, error) {
 func dialResume(h *hubProc, credential, pos string) (transport, error) {
 	q := url.Values{"resume": {credential}, "position": {pos}}
 	if h.socket {
-		return upgradeSocket(h, q)
+		return upgradeSocket(h, q) // UpgradeNDJSON sends the credential as a header
 	}
-	return dialWSQuery(h, q)
+	return dialWSQuery(h, url.Values{"position": {pos}}, http.Header{hubclient.HeaderResume: {credential}})
 }
 
 // who names the client a query dials, for errors: its peer, never a
@@ -193,16 +193,16 @@ func dialWS(h *hubProc, key, peer string) (*wsTransport, error) {
 	if h.resumable {
 		q.Set("resume", "new")
 	}
-	return dialWSQuery(h, q)
+	return dialWSQuery(h, q, http.Header{})
 }
 
-// dialWSQuery connects a WebSocket client to GET /acp?q of h.
-func dialWSQuery(h *hubProc, q url.Values) (*wsTransport, error) {
+// dialWSQuery connects a WebSocket client to GET /acp?q of h, with header
+// besides the token.
+func dialWSQuery(h *hubProc, q url.Values, header http.Header) (*wsTransport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, resp, err := websocket.Dial(ctx, "ws://"+h.addr+"/acp?"+q.Encode(), &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + h.token}},
-	})
+	header.Set("Authorization", "Bearer "+h.token)
+	conn, resp, err := websocket.Dial(ctx, "ws://"+h.addr+"/acp?"+q.Encode(), &websocket.DialOptions{HTTPHeader: header})
 	if err != nil {
 		if resp != nil {
 			body, _ := io.ReadAll(resp.Body)

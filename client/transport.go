@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -35,8 +36,11 @@ type Transport interface {
 // An Endpoint opens transports to a hub's /acp. The query is that of a
 // join (session, and optionally peer, agent, replay and resume=new) or of
 // a resume (resume=CREDENTIAL and position); see the README's wire
-// contract and docs/resume.md. A hub that refuses the request answers
-// with an HTTP error, which Open returns as a *RefusedError.
+// contract and docs/resume.md. A resume's credential travels in the
+// Acphub-Resume header, never in the URL, where logs keep it: the
+// endpoints here move it there (see resumeHeader). A hub that refuses the
+// request answers with an HTTP error, which Open returns as a
+// *RefusedError.
 //
 // WebSocket and UnixSocket are acphub's own endpoint in its two framings;
 // StandardWebSocket is the standard endpoint of ACP's Streamable HTTP &
@@ -47,7 +51,7 @@ type Endpoint interface {
 	// understands.
 	Open(ctx context.Context, q url.Values) (Transport, error)
 	// Resumes says whether the hub can resume the endpoint's connections
-	// (resume=new, then resume=CREDENTIAL). A Conn over one that cannot
+	// (resume=new, then a resume with the credential). A Conn over one that cannot
 	// comes back from a drop by joining anew (see Restart).
 	Resumes() bool
 	// String says where the endpoint goes, for messages: a host:port or a
@@ -79,11 +83,10 @@ func (e *WebSocket) open(ctx context.Context, q url.Values) (Transport, error) {
 	if e.TLS {
 		scheme = "wss"
 	}
+	q, h := resumeHeader(q)
+	h.Set("Authorization", "Bearer "+e.Token)
 	u := url.URL{Scheme: scheme, Host: e.Addr, Path: "/acp", RawQuery: q.Encode()}
-	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{
-		HTTPClient: e.HTTPClient,
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + e.Token}},
-	})
+	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: e.HTTPClient, HTTPHeader: h})
 	if err != nil {
 		err = dialError(e.Addr, err)
 		if resp != nil && resp.StatusCode >= 400 {
@@ -95,9 +98,23 @@ func (e *WebSocket) open(ctx context.Context, q url.Values) (Transport, error) {
 	return wsTransport{ws}, nil
 }
 
+// HeaderResume is the header that carries a resume's credential.
+const HeaderResume = "Acphub-Resume"
+
+// resumeHeader returns q without a resume's credential, and the header
+// that carries it instead: a query of a join comes back as it is.
+func resumeHeader(q url.Values) (url.Values, http.Header) {
+	h := http.Header{}
+	if c := q.Get("resume"); c != "" && c != "new" {
+		q = maps.Clone(q)
+		q.Del("resume")
+		h.Set(HeaderResume, c)
+	}
+	return q, h
+}
+
 // dialError is err, a failed WebSocket dial to addr, without the URL the
-// HTTP client puts in it: a resume's URL carries the connection's
-// credential, which must not reach a terminal or a log.
+// HTTP client puts in it, which says more than a terminal or a log needs.
 func dialError(addr string, err error) error {
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		return fmt.Errorf("dial %s: %w", addr, ue.Err)
@@ -178,10 +195,12 @@ const NDJSONUpgrade = "acphub-ndjson"
 // carries one JSON-RPC message per line each way, and the returned reader
 // holds what the hub sent past its answer. A refusal is a *RefusedError.
 func UpgradeNDJSON(nc net.Conn, q url.Values) (*bufio.Reader, error) {
+	q, h := resumeHeader(q)
 	req, err := http.NewRequest(http.MethodGet, "http://acphub/acp?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
+	req.Header = h
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", NDJSONUpgrade)
 	if err := req.Write(nc); err != nil {

@@ -1,10 +1,7 @@
 package acpconn
 
 import (
-	"errors"
-
 	"github.com/acphub/acphub/api"
-	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/lifecycle"
@@ -48,14 +45,10 @@ func (c *Conn) pumpChanges(sub *lifecycle.Subscription) {
 	defer sub.Close()
 	for {
 		changes, err := sub.Next(c.ctx)
-		switch {
-		case errors.Is(err, auth.ErrRevoked):
-			c.Close(hub.ErrRevoked)
+		if why := hub.TokenEnded(err); why != nil {
+			c.Close(why)
 			return
-		case errors.Is(err, auth.ErrExpired):
-			c.Close(hub.ErrExpired)
-			return
-		case err != nil:
+		} else if err != nil {
 			return
 		}
 		for i := range changes {

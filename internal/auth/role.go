@@ -158,7 +158,22 @@ func (p *Principal) Same(q *Principal) bool {
 	if p == nil || q == nil {
 		return p == q
 	}
-	return p.Name == q.Name && p.token == q.token
+	return p.ID() == q.ID()
+}
+
+// ID names p's token: its name, and what tells it from an earlier token
+// of that name.
+func (p *Principal) ID() string { return p.Name + "\x00" + p.token }
+
+// Err returns ErrRevoked or ErrExpired once p's token stopped working,
+// else nil. Whatever sends to a principal checks it before each write, so
+// nothing reaches it once its token's revocation was answered, even
+// before Watch's context ends.
+func (p *Principal) Err() error {
+	if p == nil {
+		return nil
+	}
+	return p.ended(time.Now())
 }
 
 // ended returns why p's token no longer works at now, or nil.

@@ -154,7 +154,7 @@ func (r *resumable) resume() {
 	r.t.Helper()
 	pos := strconv.FormatUint(r.pos, 10)
 	if r.socket {
-		c := r.h.dialSocketQuery("resume=" + r.credential + "&position=" + pos)
+		c := r.h.dialSocketWith("position="+pos, "Acphub-Resume: "+r.credential)
 		c.nextID = r.client.nextID
 		r.client = c
 		return
@@ -167,12 +167,18 @@ func (r *resumable) resume() {
 	r.client = c
 }
 
-// tryResume dials /acp?resume=credential&position=pos; on a refusal it
-// returns the HTTP status and body.
+// tryResume resumes with credential at pos; on a refusal it returns the
+// HTTP status and body.
 func (h *hubProc) tryResume(credential, pos string) (*client, int, string) {
+	return h.tryResumeAs(h.token, credential, pos)
+}
+
+// tryResumeAs is tryResume with token: GET /acp?position=pos with the
+// credential in the Acphub-Resume header.
+func (h *hubProc) tryResumeAs(token, credential, pos string) (*client, int, string) {
 	ctx, cancel := context.WithCancel(context.Background())
-	conn, resp, err := websocket.Dial(ctx, h.wsURL("resume="+credential+"&position="+pos),
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + h.token}}})
+	conn, resp, err := websocket.Dial(ctx, h.wsURL("position="+pos),
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}, "Acphub-Resume": {credential}}})
 	if err != nil {
 		cancel()
 		if resp == nil {
@@ -281,20 +287,27 @@ func TestResume_Refusals(t *testing.T) {
 	b := h.dial("s", "peer=b")
 	b.handshake()
 	for _, tc := range []struct {
-		name, query  string
-		status       int
-		reason, cond string
+		name, cred, query string
+		status            int
+		reason, cond      string
 	}{
-		{"wrong secret", "resume=" + strings.Split(a.credential, ".")[0] + ".00&position=1", 410, "resume_unknown", "cursor_gap"},
-		{"no credential form", "resume=nonsense&position=1", 410, "resume_unknown", "cursor_gap"},
-		{"ahead", "resume=" + a.credential + "&position=999999", 409, "position_unknown", "cursor_gap"},
-		{"bad position", "resume=" + a.credential + "&position=-1", 400, "bad_resume", ""},
-		{"no position", "resume=" + a.credential, 400, "bad_resume", ""},
-		{"with session", "resume=" + a.credential + "&position=1&session=s", 400, "bad_resume", ""},
-		{"position alone", "session=s&position=1", 400, "bad_resume", ""},
+		{"wrong secret", strings.Split(a.credential, ".")[0] + ".00", "position=1", 410, "resume_unknown", "cursor_gap"},
+		{"no credential form", "nonsense", "position=1", 410, "resume_unknown", "cursor_gap"},
+		{"ahead", a.credential, "position=999999", 409, "position_unknown", "cursor_gap"},
+		{"bad position", a.credential, "position=-1", 400, "bad_resume", ""},
+		{"no position", a.credential, "", 400, "bad_resume", ""},
+		{"with session", a.credential, "position=1&session=s", 400, "bad_resume", ""},
+		{"position alone", "", "session=s&position=1", 400, "bad_resume", ""},
+		// A credential in the URL, where proxies' logs keep it, is
+		// refused whole, right or wrong.
+		{"credential in the URL", "", "resume=" + a.credential + "&position=1", 400, "bad_resume", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := h.apiGet("/acp?"+tc.query, http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}})
+			header := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
+			if tc.cred != "" {
+				header.Set("Acphub-Resume", tc.cred)
+			}
+			resp := h.apiGet("/acp?"+tc.query, header)
 			defer resp.Body.Close()
 			var body struct {
 				Error struct {

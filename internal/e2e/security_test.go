@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -193,4 +194,43 @@ func TestSecurity_StreamsEndWithTheirToken(t *testing.T) {
 	owner.prompt(sid, "after-expiry-secret")
 	ended("lines, expired", lines, "after-expiry-secret")
 	ended("SSE, expired", sse, "after-expiry-secret")
+}
+
+// TestSecurity_ResumeNeedsTheTokenThatOpened: a resume credential seen by
+// someone with another token — an observer limited to another session —
+// resumes nothing: the hub refuses it as it refuses a wrong credential,
+// and the connection stays the owner's, who resumes it. A credential in
+// the URL is refused outright, and the hub's log never holds one.
+func TestSecurity_ResumeNeedsTheTokenThatOpened(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	observer := h.newToken("watcher", "observer", "s1")
+	h.dial("s1", "peer=x").handshake()
+	a := h.dialResumable("s2", "owner-editor")
+	sid := a.handshake()
+	a.drop()
+	pos := strconv.FormatUint(a.pos, 10)
+	if c, status, body := h.tryResumeAs(observer, a.credential, pos); c != nil || status != http.StatusGone || !strings.Contains(body, "resume_unknown") {
+		if c != nil {
+			// The attack worked: show what the observer could now do.
+			c.prompt(sid, "prompted as the owner")
+		}
+		t.Fatalf("an observer's token resumed the owner's connection: %d %s", status, body)
+	}
+	other := h.newToken("other-owner", "owner")
+	if c, status, body := h.tryResumeAs(other, a.credential, pos); c != nil || status != http.StatusGone {
+		t.Fatalf("another owner token resumed the connection: %d %s", status, body)
+	}
+	a.resume()
+	a.client.prompt(sid, "/echo still mine")
+	a.until(func(m msg) bool {
+		return strings.Contains(string(m.raw), "still mine") && m.update() == "agent_message_chunk"
+	})
+	if status, body := h.apiGet("/acp?resume="+a.credential+"&position="+pos, http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"},
+		"Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}).StatusCode, ""; status != http.StatusBadRequest {
+		t.Errorf("a credential in the URL: %d %s, want 400", status, body)
+	}
+	if strings.Contains(h.log.String(), strings.Split(a.credential, ".")[1]) {
+		t.Error("the hub's log holds a resume credential's secret")
+	}
 }

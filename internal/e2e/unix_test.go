@@ -75,11 +75,22 @@ func (h *hubProc) dialSocket(session, query string) *client {
 // dialSocketQuery upgrades GET /acp?q on the hub's socket to NDJSON.
 func (h *hubProc) dialSocketQuery(q string) *client {
 	h.t.Helper()
+	return h.dialSocketWith(q)
+}
+
+// dialSocketWith is dialSocketQuery with header lines ("Name: value")
+// besides the upgrade's.
+func (h *hubProc) dialSocketWith(q string, header ...string) *client {
+	h.t.Helper()
 	nc, err := net.Dial("unix", h.socketPath())
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := io.WriteString(nc, "GET /acp?"+q+" HTTP/1.1\r\nHost: acphub\r\nConnection: Upgrade\r\nUpgrade: acphub-ndjson\r\n\r\n"); err != nil {
+	extra := ""
+	for _, l := range header {
+		extra += l + "\r\n"
+	}
+	if _, err := io.WriteString(nc, "GET /acp?"+q+" HTTP/1.1\r\nHost: acphub\r\nConnection: Upgrade\r\nUpgrade: acphub-ndjson\r\n"+extra+"\r\n"); err != nil {
 		h.t.Fatal(err)
 	}
 	br := bufio.NewReader(nc)

@@ -51,6 +51,19 @@ var (
 	ErrDeleted     = &Disconnect{Text: "the session was deleted", Condition: "session_deleted"}
 )
 
+// TokenEnded returns the Disconnect of a client whose token stopped
+// working with err, auth.ErrRevoked or auth.ErrExpired; nil for any other
+// err.
+func TokenEnded(err error) *Disconnect {
+	switch {
+	case errors.Is(err, auth.ErrRevoked):
+		return ErrRevoked
+	case errors.Is(err, auth.ErrExpired):
+		return ErrExpired
+	}
+	return nil
+}
+
 // RPCError is the JSON-RPC error that answers a request the hub could
 // not take to a session for err, an error of Join, Delete, Fork and the
 // like: forbidden, unknown_session, too_many_sessions, shutting_down (the

@@ -93,11 +93,8 @@ func (s *Session) addPeer(opts JoinOptions) (*Client, error) {
 func (c *Client) watchToken() {
 	token, _ := c.p.who.Watch(c.p.removed)
 	context.AfterFunc(token, func() {
-		switch context.Cause(token) {
-		case auth.ErrRevoked:
-			c.LeaveBecause(ErrRevoked)
-		case auth.ErrExpired:
-			c.LeaveBecause(ErrExpired)
+		if why := TokenEnded(context.Cause(token)); why != nil {
+			c.LeaveBecause(why)
 		}
 	})
 }
@@ -178,6 +175,9 @@ type Client struct {
 
 // Peer returns the peer id.
 func (c *Client) Peer() string { return c.p.id }
+
+// Principal returns whom the client acts for: the token it joined with.
+func (c *Client) Principal() *auth.Principal { return c.p.who }
 
 // Session returns the session key.
 func (c *Client) Session() string { return c.p.sess.Load().key }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/hub"
 )
 
@@ -165,9 +166,9 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request, q url.Val
 	}
 	defer t.Close()
 	if req.sse {
-		s.streamSSE(r.Context(), w, key, t)
+		s.streamSSE(r.Context(), s.newStreamWriter(w, r, key, "text/event-stream"), t)
 	} else {
-		s.streamLines(r.Context(), w, key, t)
+		s.streamLines(r.Context(), s.newStreamWriter(w, r, key, "application/x-ndjson"), t)
 	}
 }
 
@@ -214,16 +215,19 @@ func (s *Server) writeLog(w http.ResponseWriter, r *http.Request, key string, af
 type streamWriter struct {
 	w     http.ResponseWriter
 	rc    *http.ResponseController
+	who   *auth.Principal // whom it streams to; nothing once its token ended
 	stall time.Duration
 	log   *slog.Logger
 	key   string
 }
 
-func (s *Server) newStreamWriter(w http.ResponseWriter, key, contentType string) *streamWriter {
+// newStreamWriter starts the stream r asked for, of session key ("" for
+// the hub-wide session stream).
+func (s *Server) newStreamWriter(w http.ResponseWriter, r *http.Request, key, contentType string) *streamWriter {
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	sw := &streamWriter{w: w, rc: http.NewResponseController(w), stall: s.opts.StallTimeout, log: s.log, key: key}
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), who: principal(r), stall: s.opts.StallTimeout, log: s.log, key: key}
 	sw.flush()
 	return sw
 }
@@ -233,8 +237,12 @@ func (sw *streamWriter) write(b []byte) bool { return sw.ok(sw.send(b)) }
 func (sw *streamWriter) flush() bool { return sw.ok(sw.push()) }
 
 // send writes b within the stall timeout; os.ErrDeadlineExceeded says the
-// client took nothing for that long.
+// client took nothing for that long, auth.ErrRevoked or auth.ErrExpired
+// that its token stopped working: then nothing is written.
 func (sw *streamWriter) send(b []byte) error {
+	if err := sw.who.Err(); err != nil {
+		return err
+	}
 	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.stall))
 	_, err := sw.w.Write(b)
 	return err
@@ -247,15 +255,17 @@ func (sw *streamWriter) push() error {
 }
 
 func (sw *streamWriter) ok(err error) bool {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		sw.log.Info("event subscriber disconnected", "session", sw.key, "reason", hub.ErrStalled(sw.stall).Text)
+	case errors.Is(err, auth.ErrRevoked), errors.Is(err, auth.ErrExpired):
+		sw.log.Info("event subscriber disconnected", "session", sw.key, "reason", err)
 	}
 	return err == nil
 }
 
 // streamLines writes events as JSON lines until the client goes.
-func (s *Server) streamLines(ctx context.Context, w http.ResponseWriter, key string, t *hub.Tail) {
-	sw := s.newStreamWriter(w, key, "application/x-ndjson")
+func (s *Server) streamLines(ctx context.Context, sw *streamWriter, t *hub.Tail) {
 	for {
 		events, err := t.Next(ctx)
 		if err != nil {
@@ -273,8 +283,8 @@ func (s *Server) streamLines(ctx context.Context, w http.ResponseWriter, key str
 }
 
 // streamSSE writes events as server-sent events until the client goes.
-func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, key string, t *hub.Tail) {
-	s.pumpSSE(ctx, s.newStreamWriter(w, key, "text/event-stream"), func(ctx context.Context) ([][]byte, error) {
+func (s *Server) streamSSE(ctx context.Context, sw *streamWriter, t *hub.Tail) {
+	s.pumpSSE(ctx, sw, func(ctx context.Context) ([][]byte, error) {
 		events, err := t.Next(ctx)
 		// The slice Next returns is only valid until the next call, which
 		// is made while this batch is being written.

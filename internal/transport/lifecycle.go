@@ -24,7 +24,7 @@ func (s *Server) sessionStream(w http.ResponseWriter, r *http.Request, _ url.Val
 	}
 	defer sub.Close()
 	synced := false
-	s.pumpSSE(r.Context(), s.newStreamWriter(w, "", "text/event-stream"), func(ctx context.Context) ([][]byte, error) {
+	s.pumpSSE(r.Context(), s.newStreamWriter(w, r, "", "text/event-stream"), func(ctx context.Context) ([][]byte, error) {
 		changes, err := sub.Next(ctx)
 		out := make([][]byte, 0, len(changes)+1)
 		for i := range changes {

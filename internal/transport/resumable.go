@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,16 +87,44 @@ func (s *Server) replaceParked(ctx context.Context, session, peer string) bool {
 	}
 }
 
-// resumeParams are the only query parameters a resume takes.
-var resumeParams = []string{"resume", "position"}
+// HeaderResume carries the credential of a connection to resume. It is
+// never a query parameter: URLs end up in logs.
+const HeaderResume = "Acphub-Resume"
 
-// resumeConn serves GET /acp?resume=CREDENTIAL&position=N: it checks the
-// request, takes the connection over from the transport that still holds
-// it, and serves it from the record after N.
-func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values) {
+// Subprotocols of acphub's /acp for a browser, whose WebSocket cannot set
+// a header: it offers wsProtocol and wsResumePrefix+CREDENTIAL, and the hub
+// answers with wsProtocol alone.
+const (
+	wsProtocol     = "acphub"
+	wsResumePrefix = "acphub.resume."
+)
+
+// resumeCredential returns the credential r resumes a connection with:
+// its Acphub-Resume header, or the subprotocol that carries it; "" when it
+// resumes none.
+func resumeCredential(r *http.Request) string {
+	if c := r.Header.Get(HeaderResume); c != "" {
+		return c
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(h, ",") {
+			if c, ok := strings.CutPrefix(strings.TrimSpace(p), wsResumePrefix); ok {
+				return c
+			}
+		}
+	}
+	return ""
+}
+
+// resumeConn serves GET /acp?position=N with a credential
+// (resumeCredential): it checks the request — the credential, the
+// position, and that the token is the one that opened the connection —
+// takes the connection over from the transport that still holds it, and
+// serves it from the record after N.
+func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values, credential string) {
 	for k := range q {
-		if k != resumeParams[0] && k != resumeParams[1] {
-			refuse(http.StatusBadRequest, api.ReasonBadResume, k, "a resume takes only resume and position, not %s", k).write(w)
+		if k != "position" {
+			refuse(http.StatusBadRequest, api.ReasonBadResume, k, "a resume takes only position, not %s", k).write(w)
 			return
 		}
 	}
@@ -108,7 +137,14 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 		f.write(w)
 		return
 	}
-	c, err := s.resumes.Find(q.Get("resume"))
+	c, err := s.resumes.Find(credential)
+	if err == nil && !principal(r).Same(c.Client().Principal()) {
+		// A credential resumes only with the token that opened its
+		// connection: one seen in passing, with another token, is worth
+		// nothing. The refusal says no more than for a wrong credential.
+		s.log.Warn("resume with another token refused", "session", c.Client().Session(), "peer", c.Client().Peer(), "token", principal(r).Name)
+		err = resume.ErrUnknown
+	}
 	if err == nil {
 		err = c.Check(pos)
 	}

@@ -242,22 +242,28 @@ var acpParams = map[string]string{
 // before the client joins: a refusal is an HTTP error. Without a session to
 // join or a connection to resume it is the standard endpoint (standard.go).
 func (s *Server) acp(w http.ResponseWriter, r *http.Request, q url.Values) {
-	if standardRequest(q) {
+	credential := resumeCredential(r)
+	if credential == "" && standardRequest(q) {
 		s.standard(w, r, q)
 		return
 	}
 	if r.Method != http.MethodGet {
-		f := refuse(http.StatusMethodNotAllowed, api.ReasonMethodNotAllowed, "", "/acp with session= or resume= answers GET, not %s", r.Method)
+		f := refuse(http.StatusMethodNotAllowed, api.ReasonMethodNotAllowed, "", "/acp with session= or a resume answers GET, not %s", r.Method)
 		f.header = http.Header{"Allow": {http.MethodGet}}
 		f.write(w)
 		return
 	}
 	if q.Has("resume") && q.Get("resume") != resumeNew {
-		s.resumeConn(w, r, q)
+		refuse(http.StatusBadRequest, api.ReasonBadResume, "resume",
+			"resume=new asks for a resumable connection; a resume's credential goes in the %s header (from a browser, the WebSocket subprotocol %sCREDENTIAL), never in the URL", HeaderResume, wsResumePrefix).write(w)
+		return
+	}
+	if credential != "" {
+		s.resumeConn(w, r, q, credential)
 		return
 	}
 	if q.Has("position") {
-		refuse(http.StatusBadRequest, api.ReasonBadResume, "position", "position goes with resume=CREDENTIAL, to resume a connection").write(w)
+		refuse(http.StatusBadRequest, api.ReasonBadResume, "position", "position goes with a resume's credential, in the %s header", HeaderResume).write(w)
 		return
 	}
 	opts, f := s.joinOptions(r, q)
@@ -303,11 +309,27 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (frameConn, str
 		conn, err := acceptNDJSON(w, s.opts.MaxFrame)
 		return conn, NDJSONUpgrade, err
 	}
+	if offersProtocol(r, wsProtocol) {
+		w.Header().Set("Sec-WebSocket-Protocol", wsProtocol)
+	}
 	c, err := ws.Accept(w, r)
 	if err != nil {
 		return nil, "websocket", err
 	}
 	return wsConn{c, s.opts.MaxFrame, new(resume.Tails)}, "websocket", nil
+}
+
+// offersProtocol says whether r's WebSocket upgrade offers the subprotocol
+// p.
+func offersProtocol(r *http.Request, p string) bool {
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for o := range strings.SplitSeq(h, ",") {
+			if strings.TrimSpace(o) == p {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // listener names the kind of listener r came in on: "unix" for the hub's
@@ -541,6 +563,12 @@ func (s *Server) writeLoop(ctx context.Context, out *recordWriter, l link) *hub.
 			return nil
 		case err != nil:
 			return errServeFailed
+		}
+		if why := hub.TokenEnded(l.client.Principal().Err()); why != nil {
+			// Revoked or expired: the hub removes the client, and until it
+			// has, nothing more reaches the holder.
+			l.client.LeaveBecause(why)
+			return why
 		}
 		err = out.write(frames)
 		switch {

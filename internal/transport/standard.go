@@ -42,7 +42,7 @@ func (s *Server) standard(w http.ResponseWriter, r *http.Request, q url.Values) 
 	for _, p := range []struct{ name, reason, why string }{
 		{"peer", api.ReasonBadPeer, "peer goes with session=: a connection of the standard endpoint joins the sessions it opens as a peer the hub names"},
 		{"replay", api.ReasonBadReplay, "replay goes with session=: a connection of the standard endpoint gets a session's history with session/load"},
-		{"position", api.ReasonBadResume, "position goes with resume=CREDENTIAL, to resume a connection"},
+		{"position", api.ReasonBadResume, "position goes with a resume's credential, in the " + HeaderResume + " header"},
 	} {
 		if q.Has(p.name) {
 			refuse(http.StatusBadRequest, p.reason, p.name, "%s", p.why).write(w)
@@ -175,9 +175,10 @@ type stdConn struct {
 	owner string  // who opened it (see holder): it answers to no other
 }
 
-// holder names who makes r: its token's name, and whether it came over the
-// Unix socket or TCP. A connection opened on one answers to no other.
-func holder(r *http.Request) string { return listener(r) + "\x00" + principal(r).Name }
+// holder names who makes r: its token, and whether it came over the Unix
+// socket or TCP. A connection opened with one answers to no other, nor to
+// another token of the same name.
+func holder(r *http.Request) string { return listener(r) + "\x00" + principal(r).ID() }
 
 // add registers a connection r opened and returns its id: 256 random bits,
 // of which the hub keeps only a hash. The connection is forgotten when it

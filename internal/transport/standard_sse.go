@@ -301,7 +301,7 @@ func (s *Server) standardGet(w http.ResponseWriter, r *http.Request, q url.Value
 			return
 		}
 	}
-	s.serveEvents(r.Context(), w, c, st, session, again)
+	s.serveEvents(r.Context(), s.newStreamWriter(w, r, session, "text/event-stream"), c, st, again)
 }
 
 // refusePosition refuses a Last-Event-ID the connection cannot go on
@@ -327,8 +327,7 @@ func acceptsEvents(r *http.Request) bool {
 // serveEvents writes the stream's batches as server-sent events, each
 // message one event whose id counts the connection's events, until the
 // client goes, the stream breaks or the connection ends.
-func (s *Server) serveEvents(ctx context.Context, w http.ResponseWriter, c *stdConn, st *eventStream, session string, again []keptEvent) {
-	sw := s.newStreamWriter(w, session, "text/event-stream")
+func (s *Server) serveEvents(ctx context.Context, sw *streamWriter, c *stdConn, st *eventStream, again []keptEvent) {
 	beat := time.NewTicker(sseHeartbeat)
 	defer beat.Stop()
 	var buf []byte
@@ -352,7 +351,7 @@ func (s *Server) serveEvents(ctx context.Context, w http.ResponseWriter, c *stdC
 				if err = sw.send(buf); err != nil {
 					break // not the stream's: the next one sends it
 				}
-				c.out.keep(id, session, f)
+				c.out.keep(id, sw.key, f)
 				n++
 			}
 			if err == nil {

@@ -129,7 +129,9 @@ export class Conn {
     this.h.status('reconnecting');
     const answers = this.answers;
     this.answers = [];
-    this.open(wsURL('resume=' + encodeURIComponent(this.cred) + '&position=' + this.pos), 'resume', () => {
+    // The credential goes as a WebSocket subprotocol, never in the URL,
+    // where logs keep it (docs/resume.md).
+    this.open(wsURL('position=' + this.pos), 'resume', () => {
       for (const f of answers) this.ws.send(f);
       this.h.status('live');
     });
@@ -141,7 +143,8 @@ export class Conn {
   open(url, kind, up) {
     const gen = ++this.gen;
     this.connecting = true;
-    const ws = new WebSocket(url);
+    const protocols = kind === 'resume' ? ['acphub', 'acphub.resume.' + this.cred] : ['acphub'];
+    const ws = new WebSocket(url, protocols);
     let opened = false;
     ws.onopen = () => {
       if (gen !== this.gen || this.closing) {
