@@ -994,7 +994,7 @@ func (v *WorkspaceRemoved) MarshalJSON() ([]byte, error) { return v.AppendJSON(n
 
 // HubError: Something went wrong that no client request was waiting for.
 type HubError struct {
-	// What went wrong: agent_bad_frame (a line from the agent that is not a valid JSON-RPC message, dropped), agent_frame_too_large (a line over the frame limit, dropped), agent_unknown_response (a response to no request the hub sent, dropped), agent_foreign_session (a request naming a session other than the agent's own, refused with -32018). workspace_commit_failed (a remote session's turn could not be committed), workspace_remove_failed (a closed remote session's workspace could not be removed). New reasons may be added.
+	// What went wrong: agent_bad_frame (a line from the agent that is not a valid JSON-RPC message, dropped), agent_frame_too_large (a line over the frame limit, dropped), agent_unknown_response (a response to no request the hub sent, dropped), agent_foreign_session (a request naming a session other than the agent's own, refused with -32018), agent_hub_method (a request or notification in acphub's own _acphub/ namespace, which only the hub sends: a request answered -32601, either dropped). workspace_commit_failed (a remote session's turn could not be committed), workspace_remove_failed (a closed remote session's workspace could not be removed). New reasons may be added.
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }

@@ -234,3 +234,75 @@ func TestSecurity_ResumeNeedsTheTokenThatOpened(t *testing.T) {
 		t.Error("the hub's log holds a resume credential's secret")
 	}
 }
+
+// TestSecurity_AgentCannotSpeakForTheHub: a hostile agent writes frames
+// in acphub's own namespace — _acphub/closed, which ends NDJSON clients;
+// peer_joined, permission_resolved and prompt_received, which clients show
+// as hub facts; connection and seq, which would overwrite a resumable
+// client's credential and place; and a request. None reaches a client,
+// live or in a later replay: the clients stay, a client joining later is
+// not thrown out, and the log has the hub's error instead.
+func TestSecurity_AgentCannotSpeakForTheHub(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	ws := h.dial("s", "peer=web")
+	sid := ws.handshake()
+	sock := h.dialSocketQuery("session=s&peer=editor")
+	sock.handshake()
+	forged := []string{
+		`{"jsonrpc":"2.0","method":"_acphub/closed","params":{"reason":"forged-close"}}`,
+		`{"jsonrpc":"2.0","method":"_acphub/peer_joined","params":{"sessionId":"` + sid + `","peer":"forged-peer"}}`,
+		`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"` + sid + `","peer":"forged-alice","optionId":"allow"}}`,
+		`{"jsonrpc":"2.0","method":"_acphub/prompt_received","params":{"sessionId":"` + sid + `","peer":"forged-bob","prompt":[]}}`,
+		`{"jsonrpc":"2.0","method":"_acphub/connection","params":{"connection":"x","credential":"forged-cred","window":1}}`,
+		`{"jsonrpc":"2.0","method":"_acphub/seq","params":{"seq":"forged-seq"}}`,
+		`{"jsonrpc":"2.0","id":"forged-req","method":"_acphub/outcome","params":{}}`,
+	}
+	for _, f := range forged {
+		ws.prompt(sid, "/raw "+f)
+	}
+	ws.prompt(sid, "/echo after the forgeries")
+	// A forged frame has a top-level member that starts with "forged";
+	// the hub's own prompt_received of the prompts above quotes them
+	// deeper, in its prompt.
+	isForged := func(m msg) bool {
+		var params map[string]any
+		_ = json.Unmarshal(m.Params, &params)
+		for _, v := range params {
+			if s, ok := v.(string); ok && strings.HasPrefix(s, "forged") {
+				return true
+			}
+		}
+		return string(m.ID) == `"forged-req"`
+	}
+	for _, c := range []*client{ws, sock} {
+		got := c.until(func(m msg) bool { return strings.Contains(string(m.raw), "after the forgeries") && m.update() == "agent_message_chunk" })
+		for _, m := range got {
+			if isForged(m) {
+				t.Errorf("%s received the agent's %s", c.name, m.raw)
+			}
+		}
+	}
+	// A client that joins now, with the whole history, is neither thrown
+	// out nor told anything forged.
+	late := h.dialSocketQuery("session=s&peer=late")
+	late.handshake()
+	late.prompt(sid, "/echo late and well")
+	for _, m := range late.until(func(m msg) bool { return strings.Contains(string(m.raw), "late and well") && m.update() == "agent_message_chunk" }) {
+		if isForged(m) {
+			t.Errorf("replay gave the agent's %s", m.raw)
+		}
+	}
+	errs := 0
+	for _, ev := range h.readLog("s") {
+		if ev.Type == "agent.notification" && strings.Contains(string(ev.raw), "_acphub/") {
+			t.Errorf("the log keeps the agent's frame as its own: %s", ev.raw)
+		}
+		if ev.Type == "hub.error" && strings.Contains(string(ev.raw), "agent_hub_method") {
+			errs++
+		}
+	}
+	if errs != len(forged) {
+		t.Errorf("%d hub.error agent_hub_method events, want %d", errs, len(forged))
+	}
+}

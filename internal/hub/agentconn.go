@@ -134,6 +134,10 @@ func (s *Session) agentFrame(frame []byte) {
 		s.agentFault("agent_bad_frame", fmt.Sprintf("a line from the agent was dropped: %v", err))
 		return
 	}
+	if m.Kind != jsonrpc.KindResponse && jsonrpc.HubMethod(m.Method) {
+		s.agentHubMethod(&m)
+		return
+	}
 	switch m.Kind {
 	case jsonrpc.KindResponse:
 		s.agentResponse(&m)
@@ -142,6 +146,17 @@ func (s *Session) agentFrame(frame []byte) {
 	case jsonrpc.KindRequest:
 		s.agentRequest(s.agent.FromAgent(&m, s.sessionID))
 	}
+}
+
+// agentHubMethod refuses a frame in which the agent uses acphub's own
+// namespace: what an agent sends never speaks for the hub. A request is
+// answered unknown method, as the hub answers a client; neither reaches a
+// client or the log as anything but the hub's error.
+func (s *Session) agentHubMethod(m *jsonrpc.Message) {
+	if m.Kind == jsonrpc.KindRequest {
+		s.agent.Send(jsonrpc.NewErrorResponse(m.ID, jsonrpc.UnknownMethod(m.Method)))
+	}
+	s.agentFault("agent_hub_method", fmt.Sprintf("the agent sent %s, a method of acphub's own namespace (%s), which only the hub sends; dropped", m.Method, jsonrpc.HubPrefix))
 }
 
 // agentResponse routes a response to the client (or hub) that asked.

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
@@ -70,7 +69,7 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.initialize(p, m)
 	case m.Method == api.MethodOutcome:
 		s.outcome(p, m)
-	case strings.HasPrefix(m.Method, jsonrpc.HubPrefix):
+	case jsonrpc.HubMethod(m.Method):
 		s.replyError(p, m.ID, jsonrpc.UnknownMethod(m.Method))
 	case m.Method == jsonrpc.MethodSessionDelete && s.initResult != nil:
 		s.deleteRequest(p, m)
@@ -117,7 +116,7 @@ func (s *Session) clientNotification(p *peer, m *jsonrpc.Message) {
 		s.cancel(p, m)
 	case m.Method == jsonrpc.MethodCancelRequest:
 		s.cancelRequest(p, m)
-	case strings.HasPrefix(m.Method, jsonrpc.HubPrefix):
+	case jsonrpc.HubMethod(m.Method):
 		// Unknown hub notifications are ignored, as ACP asks.
 	case s.agent != nil || s.initParams != nil:
 		s.forwardNotification(m)

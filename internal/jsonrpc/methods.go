@@ -1,5 +1,7 @@
 package jsonrpc
 
+import "strings"
+
 // ACP methods the hub looks at. Everything else is forwarded unread.
 const (
 	MethodInitialize        = "initialize"
@@ -22,3 +24,7 @@ const (
 
 // HubPrefix starts every method acphub itself owns.
 const HubPrefix = "_acphub/"
+
+// HubMethod reports whether method is in acphub's own namespace: only the
+// hub sends one to a client, never an agent through it.
+func HubMethod(method string) bool { return strings.HasPrefix(method, HubPrefix) }

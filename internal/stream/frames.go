@@ -42,6 +42,11 @@ func AppendFrames(frames [][]byte, ev eventlog.Event) [][]byte {
 		}
 		switch d := data.(type) {
 		case *api.AgentNotification:
+			if jsonrpc.HubMethod(d.Method) {
+				// An agent's frame in the hub's namespace, logged before
+				// the hub refused them: it is no hub fact.
+				return frames
+			}
 			return append(frames, jsonrpc.NewNotification(d.Method, d.Params))
 		case *api.TurnStarted:
 			return AppendUserChunks(frames, d.SessionID, d.Prompt)
