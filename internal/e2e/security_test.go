@@ -276,7 +276,9 @@ func TestSecurity_AgentCannotSpeakForTheHub(t *testing.T) {
 		return string(m.ID) == `"forged-req"`
 	}
 	for _, c := range []*client{ws, sock} {
-		got := c.until(func(m msg) bool { return strings.Contains(string(m.raw), "after the forgeries") && m.update() == "agent_message_chunk" })
+		got := c.until(func(m msg) bool {
+			return strings.Contains(string(m.raw), "after the forgeries") && m.update() == "agent_message_chunk"
+		})
 		for _, m := range got {
 			if isForged(m) {
 				t.Errorf("%s received the agent's %s", c.name, m.raw)
@@ -288,7 +290,9 @@ func TestSecurity_AgentCannotSpeakForTheHub(t *testing.T) {
 	late := h.dialSocketQuery("session=s&peer=late")
 	late.handshake()
 	late.prompt(sid, "/echo late and well")
-	for _, m := range late.until(func(m msg) bool { return strings.Contains(string(m.raw), "late and well") && m.update() == "agent_message_chunk" }) {
+	for _, m := range late.until(func(m msg) bool {
+		return strings.Contains(string(m.raw), "late and well") && m.update() == "agent_message_chunk"
+	}) {
 		if isForged(m) {
 			t.Errorf("replay gave the agent's %s", m.raw)
 		}
