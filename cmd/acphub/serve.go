@@ -504,7 +504,13 @@ func toolOptions(cfg *config.Config) (toolexec.Options, error) {
 	if deny == nil {
 		deny = toolexec.DefaultDeny
 	}
+	_, secretFiles := cfg.Secrets()
+	protect := append([]string{absPath(cfg.DataDir)}, secretFiles...)
+	if cfg.File != "" {
+		protect = append(protect, absPath(cfg.File))
+	}
 	opts := toolexec.Options{
+		Protect:        protect,
 		Deny:           append(slices.Clip(deny), cfg.DenyExtra...),
 		MaxTerminals:   cfg.MaxTerminals,
 		MaxFileBytes:   cfg.MaxFileBytes,
@@ -537,7 +543,9 @@ func workspaceManager(cfg *config.Config, m meter.Sink) (*workspace.Manager, err
 	if err := workspace.CheckBranch(cmp.Or(cfg.BranchPrefix, hub.DefaultBranchPrefix) + "x"); err != nil {
 		return nil, fmt.Errorf("--branch-prefix %q makes bad branch names: %w", cfg.BranchPrefix, err)
 	}
+	withheld, _ := cfg.Secrets()
 	return workspace.New(workspace.Options{
+		Withhold:    withheld,
 		Dir:         cfg.DataDir,
 		Rules:       workspace.Rules{Schemes: cfg.RemoteSchemes, Hosts: cfg.RemoteHosts},
 		AuthorName:  cfg.GitAuthorName,
@@ -570,11 +578,14 @@ func agentSpecs(cfg *config.Config) (map[string]agent.Spec, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("find own executable for the demo agent: %w", err)
 	}
+	withheld, _ := cfg.Secrets()
+	inherit := agent.Inherit{Pass: cfg.PassEnv, Withhold: withheld}
 	agents := map[string]agent.Spec{
-		"demo": {Name: "demo", Command: self, Args: []string{"demo-agent", "--state-dir", filepath.Join(cfg.DataDir, "demo-agent")}},
+		"demo": {Name: "demo", Command: self, Args: []string{"demo-agent", "--state-dir", filepath.Join(cfg.DataDir, "demo-agent")}, Inherit: inherit},
 	}
 	for name, a := range cfg.Agents {
-		agents[name] = agent.Spec{Name: name, Command: a.Command, Args: a.Args, Env: a.EnvList()}
+		agents[name] = agent.Spec{Name: name, Command: a.Command, Args: a.Args, Env: a.EnvList(),
+			Inherit: agent.Inherit{Pass: append(slices.Clip(cfg.PassEnv), a.PassEnv...), Withhold: withheld}}
 	}
 	def := cfg.Agent
 	if cfg.AgentCmd != "" {
@@ -583,7 +594,7 @@ func agentSpecs(cfg *config.Config) (map[string]agent.Spec, string, error) {
 			return nil, "", fmt.Errorf("--agent-cmd: %w", err)
 		}
 		def = filepath.Base(argv[0])
-		agents[def] = agent.Spec{Name: def, Command: argv[0], Args: argv[1:]}
+		agents[def] = agent.Spec{Name: def, Command: argv[0], Args: argv[1:], Inherit: inherit}
 	}
 	if _, ok := agents[def]; !ok {
 		return nil, "", fmt.Errorf("--agent %q: no such agent (configured: %s)", def, strings.Join(slices.Sorted(maps.Keys(agents)), ", "))

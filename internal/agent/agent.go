@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,9 @@ type Spec struct {
 	Args    []string // arguments, passed as they are (no shell)
 	Env     []string // "KEY=value" entries added to the environment
 	Dir     string   // working directory; "" means the hub's
+	// Inherit decides what of the hub's own environment the process gets,
+	// before Env.
+	Inherit Inherit
 }
 
 // Options tunes a Process. The zero value is the default.
@@ -117,7 +121,7 @@ func Start(spec Spec, opts Options) (*Process, error) {
 
 	cmd := exec.Command(spec.Command, spec.Args...)
 	cmd.Dir = spec.Dir
-	cmd.Env = append(Environ(), spec.Env...)
+	cmd.Env = spec.Environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Plain pipes rather than exec's copying goroutines: Wait must not wait
 	// for descendants that inherited stdout or stderr, and stdout must stay
@@ -184,18 +188,67 @@ func startCause(err error) error {
 	return err
 }
 
-// Environ is the environment agents inherit: the hub's own, minus acphub's
-// settings, so nothing of the hub's configuration or secrets leaks into a
-// process the hub does not control.
-func Environ() []string {
+// DefaultPass are the variables of the hub's environment an agent, and
+// the terminals it runs under self_handle, inherit; a name ending in "*"
+// is a prefix. The rest — whatever else the hub was started with — stays
+// with the hub (docs/security.md): the system's basics, proxies and
+// certificate settings, toolchains' homes, and the credentials of the
+// agents acphub is made to host.
+var DefaultPass = []string{
+	// The system.
+	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLORTERM",
+	"TMPDIR", "XDG_*", "SSH_AUTH_SOCK", "DISPLAY", "WAYLAND_DISPLAY",
+	// The network.
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+	// Toolchains a coding agent's commands run.
+	"GOPATH", "GOROOT", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOPRIVATE", "GOTOOLCHAIN",
+	"CARGO_HOME", "RUSTUP_HOME", "JAVA_HOME", "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT", "NVM_DIR", "NODE_PATH",
+	// The agents' own accounts: Claude Code (also through Bedrock and
+	// Vertex), Codex, Gemini CLI, Copilot, OpenCode, Qwen.
+	"ANTHROPIC_*", "CLAUDE_*", "AWS_PROFILE", "AWS_REGION", "CLOUD_ML_REGION", "OPENAI_*", "CODEX_*",
+	"GEMINI_*", "GOOGLE_API_KEY", "GOOGLE_CLOUD_*", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_GENAI_*",
+	"GH_TOKEN", "GITHUB_TOKEN", "COPILOT_*", "OPENCODE_*", "DASHSCOPE_*", "QWEN_*", "OPENROUTER_API_KEY",
+}
+
+// Inherit decides what an agent inherits of the hub's environment:
+// DefaultPass and Pass, never Withhold nor acphub's own ACPHUB_*.
+type Inherit struct {
+	Pass []string // more names, or prefixes ending in "*", as in DefaultPass
+	// Withhold are names never passed, whatever Pass says: the variables
+	// the hub reads its own secrets from (exporters', notifications').
+	Withhold []string
+}
+
+// Environ returns what i passes of the hub's environment.
+func (i Inherit) Environ() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ACPHUB_") {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(strings.ToUpper(name), "ACPHUB_") || slices.Contains(i.Withhold, name) {
+			continue
+		}
+		if matchesAny(name, DefaultPass) || matchesAny(name, i.Pass) {
 			env = append(env, kv)
 		}
 	}
 	return env
 }
+
+// matchesAny reports whether name is one of patterns: a name, or a prefix
+// ending in "*".
+func matchesAny(name string, patterns []string) bool {
+	for _, p := range patterns {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(name, prefix) || p == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Environ returns the environment of spec's process: what it inherits of
+// the hub's, then its own Env.
+func (spec Spec) Environ() []string { return append(spec.Inherit.Environ(), spec.Env...) }
 
 // Pid returns the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }

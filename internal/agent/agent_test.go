@@ -605,28 +605,36 @@ func TestWaitContext(t *testing.T) {
 	}
 }
 
-// Not parallel: it sets environment variables.
-func TestEnviron(t *testing.T) {
+// Not parallel: it sets environment variables. An agent inherits of the
+// hub's environment only what DefaultPass and Pass name; never acphub's
+// own ACPHUB_*, nor what Withhold names (the variables an exporter's or a
+// notification target's secret is read from), even when a pattern
+// matches; then its own Env.
+func TestSpec_Environ(t *testing.T) {
 	t.Setenv("ACPHUB_TEST_SECRET", "s3cret")
-	t.Setenv("AGENT_TEST_INHERITED", "kept")
+	t.Setenv("Acphub_Mixed_Case", "s3cret")
+	t.Setenv("EXPORT_OTLP_TOKEN", "s3cret") // not on any list
+	t.Setenv("OPENAI_EXPORT_KEY", "s3cret") // on DefaultPass's OPENAI_*, withheld
+	t.Setenv("ANTHROPIC_API_KEY", "agent-key")
+	t.Setenv("MY_TOOL_HOME", "passed")
 	t.Setenv("AGENT_TEST_OVERRIDDEN", "hub")
 
-	env := agent.Environ()
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "ACPHUB_") {
+	spec := agent.Spec{
+		Command: "/bin/sh",
+		Args:    []string{"-c", `echo "${ACPHUB_TEST_SECRET-unset} ${Acphub_Mixed_Case-unset} ${EXPORT_OTLP_TOKEN-unset} ${OPENAI_EXPORT_KEY-unset} $ANTHROPIC_API_KEY $MY_TOOL_HOME $AGENT_TEST_OVERRIDDEN $FOO"`},
+		Env:     []string{"FOO=bar baz", "AGENT_TEST_OVERRIDDEN=spec"},
+		Inherit: agent.Inherit{Pass: []string{"MY_TOOL_*", "AGENT_TEST_OVERRIDDEN"}, Withhold: []string{"OPENAI_EXPORT_KEY", "EXPORT_OTLP_TOKEN"}},
+	}
+	for _, kv := range spec.Environ() {
+		if strings.Contains(kv, "s3cret") {
 			t.Errorf("Environ() holds %q", kv)
 		}
 	}
-	if !contains(env, "AGENT_TEST_INHERITED=kept") {
-		t.Errorf("Environ() lacks AGENT_TEST_INHERITED=kept")
+	if !contains(spec.Environ(), "PATH="+os.Getenv("PATH")) {
+		t.Error("Environ() lacks PATH")
 	}
-
-	p := start(t, agent.Spec{
-		Command: "/bin/sh",
-		Args:    []string{"-c", `echo "${ACPHUB_TEST_SECRET-unset} $AGENT_TEST_INHERITED $AGENT_TEST_OVERRIDDEN $FOO"`},
-		Env:     []string{"FOO=bar baz", "AGENT_TEST_OVERRIDDEN=spec"},
-	}, agent.Options{})
-	if got, want := readFrame(t, p), "unset kept spec bar baz"; got != want {
+	p := start(t, spec, agent.Options{})
+	if got, want := readFrame(t, p), "unset unset unset unset agent-key passed spec bar baz"; got != want {
 		t.Errorf("agent environment: got %q, want %q", got, want)
 	}
 	readEnd(t, p)

@@ -35,6 +35,9 @@ type Agent struct {
 	Command string            `toml:"command"`
 	Args    []string          `toml:"args"`
 	Env     map[string]string `toml:"env"`
+	// PassEnv adds, for this agent, to the variables it inherits from the
+	// hub's environment (see Config.PassEnv).
+	PassEnv []string `toml:"pass_env"`
 	// FSPolicy and TerminalPolicy, when set, replace the daemon's
 	// fs_policy and terminal_policy for sessions running this agent.
 	FSPolicy       string `toml:"fs_policy"`
@@ -102,6 +105,11 @@ type Config struct {
 	DebugListen        string           `toml:"debug_listen"`
 	MetricsListen      string           `toml:"metrics_listen"`
 	Agents             map[string]Agent `toml:"agents"`
+	// PassEnv names variables of the hub's environment, or prefixes
+	// written NAME_*, that every agent inherits besides agent.DefaultPass.
+	PassEnv []string `toml:"pass_env"`
+	// File is the config file that was read; "" when none was.
+	File string `toml:"-"`
 	// Exporters ship a copy of every session's log elsewhere; Redact adds
 	// rules to what they remove (docs/export.md).
 	Exporters map[string]Exporter `toml:"exporters"`
@@ -183,6 +191,7 @@ func Load(cfg *Config, path string, optional bool) error {
 	if undec := md.Undecoded(); len(undec) > 0 {
 		return fmt.Errorf("config %s: unknown setting %q", path, undec[0].String())
 	}
+	cfg.File = path
 	for name, a := range cfg.Agents {
 		if a.Command == "" {
 			return fmt.Errorf("config %s: agents.%s has no command", path, name)

@@ -32,6 +32,35 @@ type Notify struct {
 	Timeout Duration         `toml:"timeout"`
 }
 
+// Secrets returns where the config reads the hub's own secrets from: the
+// environment variables and the files its exporters' and notification
+// targets' values name. Agents inherit none of the variables, and client
+// tools reach none of the files.
+func (c *Config) Secrets() (env, files []string) {
+	add := func(v Value) {
+		if v.Env != "" {
+			env = append(env, v.Env)
+		}
+		if v.File != "" {
+			files = append(files, v.File)
+		}
+	}
+	for _, e := range c.Exporters {
+		for _, h := range e.Headers {
+			add(h)
+		}
+	}
+	for _, n := range c.Notify {
+		add(n.URL)
+		for _, h := range n.Headers {
+			add(h)
+		}
+	}
+	slices.Sort(env)
+	slices.Sort(files)
+	return slices.Compact(env), slices.Compact(files)
+}
+
 // RedactRule is one of [redact] rules: a name, for the marker, and an RE2
 // pattern (a group named secret is what is replaced).
 type RedactRule struct {

@@ -9,7 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -308,5 +311,106 @@ func TestSecurity_AgentCannotSpeakForTheHub(t *testing.T) {
 	}
 	if errs != len(forged) {
 		t.Errorf("%d hub.error agent_hub_method events, want %d", errs, len(forged))
+	}
+}
+
+// TestSecurity_ClientToolsNeverReachTheHubsFiles: a controller, with the
+// hub executing client tools itself (self_handle) and a session rooted at
+// /, has the agent read the owner's token, the token store (whose cookie
+// key signs owner cookies), the database, the config file and a secret
+// file the config names — through their paths, a path with .., and a
+// symbolic link in the session's tree. Each is refused path_denied, even
+// with the denylist emptied, and no byte of them reaches a client.
+func TestSecurity_ClientToolsNeverReachTheHubsFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "otlp.token")
+	cfg := filepath.Join(dir, "hub.toml")
+	for p, body := range map[string]string{
+		secretFile: "exporter-secret-in-a-file\n",
+		cfg:        fmt.Sprintf("[exporters.c]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/x\"\n[exporters.c.headers]\nAuthorization = { file = %q }\n", secretFile),
+	} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := selfHandleHub(t, "--config", cfg, "--self-handle-deny", "nothing-at-all")
+	ctl := h.newToken("ctl", "controller")
+	c := h.dialAs(ctl, "s", "peer=ctl")
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	sid := newSessionIn(c, "/")
+	project := t.TempDir()
+	if err := os.Symlink(filepath.Join(h.dataDir, "token"), filepath.Join(project, "innocent.txt")); err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{h.token, "exporter-secret-in-a-file"}
+	for _, p := range []string{
+		filepath.Join(h.dataDir, "token"),
+		filepath.Join(h.dataDir, "tokens.json"),
+		filepath.Join(h.dataDir, "acphub.db"),
+		filepath.Join(h.dataDir, "..", filepath.Base(h.dataDir), "token"),
+		filepath.Join(project, "innocent.txt"),
+		cfg,
+		secretFile,
+	} {
+		text, ms := turnText(c, sid, "/fs-read "+p)
+		if !strings.Contains(text, "path_denied") {
+			t.Errorf("fs/read_text_file %s: %q, want path_denied", p, text)
+		}
+		for _, m := range ms {
+			for _, s := range secrets {
+				if strings.Contains(string(m.raw), s) {
+					t.Fatalf("reading %s gave a client a secret: %s", p, m.raw)
+				}
+			}
+		}
+	}
+	if text, _ := turnText(c, sid, "/fs-write "+filepath.Join(h.dataDir, "tokens.json")+" {}"); !strings.Contains(text, "path_denied") {
+		t.Errorf("fs/write_text_file into the data dir: %q, want path_denied", text)
+	}
+}
+
+// TestSecurity_AgentsGetNoneOfTheHubsSecrets: variables the hub was
+// started with — acphub's own, the one an exporter's token is read from,
+// any other not on the allowlist — are in neither the agent's environment
+// nor a terminal's it runs under self_handle; the allowlist's and the
+// config's pass_env are.
+func TestSecurity_AgentsGetNoneOfTheHubsSecrets(t *testing.T) {
+	t.Setenv("EXPORTER_TOKEN_FOR_TEST", "env-secret-exporter")
+	t.Setenv("OPENAI_EXPORT_TOKEN_FOR_TEST", "env-secret-withheld") // on OPENAI_*, but the config's secret
+	t.Setenv("UNLISTED_SECRET_FOR_TEST", "env-secret-unlisted")
+	t.Setenv("ACPHUB_TOKEN", "env-secret-acphub")
+	t.Setenv("MY_AGENT_SETTING_FOR_TEST", "passed-by-config")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hub.toml")
+	body := `pass_env = ["MY_AGENT_*"]
+[exporters.c]
+type = "http"
+url = "http://127.0.0.1:9/x"
+[exporters.c.headers]
+Authorization = { env = "EXPORTER_TOKEN_FOR_TEST" }
+X-Other = { env = "OPENAI_EXPORT_TOKEN_FOR_TEST" }
+`
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := selfHandleHub(t, "--config", cfg)
+	c := h.dial("s", "peer=a")
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	sid := newSessionIn(c, t.TempDir())
+	_, ms := turnText(c, sid, "/terminal env")
+	out, _ := terminalNotes(t, ms)
+	pid := h.waitLog(agentStartedRE)[1]
+	environ, err := os.ReadFile("/proc/" + pid + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, env := range map[string]string{"the terminal's": out, "the agent's": string(environ)} {
+		if strings.Contains(env, "env-secret") {
+			t.Errorf("%s environment holds a secret of the hub's:\n%s", name, env)
+		}
+		if !strings.Contains(env, "MY_AGENT_SETTING_FOR_TEST=passed-by-config") || !strings.Contains(env, "PATH=") {
+			t.Errorf("%s environment lacks what pass_env and the allowlist name:\n%s", name, env)
+		}
 	}
 }

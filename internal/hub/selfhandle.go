@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 
 	"github.com/acphub/acphub/api"
-	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/toolexec"
 	"github.com/acphub/acphub/internal/workspace"
@@ -85,7 +84,7 @@ func (s *Session) toolHost() (*toolHost, *jsonrpc.Error) {
 	}
 	opts := s.cfg.Tools
 	opts.Root = workspace.Cwd(s.newParams)            // the session/new's: see package workspace
-	opts.Env = append(agent.Environ(), s.spec.Env...) // what the agent itself runs with
+	opts.Env = s.spec.Environ() // what the agent itself runs with
 	opts.OnOutput = func(id string, data []byte) { s.postTerminal(terminalOutput{id: id, data: data}) }
 	opts.OnExit = func(x toolexec.TerminalExit) { s.postTerminal(terminalExited{exit: x}) }
 	host, e := toolexec.NewHost(opts)

@@ -118,7 +118,7 @@ func checkPath(p string) *Error {
 func (e *Executor) underRoot(p string) ([]string, bool) {
 	all := names(p)
 	for _, root := range e.rootNames {
-		if len(all) >= len(root) && slices.Equal(all[:len(root)], root) {
+		if hasPrefix(all, root) {
 			return all[len(root):], true
 		}
 	}
@@ -138,6 +138,9 @@ func (e *Executor) resolve(p string) (string, *Error) {
 	if err := e.checkDeny(p, path.Join(given...)); err != nil {
 		return "", err
 	}
+	if err := e.checkProtected(p, names(p)); err != nil {
+		return "", err
+	}
 	rel, err := e.walk(p, given)
 	if err != nil {
 		return "", err
@@ -145,7 +148,51 @@ func (e *Executor) resolve(p string) (string, *Error) {
 	if err := e.checkDeny(p, rel); err != nil {
 		return "", err
 	}
+	if err := e.checkProtected(p, append(names(e.rootPath), names(rel)...)); err != nil {
+		return "", err
+	}
 	return rel, nil
+}
+
+// protected returns the names of each of paths, as given and with its
+// symbolic links resolved when it exists.
+func protected(paths []string) [][]string {
+	var out [][]string
+	for _, p := range paths {
+		if !filepath.IsAbs(p) {
+			continue
+		}
+		out = append(out, names(filepath.Clean(p)))
+		if r, err := filepath.EvalSymlinks(p); err == nil && r != filepath.Clean(p) {
+			out = append(out, names(r))
+		}
+	}
+	return out
+}
+
+// checkProtected refuses the path p, whose absolute names are abs, when it
+// is a protected path or beneath one — unless the session root lies
+// strictly below that protected path and abs below the root.
+func (e *Executor) checkProtected(p string, abs []string) *Error {
+	for _, prot := range e.protect {
+		if !hasPrefix(abs, prot) {
+			continue
+		}
+		inRoot := false
+		for _, root := range e.rootNames {
+			inRoot = inRoot || (len(root) > len(prot) && hasPrefix(root, prot) && hasPrefix(abs, root))
+		}
+		if !inRoot {
+			return &Error{Reason: ReasonPathDenied, Message: "path is in what the hub keeps for itself (its data dir, config or secrets), which client tools never reach",
+				Data: map[string]any{"path": p}}
+		}
+	}
+	return nil
+}
+
+// hasPrefix reports whether the names of a path start with those of prefix.
+func hasPrefix(names, prefix []string) bool {
+	return len(names) >= len(prefix) && slices.Equal(names[:len(prefix)], prefix)
 }
 
 func (e *Executor) checkDeny(p, rel string) *Error {

@@ -186,3 +186,65 @@ func TestNew(t *testing.T) {
 		t.Errorf("Root() = %q, want %q", got, want)
 	}
 }
+
+// TestExecutor_Handle_protectedPaths: what the hub keeps for itself — its
+// data dir, config and secret files — is refused whatever the denylist
+// (here none), through a session root above it, a symbolic link into it,
+// or a terminal's cwd; a root strictly inside the data dir (a remote
+// session's checkout) still reaches its own files, and nothing else there.
+func TestExecutor_Handle_protectedPaths(t *testing.T) {
+	t.Parallel()
+	base, serr := filepath.EvalSymlinks(t.TempDir())
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	data := filepath.Join(base, "home", "state", "acphub")
+	for name, content := range map[string]string{
+		"home/state/acphub/token":                    secret,
+		"home/state/acphub/tokens.json":              secret,
+		"home/state/acphub/workspaces/s1/main.go":    "package main\n",
+		"home/state/acphub/workspaces/s2/secret.txt": secret,
+		"home/config/acphub/agents.toml":             secret,
+		"home/secrets/otlp-token":                    secret,
+		"home/project/README.md":                     "hello\n",
+	} {
+		p := filepath.Join(base, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(data, "token"), filepath.Join(base, "home/project/token-link")); err != nil {
+		t.Fatal(err)
+	}
+	protect := []string{data, filepath.Join(base, "home/config/acphub/agents.toml"), filepath.Join(base, "home/secrets/otlp-token")}
+	wide := newExecutor(t, toolexec.Options{Root: base, Deny: []string{}, Protect: protect})
+	for _, rel := range []string{
+		"home/state/acphub/token", "home/state/acphub/tokens.json", "home/state/acphub/workspaces/s2/secret.txt",
+		"home/state/acphub/../acphub/token", "home/project/token-link",
+		"home/config/acphub/agents.toml", "home/secrets/otlp-token",
+	} {
+		_, _, err := call[readResult](t, wide, "fs/read_text_file", pathParams{Path: filepath.Join(base, rel)})
+		wantReason(t, err, toolexec.ReasonPathDenied)
+	}
+	if _, _, err := call[struct{}](t, wide, "fs/write_text_file", pathParams{Path: filepath.Join(data, "tokens.json"), Content: "{}"}); err == nil {
+		t.Error("a write into the data dir was done")
+	}
+	if _, _, err := call[readResult](t, wide, "fs/read_text_file", pathParams{Path: filepath.Join(base, "home/project/README.md")}); err != nil {
+		t.Errorf("a file outside what is protected: %v", err)
+	}
+	_, _, err := call[struct{}](t, wide, "terminal/create", createParams{Command: "true", Cwd: &data})
+	wantReason(t, err, toolexec.ReasonPathDenied)
+
+	// A root inside the data dir: its own files, and none beside it.
+	ws := newExecutor(t, toolexec.Options{Root: filepath.Join(data, "workspaces/s1"), Deny: []string{}, Protect: protect})
+	if _, _, err := call[readResult](t, ws, "fs/read_text_file", pathParams{Path: filepath.Join(data, "workspaces/s1/main.go")}); err != nil {
+		t.Errorf("a remote session's own file: %v", err)
+	}
+	// The data dir itself as the root protects it all.
+	whole := newExecutor(t, toolexec.Options{Root: data, Deny: []string{}, Protect: protect})
+	_, _, err = call[readResult](t, whole, "fs/read_text_file", pathParams{Path: filepath.Join(data, "token")})
+	wantReason(t, err, toolexec.ReasonPathDenied)
+}

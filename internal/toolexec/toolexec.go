@@ -31,6 +31,13 @@ type Options struct {
 	// Deny is the denylist; nil means DefaultDeny, an empty list denies
 	// nothing.
 	Deny []string
+	// Protect are absolute paths — the hub's data dir, its config and the
+	// files its secrets are read from — that no request reaches, nor
+	// anything beneath them, whatever Deny says: refused path_denied as
+	// given and once resolved. The one exception is a root strictly below
+	// one of them (a remote session's checkout in the data dir): its own
+	// files are the session's.
+	Protect []string
 	// MaxFileBytes is the largest file fs/read_text_file reads and the
 	// largest content fs/write_text_file writes; 0 means
 	// DefaultMaxFileBytes.
@@ -87,6 +94,7 @@ type Executor struct {
 	rootPath  string     // absolute, symbolic links resolved
 	rootNames [][]string // names of the root, as resolved and as given
 	deny      denylist
+	protect   [][]string // names of the protected paths, as given and as resolved
 	maxFile   int64
 	maxTerms  int
 	maxOutput int
@@ -138,6 +146,7 @@ func New(opts Options) (*Executor, error) {
 		rootPath:  resolved,
 		rootNames: [][]string{names(resolved)},
 		deny:      dl,
+		protect:   protected(opts.Protect),
 		maxFile:   orDefault(opts.MaxFileBytes, DefaultMaxFileBytes),
 		maxTerms:  orDefault(opts.MaxTerminals, DefaultMaxTerminals),
 		maxOutput: orDefault(opts.MaxOutputBytes, DefaultMaxOutputBytes),

@@ -30,12 +30,16 @@ type Options struct {
 	// Meter counts the clones, commits, pushes and removals, and their
 	// failures; nil counts nothing.
 	Meter meter.Sink
+	// Withhold are variables of the hub's environment git never gets:
+	// the ones the hub reads its own secrets from. Git runs in a tree the
+	// agent writes, whose config can run commands (hooks, fsmonitor).
+	Withhold []string
 }
 
 // Manager creates and removes workspaces. It is safe for concurrent use.
 type Manager struct {
 	opts Options
-	env  []string // git's: acphub's own without ACPHUB_*, prompts disabled
+	env  []string // git's: acphub's own without ACPHUB_* and Withhold, prompts disabled
 
 	mu     sync.Mutex             // guards caches
 	caches map[string]*sync.Mutex // one lock per cache directory
@@ -43,7 +47,10 @@ type Manager struct {
 
 // New returns a Manager.
 func New(opts Options) *Manager {
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "ACPHUB_") })
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return strings.HasPrefix(strings.ToUpper(name), "ACPHUB_") || slices.Contains(opts.Withhold, name)
+	})
 	env = append(env, "GIT_TERMINAL_PROMPT=0", "GCM_INTERACTIVE=never", "GIT_PROTOCOL_FROM_USER=0")
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GIT_SSH_COMMAND=") }) {
 		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
