@@ -83,8 +83,8 @@ func (s *Session) toolHost() (*toolHost, *jsonrpc.Error) {
 		return s.tools, nil
 	}
 	opts := s.cfg.Tools
-	opts.Root = workspace.Cwd(s.newParams)            // the session/new's: see package workspace
-	opts.Env = s.spec.Environ() // what the agent itself runs with
+	opts.Root = workspace.Cwd(s.newParams) // the session/new's: see package workspace
+	opts.Env = s.spec.Environ()            // what the agent itself runs with
 	opts.OnOutput = func(id string, data []byte) { s.postTerminal(terminalOutput{id: id, data: data}) }
 	opts.OnExit = func(x toolexec.TerminalExit) { s.postTerminal(terminalExited{exit: x}) }
 	host, e := toolexec.NewHost(opts)
