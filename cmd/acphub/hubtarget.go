@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/client"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/transport"
 )
@@ -106,7 +110,7 @@ func (t *hubTarget) dial(ctx context.Context, opts client.DialOptions) (*client.
 			return conn, t.failed(t.sock, err)
 		}
 	}
-	token, err := t.token()
+	token, err := t.token(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +212,7 @@ func (t *hubTarget) do(ctx context.Context, method, path string, body []byte) (*
 			return resp, t.failed(t.sock, err)
 		}
 	}
-	token, err := t.token()
+	token, err := t.token(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -229,16 +233,21 @@ func (t *hubTarget) do(ctx context.Context, method, path string, body []byte) (*
 // token (from acphub token create) instead of the data dir's.
 const TokenEnv = "ACPHUB_TOKEN"
 
-// token returns $ACPHUB_TOKEN, or reads the hub's token from the data dir.
-// A data dir without one never had a hub: when nothing answers at the
-// address either, that is the error, as the connection failure it would be.
-func (t *hubTarget) token() (string, error) {
+// token returns $ACPHUB_TOKEN, or reads the hub's token from the data dir
+// — which it gives only to a hub that proved it holds it (proveHub): the
+// owner's token goes to no other program on the address. A data dir
+// without one never had a hub: when nothing answers at the address
+// either, that is the error, as the connection failure it would be.
+func (t *hubTarget) token(ctx context.Context) (string, error) {
 	if tok := os.Getenv(TokenEnv); tok != "" {
 		return tok, nil
 	}
 	token, err := transport.ReadToken(t.cfg.DataDir)
+	if err == nil {
+		return token, t.proveHub(ctx, token)
+	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return token, err
+		return "", err
 	}
 	c, err := net.DialTimeout("tcp", t.addr, time.Second)
 	if err != nil {
@@ -246,6 +255,35 @@ func (t *hubTarget) token() (string, error) {
 	}
 	c.Close()
 	return "", fmt.Errorf("no token at %s, though something answers at %s: --data-dir must name the data dir the hub was started with", t.tokenPath(), t.addr)
+}
+
+// proveHub asks the server at the address to prove it holds token, for
+// the very connection the question goes on (auth.Proof), before the token
+// is sent there.
+func (t *hubTarget) proveHub(ctx context.Context, token string) error {
+	scheme := "http"
+	if t.tls {
+		scheme = "https"
+	}
+	challenge := randomHex(16)
+	var hubEnd string
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { hubEnd = c.Conn.RemoteAddr().String() }})
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+t.addr+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(transport.HeaderChallenge, challenge)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return t.failed(t.addr, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close() // read: the connection, proven, serves what follows
+	want := auth.Proof(token, challenge, hubEnd)
+	if got := resp.Header.Get(transport.HeaderProof); !hmac.Equal([]byte(got), []byte(want)) {
+		return fmt.Errorf("the server at %s did not prove it holds the token in %s, so the token was not sent: it is not the hub of this data dir (another program took the address, perhaps another user's), or --data-dir names another hub's data dir. If you trust it, give it a token of its own in $%s", t.addr, t.tokenPath(), TokenEnv)
+	}
+	return nil
 }
 
 func (t *hubTarget) tokenPath() string {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -438,4 +439,24 @@ func random(n int) []byte {
 		panic(err) // crypto/rand does not fail on the systems Go supports
 	}
 	return b
+}
+
+// Proof is what a hub that holds token answers to a client's challenge on
+// a connection whose hub end is addr: an HMAC of both under the token. A
+// client that read the token from a data dir checks it before it sends
+// the token over TCP, so a program that took the hub's address while the
+// hub was down — another local user's, say — gets nothing; binding addr
+// keeps one from relaying the challenge to a hub elsewhere.
+func Proof(token, challenge, addr string) string {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		addr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+	}
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("acphub hub proof\x00" + challenge + "\x00" + addr))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// OwnerProof is Proof with the owner's token.
+func (s *Store) OwnerProof(challenge, addr string) string {
+	return Proof(string(s.owner), challenge, addr)
 }

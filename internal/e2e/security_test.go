@@ -6,15 +6,21 @@ package e2e_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -412,5 +418,135 @@ X-Other = { env = "OPENAI_EXPORT_TOKEN_FOR_TEST" }
 		if !strings.Contains(env, "MY_AGENT_SETTING_FOR_TEST=passed-by-config") || !strings.Contains(env, "PATH=") {
 			t.Errorf("%s environment lacks what pass_env and the allowlist name:\n%s", name, env)
 		}
+	}
+}
+
+// TestSecurity_OwnerTokenGoesOnlyToItsHub: with the hub stopped, another
+// program — another local user's — listens on the hub's address and
+// answers /healthz as a hub would. The client commands, which find no
+// socket and go over TCP with the data dir's token, ask the server to
+// prove it holds that token first; it cannot, and none of them sends it.
+// A real hub proves it (every other test), on the address it was reached
+// at: a hub listening elsewhere, the program relaying to it, would prove
+// nothing either.
+func TestSecurity_OwnerTokenGoesOnlyToItsHub(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var heard []string
+	impostor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		heard = append(heard, r.Method+" "+r.URL.String()+" "+r.Header.Get("Authorization")+" "+r.Header.Get("Acphub-Resume"))
+		mu.Unlock()
+		if r.URL.Path == "/healthz" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Acphub-Proof", "made-up")
+			fmt.Fprint(w, `{"status":"ok","version":"v1.0.0"}`)
+			return
+		}
+		http.Error(w, "nothing here", http.StatusNotFound)
+	}))
+	defer impostor.Close()
+	dir := t.TempDir()
+	const owner = "0wner-t0ken-0f-the-stopped-hub"
+	cfg := filepath.Join(dir, "hub.toml")
+	for p, body := range map[string]string{
+		filepath.Join(dir, "token"): owner + "\n",
+		cfg:                         fmt.Sprintf("listen = %q\n", strings.TrimPrefix(impostor.URL, "http://")),
+	} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{
+		{"sessions"},
+		{"log", "s"},
+		{"log", "s", "--follow"},
+		{"chat", "--session", "s"},
+		{"attach", "--session", "s"},
+		{"token list"},
+		{"open", "--no-browser"},
+		{"delete", "s"},
+	} {
+		_, stderr, err := runCLI(t, append(append(strings.Fields(args[0]), "--data-dir", dir, "--config", cfg), args[1:]...)...)
+		if err == nil {
+			t.Errorf("acphub %s against the impostor succeeded", strings.Join(args, " "))
+		}
+		if !strings.Contains(stderr, "did not prove it holds the token") {
+			t.Errorf("acphub %s: %s, want that the server did not prove it holds the token", strings.Join(args, " "), stderr)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, h := range heard {
+		if strings.Contains(h, owner) {
+			t.Errorf("the impostor got the owner's token: %s", h)
+		}
+	}
+	if len(heard) == 0 {
+		t.Error("the impostor heard nothing: the commands did not go to it")
+	}
+}
+
+// TestSecurity_OwnerTokenGoesOnlyToItsHub_NotThroughARelay: the program on
+// the expected address relays every byte to the real hub, listening
+// elsewhere, to borrow its proof: the hub proves itself for the address
+// it was reached at, not the one the client dialed, and the token stays
+// with the client.
+func TestSecurity_OwnerTokenGoesOnlyToItsHub_NotThroughARelay(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var relayed atomic.Int64
+	var mu sync.Mutex
+	var seen bytes.Buffer
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", h.addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			relayed.Add(1)
+			go func() {
+				defer up.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := c.Read(buf)
+					mu.Lock()
+					seen.Write(buf[:n])
+					mu.Unlock()
+					if _, werr := up.Write(buf[:n]); err != nil || werr != nil {
+						return
+					}
+				}
+			}()
+			go func() { defer c.Close(); _, _ = io.Copy(c, up) }()
+		}
+	}()
+	// The hub's token, where a client finds it, and the relay's address
+	// where the client looks for the hub.
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hub.toml")
+	for p, body := range map[string]string{filepath.Join(dir, "token"): h.token + "\n", cfg: fmt.Sprintf("listen = %q\n", ln.Addr().String())} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, stderr, err := runCLI(t, "sessions", "--data-dir", dir, "--config", cfg)
+	if err == nil || !strings.Contains(stderr, "did not prove it holds the token") {
+		t.Errorf("acphub sessions through a relay: %v %s", err, stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if relayed.Load() == 0 || strings.Contains(seen.String(), h.token) {
+		t.Errorf("relayed %d connections; the token went through: %v", relayed.Load(), strings.Contains(seen.String(), h.token))
 	}
 }

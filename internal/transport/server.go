@@ -217,7 +217,21 @@ func (s *Server) handle(path string, rt route) {
 	})
 }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ url.Values) {
+// Headers of the hub's proof (auth.Proof): a client's challenge to
+// GET /healthz, and the hub's answer.
+const (
+	HeaderChallenge = "Acphub-Challenge"
+	HeaderProof     = "Acphub-Proof"
+)
+
+// healthz says the hub serves; asked with a challenge over TCP, it also
+// proves that it holds the owner's token, for the connection it came on.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	if c := r.Header.Get(HeaderChallenge); c != "" && len(c) <= 128 && listener(r) == "tcp" {
+		if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			w.Header().Set(HeaderProof, s.opts.Tokens.OwnerProof(c, a.String()))
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.opts.Version})
 }
 

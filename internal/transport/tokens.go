@@ -24,6 +24,8 @@ type Tokens interface {
 	Revoke(name string, by *auth.Principal) error
 	Link(name string, ttl time.Duration) (string, time.Time, error)
 	Redeem(code string) (*auth.Principal, string, time.Time, error)
+	// OwnerProof proves the hub holds the owner's token (auth.Proof).
+	OwnerProof(challenge, addr string) string
 }
 
 // Sign-in links' lifetimes: one asked for by its own token's holder
