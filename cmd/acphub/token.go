@@ -5,12 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"text/tabwriter"
@@ -214,27 +216,63 @@ func runOpen(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	printLink(stdio.Out, link)
 	if !noBrowser {
-		if err := openBrowser(link.URL); err == nil {
+		if err := openBrowser(cfg.DataDir, link.URL); err == nil {
 			fmt.Fprintln(stdio.Out, "Opened in your browser.")
 		}
 	}
 	return nil
 }
 
-// openBrowser opens url in the desktop's browser, when there is a desktop.
-func openBrowser(url string) error {
-	var cmd *exec.Cmd
+// OpenFile is the page in the data dir through which acphub open sends a
+// browser to its sign-in link.
+const OpenFile = "open.html"
+
+// openBrowser opens link in the desktop's browser, when there is a
+// desktop. The link holds a sign-in code, which a command line would show
+// every user of the machine (ps, /proc/PID/cmdline): the browser is given
+// a page in the data dir instead, mode 0600, which sends it on.
+func openBrowser(dataDir, link string) error {
+	var open func(string) *exec.Cmd
 	switch {
 	case runtime.GOOS == "darwin":
-		cmd = exec.Command("open", url)
+		open = func(u string) *exec.Cmd { return exec.Command("open", u) }
 	case runtime.GOOS == "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+		open = func(u string) *exec.Cmd { return exec.Command("rundll32", "url.dll,FileProtocolHandler", u) }
 	case os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != "":
-		cmd = exec.Command("xdg-open", url)
+		open = func(u string) *exec.Cmd { return exec.Command("xdg-open", u) }
 	default:
 		return errors.New("no desktop to open a browser on")
 	}
-	return cmd.Start()
+	page, err := writeOpenPage(dataDir, link)
+	if err != nil {
+		return err
+	}
+	return open((&url.URL{Scheme: "file", Path: page}).String()).Start()
+}
+
+// writeOpenPage writes the page that sends a browser to link, mode 0600,
+// and returns its path.
+func writeOpenPage(dataDir, link string) (string, error) {
+	esc := html.EscapeString(link)
+	body := "<!doctype html>\n<meta charset=\"utf-8\">\n<meta http-equiv=\"refresh\" content=\"0;url=" + esc + "\">\n" +
+		"<title>acphub sign-in</title>\n<p><a href=\"" + esc + "\">Sign in to acphub</a></p>\n"
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, ".open-*.html") // mode 0600
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(body)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, OpenFile))
+	}
+	return filepath.Join(dir, OpenFile), err
 }
 
 // publicURL is where people reach the hub: --public-url, else the listen

@@ -611,6 +611,7 @@ func TestTokensAPI_EveryRefusalIsJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+h.token)
+		req.Header.Set("Origin", "http://"+h.addr) // sign-in takes the hub's own pages only
 		if tt.ctype != "" {
 			req.Header.Set("Content-Type", tt.ctype)
 		}
@@ -642,6 +643,7 @@ func TestRoles_TokensSurviveAKill(t *testing.T) {
 	_, code, _ := strings.Cut(link.URL, "#")
 	req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr+"/api/signin", strings.NewReader(`{"code":"`+code+`"}`))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "http://"+h.addr)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

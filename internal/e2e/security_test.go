@@ -16,7 +16,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // mint makes a token with the token by and returns the hub's answer.
@@ -548,5 +551,74 @@ func TestSecurity_OwnerTokenGoesOnlyToItsHub_NotThroughARelay(t *testing.T) {
 	defer mu.Unlock()
 	if relayed.Load() == 0 || strings.Contains(seen.String(), h.token) {
 		t.Errorf("relayed %d connections; the token went through: %v", relayed.Load(), strings.Contains(seen.String(), h.token))
+	}
+}
+
+// TestSecurity_SignInCodeStaysOffCommandLines: acphub open gives the
+// browser a page in the data dir (0600) that holds the one-time code, not
+// a command line with it, which every local user can read in
+// /proc/PID/cmdline; and a program that learns a code anyway cannot
+// redeem it without the Origin of the hub's own page. Signing out, too,
+// takes the hub's own page.
+func TestSecurity_SignInCodeStaysOffCommandLines(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	bindir := t.TempDir()
+	argv := filepath.Join(bindir, "argv")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argv + "\n"
+	if err := os.WriteFile(filepath.Join(bindir, "xdg-open"), []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, h.clientArgs("open")...)
+	cmd.Env = append(os.Environ(), "PATH="+bindir+":"+os.Getenv("PATH"), "DISPLAY=:99")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("acphub open: %v\n%s", err, out)
+	}
+	link := regexp.MustCompile(`http://\S+/signin#(\S+)`).FindStringSubmatch(string(out))
+	if link == nil {
+		t.Fatalf("acphub open printed no link:\n%s", out)
+	}
+	var opened []byte
+	testutil.WaitFor(t, testTimeout, "the browser to be started", func() bool { opened, err = os.ReadFile(argv); return err == nil && len(opened) > 0 })
+	if strings.Contains(string(opened), link[1]) {
+		t.Fatalf("the browser was started with the code on its command line: %s", opened)
+	}
+	page := strings.TrimPrefix(strings.TrimSpace(string(opened)), "file://")
+	fi, err := os.Stat(page)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the page the browser was given: %v %v, want a file of mode 0600", fi, err)
+	}
+	if b, _ := os.ReadFile(page); !strings.Contains(string(b), link[1]) {
+		t.Errorf("the page does not send the browser to the link: %s", b)
+	}
+
+	// A program that read the code, without the hub page's Origin.
+	post := func(path, origin, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+h.addr+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status := post("/api/signin", "", `{"code":"`+link[1]+`"}`); status != http.StatusForbidden {
+		t.Errorf("sign-in without Origin: %d, want 403", status)
+	}
+	if status := post("/api/signin", "http://"+h.addr, `{"code":"`+link[1]+`"}`); status != http.StatusOK {
+		t.Errorf("the browser's sign-in, after the refused one: %d, want 200 (the code still unused)", status)
+	}
+	for origin, want := range map[string]int{"": http.StatusForbidden, "https://evil.example": http.StatusForbidden, "http://" + h.addr: http.StatusNoContent} {
+		if status := post("/api/signout", origin, ""); status != want {
+			t.Errorf("sign-out with Origin %q: %d, want %d", origin, status, want)
+		}
+	}
+	if resp := h.apiGet("/api/sessions", http.Header{"Authorization": {"Bearer " + h.token}}); resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("an API answer without X-Content-Type-Options: nosniff: %v", resp.Header)
 	}
 }

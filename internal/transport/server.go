@@ -127,6 +127,9 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, _ url.Values)
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// No answer of the hub is to be read as another type than it says:
+	// an agent's text in a JSON body never becomes a page.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if r.URL.Path != "/healthz" && !hostAllowed(r, s.opts.AllowedHosts) {
 		// A page on another site that made its name point at this
 		// machine (DNS rebinding) gets nothing, not even the sign-in page.

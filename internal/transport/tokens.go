@@ -185,10 +185,13 @@ func (s *Server) link(name string, life time.Duration) (*api.SignInLink, *refusa
 
 // signIn trades a sign-in link's code for the dashboard's cookie.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ url.Values) {
-	// A page of another site could sign the browser in as the site's own
-	// token (login CSRF): only the hub's pages, or a program, may.
-	if r.Header.Get("Origin") != "" && !originAllowed(r, s.opts.AllowedOrigins) {
-		refuse(http.StatusForbidden, api.ReasonBadOrigin, "Origin", "sign in from the hub's own page").write(w)
+	// A sign-in link's code is the browser's that opens the link: only the
+	// hub's own sign-in page redeems it, which a browser says with Origin.
+	// A page of another site could otherwise sign the browser in as the
+	// site's own token (login CSRF), and a program that read a code
+	// somewhere would trade it for a cookie of its own.
+	if !sameOrigin(r, s.opts.AllowedOrigins) {
+		refuse(http.StatusForbidden, api.ReasonBadOrigin, "Origin", "sign in from the hub's own page: open the sign-in link in a browser").write(w)
 		return
 	}
 	var req api.SignIn
@@ -212,6 +215,11 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ url.Values) {
 }
 
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	// Another site's page could sign the browser out (logout CSRF).
+	if !sameOrigin(r, s.opts.AllowedOrigins) {
+		refuse(http.StatusForbidden, api.ReasonBadOrigin, "Origin", "sign out from the hub's own page").write(w)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	w.WriteHeader(http.StatusNoContent)
