@@ -52,6 +52,8 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.DurationVar(&cfg.ResumeWindow.Duration, "resume-window", cfg.ResumeWindow.Duration, "keep a resumable client whose connection dropped in its session this long (0: 2m)")
 	fs.IntVar(&cfg.MaxFrame, "max-frame", cfg.MaxFrame, "largest JSON-RPC frame in bytes, either way (0: 16 MiB)")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", cfg.MaxSessions, "sessions held at once (0: 256)")
+	fs.IntVar(&cfg.MaxUnauthenticated, "max-unauthenticated", cfg.MaxUnauthenticated, "TCP connections open at once that have not presented a token that works; more are closed at once (0: 256)")
+	fs.DurationVar(&cfg.UnauthenticatedTimeout.Duration, "unauthenticated-timeout", cfg.UnauthenticatedTimeout.Duration, "close a TCP connection that has not presented a token that works after this long (0: 30s)")
 	fs.DurationVar(&cfg.PermissionTimeout.Duration, "permission-timeout", cfg.PermissionTimeout.Duration, "answer unanswered permission requests as cancelled after this long (0: never)")
 	fs.Var(listFlag{&cfg.AllowedOrigins}, "allow-origin", "browser origin allowed to open WebSockets besides the hub's own (repeatable)")
 	fs.Var(listFlag{&cfg.AllowedHosts}, "allow-host", "a host name the hub answers to besides IP addresses and localhost, as behind a proxy (repeatable)")
@@ -220,6 +222,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Exporters: exports, Meter: m, Metrics: m.Handler(), Logger: log,
+		MaxPending: cfg.MaxUnauthenticated, PendingTimeout: cfg.UnauthenticatedTimeout.Duration,
 	})
 	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, sides: sides}, nil
 }
@@ -297,7 +300,8 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 			d.log.Error("notifications stopped", "err", err)
 		}
 	}()
-	srv := &http.Server{Handler: d.server, ReadHeaderTimeout: 10 * time.Second, TLSConfig: d.tls, Protocols: serveProtocols()}
+	srv := &http.Server{TLSConfig: d.tls, Protocols: serveProtocols()}
+	d.server.Serve(srv)
 	errc := make(chan error, 2)
 	go func() {
 		if d.tls != nil {
@@ -665,6 +669,8 @@ func checkNotNegative(cfg *config.Config) error {
 		{"--resume-window", int64(cfg.ResumeWindow.Duration), cfg.ResumeWindow.Duration.String()},
 		{"--max-frame", int64(cfg.MaxFrame), ""},
 		{"--max-sessions", int64(cfg.MaxSessions), ""},
+		{"--max-unauthenticated", int64(cfg.MaxUnauthenticated), ""},
+		{"--unauthenticated-timeout", int64(cfg.UnauthenticatedTimeout.Duration), cfg.UnauthenticatedTimeout.Duration.String()},
 		{"--permission-timeout", int64(cfg.PermissionTimeout.Duration), cfg.PermissionTimeout.Duration.String()},
 		{"--max-terminals", int64(cfg.MaxTerminals), ""},
 		{"--max-file-bytes", cfg.MaxFileBytes, ""},

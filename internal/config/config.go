@@ -60,29 +60,33 @@ func (a Agent) EnvList() []string {
 
 // Config holds every setting of the daemon and its clients.
 type Config struct {
-	Listen            string   `toml:"listen"`
-	DataDir           string   `toml:"data_dir"`
-	LogFormat         string   `toml:"log_format"`
-	LogLevel          string   `toml:"log_level"`
-	Agent             string   `toml:"agent"`
-	AgentCmd          string   `toml:"agent_cmd"`
-	IdleTTL           Duration `toml:"idle_ttl"`
-	PromptQueue       int      `toml:"prompt_queue"`
-	ClientQueue       int      `toml:"client_queue"`
-	ClientStall       Duration `toml:"client_stall_timeout"`
-	ResumeWindow      Duration `toml:"resume_window"`
-	MaxFrame          int      `toml:"max_frame"`
-	MaxSessions       int      `toml:"max_sessions"`
-	PermissionTimeout Duration `toml:"permission_timeout"`
-	AllowedOrigins    []string `toml:"allowed_origins"`
-	AllowedHosts      []string `toml:"allowed_hosts"`
-	PublicURL         string   `toml:"public_url"`
-	TLSCert           string   `toml:"tls_cert"`
-	TLSKey            string   `toml:"tls_key"`
-	AllowInsecure     bool     `toml:"allow_insecure_remote"`
-	FSPolicy          string   `toml:"fs_policy"`
-	TerminalPolicy    string   `toml:"terminal_policy"`
-	Executor          string   `toml:"executor"`
+	Listen       string   `toml:"listen"`
+	DataDir      string   `toml:"data_dir"`
+	LogFormat    string   `toml:"log_format"`
+	LogLevel     string   `toml:"log_level"`
+	Agent        string   `toml:"agent"`
+	AgentCmd     string   `toml:"agent_cmd"`
+	IdleTTL      Duration `toml:"idle_ttl"`
+	PromptQueue  int      `toml:"prompt_queue"`
+	ClientQueue  int      `toml:"client_queue"`
+	ClientStall  Duration `toml:"client_stall_timeout"`
+	ResumeWindow Duration `toml:"resume_window"`
+	MaxFrame     int      `toml:"max_frame"`
+	MaxSessions  int      `toml:"max_sessions"`
+	// MaxUnauthenticated and UnauthenticatedTimeout bound the TCP
+	// connections that have not presented a token that works.
+	MaxUnauthenticated     int      `toml:"max_unauthenticated"`
+	UnauthenticatedTimeout Duration `toml:"unauthenticated_timeout"`
+	PermissionTimeout      Duration `toml:"permission_timeout"`
+	AllowedOrigins         []string `toml:"allowed_origins"`
+	AllowedHosts           []string `toml:"allowed_hosts"`
+	PublicURL              string   `toml:"public_url"`
+	TLSCert                string   `toml:"tls_cert"`
+	TLSKey                 string   `toml:"tls_key"`
+	AllowInsecure          bool     `toml:"allow_insecure_remote"`
+	FSPolicy               string   `toml:"fs_policy"`
+	TerminalPolicy         string   `toml:"terminal_policy"`
+	Executor               string   `toml:"executor"`
 	// SelfHandleDeny replaces self_handle's default denylist when set (an
 	// empty list denies nothing); DenyExtra, from --self-handle-deny, is
 	// added to whichever list is in effect.

@@ -622,3 +622,50 @@ func TestSecurity_SignInCodeStaysOffCommandLines(t *testing.T) {
 		t.Errorf("an API answer without X-Content-Type-Options: nosniff: %v", resp.Header)
 	}
 }
+
+// TestSecurity_ConnectionsThatNeverAuthenticateAreBounded: a local process
+// opens connections and sends nothing, or only half a request, to fill
+// the hub's descriptors. Beyond --max-unauthenticated the hub closes the
+// oldest of them, and each is closed after --unauthenticated-timeout; the
+// owner, over the socket and over TCP with a token, is served throughout.
+func TestSecurity_ConnectionsThatNeverAuthenticateAreBounded(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--max-unauthenticated", "8", "--unauthenticated-timeout", "1s")
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for i := range 40 {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			fmt.Fprintf(c, "GET /api/sessions HTTP/1.1\r\nHost: %s\r\n", h.addr) // never ends its headers
+		}
+		held = append(held, c)
+	}
+	// The owner gets through while they are held.
+	if status, body := h.apiDo(http.MethodGet, "/api/sessions", h.token, nil); status != http.StatusOK {
+		t.Fatalf("the owner, over TCP: %d %s", status, body)
+	}
+	if out, _, err := runCLI(t, localArgs(h.dataDir, "sessions")...); err != nil {
+		t.Fatalf("the owner, over the socket: %v %s", err, out)
+	}
+	// Every held connection is closed: the oldest as others came, the
+	// rest at the timeout.
+	closed := 0
+	for _, c := range held {
+		_ = c.SetReadDeadline(time.Now().Add(testTimeout))
+		if _, err := io.Copy(io.Discard, c); err == nil || errors.Is(err, net.ErrClosed) || !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed++
+		}
+	}
+	if closed != len(held) {
+		t.Errorf("%d of %d connections that never authenticated were closed", closed, len(held))
+	}
+	h.waitLog(`too many have not authenticated`)
+	h.waitLog(`did not authenticate in time`)
+}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,7 +61,12 @@ type Options struct {
 	// Metrics, when set, is served at GET /metrics, to tokens with the
 	// manage right.
 	Metrics http.Handler
-	Logger  *slog.Logger
+	// MaxPending and PendingTimeout bound the TCP connections that have
+	// not authenticated (see Serve); 0 means DefaultMaxPending and
+	// DefaultPendingTimeout.
+	MaxPending     int
+	PendingTimeout time.Duration
+	Logger         *slog.Logger
 }
 
 // Exporters describes a hub's exporters (package export).
@@ -80,6 +86,7 @@ type Server struct {
 	resumes *resume.Registry[*hub.Client]
 	paths   []string // the paths it serves, for the refusal of others
 	std     stdConns // connections of the standard endpoint
+	guard   *guard   // connections that have not authenticated
 }
 
 // NewServer returns a Server; it is an http.Handler.
@@ -94,7 +101,8 @@ func NewServer(opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	opts.Meter = meter.Or(opts.Meter)
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), resumes: resume.NewRegistry[*hub.Client](opts.ResumeWindow)}
+	g := &guard{max: cmp.Or(opts.MaxPending, DefaultMaxPending), timeout: cmp.Or(opts.PendingTimeout, DefaultPendingTimeout), log: opts.Logger, pending: make(map[net.Conn]*pendingConn)}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), resumes: resume.NewRegistry[*hub.Client](opts.ResumeWindow), guard: g}
 	s.handle("/healthz", route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.healthz})
 	s.handle("/acp", route{methods: []string{http.MethodGet, http.MethodPost, http.MethodDelete}, right: auth.Read, params: acpParams, serve: s.acp})
 	s.handle("/api/sessions", route{right: auth.Read, serve: s.listSessions})
@@ -207,6 +215,7 @@ func (s *Server) handle(path string, rt route) {
 				forbidden(f).write(w)
 				return
 			}
+			s.guard.authenticated(r)
 			ctx, cancel := who.Watch(r.Context())
 			defer cancel()
 			r = r.WithContext(context.WithValue(ctx, principalKey{}, who))
