@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -364,20 +365,16 @@ func TestGoClient_StartsOverAfterTheResumeWindow(t *testing.T) {
 func TestAttach_ResumesWhenItsHubConnectionIsCut(t *testing.T) {
 	h := startHub(t)
 	p := newCutProxy(t, h.addr)
-	// A data dir with the hub's token and no socket: attach goes through
-	// the proxy.
+	// A data dir with no socket: attach goes through the proxy, with the
+	// token it is given — the hub proves itself for its own address, not
+	// the proxy's, so a data dir's token would not be sent there.
 	dir := t.TempDir()
-	tok, err := os.ReadFile(filepath.Join(h.dataDir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "token"), tok, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(filepath.Join(dir, "none.toml"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ed := runProc(t, clientArgs(p.Addr(), dir, "attach", "--session", "s", "--no-start")...)
+	cmd := exec.Command(bin, clientArgs(p.Addr(), dir, "attach", "--session", "s", "--no-start")...)
+	cmd.Env = append(os.Environ(), "ACPHUB_TOKEN="+h.token)
+	ed := startProc(t, cmd)
 	// Once the prompt streams, its connection is cut three times.
 	p.mu.Lock()
 	p.cutAfter = 1 << 30

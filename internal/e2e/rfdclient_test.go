@@ -211,6 +211,7 @@ func (c *rfdConn) readStream(ctx context.Context, session string, body io.ReadCl
 	defer body.Close()
 	sc := bufio.NewScanner(body)
 	sc.Buffer(nil, 64<<20)
+	sc.Split(wholeLines)
 	var data []byte
 	id := int64(-1)
 	for sc.Scan() {
@@ -242,6 +243,18 @@ func (c *rfdConn) readStream(ctx context.Context, session string, body io.ReadCl
 	if session == "" && ctx.Err() == nil && !replaced {
 		c.fail(fmt.Errorf("the connection's event stream ended: %v", sc.Err()))
 	}
+}
+
+// wholeLines is bufio.ScanLines without a last line that has no end: the
+// part of a line a stream cut in its middle carried (reopen).
+func wholeLines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, bytes.TrimSuffix(data[:i], []byte("\r")), nil
+	}
+	if atEOF {
+		return len(data), nil, nil
+	}
+	return 0, nil, nil
 }
 
 // event takes one event of a stream.

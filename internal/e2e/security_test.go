@@ -669,3 +669,46 @@ func TestSecurity_ConnectionsThatNeverAuthenticateAreBounded(t *testing.T) {
 	h.waitLog(`too many have not authenticated`)
 	h.waitLog(`did not authenticate in time`)
 }
+
+// TestSecurity_SessionMethodsActOnTheSessionTheyName: session/close and
+// session/cancel naming another session's id, sent on this session's
+// connection, do not act on this session — the close is refused
+// unknown_session before it reaches the agent — and a session/delete sent
+// right behind initialize, before the agent answered it, is the hub's to
+// do, not the agent's to refuse.
+func TestSecurity_SessionMethodsActOnTheSessionTheyName(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dial("s1", "peer=a")
+	sid1 := a.handshake()
+	b := h.dial("s2", "peer=b")
+	sid2 := b.handshake()
+
+	resp, _ := a.call("session/close", map[string]any{"sessionId": sid2})
+	if resp.Error == nil || resp.reason() != "unknown_session" {
+		t.Errorf("session/close of s2's id on s1: %s, want unknown_session", resp.raw)
+	}
+	id := a.prompt(sid1, "/slow 20")
+	a.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid2 + `"}}`)
+	if got := stopReason(t, lastOf(a.untilResponse(id))); got != "end_turn" {
+		t.Errorf("s1's turn, after a session/cancel of s2's id: %s, want end_turn", got)
+	}
+	if strings.Contains(h.log.String(), "session_closed") {
+		t.Error("s1 was closed by a session/close of another id")
+	}
+	mustStop(t, "s2 after all that", lastOf(b.untilResponse(b.prompt(sid2, "/echo s2 is well"))), "end_turn")
+
+	victim := h.dial("victim", "peer=v")
+	vid := victim.handshake()
+	victim.close()
+	c := h.dial("s3", "peer=c")
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}` + "\n")
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/delete","params":{"sessionId":"` + vid + `"}}`)
+	del := lastOf(c.untilResponse(2))
+	if del.Error != nil {
+		t.Fatalf("session/delete pipelined behind initialize: %s", del.raw)
+	}
+	if status, body := h.apiDo(http.MethodGet, "/api/sessions/victim/events", h.token, nil); status != http.StatusNotFound {
+		t.Errorf("the deleted session's log: %d %s, want 404", status, body)
+	}
+}

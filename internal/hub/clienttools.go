@@ -51,10 +51,12 @@ func (s *Session) agentRequest(m *jsonrpc.Message) {
 	}
 }
 
-// foreignSession refuses an agent request that names a session other than
-// the one this agent serves (after the id mapping of a restarted agent): an
-// agent has one session per process here, and nothing it asks may reach
-// another session's files, terminals or clients.
+// foreignSession reports whether m — an agent's request (after the id
+// mapping of a restarted agent) or a client's — names a session other
+// than this one, and which. An agent has one session per process here:
+// nothing it asks may reach another session's files, terminals or
+// clients, and nothing a client sends about another session may act on
+// this one.
 func (s *Session) foreignSession(m *jsonrpc.Message) (sid string, foreign bool) {
 	raw, ok := jsonrpc.Field(m.Params, "sessionId")
 	if !ok || s.sessionID == nil {

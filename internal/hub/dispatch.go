@@ -71,7 +71,9 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.outcome(p, m)
 	case jsonrpc.HubMethod(m.Method):
 		s.replyError(p, m.ID, jsonrpc.UnknownMethod(m.Method))
-	case m.Method == jsonrpc.MethodSessionDelete && s.initResult != nil:
+	case m.Method == jsonrpc.MethodSessionDelete && (s.initResult != nil || s.agent != nil):
+		// The hub's own, once initialize was sent: even while the agent
+		// has not answered it yet.
 		s.deleteRequest(p, m)
 	case s.deleting != nil:
 		// The session is going: nothing starts in it any more.
@@ -94,6 +96,9 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.detachSession(p, m)
 	case m.Method == jsonrpc.MethodSessionPrompt:
 		s.prompt(p, m)
+	case s.refuseForeign(p, m):
+		// Any other request names this session or none: its agent knows
+		// no other.
 	case m.Method == jsonrpc.MethodSessionClose:
 		s.forward(p, m, func(resp *jsonrpc.Message) {
 			if resp.Error == nil {
@@ -108,6 +113,19 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 	default:
 		s.forward(p, m, nil)
 	}
+}
+
+// refuseForeign answers a request whose sessionId is not this session's
+// with unknown_session, and reports whether it did. Forwarded, it would
+// reach this session's agent, and its answer act on this session: a
+// session/close of another id would end this one's terminals and
+// workspace.
+func (s *Session) refuseForeign(p *peer, m *jsonrpc.Message) bool {
+	sid, foreign := s.foreignSession(m)
+	if foreign {
+		s.replyError(p, m.ID, jsonrpc.SessionMismatch(sid))
+	}
+	return foreign
 }
 
 func (s *Session) clientNotification(p *peer, m *jsonrpc.Message) {

@@ -125,6 +125,10 @@ func (s *Session) cancel(p *peer, m *jsonrpc.Message) {
 	if s.turn == nil || s.agent == nil {
 		return
 	}
+	if sid, foreign := s.foreignSession(m); foreign {
+		s.log.Info("session/cancel of another session ignored", "peer", p.id, "sessionId", sid)
+		return
+	}
 	s.log.Info("turn cancelled", "peer", p.id)
 	s.forwardNotification(m)
 	s.cancelOpenPermissions(p)
