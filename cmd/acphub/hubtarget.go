@@ -281,7 +281,7 @@ func (t *hubTarget) proveHub(ctx context.Context, token string) error {
 	resp.Body.Close() // read: the connection, proven, serves what follows
 	want := auth.Proof(token, challenge, hubEnd)
 	if got := resp.Header.Get(transport.HeaderProof); !hmac.Equal([]byte(got), []byte(want)) {
-		return fmt.Errorf("the server at %s did not prove it holds the token in %s, so the token was not sent: it is not the hub of this data dir (another program took the address, perhaps another user's), or --data-dir names another hub's data dir. If you trust it, give it a token of its own in $%s", t.addr, t.tokenPath(), TokenEnv)
+		return fmt.Errorf("the server at %s did not prove it holds the token in %s, so the token was not sent: --data-dir must name the data dir the hub was started with; if it does, another program has taken the hub's address (another user's, perhaps). To use a hub you trust without its data dir, give a token of its own in $%s", t.addr, t.tokenPath(), TokenEnv)
 	}
 	return nil
 }

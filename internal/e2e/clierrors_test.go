@@ -85,8 +85,8 @@ func TestCLI_WrongTokenSaysWhereItWasRead(t *testing.T) {
 	emptyConfig(t, empty)
 	for _, c := range clientCommands {
 		_, out, err := runCLI(t, clientArgs(h.addr, other, c[0], c[1:]...)...)
-		want := "acphub: the hub at " + h.addr + " refused the token read from " + filepath.Join(other, "token") +
-			" (401 Unauthorized): --data-dir must name the data dir the hub was started with\n"
+		want := "acphub: the server at " + h.addr + " did not prove it holds the token in " + filepath.Join(other, "token") +
+			", so the token was not sent: --data-dir must name the data dir the hub was started with; if it does, another program has taken the hub's address (another user's, perhaps). To use a hub you trust without its data dir, give a token of its own in $ACPHUB_TOKEN\n"
 		if err == nil || out != want {
 			t.Errorf("%s with another data dir's token: %v\n%s\nwant %s", c[0], err, out, want)
 		}
