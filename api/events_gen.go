@@ -408,6 +408,8 @@ type TurnStarted struct {
 	Prompt    []json.RawMessage `json:"prompt"`
 	// The operation id (_meta acphub.dev/operationId) the prompt carried, when it carried one.
 	OperationID string `json:"operationId,omitempty"`
+	// The prompt's _meta as the client sent it, when it carried one: among others its W3C trace context (traceparent, tracestate), so an exporter's records of the turn carry the client's trace.
+	Meta json.RawMessage `json:"meta,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -429,6 +431,10 @@ func (v *TurnStarted) AppendJSON(b []byte) []byte {
 	if v.OperationID != "" {
 		b = member(b, &n, "operationId")
 		b = appendString(b, v.OperationID)
+	}
+	if len(v.Meta) != 0 {
+		b = member(b, &n, "meta")
+		b = appendRaw(b, v.Meta)
 	}
 	return append(b, '}')
 }

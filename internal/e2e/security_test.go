@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/testutil"
@@ -710,5 +713,40 @@ func TestSecurity_SessionMethodsActOnTheSessionTheyName(t *testing.T) {
 	}
 	if status, body := h.apiDo(http.MethodGet, "/api/sessions/victim/events", h.token, nil); status != http.StatusNotFound {
 		t.Errorf("the deleted session's log: %d %s, want 404", status, body)
+	}
+}
+
+// TestExport_ClientTraceOnItsTurn: a client's W3C trace context in its
+// session/prompt's _meta reaches the agent as it was sent and is on the
+// OTLP record of its turn's start, so the client's trace and the
+// session's events meet in the receiver (docs/export.md).
+func TestExport_ClientTraceOnItsTurn(t *testing.T) {
+	t.Parallel()
+	recv := testutil.NewOTLPReceiver(t, 0)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "otlp.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[exporters.otel]\ntype = \"otlp\"\nurl = %q\nmax_age = \"50ms\"\n", recv.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startHub(t, "--config", cfg)
+	c := h.dial("s", "peer=traced")
+	sid := c.handshake()
+	const traceID, spanID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	id := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": "/echo traced"}},
+		"_meta": map[string]any{"traceparent": "00-" + traceID + "-" + spanID + "-01", "tracestate": "client=1"}})
+	mustStop(t, "the traced prompt", lastOf(c.untilResponse(id)), "end_turn")
+	var started *logspb.LogRecord
+	testutil.WaitFor(t, testTimeout, "the turn's start at the receiver", func() bool {
+		records, _, _ := recv.Received()
+		for _, r := range records {
+			if r.EventName == "turn.started" {
+				started = r
+			}
+		}
+		return started != nil
+	})
+	if hex.EncodeToString(started.TraceId) != traceID || hex.EncodeToString(started.SpanId) != spanID ||
+		testutil.Attr(started.Attributes, "acphub.tracestate").GetStringValue() != "client=1" {
+		t.Errorf("turn.started's record: trace %x span %x attributes %v, want the client's trace", started.TraceId, started.SpanId, started.Attributes)
 	}
 }

@@ -66,7 +66,11 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 func (s *Session) startTurn(t *turn) {
 	s.turn = t
 	sid := s.sessionIDString()
-	s.record(t.peer.id, &api.TurnStarted{SessionID: sid, Prompt: t.prompt, OperationID: t.op})
+	meta, _ := jsonrpc.Field(t.msg.Params, "_meta")
+	if len(meta) == 0 || meta[0] != '{' {
+		meta = nil // not the object ACP has there: left out
+	}
+	s.record(t.peer.id, &api.TurnStarted{SessionID: sid, Prompt: t.prompt, OperationID: t.op, Meta: meta})
 	for _, f := range stream.AppendUserChunks(nil, sid, t.prompt) {
 		s.broadcast(jsonrpc.MethodSessionUpdate, f, t.peer)
 	}
