@@ -660,14 +660,17 @@ func (c *Conn) run() {
 	}
 }
 
-// fatal says whether a transport's end cannot be undone by resuming: the
-// hub ended the connection on purpose (it is stopping), rather than cut a
-// client that took none of its output (backpressure) or fenced a transport
-// because another resumed the connection — one of the client's own
-// attempts, which reached the hub late — and either may resume.
+// fatal says whether a transport's end cannot be undone by coming back:
+// the hub ended the connection for good (its token ended, the session was
+// deleted), rather than cut a client that took none of its output
+// (backpressure), fenced a transport because another resumed the
+// connection — one of the client's own attempts, which reached the hub
+// late — or went away for a while (temporarily_unavailable: it is
+// stopping, as for a restart), after which the client comes back as after
+// a crash.
 func fatal(err error) bool {
 	ce, ok := errors.AsType[*ClosedError](err)
-	return ok && ce.Condition != "backpressure" && ce.Condition != "connection_fenced"
+	return ok && ce.Condition != "backpressure" && ce.Condition != "connection_fenced" && ce.Condition != "temporarily_unavailable"
 }
 
 // receive handles one message from the hub and reports whether it could be

@@ -369,9 +369,10 @@ func TestConn_JoinsAHubWithoutResumeAsItIs(t *testing.T) {
 	}
 }
 
-// When the hub closes the connection for a reason, the client resumes
-// after a cut for backpressure (it took none of its output) and ends with
-// the hub's reason otherwise.
+// When the hub closes the connection for a reason, the client comes back
+// after a cut for backpressure (it took none of its output), a fence, or
+// the hub going away for a while (temporarily_unavailable: a restart), and
+// ends with the hub's reason otherwise.
 func TestConn_HubClosingForAReason(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -380,7 +381,9 @@ func TestConn_HubClosingForAReason(t *testing.T) {
 	}{
 		{"backpressure", true},
 		{"connection_fenced", true},
-		{"temporarily_unavailable", false},
+		{"temporarily_unavailable", true},
+		{"unauthenticated", false},
+		{"session_deleted", false},
 		{"internal_error", false},
 	} {
 		t.Run(tt.condition, func(t *testing.T) {
