@@ -301,6 +301,8 @@ type TurnCompleteParams struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 	// The operation id (_meta acphub.dev/operationId) the prompt carried, when it carried one.
 	OperationID string `json:"operationId,omitempty"`
+	// The client that cancelled the turn (session/cancel), when one did.
+	CancelledBy string `json:"cancelledBy,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -332,11 +334,55 @@ func (v *TurnCompleteParams) AppendJSON(b []byte) []byte {
 		b = member(b, &n, "operationId")
 		b = appendString(b, v.OperationID)
 	}
+	if v.CancelledBy != "" {
+		b = member(b, &n, "cancelledBy")
+		b = appendString(b, v.CancelledBy)
+	}
 	return append(b, '}')
 }
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *TurnCompleteParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ConfiguredParams: Who changed the session's configuration, and what it is now.
+type ConfiguredParams struct {
+	SessionID string `json:"sessionId"`
+	Peer      string `json:"peer"`
+	// The current mode after a session/set_mode.
+	ModeID string `json:"modeId,omitempty"`
+	// The config options after a session/set_config_option, as the agent answered.
+	ConfigOptions []json.RawMessage `json:"configOptions,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ConfiguredParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	if v.ModeID != "" {
+		b = member(b, &n, "modeId")
+		b = appendString(b, v.ModeID)
+	}
+	if len(v.ConfigOptions) != 0 {
+		b = member(b, &n, "configOptions")
+		b = append(b, '[')
+		for i := range v.ConfigOptions {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRaw(b, v.ConfigOptions[i])
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ConfiguredParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // PermissionResolvedParams is generated from the schema.
 type PermissionResolvedParams struct {
@@ -793,6 +839,7 @@ const (
 	MethodPeerLeft           = "_acphub/peer_left"
 	MethodPromptReceived     = "_acphub/prompt_received"
 	MethodTurnComplete       = "_acphub/turn_complete"
+	MethodConfigured         = "_acphub/configured"
 	MethodPermissionResolved = "_acphub/permission_resolved"
 	MethodAgentRequest       = "_acphub/agent_request"
 	MethodAgentExited        = "_acphub/agent_exited"
@@ -816,6 +863,7 @@ var Methods = map[string]MethodInfo{
 	MethodPeerLeft:           {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 	MethodPromptReceived:     {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 	MethodTurnComplete:       {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
+	MethodConfigured:         {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodPermissionResolved: {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 	MethodAgentRequest:       {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodAgentExited:        {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},

@@ -129,12 +129,16 @@ func (v *SessionStopped) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SessionStopped) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
-// SessionDescribed: The agent changed the session's title (session_info_update) or usage (usage_update): what the hub keeps of both after the change, for lists and the session stream. The agent's update itself is the agent.update before it.
+// SessionDescribed: The session's title (session_info_update) or usage (usage_update) changed, from the agent, or its mode or config options, from the agent (current_mode_update, config_option_update) or from a client (session/set_mode, session/set_config_option answered): what the hub keeps of all of them after the change, for lists, the session stream and clients that join later. The event's peer is the client that made the change, none for the agent's own. The agent's update itself, when it sent one, is the agent.update before it.
 type SessionDescribed struct {
 	// The latest title the agent gave the session; absent when none (or it cleared it).
 	Title string `json:"title,omitempty"`
 	// The latest usage_update the agent sent, as it sent it.
 	Usage json.RawMessage `json:"usage,omitempty"`
+	// The session's current mode (currentModeId) after the change, when the agent has modes.
+	ModeID string `json:"modeId,omitempty"`
+	// The session's config options after the change, as the agent last gave them.
+	ConfigOptions []json.RawMessage `json:"configOptions,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -149,6 +153,21 @@ func (v *SessionDescribed) AppendJSON(b []byte) []byte {
 	if len(v.Usage) != 0 {
 		b = member(b, &n, "usage")
 		b = appendRaw(b, v.Usage)
+	}
+	if v.ModeID != "" {
+		b = member(b, &n, "modeId")
+		b = appendString(b, v.ModeID)
+	}
+	if len(v.ConfigOptions) != 0 {
+		b = member(b, &n, "configOptions")
+		b = append(b, '[')
+		for i := range v.ConfigOptions {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRaw(b, v.ConfigOptions[i])
+		}
+		b = append(b, ']')
 	}
 	return append(b, '}')
 }
@@ -480,6 +499,8 @@ type TurnCompleted struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 	// The operation id (_meta acphub.dev/operationId) the prompt carried, when it carried one.
 	OperationID string `json:"operationId,omitempty"`
+	// The client that cancelled the turn (session/cancel), when one did.
+	CancelledBy string `json:"cancelledBy,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -510,6 +531,10 @@ func (v *TurnCompleted) AppendJSON(b []byte) []byte {
 	if v.OperationID != "" {
 		b = member(b, &n, "operationId")
 		b = appendString(b, v.OperationID)
+	}
+	if v.CancelledBy != "" {
+		b = member(b, &n, "cancelledBy")
+		b = appendString(b, v.CancelledBy)
 	}
 	return append(b, '}')
 }

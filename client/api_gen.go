@@ -388,6 +388,15 @@ type Handlers struct {
 	// Stability: stable.
 	TurnComplete func(*api.TurnCompleteParams)
 
+	// Configured receives _acphub/configured: another client changed the
+	// session's mode (session/set_mode) or a config option
+	// (session/set_config_option), and the agent took it: who, and what the
+	// session has now. Clients that join later get the current mode and options
+	// in the session/new result.
+	//
+	// Stability: experimental. It may change in a later version.
+	Configured func(*api.ConfiguredParams)
+
 	// PermissionResolved receives _acphub/permission_resolved: A permission
 	// request was answered.
 	//
@@ -492,6 +501,13 @@ func (h *Handlers) notification(method string, params json.RawMessage) {
 		if h.TurnComplete != nil {
 			if p, ok := decode[api.TurnCompleteParams](params); ok {
 				h.TurnComplete(p)
+				return
+			}
+		}
+	case api.MethodConfigured:
+		if h.Configured != nil {
+			if p, ok := decode[api.ConfiguredParams](params); ok {
+				h.Configured(p)
 				return
 			}
 		}

@@ -4,6 +4,7 @@ package e2e_test
 // those moments, tried the way they tried it.
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,62 @@ func TestNewUser_PlannedRestartKeepsClients(t *testing.T) {
 	case <-ed.done:
 		t.Error("attach exited across a planned restart")
 	default:
+	}
+}
+
+// TestNewUser_ModeStatedAsItIsAndCredited: a session switched to Auto is
+// Auto to everyone who joins later — the page after a reload, attach
+// --replay skip, a client after a restart — never the Ask it started in;
+// the others are told who switched it, and who cancelled a turn.
+func TestNewUser_ModeStatedAsItIsAndCredited(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	a := h.dial("s", "peer=alice")
+	sid := a.handshake()
+	b := h.dial("s", "peer=bob")
+	b.handshake()
+	if resp := a.mustCall("session/set_mode", map[string]any{"sessionId": sid, "modeId": "auto"}); resp.Error != nil {
+		t.Fatal(resp.raw)
+	}
+	told := lastOf(b.until(isMethod("_acphub/configured")))
+	if p := string(told.Params); !strings.Contains(p, `"peer":"alice"`) || !strings.Contains(p, `"modeId":"auto"`) {
+		t.Errorf("bob was told %s, want alice set mode auto", told.raw)
+	}
+	mode := func(c *client) string {
+		var r struct {
+			Modes struct {
+				CurrentModeID string `json:"currentModeId"`
+			} `json:"modes"`
+		}
+		_ = json.Unmarshal(c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}}).Result, &r)
+		return r.Modes.CurrentModeID
+	}
+	late := h.dial("s", "peer=late&replay=skip")
+	late.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	if got := mode(late); got != "auto" {
+		t.Errorf("a client joining after the switch is told mode %q, want auto", got)
+	}
+
+	// bob cancels alice's turn: the turn's end says so, to everyone.
+	id := a.prompt(sid, "/slow 200")
+	a.until(isUpdate("agent_message_chunk"))
+	b.sendCancel(sid)
+	mustStop(t, "the cancelled turn", lastOf(a.untilResponse(id)), "cancelled")
+	if end := lastOf(late.until(isMethod("_acphub/turn_complete"))); !strings.Contains(string(end.Params), `"cancelledBy":"bob"`) {
+		t.Errorf("the turn's end %s, want cancelledBy bob", end.raw)
+	}
+	found := false
+	for _, ev := range h.readLog("s") {
+		found = found || (ev.Type == "session.described" && ev.Peer == "alice" && strings.Contains(string(ev.Data), `"modeId":"auto"`))
+	}
+	if !found {
+		t.Error("the log does not credit alice with the mode switch")
+	}
+
+	h.restart()
+	after := h.dial("s", "peer=after")
+	after.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	if got := mode(after); got != "auto" {
+		t.Errorf("after a restart, a joining client is told mode %q, want auto", got)
 	}
 }

@@ -18,6 +18,8 @@ type turn struct {
 	id     []byte          // the client's request id
 	msg    jsonrpc.Message // the request as it arrived
 	prompt []json.RawMessage
+	// cancelledBy is the first peer that sent session/cancel during it.
+	cancelledBy string
 }
 
 // prompt handles session/prompt: run it now, or queue it behind the
@@ -98,7 +100,7 @@ func (s *Session) endTurn(t *turn, resp *jsonrpc.Message, target json.RawMessage
 	}
 	s.turn = nil
 	s.cfg.Meter.TurnEnded(time.Since(t.asked))
-	done := api.TurnCompleteParams{SessionID: s.sessionIDString(), Peer: t.peer.id, Target: target, OperationID: t.op}
+	done := api.TurnCompleteParams{SessionID: s.sessionIDString(), Peer: t.peer.id, Target: target, OperationID: t.op, CancelledBy: t.cancelledBy}
 	if resp.Error != nil {
 		done.Error = api.DecodeRPCError(resp.Error)
 	} else {
@@ -134,6 +136,9 @@ func (s *Session) cancel(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	s.log.Info("turn cancelled", "peer", p.id)
+	if s.turn.cancelledBy == "" {
+		s.turn.cancelledBy = p.id
+	}
 	s.forwardNotification(m)
 	s.cancelOpenPermissions(p)
 }

@@ -100,6 +100,9 @@ func (s *Session) restore(p *sessionlog.State) {
 		s.setInitResult(p.InitResult)
 	}
 	s.newParams, s.newResult, s.origin = p.NewParams, p.NewResult, p.Origin
+	if s.newResult != nil {
+		s.newResult = sessionlog.Current(s.newResult, p.Described) // the mode and options now
+	}
 	if p.SessionID != nil {
 		s.setSessionID(p.SessionID)
 	}

@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"encoding/json"
+
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/sessionlog"
@@ -166,8 +168,30 @@ func (c paramsCwd) same(params []byte) bool {
 // records what the session keeps of both after it.
 func (s *Session) describe(kind, update []byte) {
 	if sessionlog.Describe(&s.described, kind, update) {
-		d := s.described
-		s.record("", &d)
+		s.keepDescribed("")
+	}
+}
+
+// configured takes the mode or config options a client set, once the
+// agent took them: logged as session.described with the client as its
+// peer — even when the agent's own update, which comes before its answer,
+// was logged already — and told to the others, _acphub/configured, so
+// each knows who changed what.
+func (s *Session) configured(p *peer, modeID string, options json.RawMessage) {
+	sessionlog.Configure(&s.described, modeID, options)
+	s.keepDescribed(p.id)
+	s.notify(api.MethodConfigured, &api.ConfiguredParams{SessionID: s.sessionIDString(), Peer: p.id, ModeID: modeID, ConfigOptions: s.described.ConfigOptions}, p)
+}
+
+// keepDescribed logs what the session keeps of its title, usage, mode and
+// config options after a change by, a client's peer id ("" for the
+// agent), and has the cached session/new result say the mode and options
+// now, which clients joining from then on get.
+func (s *Session) keepDescribed(by string) {
+	d := s.described
+	s.record(by, &d)
+	if s.newResult != nil {
+		s.newResult = sessionlog.Current(s.newResult, d)
 	}
 }
 

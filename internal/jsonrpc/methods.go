@@ -15,6 +15,8 @@ const (
 	MethodSessionFork       = "session/fork"
 	MethodSessionCancel     = "session/cancel"
 	MethodSessionUpdate     = "session/update"
+	MethodSetMode           = "session/set_mode"
+	MethodSetConfigOption   = "session/set_config_option"
 	MethodRequestPermission = "session/request_permission"
 	MethodElicitationCreate = "elicitation/create"
 	MethodCancelRequest     = "$/cancel_request"

@@ -257,15 +257,19 @@ func ListResult(list []api.SessionSummary, agentName string, params []byte) ([]b
 }
 
 var (
-	kindInfoUpdate  = []byte(`"session_info_update"`)
-	kindUsageUpdate = []byte(`"usage_update"`)
+	kindInfoUpdate   = []byte(`"session_info_update"`)
+	kindUsageUpdate  = []byte(`"usage_update"`)
+	kindModeUpdate   = []byte(`"current_mode_update"`)
+	kindConfigUpdate = []byte(`"config_option_update"`)
 )
 
-// Describe takes into d the title or usage a session/update of kind (its
-// raw sessionUpdate) gives: the title of a session_info_update that has
-// one (null clears it), the whole update of a usage_update. It reports
-// whether the update was one of them, and d is then what the session keeps
-// of both, to be logged as session.described.
+// Describe takes into d the title, usage, mode or config options a
+// session/update of kind (its raw sessionUpdate) gives: the title of a
+// session_info_update that has one (null clears it), the whole update of a
+// usage_update, the currentModeId of a current_mode_update, the
+// configOptions of a config_option_update. It reports whether the update
+// changed one of them, and d is then what the session keeps of all of
+// them, to be logged as session.described.
 func Describe(d *api.SessionDescribed, kind, update []byte) bool {
 	switch {
 	case bytes.Equal(kind, kindInfoUpdate):
@@ -283,8 +287,55 @@ func Describe(d *api.SessionDescribed, kind, update []byte) bool {
 		}
 	case bytes.Equal(kind, kindUsageUpdate):
 		d.Usage = bytes.Clone(update)
+	case bytes.Equal(kind, kindModeUpdate):
+		var u struct {
+			CurrentModeID string `json:"currentModeId"`
+		}
+		return json.Unmarshal(update, &u) == nil && Configure(d, u.CurrentModeID, nil)
+	case bytes.Equal(kind, kindConfigUpdate):
+		raw, _ := jsonrpc.Field(update, "configOptions")
+		return Configure(d, "", raw)
 	default:
 		return false
 	}
 	return true
+}
+
+// Configure takes into d the mode modeID and the config options options
+// (a JSON array) where they are given and differ from what d holds, and
+// reports whether they did.
+func Configure(d *api.SessionDescribed, modeID string, options json.RawMessage) bool {
+	changed := false
+	if modeID != "" && modeID != d.ModeID {
+		d.ModeID, changed = modeID, true
+	}
+	var opts []json.RawMessage
+	if len(options) > 0 && json.Unmarshal(options, &opts) == nil && opts != nil && !sameJSON(opts, d.ConfigOptions) {
+		d.ConfigOptions, changed = opts, true
+	}
+	return changed
+}
+
+func sameJSON(a, b []json.RawMessage) bool {
+	return slices.EqualFunc(a, b, func(x, y json.RawMessage) bool { return bytes.Equal(x, y) })
+}
+
+// Current returns newResult, a session/new result, with the mode and the
+// config options d holds, where it has them: what a client joining the
+// session now is told, rather than what the session started with.
+func Current(newResult []byte, d api.SessionDescribed) []byte {
+	out := newResult
+	if modes, ok := jsonrpc.Field(out, "modes"); ok && d.ModeID != "" {
+		id, _ := json.Marshal(d.ModeID)
+		if m, ok := jsonrpc.SetField(modes, "currentModeId", id); ok {
+			out, _ = jsonrpc.SetField(out, "modes", m)
+		}
+	}
+	if d.ConfigOptions != nil {
+		opts, _ := json.Marshal(d.ConfigOptions)
+		if o, ok := jsonrpc.SetField(out, "configOptions", opts); ok {
+			out = o
+		}
+	}
+	return out
 }
