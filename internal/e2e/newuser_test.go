@@ -5,6 +5,7 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,39 @@ func TestNewUser_ModeStatedAsItIsAndCredited(t *testing.T) {
 	after.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
 	if got := mode(after); got != "auto" {
 		t.Errorf("after a restart, a joining client is told mode %q, want auto", got)
+	}
+}
+
+// TestNewUser_FailedNewSessionLeavesNothing: a New session that fails —
+// a cwd the hub's machine does not have, a repository it cannot reach —
+// leaves no dead session behind once its client goes: not in the list,
+// not in the data dir.
+func TestNewUser_FailedNewSessionLeavesNothing(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	c := h.dial("bad", "peer=x")
+	c.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	if resp, _ := c.call("session/new", map[string]any{"cwd": "/nonexistent/dir", "mcpServers": []any{}}); resp.reason() != "bad_params" {
+		t.Fatalf("session/new in a missing cwd: %s", resp.raw)
+	}
+	remote := map[string]any{"type": "git", "url": "https://127.0.0.1:1/x.git", "branch": "main", "revision": strings.Repeat("0", 40)}
+	if resp, _ := c.call("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}, "remote": remote}); resp.reason() != "clone_failed" {
+		t.Fatalf("session/new of an unreachable remote: %s", resp.raw)
+	}
+	c.close()
+	testutil.WaitFor(t, testTimeout, "the failed session to go", func() bool {
+		_, body := h.apiDo(http.MethodGet, "/api/sessions", h.token, nil)
+		return string(body) == `{"sessions":[]}`+"\n"
+	})
+	if status, _ := h.apiDo(http.MethodGet, "/api/sessions/bad/events", h.token, nil); status != http.StatusNotFound {
+		t.Errorf("the failed session's log: %d, want 404", status)
+	}
+	// A session that did start stays when its client leaves.
+	ok := h.dial("good", "peer=y")
+	ok.handshake()
+	ok.close()
+	time.Sleep(200 * time.Millisecond)
+	if status, _ := h.apiDo(http.MethodGet, "/api/sessions/good/events", h.token, nil); status != http.StatusOK {
+		t.Errorf("a session that started: %d after its client left, want 200", status)
 	}
 }

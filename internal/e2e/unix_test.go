@@ -264,9 +264,9 @@ func TestUnixSocket_ClientCommandsUseTheSocket(t *testing.T) {
 		}
 	}
 	// The hub stopping reaches the chat as the reason in the socket's last
-	// line.
+	// line: it waits for the hub to come back.
 	h.stop()
-	chat.expect("[disconnected: closed by the hub: the hub is stopping (temporarily_unavailable)]")
+	chat.expect("[lost the hub at " + h.socketPath() + ": closed by the hub: the hub is stopping (temporarily_unavailable)")
 }
 
 // An --addr given is the hub the client commands go to, over TCP, however

@@ -165,7 +165,20 @@ func (s *Session) detachPeer(p *peer, reason, condition string) {
 	s.updatePaced()
 	if len(s.peers) == 0 {
 		s.startIdleTimer()
+		s.removeIfEmpty()
 	}
+}
+
+// removeIfEmpty deletes a session its last client left before it ever
+// had an ACP session — its session/new failed (a bad cwd, a remote that
+// could not be checked out) or never came: it holds nothing, and would
+// only sit in every list as a dead session.
+func (s *Session) removeIfEmpty() {
+	if s.sessionID != nil || s.newParams != nil || s.origin != nil || s.deleting != nil || s.turn != nil {
+		return
+	}
+	s.log.Info("the last client left a session that never had an ACP session: removing it")
+	s.remove(func(*jsonrpc.Error) {})
 }
 
 // Client is a transport's handle on one peer of a session.
