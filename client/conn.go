@@ -109,10 +109,11 @@ type Record struct {
 // restarted, the resume window passed, or the position was gone — and was
 // joined anew: initialize sent again, the session attached again with the
 // history after the reader's place in the log (AfterSeq, AfterText), every
-// unanswered prompt asked about with _acphub/outcome under its own id —
-// never sent again: its answer is the outcome the hub kept, or -32042
-// operation_unknown when it did not run — and every other request still
-// unanswered sent again with its operation id, so that those the hub
+// unanswered prompt that went out before asked about with _acphub/outcome
+// under its own id — never sent again: its answer is the outcome the hub
+// kept, or -32042 operation_unknown when it did not run — a prompt written
+// while the connection was down sent then, once, and every other request
+// still unanswered sent again with its operation id, so that those the hub
 // already had take effect once.
 type Restart struct {
 	Cause     error  // the hub's refusal to resume (a *RefusedError), or why there was nothing to resume
@@ -215,6 +216,9 @@ type outFrame struct {
 	params []byte
 	answer bool // an answer to an agent request
 	named  bool // an answer that names its tool call
+	// sent says it was given to a transport, which may have delivered it;
+	// one written while the connection was down never left the client.
+	sent bool
 }
 
 // NewConn returns a Conn over t that is not resumable: it reads and writes
@@ -421,9 +425,10 @@ func (c *Conn) Write(ctx context.Context, frame []byte) error {
 		return t.Write(c.ctx, frame)
 	}
 	f := c.recordLocked(frame)
+	f.sent = t != nil
 	c.mu.Unlock()
 	if t == nil {
-		return nil
+		return nil // it goes out once the connection is back
 	}
 	if err := t.Write(c.ctx, f.frame); err != nil {
 		// The reader sees the transport fail and brings the connection

@@ -117,9 +117,10 @@ func (c *Conn) adopt(t Transport, joined bool) {
 	var again []*outFrame
 	for _, f := range c.outbox {
 		if f.idx > c.confirm || (joined && c.pending[f.id] == f) {
-			if joined && f.method == api.MethodSessionPrompt {
+			if joined && f.sent && f.method == api.MethodSessionPrompt {
 				askOutcome(f)
 			}
+			f.sent = true
 			again = append(again, f)
 			if f.id != "" {
 				c.resent[f.id] = true
@@ -142,7 +143,8 @@ func (c *Conn) adopt(t Transport, joined bool) {
 // after a restart it does not know the connection — but asks what became
 // of it, and the reader gets that as the prompt's answer: the outcome the
 // hub kept (acphub.dev/interrupted when a hub stop cut the turn short), or
-// -32042 operation_unknown when it never ran.
+// -32042 operation_unknown when it never ran. A prompt written while the
+// connection was down never left the client: it goes out as it is, once.
 func askOutcome(f *outFrame) {
 	op := jsonrpc.MetaString(f.params, MetaOperationID)
 	var p struct {

@@ -143,3 +143,35 @@ func TestNewUser_FailedNewSessionLeavesNothing(t *testing.T) {
 		t.Errorf("a session that started: %d after its client left, want 200", status)
 	}
 }
+
+// TestNewUser_PromptWhileTheHubIsDownGoesOutOnce: an editor's prompt sent
+// through attach while the hub is down (stopped for a restart) waits for
+// it, and runs once when it is back — it never reached a hub, so there is
+// no outcome to ask for.
+func TestNewUser_PromptWhileTheHubIsDownGoesOutOnce(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	h := startHub(t, "--listen", addr)
+	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "editor", "--no-start")...)
+	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	ed.write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	sid := sessionIDOf(t, lastOf(ed.expectMsg(func(m msg) bool { return m.isResponseTo(2) })))
+	h.stop()
+	testutil.WaitFor(t, testTimeout, "attach to say it lost the hub", func() bool {
+		return strings.Contains(ed.err.String(), "acphub: lost the hub at "+addr)
+	})
+	ed.write(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"/echo sent while down"}]}}`)
+	time.Sleep(200 * time.Millisecond)
+	h.start()
+	resp := lastOf(ed.expectMsg(func(m msg) bool { return m.isResponseTo(3) }))
+	mustStop(t, "the prompt sent while the hub was down", resp, "end_turn")
+	starts := 0
+	for _, ev := range h.readLog("s") {
+		if ev.Type == "turn.started" {
+			starts++
+		}
+	}
+	if starts != 1 {
+		t.Errorf("the log holds %d turn.started, want the prompt once", starts)
+	}
+}
