@@ -175,3 +175,29 @@ func TestNewUser_PromptWhileTheHubIsDownGoesOutOnce(t *testing.T) {
 		t.Errorf("the log holds %d turn.started, want the prompt once", starts)
 	}
 }
+
+// TestNewUser_RequestsPipedBehindSessionNewWaitForIt: a script pipes
+// initialize, session/new and its next requests into attach without
+// waiting for answers; the hub holds what needs the session until
+// session/new is answered, and then answers each as the session made has
+// it — a sessionId it does not hold is unknown_session, never the
+// no_session of a session not made yet — in the order they were sent.
+func TestNewUser_RequestsPipedBehindSessionNewWaitForIt(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--agent-cmd", demoAgentCmd(100*time.Millisecond))
+	got, stderr, err := runPiped(t, h.clientArgs("attach", "--session", "fresh", "--peer", "script", "--no-start"),
+		append(scriptFrames("demo-0000000000000000", "/echo hi"),
+			`{"jsonrpc":"2.0","id":4,"method":"session/set_mode","params":{"sessionId":"demo-0000000000000000","modeId":"auto"}}`)...)
+	if err != nil {
+		t.Fatalf("attach: %v\n%s", err, stderr)
+	}
+	var order []string
+	for _, m := range got {
+		if m.Method == "" {
+			order = append(order, string(m.ID)+":"+m.reason())
+		}
+	}
+	if strings.Join(order, " ") != "1: 2: 3:unknown_session 4:unknown_session" {
+		t.Errorf("answers %v, want initialize and session/new, then the prompt and set_mode refused unknown_session, in order", order)
+	}
+}

@@ -94,6 +94,11 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.attachSession(p, m)
 	case m.Method == api.MethodSessionDetach:
 		s.detachSession(p, m)
+	case s.creating:
+		// A client that pipes session/new and its first prompt (as a
+		// script through acphub attach does) gets the prompt run once the
+		// session is made, not refused no_session meanwhile.
+		s.afterNew = append(s.afterNew, heldRequest{p, *m})
 	case m.Method == jsonrpc.MethodSessionPrompt:
 		s.prompt(p, m)
 	case s.refuseForeign(p, m):
@@ -217,6 +222,20 @@ func (s *Session) setInitResult(result []byte) {
 	s.initResult = s.hub.handshakes.Note(s.agentName, result)
 }
 
+// releaseAfterNew handles, in the order they came, the requests held
+// while the ACP session was being made (see clientRequest), from clients
+// still in the session: now that it exists, or that making it failed and
+// they are refused as they would have been.
+func (s *Session) releaseAfterNew() {
+	held := s.afterNew
+	s.creating, s.afterNew = false, nil
+	for _, h := range held {
+		if !h.peer.gone && h.peer.sess.Load() == s {
+			s.clientRequest(h.peer, &h.msg)
+		}
+	}
+}
+
 // newSession answers session/new: the first creates the ACP session, the
 // others join it and get the cached result.
 func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
@@ -240,6 +259,7 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 		s.newParams = nil
 		s.replyError(p, m.ID, e)
 	case ref != nil:
+		s.creating = true
 		s.openRemote(p, m, *ref)
 	default:
 		if e := workspace.CheckLocalCwd(m.Params); e != nil {
@@ -247,6 +267,7 @@ func (s *Session) newSession(p *peer, m *jsonrpc.Message) {
 			s.replyError(p, m.ID, e)
 			return
 		}
+		s.creating = true
 		s.createSession(p, m)
 	}
 }
@@ -258,6 +279,7 @@ func (s *Session) createSession(p *peer, m *jsonrpc.Message) {
 	s.forwardHeld(p, m, func(resp *jsonrpc.Message) {
 		waiters := s.newWaiters
 		s.newWaiters = nil
+		defer s.releaseAfterNew()
 		sid, ok := jsonrpc.Field(resp.Result, "sessionId")
 		if resp.Error != nil || !ok || sid[0] != '"' {
 			s.newParams = nil

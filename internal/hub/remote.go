@@ -67,6 +67,7 @@ func (s *Session) openRemote(p *peer, m *jsonrpc.Message, ref workspace.Ref) {
 // failNewSession answers the session/new that was to create the session,
 // and every client waiting for it, with e; a later session/new tries again.
 func (s *Session) failNewSession(p *peer, id []byte, e *jsonrpc.Error) {
+	defer s.releaseAfterNew()
 	s.newParams = nil
 	s.replyError(p, id, e)
 	waiters := s.newWaiters

@@ -80,6 +80,11 @@ type Session struct {
 	newParams   []byte   // session/new params of the creating client
 	newResult   []byte   // cached session/new result
 	newWaiters  []waiter
+	// creating is set while the session/new that creates the ACP session
+	// is under way; afterNew are the requests that came meanwhile, handled
+	// once it is answered (releaseAfterNew).
+	creating bool
+	afterNew []heldRequest
 	sessionID   []byte // the ACP sessionId clients know, as a JSON string
 
 	turn  *turn
@@ -138,6 +143,12 @@ type Session struct {
 type waiter struct {
 	peer *peer
 	id   []byte
+}
+
+// heldRequest is a client request the session holds for later.
+type heldRequest struct {
+	peer *peer
+	msg  jsonrpc.Message
 }
 
 func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
