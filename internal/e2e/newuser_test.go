@@ -201,3 +201,22 @@ func TestNewUser_RequestsPipedBehindSessionNewWaitForIt(t *testing.T) {
 		t.Errorf("answers %v, want initialize and session/new, then the prompt and set_mode refused unknown_session, in order", order)
 	}
 }
+
+// TestNewUser_RemoteSessionFromABranchHead: a remote session asked for a
+// branch without a commit starts from the branch's head, and pushes its
+// result from there.
+func TestNewUser_RemoteSessionFromABranchHead(t *testing.T) {
+	t.Parallel()
+	git := testutil.NewGitServer(t)
+	h := selfHandleHub(t, "--remote-scheme", "http")
+	a := toolClient(h, "s", "a", nil, false)
+	params := remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main"})
+	sid := sessionIDOf(t, a.mustCall("session/new", params))
+	target, _, _ := promptTarget(t, a, sid, "/fs-write notes.txt from the head")
+	if target == nil || target.Revision == "" || target.Revision == git.Main {
+		t.Fatalf("target %+v, want a new commit on top of main's head", target)
+	}
+	if got := git.Branch(target.Branch); got != target.Revision {
+		t.Errorf("the remote has %s at %q, want %s", target.Branch, got, target.Revision)
+	}
+}

@@ -49,8 +49,8 @@ func refuse(field, format string, args ...any) *Error {
 // Validate checks ref against the rules before anything touches git: a
 // known type, a URL git cannot take for an option or a transport of its
 // own, with an allowed scheme and host and no password in it, a valid
-// branch name, and a full 40-hex revision. It returns the revision in
-// lower case.
+// branch name, and a full 40-hex revision or none (the branch's head,
+// which Open resolves). It returns the revision in lower case.
 func (r Rules) Validate(ref Ref) (Ref, error) {
 	if ref.Type != "git" {
 		return ref, refuse("type", `%q is not supported; want "git"`, ref.Type)
@@ -62,8 +62,8 @@ func (r Rules) Validate(ref Ref) (Ref, error) {
 		return ref, &Error{Field: "branch", Message: err.Error()}
 	}
 	rev := strings.ToLower(ref.Revision)
-	if len(rev) != 40 || strings.Trim(rev, "0123456789abcdef") != "" {
-		return ref, refuse("revision", "%q is not a full commit SHA (40 hexadecimal digits)", ref.Revision)
+	if rev != "" && (len(rev) != 40 || strings.Trim(rev, "0123456789abcdef") != "") {
+		return ref, refuse("revision", "%q is not a full commit SHA (40 hexadecimal digits); leave it out for the branch's head", ref.Revision)
 	}
 	ref.Revision = rev
 	return ref, nil

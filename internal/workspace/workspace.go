@@ -130,7 +130,8 @@ func (m *Manager) cacheDir(url string) string {
 	return filepath.Join(m.opts.Dir, "git-cache", hex.EncodeToString(sum[:12])+".git")
 }
 
-// Open fetches ref into its URL's cache and checks ref.Revision out in
+// Open fetches ref into its URL's cache and checks ref.Revision out — the
+// branch's head, as just fetched, when ref has none — in
 // Dir/workspaces/name on the new branch branch. On failure nothing of the
 // workspace is left behind. A revision the remote does not have is an
 // *Error for "revision".
@@ -162,6 +163,13 @@ func (m *Manager) Open(ctx context.Context, name string, ref Ref, branch string)
 	}
 	if _, err := m.git(ctx, cache, "fetch", "--quiet", "--no-tags", "--", ref.URL, "refs/heads/"+ref.Branch); err != nil {
 		return nil, err
+	}
+	if ref.Revision == "" {
+		head, err := m.git(ctx, cache, "rev-parse", "--verify", "--end-of-options", "FETCH_HEAD^{commit}")
+		if err != nil {
+			return nil, err
+		}
+		ref.Revision = strings.TrimSpace(head)
 	}
 	if !m.hasCommit(ctx, cache, ref.Revision) {
 		// Not on the branch: perhaps the remote serves it by id.

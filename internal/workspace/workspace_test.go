@@ -250,3 +250,24 @@ func TestWorkspace_Reopen(t *testing.T) {
 		t.Fatalf("push after reopening: %v, server at %s", err, s.Branch("acphub/s1"))
 	}
 }
+
+// A remote without a revision starts from its branch's head, which the
+// workspace then names: the revision is resolved once, at the checkout.
+func TestWorkspace_OpenWithoutRevisionTakesTheBranchHead(t *testing.T) {
+	t.Parallel()
+	s := testutil.NewGitServer(t)
+	m := newManager(t)
+	w, err := m.Open(context.Background(), "s1", workspace.Ref{Type: "git", URL: s.URL, Branch: "main"}, "acphub/s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Remote.Revision != s.Main {
+		t.Errorf("the workspace names revision %q, want main's head %s", w.Remote.Revision, s.Main)
+	}
+	if b, err := os.ReadFile(filepath.Join(w.Dir, "README")); err != nil || string(b) != "hello\n" {
+		t.Errorf("checkout: %q %v", b, err)
+	}
+	if _, err := m.Open(context.Background(), "s2", workspace.Ref{Type: "git", URL: s.URL, Branch: "main", Revision: "abc"}, "acphub/s2"); err == nil || !strings.Contains(err.Error(), "leave it out for the branch's head") {
+		t.Errorf("a short revision: %v", err)
+	}
+}
