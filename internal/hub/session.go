@@ -83,9 +83,9 @@ type Session struct {
 	// creating is set while the session/new that creates the ACP session
 	// is under way; afterNew are the requests that came meanwhile, handled
 	// once it is answered (releaseAfterNew).
-	creating bool
-	afterNew []heldRequest
-	sessionID   []byte // the ACP sessionId clients know, as a JSON string
+	creating  bool
+	afterNew  []heldRequest
+	sessionID []byte // the ACP sessionId clients know, as a JSON string
 
 	turn  *turn
 	queue []*turn
