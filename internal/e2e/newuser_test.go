@@ -165,13 +165,7 @@ func TestNewUser_PromptWhileTheHubIsDownGoesOutOnce(t *testing.T) {
 	h.start()
 	resp := lastOf(ed.expectMsg(func(m msg) bool { return m.isResponseTo(3) }))
 	mustStop(t, "the prompt sent while the hub was down", resp, "end_turn")
-	starts := 0
-	for _, ev := range h.readLog("s") {
-		if ev.Type == "turn.started" {
-			starts++
-		}
-	}
-	if starts != 1 {
+	if starts := countType(h.readLog("s"), "turn.started"); starts != 1 {
 		t.Errorf("the log holds %d turn.started, want the prompt once", starts)
 	}
 }

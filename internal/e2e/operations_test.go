@@ -143,6 +143,17 @@ func TestOperations_AnswerNamesItsToolCall(t *testing.T) {
 	}
 }
 
+// countType counts the events of type typ.
+func countType(events []logEvent, typ string) int {
+	n := 0
+	for _, ev := range events {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
 // logText is a log's events as JSON lines.
 func logText(events []logEvent) string {
 	var b strings.Builder
@@ -230,13 +241,7 @@ func TestOperations_OutcomesSurviveAKill(t *testing.T) {
 		!strings.Contains(out, "the hub started again; the log went on after seq ") {
 		t.Errorf("acphub log: %v\n%s\nwant the interrupted turn and the restart said in words", err, out)
 	}
-	starts := 0
-	for _, ev := range h.readLog("s") {
-		if ev.Type == "turn.started" {
-			starts++
-		}
-	}
-	if starts != 2 {
+	if starts := countType(h.readLog("s"), "turn.started"); starts != 2 {
 		t.Errorf("the log holds %d turn.started, want 2: the prompts sent again did not run", starts)
 	}
 }
