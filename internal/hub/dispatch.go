@@ -104,21 +104,10 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 	case s.refuseForeign(p, m):
 		// Any other request names this session or none: its agent knows
 		// no other.
-	case m.Method == jsonrpc.MethodSetMode:
-		var req struct {
-			ModeID string `json:"modeId"`
-		}
-		_ = json.Unmarshal(m.Params, &req)
+	case m.Method == jsonrpc.MethodSetMode, m.Method == jsonrpc.MethodSetConfigOption:
 		s.forward(p, m, func(resp *jsonrpc.Message) {
 			if resp.Error == nil {
-				s.configured(p, req.ModeID, nil)
-			}
-		})
-	case m.Method == jsonrpc.MethodSetConfigOption:
-		s.forward(p, m, func(resp *jsonrpc.Message) {
-			if resp.Error == nil {
-				options, _ := jsonrpc.Field(resp.Result, "configOptions")
-				s.configured(p, "", options)
+				s.configured(p, m.Params, resp.Result)
 			}
 		})
 	case m.Method == jsonrpc.MethodSessionClose:

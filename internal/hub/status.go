@@ -172,15 +172,25 @@ func (s *Session) describe(kind, update []byte) {
 	}
 }
 
-// configured takes the mode or config options a client set, once the
+// configured takes the mode (session/set_mode's params) or the config
+// options (session/set_config_option's result) a client set, once the
 // agent took them: logged as session.described with the client as its
 // peer — even when the agent's own update, which comes before its answer,
 // was logged already — and told to the others, _acphub/configured, so
 // each knows who changed what.
-func (s *Session) configured(p *peer, modeID string, options json.RawMessage) {
-	sessionlog.Configure(&s.described, modeID, options)
+func (s *Session) configured(p *peer, params, result []byte) {
+	var req struct {
+		ModeID string `json:"modeId"`
+	}
+	_ = json.Unmarshal(params, &req)
+	options, _ := jsonrpc.Field(result, "configOptions")
+	sessionlog.Configure(&s.described, req.ModeID, options)
 	s.keepDescribed(p.id)
-	s.notify(api.MethodConfigured, &api.ConfiguredParams{SessionID: s.sessionIDString(), Peer: p.id, ModeID: modeID, ConfigOptions: s.described.ConfigOptions}, p)
+	told := &api.ConfiguredParams{SessionID: s.sessionIDString(), Peer: p.id, ModeID: req.ModeID}
+	if options != nil {
+		told.ConfigOptions = s.described.ConfigOptions
+	}
+	s.notify(api.MethodConfigured, told, p)
 }
 
 // keepDescribed logs what the session keeps of its title, usage, mode and
