@@ -123,7 +123,7 @@ func (p *Principal) Allow(need Need) *Forbidden {
 	if p == nil {
 		return nil
 	}
-	if err := p.ended(time.Now()); err != nil {
+	if err := p.Err(); err != nil {
 		return &Forbidden{Right: need.Right, Role: p.Role, Ended: true, Text: fmt.Sprintf("the token %q stopped working: %v", p.Name, err)}
 	}
 	if !p.Role.Has(need.Right) {
