@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"regexp"
 	"slices"
 
 	"github.com/acphub/acphub/internal/config"
@@ -13,9 +14,11 @@ import (
 )
 
 // newRedactor makes the redactor of what leaves the hub: the built-in
-// rules and the config file's [redact] rules.
-func newRedactor(cfg *config.Config) (*redact.Redactor, error) {
-	var rules []redact.Rule
+// rules, one for the hub's owner token (64 hex digits, which only this
+// hub's token is: a digest looks the same), and the config file's [redact]
+// rules.
+func newRedactor(cfg *config.Config, ownerToken string) (*redact.Redactor, error) {
+	rules := []redact.Rule{{Name: "acphub-token", Pattern: regexp.QuoteMeta(ownerToken)}}
 	for _, r := range cfg.Redact.Rules {
 		rules = append(rules, redact.Rule{Name: r.Name, Pattern: r.Pattern})
 	}

@@ -191,7 +191,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	var notifier *notify.Notifier
 	if err == nil {
 		var red *redact.Redactor
-		if red, err = newRedactor(cfg); err == nil {
+		if red, err = newRedactor(cfg, token); err == nil {
 			if exports, err = newExporters(cfg, store, red, log); err == nil {
 				notifier, err = newNotifier(cfg, sessions, store, red, base, log)
 			}

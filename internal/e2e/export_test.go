@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
+	"github.com/acphub/acphub/internal/redact"
 	"github.com/acphub/acphub/internal/testutil"
 )
 
@@ -198,4 +201,120 @@ func TestExport_KillMidExportEveryEventOnce(t *testing.T) {
 		t.Error("the collector got no redaction marker")
 	}
 	t.Logf("%d events in the logs; %d collected before the kill, %d in all, %d sent twice", total, killedAt, len(c.events), dups)
+}
+
+// TestExport_SecretsAnAgentPrintsNeverReachTheCollector runs, in a
+// session's terminal, what the security review found in real exports: an
+// agent prints an environment dump as JSON text ({"X_TOKEN": "…"}), a log
+// with DB_PASSWORD=%Tr0ub4dor&3 and a provider key glued to the word
+// before it, a token the hub made (acphub_…) and the hub's owner token,
+// and notes naming package registries', secret stores' and container
+// registries' tokens; then every text of the redaction corpus. The
+// collector gets the terminal's output and the agent's report of it, and
+// none of the secrets, in any JSON escaping.
+func TestExport_SecretsAnAgentPrintsNeverReachTheCollector(t *testing.T) {
+	t.Parallel()
+	c := newCollector(t)
+	dir := t.TempDir()
+	h := startHubIn(t, dir, "--config", exportConfig(t, dir, c), "--fs-policy", "self_handle", "--terminal-policy", "self_handle")
+	minted := regexp.MustCompile(`(?m)^  (acphub_\S+)$`).FindStringSubmatch(mustCLI(t, h.tokenArgs("create", "--name", "ci", "--role", "observer")...))
+	if minted == nil {
+		t.Fatal("acphub token create printed no token")
+	}
+
+	const alnum, lower, hexd = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyz0123456789", "0123456789abcdef"
+	xToken, braced, glued := randText(alnum, 28), "{"+randText(hexd, 24)+"}", "sk-ant-api03-"+randText(alnum+"_-", 93)+"AA"
+	registries := []string{
+		"pypi-AgEIcHlwaS5vcmc" + randText(alnum+"_-", 120), "rubygems_" + randText(hexd, 48), "oy2" + randText(lower, 43),
+		"cio" + randText(alnum, 32), "dckr_pat_" + randText(alnum+"_-", 27), "hvs." + randText(alnum+"_-", 91),
+		"dp.pt." + randText(alnum, 43), "ops_eyJ" + randText(alnum+"+/", 300), "pul-" + randText(hexd, 40),
+		randText(alnum, 14) + ".atlasv1." + randText(alnum+"_=-", 67),
+	}
+	files := map[string]string{
+		// python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'
+		"env.json": fmt.Sprintf(`{"HOME": "/home/dev", "X_TOKEN": %q, "DB_PASSWORD": "%%Tr0ub4dor&3", "LANG": "C.UTF-8"}`, xToken),
+		"deploy.log": fmt.Sprintf("DB_PASSWORD=%%Tr0ub4dor&3\nAPI_KEY=%s\nuploaded the key to s3://backups/db%s\nCI uses %s against the hub %s\n",
+			braced, glued, minted[1], h.token),
+		"publish.md": fmt.Sprintf("Publish with %s on PyPI, %s on RubyGems, %s on NuGet and %s on crates.io. Push images with %s. "+
+			"Read secrets from Vault with %s, from Doppler with %s, from 1Password with %s. Deploy with %s and %s.\n",
+			toAny(registries)...),
+	}
+	secrets := map[string]string{ // the rule that must find each
+		xToken: "assignment", "%Tr0ub4dor&3": "assignment", braced: "assignment", glued: "anthropic-key",
+		minted[1]: "acphub-token", h.token: "acphub-token",
+	}
+	for i, rule := range []string{"pypi-token", "rubygems-key", "nuget-key", "crates-io-token", "docker-hub-token",
+		"vault-token", "doppler-token", "1password-token", "pulumi-token", "terraform-cloud-token"} {
+		secrets[registries[i]] = rule
+	}
+	corpus := testutil.Secrets(t)
+	var all strings.Builder
+	for _, s := range corpus {
+		all.WriteString(s.Text + "\n\n")
+	}
+	files["corpus.txt"] = all.String()
+	work := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	a := toolClient(h, "s", "editor", nil, false)
+	sid := newSessionIn(a, work)
+	for _, name := range []string{"env.json", "deploy.log", "publish.md", "corpus.txt"} {
+		text, ms := turnText(a, sid, "/terminal cat "+name)
+		mustStop(t, "cat "+name, lastOf(ms), "end_turn")
+		if !strings.Contains(text, "terminal/output") || (name != "corpus.txt" && !strings.Contains(text, "Tr0ub4dor") && !strings.Contains(text, "pypi-")) {
+			t.Fatalf("cat %s: the agent reported %.500s", name, text)
+		}
+	}
+	testutil.WaitFor(t, testTimeout, "the four turns at the collector", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		n := 0
+		for _, e := range c.events {
+			if e.Type == api.EventTurnCompleted {
+				n++
+			}
+		}
+		return n >= 4
+	})
+	c.mu.Lock()
+	bodies := c.bodies.String()
+	c.mu.Unlock()
+	for s, rule := range secrets {
+		if testutil.Leaked(bodies, s) {
+			t.Errorf("a secret %s finds reached the collector: %.40s…", rule, s)
+		}
+		if !strings.Contains(bodies, redact.Marker(rule)) {
+			t.Errorf("the collector got no %s", redact.Marker(rule))
+		}
+	}
+	for _, s := range corpus {
+		if testutil.Leaked(bodies, s.Secret) {
+			t.Errorf("a secret of the corpus (%s) reached the collector: %q", s.Rule, s.Secret)
+		}
+	}
+	if !strings.Contains(bodies, `"X_TOKEN`) || !strings.Contains(bodies, "s3://backups/db") {
+		t.Error("the collector did not get the text around the secrets")
+	}
+}
+
+// randText is n characters drawn from alphabet.
+func randText(alphabet string, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rand.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+// toAny is ss as arguments of a fmt function.
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }

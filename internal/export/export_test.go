@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -288,33 +287,19 @@ func TestExporter_TypesAndDeletedSessions(t *testing.T) {
 // goes through an exporter: none reaches the receiver.
 func TestExporter_NoSecretOfTheCorpusLeaves(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join("..", "redact", "testdata", "secrets.tsv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type sample struct{ text, secret string }
-	var samples []sample
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Split(line, "\t")
-		if len(f) == 3 && !strings.HasPrefix(line, "#") {
-			samples = append(samples, sample{strings.ReplaceAll(f[1], `\n`, "\n"), f[2]})
-		}
-	}
-	if len(samples) < 30 {
-		t.Fatalf("%d samples", len(samples))
-	}
+	samples := testutil.Secrets(t)
 	store := openStore(t)
 	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
 	var evs []eventlog.Event
 	var parent *string
 	for _, s := range samples {
 		for _, d := range []api.EventData{
-			&api.TurnStarted{SessionID: "s", Prompt: []json.RawMessage{raw(map[string]any{"type": "text", "text": s.text})}},
-			&api.AgentMessage{Params: raw(map[string]any{"sessionId": "s", "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": s.text}}}), Chunks: 1},
-			&api.AgentUpdate{Params: raw(map[string]any{"sessionId": "s", "update": map[string]any{"sessionUpdate": "tool_call", "toolCallId": "t", "title": s.text, "rawInput": map[string]any{"command": s.text}}})},
-			&api.ClientToolCall{Method: "fs/write_text_file", Params: raw(map[string]any{"path": "/w/.env", "content": s.text})},
-			&api.TerminalExited{SessionID: "s", TerminalID: "t", Output: s.text},
-			&api.HubError{Reason: "agent_bad_frame", Message: s.text},
+			&api.TurnStarted{SessionID: "s", Prompt: []json.RawMessage{raw(map[string]any{"type": "text", "text": s.Text})}},
+			&api.AgentMessage{Params: raw(map[string]any{"sessionId": "s", "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": s.Text}}}), Chunks: 1},
+			&api.AgentUpdate{Params: raw(map[string]any{"sessionId": "s", "update": map[string]any{"sessionUpdate": "tool_call", "toolCallId": "t", "title": s.Text, "rawInput": map[string]any{"command": s.Text}}})},
+			&api.ClientToolCall{Method: "fs/write_text_file", Params: raw(map[string]any{"path": "/w/.env", "content": s.Text})},
+			&api.TerminalExited{SessionID: "s", TerminalID: "t", Output: s.Text},
+			&api.HubError{Reason: "agent_bad_frame", Message: s.Text},
 		} {
 			ev := eventlog.Event{Session: "corpus", Event: api.Event{Seq: int64(len(evs) + 1), ID: eventlog.NewID(), ParentID: parent,
 				Timestamp: time.Now().UTC(), Type: d.EventType(), Data: d.AppendJSON(nil)}}
@@ -335,8 +320,8 @@ func TestExporter_NoSecretOfTheCorpusLeaves(t *testing.T) {
 	defer r.mu.Unlock()
 	all := strings.Join(r.bodies, "\n")
 	for _, s := range samples {
-		if strings.Contains(all, s.secret) {
-			t.Errorf("a secret reached the receiver: %q", s.secret)
+		if testutil.Leaked(all, s.Secret) {
+			t.Errorf("a secret reached the receiver (%s): %q", s.Rule, s.Secret)
 		}
 	}
 	if len(r.lines) != len(evs) {

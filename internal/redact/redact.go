@@ -11,6 +11,18 @@
 // document (JSON), every string is redacted, member names included, and
 // the string value of a member whose name says it holds a secret
 // ("password", "clientSecret", "api_key", …) is replaced whole.
+//
+// The corpus in testdata — secrets.tsv, a secret in its context a line,
+// and lookalikes.txt, texts no rule may change — is the test of the
+// rules, in every field of every kind of event, through an exporter, and
+// through a hub (internal/e2e). FuzzString and FuzzJSON start from it and
+// run its seeds with the other tests; to fuzz longer, run one at a time:
+//
+//	go test ./internal/redact -run '^$' -fuzz '^FuzzString$' -fuzztime 10m
+//	go test ./internal/redact -run '^$' -fuzz '^FuzzJSON$' -fuzztime 10m
+//
+// An input that fails is written to testdata/fuzz, where it stays as a
+// seed once the rules are fixed.
 package redact
 
 import (
@@ -24,42 +36,128 @@ import (
 // Rule is one shape of secret.
 type Rule struct {
 	Name    string
-	Pattern string // RE2 syntax; a group named secret is what is replaced
+	Pattern string // RE2 syntax; a group named secret is what is replaced (the first that took part)
 }
 
 // Builtin are the rules every Redactor has, in the order they apply.
+// Providers' tokens are found wherever they are, glued to the word before
+// them too (".../dbsk-ant-…", a colour code's "m", a percent-encoded "="):
+// their prefixes say what they are. Only the shortest prefixes keep a
+// word boundary before them (wordStart).
 var Builtin = []Rule{
 	{"private-key", `-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`},
-	{"aws-access-key-id", `\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b`},
-	{"github-token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})`},
-	{"gitlab-token", `\bglpat-[A-Za-z0-9_-]{20,}`},
-	{"slack-token", `\bxox[abposr]-[A-Za-z0-9-]{10,}`},
-	{"slack-webhook", `https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+`},
-	{"stripe-key", `\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`},
-	{"anthropic-key", `\bsk-ant-[A-Za-z0-9_-]{20,}`},
-	{"openai-key", `\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{32,})`},
-	{"google-api-key", `\bAIza[0-9A-Za-z_-]{35}`},
-	{"npm-token", `\bnpm_[A-Za-z0-9]{36}\b`},
-	{"huggingface-token", `\bhf_[A-Za-z0-9]{34,}\b`},
-	{"sendgrid-key", `\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}`},
-	{"twilio-key", `\bSK[0-9a-f]{32}\b`},
-	{"digitalocean-token", `\bdo[opr]_v1_[a-f0-9]{64}\b`},
-	{"shopify-token", `\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b`},
-	{"azure-account-key", `(?i)\bAccountKey=(?P<secret>[A-Za-z0-9+/]{40,}={0,2})`},
-	{"jwt", `\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`},
-	{"bearer-token", `(?i)\b(?:bearer|token)\s+(?P<secret>[A-Za-z0-9._~+/-]{20,}=*)`},
-	{"basic-auth", `(?i)\bbasic\s+(?P<secret>[A-Za-z0-9+/]{16,}={0,2})`},
-	{"url-credentials", `\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@"'[]+:(?P<secret>[^@\s/"']+)@`},
+	{"age-secret-key", `AGE-SECRET-KEY-1[02-9AC-HJ-NP-Z]{58}`},
+	{"acphub-token", `(?P<secret>acphub_[A-Za-z0-9_-]{43})(?:[^A-Za-z0-9_-]|\z)`},
+	{"aws-access-key-id", `(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b`},
+	{"github-token", `gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}`},
+	{"gitlab-token", `gl(?:pat|ptt|dt|rt|cbt|ft|imt|oas|soat|agent|ffct)-[A-Za-z0-9_-]{20,}`},
+	{"slack-token", `xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,}`},
+	{"slack-webhook", `https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+`},
+	{"stripe-key", `[sr]k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9+/=]{32,}`},
+	{"anthropic-key", `sk-ant-[A-Za-z0-9_-]{20,}`},
+	{"openai-key", `sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}|` + wordStart + `(?P<secret>sk-[A-Za-z0-9]{32,})`},
+	{"google-api-key", `AIza[0-9A-Za-z_-]{35}`},
+	{"google-oauth", `GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{20,}`},
+	{"npm-token", `npm_[A-Za-z0-9]{36}`},
+	{"pypi-token", `pypi-AgE[A-Za-z0-9_-]{50,}`},
+	{"rubygems-key", `rubygems_[a-f0-9]{48}`},
+	{"nuget-key", wordStart + `(?P<secret>oy2[a-z0-9]{43})\b`},
+	{"crates-io-token", wordStart + `(?P<secret>cio[A-Za-z0-9]{32})\b`},
+	{"docker-hub-token", `dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,}`},
+	{"huggingface-token", `hf_[A-Za-z0-9]{34,}`},
+	{"vault-token", `hv[sbr]\.[A-Za-z0-9_-]{24,}`},
+	// Vault's tokens before 1.10, s.…, only where Vault is named before
+	// them on the line: alone they look like a field of minified code.
+	{"vault-token", `(?i:vault)[^\n]{0,80}?\b(?P<secret>[sbr]\.[A-Za-z0-9]{24})\b`},
+	{"doppler-token", `dp\.(?:pt|st|ct|sa|scim|audit)\.(?:[a-z0-9_-]{2,35}\.)?[A-Za-z0-9]{40,44}`},
+	{"1password-token", `ops_eyJ[A-Za-z0-9+/_-]{100,}={0,3}|` + wordStart + `(?P<secret>A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5})\b`},
+	{"pulumi-token", `pul-[a-f0-9]{40}`},
+	{"terraform-cloud-token", `[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}`},
+	{"sendgrid-key", `SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}`},
+	{"twilio-key", wordStart + `(?P<secret>SK[0-9a-f]{32})\b`},
+	{"digitalocean-token", `do[opr]_v1_[a-f0-9]{64}`},
+	{"shopify-token", `shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}`},
+	{"azure-account-key", `(?i)` + wordStart + `(?:AccountKey|SharedAccessKey)=(?P<secret>[A-Za-z0-9+/]{40,}={0,2})`},
+	{"azure-account-key", `(?i)[?&]sig=(?P<secret>[A-Za-z0-9%+/]{30,}={0,2})`},
+	{"azure-client-secret", `(?:^|[^A-Za-z0-9_~.-])(?P<secret>[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})(?:[^A-Za-z0-9_~.-]|\z)`},
+	{"jwt", `eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`},
+	{"bearer-token", `(?i)` + wordStart + `(?:bearer|token)\s+(?P<secret>[A-Za-z0-9._~+/-]{20,}=*)`},
+	{"basic-auth", `(?i)` + wordStart + `basic\s+(?P<secret>[A-Za-z0-9+/]{16,}={0,2})`},
+	{"url-credentials", `\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@"'[]*:(?P<secret>[^\s/"']+)@`},
+	{"cookie", `(?i)` + wordStart + `(?:set-)?cookie:[ \t]*(?P<secret>[^\s=;"']+=[^\r\n"']+)`},
+	{"registry-auth", `\\*"auth\\*"[ \t]*:[ \t]*\\*"(?P<secret>[A-Za-z0-9+/]{12,}={0,2})\\*"`},
+	{"netrc", `(?i)` + wordStart + `machine[ \t]+\S+[ \t]+login[ \t]+\S+[ \t]+password[ \t]+(?P<secret>\S+)`},
+	{"curl-user", wordStart + `curl\b[^\n]*?[ \t](?:-u|--user)[ \t]*["']?[^\s:"']*:(?P<secret>[^\s"']+)`},
+	{"password-flag", `(?i)(?:(?m:^)|[ \t]|\\[nrt])--(?:[a-z0-9]+-)*(?:password|passwd)[ \t]+(?P<secret>[^\s"'-][^\s"']{5,})`},
 	// NAME=value, and NAME: value for names that can only hold a secret.
 	// A value that names another (a $VARIABLE, a <placeholder>, a
 	// ${template}) or is masked already (****) is kept: see keep.
-	{"assignment", `(?i)\b(?:[a-z0-9]+[_.-])*(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|key|token|secret|password|passwd|pwd|credentials?)["']?\s*=\s*["']?(?P<secret>[^\s"'&,;]+)`},
-	{"assignment", `(?i)\b(?:[a-z0-9]+[_.-])*(?:api[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token|password|passwd|secret)["']?\s*:\s*["']?(?P<secret>[^\s"'&,;]+)`},
+	{"assignment", `(?i:` + wordStart + `(?:` + eqName + `))` + nameEnd + `=[ \t]*` + secretValue},
+	{"assignment", wordStart + colonName + nameEnd + `:[ \t]*` + secretValue},
 }
 
+// wordStart is where a keyword or a name starts: at a word boundary, or
+// after an escaped newline or tab (\n, \r, \t), as JSON text shows them
+// when it is printed as text.
+const wordStart = `(?:\b|\\[nrt])`
+
+// The names of settings that hold a secret. Words may come before the one
+// that says so (DB_PASSWORD, db.password, clientSecret, X-Api-Key);
+// before "key" and "pwd" they are separated, so that MONKEY and the
+// shell's PWD are no secret, and DB_PWD is.
+const (
+	// eqName names the secret of NAME=value: API_KEY, GITHUB_TOKEN,
+	// --password, .npmrc's _auth.
+	eqName = `(?:[a-z0-9]*[_.-]?)*(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|token|secret|password|passwd|credentials?)` +
+		`|(?:[a-z0-9]*[_.-])*key|(?:[a-z0-9]+[_.-])+pwd|_auth`
+	// colonName names the secret of NAME: value, in YAML, headers, JSON
+	// and dictionaries printed as text. These names can only hold a
+	// secret: a bare "token" or "key" can be something else (a token
+	// count, a keyboard's key), a compound one (X_TOKEN, githubToken) and
+	// an environment variable's (STRIPE_KEY) cannot.
+	colonName = `(?:(?i:(?:[a-z0-9]*[_.-]?)*(?:password|passwd|secret|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|[a-z0-9][_.-]?token))` +
+		`|(?:[A-Z0-9]+_)+(?:KEY|PWD|CREDENTIALS?))`
+	// nameEnd is what may close a name before = or :: a quote, escaped
+	// too, once or more (JSON text inside a JSON string), and a
+	// subscript's bracket (os.environ["API_KEY"] = …).
+	nameEnd = `(?:\\*["'])?\]?[ \t]*`
+	// secretValue is the value: in double quotes (JSON's escapes
+	// included), in escaped double quotes (once or more), in single
+	// quotes; a reference written whole ({{ name }}, <your password>,
+	// $(command)); or bare, up to a space, a quote, a comma or a
+	// semicolon, and on through an & but for one that starts a query's
+	// next name=.
+	secretValue = `(?:"(?P<secret>(?:[^"\\\r\n]|\\.)*)"` +
+		`|\\+"(?P<secret>(?:[^"\\\r\n]|\\[^"\\\r\n])*)\\+"` +
+		`|'(?P<secret>[^'\r\n]*)'` +
+		`|(?P<secret>\$\{\{[^}\r\n]*\}\}|\{\{[^}\r\n]*\}\}|<%=?[^%\r\n]*%>|\$\([^()\r\n]*\)|<[^<>\r\n]{1,80}>)` +
+		`|\\*["']?(?P<secret>[^\s"'&,;]+(?:&[^\s"'&,;=]+)*)(?:[^\S\n]|["',;&]|(?m:$)))`
+)
+
+// reference matches a value that names a secret rather than holds one:
+// $VAR and ${VAR} (a name in one case: $Tr0ub4dor is a password),
+// ${{ secrets.NAME }}, {{ name }}, %VAR%, <your password>, <%= ENV["VAR"] %>
+// and $(command). A value that only starts like one ($3cr3t, %Tr0ub4dor&3,
+// {abc123}, ${VAR:-default}) is a secret.
+var reference = regexp.MustCompile(`^(?:` +
+	`\$(?:` + oneCase + `|\{` + oneCase + `\})` +
+	`|%` + oneCase + `%` +
+	`|\$?\{\{\s*\.?[A-Za-z_][A-Za-z0-9_.]*\s*\}\}` +
+	`|<[A-Za-z][A-Za-z _.-]*>` +
+	`|<%=?\s*ENV(?:\[["'][A-Za-z_][A-Za-z0-9_]*["']\]|\.fetch\(["'][A-Za-z_][A-Za-z0-9_]*["']\))\s*%>` +
+	`|\$\([^()]*\)` +
+	`)$`)
+
+// oneCase is the name of a variable: upper case (an environment
+// variable's) or lower case (a script's).
+const oneCase = `(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)`
+
+// marker matches a marker a Redactor put there.
+var marker = regexp.MustCompile(`^\[REDACTED:[^\[\]]+\]$`)
+
 // secretMember matches the names of JSON members whose string value is a
-// secret, whatever it looks like.
-var secretMember = regexp.MustCompile(`(?i)^(?:[a-z0-9]+[_.-]?)*(?:password|passwd|secret|api[_-]?key|access[_-]?token|refresh[_-]?token|auth[_-]?token|private[_-]?key|authorization)$`)
+// secret, whatever it looks like: colonName's, and authorization.
+var secretMember = regexp.MustCompile(`^(?:` + colonName + `|(?i:(?:[a-z0-9]*[_.-]?)*authorization))$`)
 
 // secretName matches the names of environment variables and headers that
 // hold a secret, listed as {"name": …, "value": …}.
@@ -69,7 +167,7 @@ var secretName = regexp.MustCompile(`(?i)password|passwd|secret|token|api[_-]?ke
 type rule struct {
 	name   string
 	re     *regexp.Regexp
-	secret int // the index of the group named secret, or 0 for the match
+	secret []int // the indexes of the groups named secret; none: the match
 }
 
 // Redactor redacts strings and JSON documents. Its methods are safe for
@@ -89,7 +187,13 @@ func New(extra []Rule) (*Redactor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redact: rule %s: %w", x.Name, err)
 		}
-		r.rules = append(r.rules, rule{name: x.Name, re: re, secret: max(re.SubexpIndex("secret"), 0)})
+		ru := rule{name: x.Name, re: re}
+		for i, name := range re.SubexpNames() {
+			if name == "secret" {
+				ru.secret = append(ru.secret, i)
+			}
+		}
+		r.rules = append(r.rules, ru)
 	}
 	return r, nil
 }
@@ -101,7 +205,8 @@ func Marker(name string) string { return "[REDACTED:" + name + "]" }
 // whether it replaced any.
 func (r *Redactor) String(s string) (string, bool) {
 	changed := false
-	for _, ru := range r.rules {
+	for i := range r.rules {
+		ru := &r.rules[i]
 		matches := ru.re.FindAllStringSubmatchIndex(s, -1)
 		if matches == nil {
 			continue
@@ -109,8 +214,8 @@ func (r *Redactor) String(s string) (string, bool) {
 		var b strings.Builder
 		last := 0
 		for _, m := range matches {
-			start, end := m[2*ru.secret], m[2*ru.secret+1]
-			if start < 0 || keep(s[start:end]) {
+			start, end := ru.span(m)
+			if keep(s[start:end]) {
 				continue
 			}
 			b.WriteString(s[last:start])
@@ -126,17 +231,21 @@ func (r *Redactor) String(s string) (string, bool) {
 	return s, changed
 }
 
-// keep reports whether an assignment's value is no secret: a reference to
-// one ($VAR, ${VAR}, <placeholder>, {{template}}, %VAR%), a marker put
-// there already, or a mask (****).
-func keep(v string) bool {
-	switch {
-	case v == "", strings.HasPrefix(v, "[REDACTED:"):
-		return true
-	case strings.ContainsAny(v[:1], "$<{%"):
-		return true
+// span is where the secret of match m is: the first group named secret
+// that took part in it, or else the whole match.
+func (ru *rule) span(m []int) (start, end int) {
+	for _, i := range ru.secret {
+		if m[2*i] >= 0 {
+			return m[2*i], m[2*i+1]
+		}
 	}
-	return strings.Trim(v, "*x•.") == ""
+	return m[0], m[1]
+}
+
+// keep reports whether a value is no secret: a reference to one (see
+// reference), a marker put there already, or a mask (****, xxxx).
+func keep(v string) bool {
+	return v == "" || marker.MatchString(v) || reference.MatchString(v) || strings.Trim(v, "*x•.") == ""
 }
 
 // JSON returns doc, a JSON document, with every string redacted (String),

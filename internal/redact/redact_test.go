@@ -1,56 +1,21 @@
 package redact_test
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/redact"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
-type sample struct{ rule, text, secret string }
+// ticketRule is the configured rule of the tests.
+var ticketRule = []redact.Rule{{Name: "acme-ticket", Pattern: `\bACME-[0-9]{8}\b`}}
 
-// corpus reads testdata/secrets.tsv: a rule, a text with a secret in it
-// (\n for a newline), and the secret.
-func corpus(t *testing.T) []sample {
+func newRedactor(t testing.TB) *redact.Redactor {
 	t.Helper()
-	var out []sample
-	for _, line := range lines(t, "testdata/secrets.tsv") {
-		f := strings.Split(line, "\t")
-		if len(f) != 3 {
-			t.Fatalf("secrets.tsv: %q has %d fields", line, len(f))
-		}
-		out = append(out, sample{f[0], strings.ReplaceAll(f[1], `\n`, "\n"), f[2]})
-	}
-	if len(out) < 30 {
-		t.Fatalf("the corpus has %d samples, want at least 30", len(out))
-	}
-	return out
-}
-
-func lines(t *testing.T, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if l := sc.Text(); l != "" && !strings.HasPrefix(l, "#") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func newRedactor(t *testing.T) *redact.Redactor {
-	t.Helper()
-	r, err := redact.New([]redact.Rule{{Name: "acme-ticket", Pattern: `\bACME-[0-9]{8}\b`}})
+	r, err := redact.New(ticketRule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +25,10 @@ func newRedactor(t *testing.T) *redact.Redactor {
 func TestString_Corpus(t *testing.T) {
 	t.Parallel()
 	r := newRedactor(t)
-	for _, s := range corpus(t) {
-		got, changed := r.String(s.text)
-		if !changed || strings.Contains(got, s.secret) || !strings.Contains(got, redact.Marker(s.rule)) {
-			t.Errorf("%s: %q became %q; want %s's marker and no secret", s.rule, s.text, got, s.rule)
+	for _, s := range testutil.Secrets(t) {
+		got, changed := r.String(s.Text)
+		if !changed || strings.Contains(got, s.Secret) || !strings.Contains(got, redact.Marker(s.Rule)) {
+			t.Errorf("%s: %q became %q; want %s's marker and no secret", s.Rule, s.Text, got, s.Rule)
 		}
 	}
 	if got, _ := r.String("ticket ACME-12345678 is done"); got != "ticket [REDACTED:acme-ticket] is done" {
@@ -74,7 +39,7 @@ func TestString_Corpus(t *testing.T) {
 func TestString_LookalikesKept(t *testing.T) {
 	t.Parallel()
 	r := newRedactor(t)
-	for _, text := range lines(t, "testdata/lookalikes.txt") {
+	for _, text := range testutil.Lookalikes(t) {
 		if got, changed := r.String(text); changed || got != text {
 			t.Errorf("%q became %q", text, got)
 		}
@@ -104,35 +69,29 @@ func events(text string) []api.EventData {
 func TestJSON_CorpusInEveryField(t *testing.T) {
 	t.Parallel()
 	r := newRedactor(t)
-	for _, s := range corpus(t) {
-		for _, data := range events(s.text) {
+	for _, s := range testutil.Secrets(t) {
+		for _, data := range events(s.Text) {
 			ev := api.Event{Seq: 1, ID: "e", Type: data.EventType(), Data: data.AppendJSON(nil), Peer: "p"}
 			doc := ev.AppendJSON(nil)
 			got := r.JSON(doc)
 			if !json.Valid(got) {
-				t.Fatalf("%s in %s: not JSON: %s", s.rule, ev.Type, got)
+				t.Fatalf("%s in %s: not JSON: %s", s.Rule, ev.Type, got)
 			}
-			if strings.Contains(string(got), s.secret) || strings.Contains(string(got), jsonBody(s.secret)) {
-				t.Errorf("%s in %s: the secret survived: %s", s.rule, ev.Type, got)
+			if testutil.Leaked(string(got), s.Secret) {
+				t.Errorf("%s in %s: the secret survived: %s", s.Rule, ev.Type, got)
 			}
 			var back api.Event
 			if err := json.Unmarshal(got, &back); err != nil || back.Seq != 1 || back.ID != "e" || back.Type != ev.Type || back.Peer != "p" {
-				t.Errorf("%s in %s: the envelope changed: %s", s.rule, ev.Type, got)
+				t.Errorf("%s in %s: the envelope changed: %s", s.Rule, ev.Type, got)
 			}
 		}
 	}
 }
 
-// jsonBody is s as a JSON string's body.
-func jsonBody(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b[1 : len(b)-1])
-}
-
 func TestJSON_LookalikesKeptByteForByte(t *testing.T) {
 	t.Parallel()
 	r := newRedactor(t)
-	for _, text := range lines(t, "testdata/lookalikes.txt") {
+	for _, text := range testutil.Lookalikes(t) {
 		for _, data := range events(text) {
 			doc := data.AppendJSON(nil)
 			if got := r.JSON(doc); string(got) != string(doc) {
