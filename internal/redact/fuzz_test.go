@@ -16,7 +16,8 @@ import (
 // FuzzString puts a secret of the corpus, in its text, between a fuzzed
 // line before it and one after: the secret never survives, in a string or
 // in a JSON document; redaction changes nothing more when it runs again,
-// keeps valid UTF-8 valid and valid JSON valid.
+// keeps valid UTF-8 valid and valid JSON valid, and does what a Redactor
+// that searches for every rule in the whole text does.
 func FuzzString(f *testing.F) {
 	samples := testutil.Secrets(f)
 	lookalikes := testutil.Lookalikes(f)
@@ -24,7 +25,7 @@ func FuzzString(f *testing.F) {
 		f.Add(uint(i), "", "")
 		f.Add(uint(i), lookalikes[i%len(lookalikes)], samples[(i+1)%len(samples)].Text)
 	}
-	r := newRedactor(f)
+	r, ref := newRedactor(f), referenceRedactor(f)
 	f.Fuzz(func(t *testing.T, pick uint, before, after string) {
 		s := samples[pick%uint(len(samples))]
 		text := before + "\n" + s.Text + "\n" + after
@@ -34,6 +35,9 @@ func FuzzString(f *testing.F) {
 		got := checkString(t, r, text)
 		if !alone && strings.Contains(got, s.Secret) {
 			t.Errorf("%s: the secret survived in\n%q:\n%q", s.Rule, text, got)
+		}
+		if want, _ := ref.String(text); got != want {
+			t.Errorf("%q became\n%q\nand, searched everywhere,\n%q", text, got, want)
 		}
 		doc, err := json.Marshal(map[string]any{"text": text, "lines": []string{before, s.Text, after}, before: after})
 		if err != nil {
@@ -53,8 +57,9 @@ func FuzzString(f *testing.F) {
 	})
 }
 
-// FuzzJSON redacts any document: valid JSON stays valid, and a second
-// redaction changes nothing.
+// FuzzJSON redacts any document: valid JSON stays valid, a second
+// redaction changes nothing, and a Redactor that searches for every rule
+// in the whole text does the same.
 func FuzzJSON(f *testing.F) {
 	for _, s := range testutil.Secrets(f) {
 		for _, data := range events(s.Text) {
@@ -62,13 +67,15 @@ func FuzzJSON(f *testing.F) {
 		}
 	}
 	f.Add([]byte(`{"password":"p","env":[{"name":"API_TOKEN","value":"v"}],"a":[1,"x",{"b":null}],"\u00e9\"":"\\u0000"}`))
-	r := newRedactor(f)
+	r, ref := newRedactor(f), referenceRedactor(f)
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		if !json.Valid(doc) {
 			r.JSON(doc) // it must not panic on what is not JSON
 			return
 		}
-		checkJSON(t, r, doc)
+		if got, want := checkJSON(t, r, doc), ref.JSON(doc); string(got) != string(want) {
+			t.Errorf("%s became\n%s\nand, searched everywhere,\n%s", doc, got, want)
+		}
 	})
 }
 

@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 )
 
@@ -165,15 +166,18 @@ var secretName = regexp.MustCompile(`(?i)password|passwd|secret|token|api[_-]?ke
 
 // rule is a Rule compiled.
 type rule struct {
-	name   string
-	re     *regexp.Regexp
-	secret []int // the indexes of the groups named secret; none: the match
+	name    string
+	re      *regexp.Regexp
+	secret  []int    // the indexes of the groups named secret; none: the match
+	hints   []string // every match holds one, folded; nil: none known
+	oneLine bool     // no match holds a newline
 }
 
 // Redactor redacts strings and JSON documents. Its methods are safe for
 // concurrent use.
 type Redactor struct {
-	rules []rule
+	rules     []rule
+	searchAll bool // search every rule in the whole text, hints or not (the tests' reference)
 }
 
 // New returns a Redactor with the Builtin rules, then extra.
@@ -187,7 +191,12 @@ func New(extra []Rule) (*Redactor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redact: rule %s: %w", x.Name, err)
 		}
-		ru := rule{name: x.Name, re: re}
+		ast, err := syntax.Parse(x.Pattern, syntax.Perl)
+		if err != nil {
+			return nil, fmt.Errorf("redact: rule %s: %w", x.Name, err)
+		}
+		ru := rule{name: x.Name, re: re, hints: hints(ast)}
+		ru.oneLine = ru.hints != nil && !matchesNewline(ast)
 		for i, name := range re.SubexpNames() {
 			if name == "secret" {
 				ru.secret = append(ru.secret, i)
@@ -205,9 +214,15 @@ func Marker(name string) string { return "[REDACTED:" + name + "]" }
 // whether it replaced any.
 func (r *Redactor) String(s string) (string, bool) {
 	changed := false
+	t := &text{s: s}
 	for i := range r.rules {
 		ru := &r.rules[i]
-		matches := ru.re.FindAllStringSubmatchIndex(s, -1)
+		var matches [][]int
+		if r.searchAll {
+			matches = ru.re.FindAllStringSubmatchIndex(s, -1)
+		} else {
+			matches = t.find(ru)
+		}
 		if matches == nil {
 			continue
 		}
@@ -227,6 +242,7 @@ func (r *Redactor) String(s string) (string, bool) {
 		}
 		b.WriteString(s[last:])
 		s, changed = b.String(), true
+		t = &text{s: s}
 	}
 	return s, changed
 }

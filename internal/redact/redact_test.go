@@ -2,6 +2,8 @@ package redact_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,6 +18,16 @@ var ticketRule = []redact.Rule{{Name: "acme-ticket", Pattern: `\bACME-[0-9]{8}\b
 func newRedactor(t testing.TB) *redact.Redactor {
 	t.Helper()
 	r, err := redact.New(ticketRule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// referenceRedactor searches for every rule in the whole text.
+func referenceRedactor(t testing.TB) *redact.Redactor {
+	t.Helper()
+	r, err := redact.NewSearchingAll(ticketRule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +149,74 @@ func TestJSON_NameValuePairsAndArrays(t *testing.T) {
 		`"headers":[{"name":"X-Api-Key","value":"[REDACTED:secret-field]"},{"name":"Accept","value":"text/plain"}]}],"password":["[REDACTED:secret-field]",5],"tags":["a","b"]}`
 	if got := string(r.JSON(doc)); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A Redactor searches for a rule only where its matches can be — in a text,
+// on a line, that holds a string every match holds — and finds what one
+// searching everywhere finds: across lines, in any case of any script, at
+// a text's start and end.
+func TestString_SearchesOnlyWhereARuleCanMatch(t *testing.T) {
+	t.Parallel()
+	rules := []redact.Rule{
+		{Name: "case", Pattern: `(?i)secretkey-[0-9]+`},                  // ſ and the Kelvin sign fold to s and k
+		{Name: "lines", Pattern: `BEGIN\n[a-z]+\nEND`},                   // a match across lines
+		{Name: "start", Pattern: `^x-[0-9]+`},                            // the text's start, not a line's
+		{Name: "alt", Pattern: `(?:ab|cd)(?:ef|gh)[0-9]{3}|zz[a-z]{2}9`}, // hints crossed from parts
+		{Name: "none", Pattern: `[0-9]{5}q?`},                            // nothing every match holds
+	}
+	r, err := redact.New(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := redact.NewSearchingAll(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]string{
+		"ſecret\u212Aey-42\nand SECRETKEY-7":   "[REDACTED:case]\nand [REDACTED:case]",
+		"a\nBEGIN\nabc\nEND\nb":                "a\n[REDACTED:lines]\nb",
+		"x-1 then\nx-2":                        "[REDACTED:start] then\nx-2",
+		"cdgh123 abef999 zzab9 abgh12":         "[REDACTED:alt] [REDACTED:alt] [REDACTED:alt] abgh12",
+		"order 12345 of 99999q":                "order [REDACTED:none] of [REDACTED:none]",
+		"a line\nwith SECRETKEY-1\nand no end": "a line\nwith [REDACTED:case]\nand no end",
+	} {
+		got, _ := r.String(text)
+		if got != want {
+			t.Errorf("%q became %q, want %q", text, got, want)
+		}
+		if all, _ := ref.String(text); all != got {
+			t.Errorf("%q: searching everywhere, %q", text, all)
+		}
+	}
+}
+
+// BenchmarkString redacts a MiB of prose and code — the repository's docs
+// and sources — with the corpus's secrets in it, as a Redactor does and as
+// one that searches for every rule in the whole text does.
+func BenchmarkString(b *testing.B) {
+	var text strings.Builder
+	for _, s := range testutil.Secrets(b) {
+		text.WriteString(s.Text + "\n")
+	}
+	docs, _ := filepath.Glob("../../docs/*.md")
+	sources, _ := filepath.Glob("../*/*.go")
+	for _, f := range append(docs, sources...) {
+		if text.Len() >= 1<<20 {
+			break
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		text.Write(body)
+	}
+	for name, r := range map[string]*redact.Redactor{"hinted": newRedactor(b), "searchingAll": referenceRedactor(b)} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(text.Len()))
+			for b.Loop() {
+				r.String(text.String())
+			}
+		})
 	}
 }
