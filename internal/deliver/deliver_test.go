@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,20 +51,20 @@ func response(code int, header http.Header) *http.Response {
 
 func TestResult(t *testing.T) {
 	t.Parallel()
-	if err := Result(response(http.StatusAccepted, nil), nil); err != nil {
+	if err := result(response(http.StatusAccepted, nil), nil); err != nil {
 		t.Errorf("202: %v", err)
 	}
 	var ra *RetryAfter
-	if err := Result(response(http.StatusTooManyRequests, http.Header{"Retry-After": {"3"}}), nil); !errors.As(err, &ra) || ra.Wait != 3*time.Second {
+	if err := result(response(http.StatusTooManyRequests, http.Header{"Retry-After": {"3"}}), nil); !errors.As(err, &ra) || ra.Wait != 3*time.Second {
 		t.Errorf("429 with Retry-After: %v", err)
 	}
-	if err := Result(response(http.StatusServiceUnavailable, nil), nil); err == nil || errors.As(err, &ra) {
+	if err := result(response(http.StatusServiceUnavailable, nil), nil); err == nil || errors.As(err, &ra) {
 		t.Errorf("503 without Retry-After: %v", err)
 	}
-	if err := Result(response(http.StatusBadRequest, nil), nil); err == nil || !strings.Contains(err.Error(), "details") {
+	if err := result(response(http.StatusBadRequest, nil), nil); err == nil || !strings.Contains(err.Error(), "details") {
 		t.Errorf("400: %v", err)
 	}
-	if err := Result(nil, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if err := result(nil, io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("a failed request: %v", err)
 	}
 }
@@ -95,11 +98,80 @@ func TestCheckURL(t *testing.T) {
 	if _, err := CheckURL("https://collector.example.com/x"); err != nil {
 		t.Error(err)
 	}
-	for _, u := range []string{"https://user:pass@collector.example.com/x", "ftp://collector.example.com", "collector.example.com/x", "https:///x"} {
+	for _, u := range []string{"https://user:pass@collector.example.com/topic", "ftp://collector.example.com/topic", "ntfy.sh/topic",
+		"https:///topic", "https://ntfy.sh/topic%zz", "https://ntfy.sh/topic\x00"} {
 		if _, err := CheckURL(u); err == nil {
 			t.Errorf("CheckURL(%q) accepted it", u)
-		} else if strings.Contains(err.Error(), "pass") {
-			t.Errorf("CheckURL(%q): the error shows the password: %v", u, err)
+		} else if strings.Contains(err.Error(), "pass") || strings.Contains(err.Error(), "topic") {
+			t.Errorf("CheckURL(%q): the error shows the password or the path: %v", u, err)
+		}
+	}
+}
+
+// A target's errors name its receiver by scheme://host: net/http's
+// errors, which quote the URL (a redirect's too), and a receiver's answer
+// that repeats the path, the query or a credential header it got. They
+// keep their types.
+func TestTarget_ErrorsNameTheOriginAlone(t *testing.T) {
+	t.Parallel()
+	const topic, token, key = "acphub-alerts-7f3k2m9x", "q7Zk2mV9xR4tL8pW", "Bearer s3cr3t-collector-key"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Query().Get("fail") == "429":
+			w.Header().Set("Retry-After", "3")
+			http.Error(w, "slow down, "+r.URL.RequestURI(), http.StatusTooManyRequests)
+		case strings.HasPrefix(r.URL.Path, "/loop"):
+			http.Redirect(w, r, "/loop/"+topic+"/"+strconv.Itoa(len(r.URL.Path)), http.StatusTemporaryRedirect)
+		case r.URL.Query().Get("fail") == "slow":
+			io.Copy(io.Discard, r.Body) // so that the server sees the client go
+			<-r.Context().Done()
+		default:
+			http.Error(w, "Cannot POST "+r.URL.RequestURI()+" with "+r.Header.Get("Authorization"), http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	for _, tt := range []struct {
+		url    string
+		status int
+		wait   time.Duration
+	}{
+		{url: srv.URL + "/" + topic + "?auth=" + token, status: 500},
+		{url: srv.URL + "/" + topic + "?fail=429&auth=" + token, status: 429, wait: 3 * time.Second},
+		{url: srv.URL + "/loop/" + topic + "?auth=" + token},
+		{url: srv.URL + "/" + topic + "?fail=slow&auth=" + token},
+		{url: closed + "/services/" + topic + "?auth=" + token},
+	} {
+		target, err := NewTarget(tt.url, http.Header{"Authorization": {key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = target.Post(context.Background(), client, strings.NewReader("{}"), http.Header{"Content-Type": {"application/json"}})
+		if err == nil {
+			t.Fatalf("%s: no error", tt.url)
+		}
+		msg := err.Error()
+		for _, secret := range []string{topic, token, "s3cr3t-collector-key", "/services", "/loop", "auth="} {
+			if strings.Contains(msg, secret) {
+				t.Errorf("%s: the error shows %q: %s", tt.url, secret, msg)
+			}
+		}
+		if !strings.Contains(msg, strings.TrimPrefix(target.Origin(), "http://")) && tt.status == 0 {
+			t.Errorf("%s: the error does not name the receiver: %s", tt.url, msg)
+		}
+		var se *StatusError
+		if errors.As(err, &se) != (tt.status != 0) || tt.status != 0 && (se.Code != tt.status || strings.Contains(se.Error(), topic)) {
+			t.Errorf("%s: %v, want the status %d", tt.url, err, tt.status)
+		}
+		var ra *RetryAfter
+		if errors.As(err, &ra) != (tt.wait != 0) || tt.wait != 0 && ra.Wait != tt.wait {
+			t.Errorf("%s: %v, want a Retry-After of %s", tt.url, err, tt.wait)
 		}
 	}
 }

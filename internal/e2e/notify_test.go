@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -118,5 +119,93 @@ func TestNotify_PermissionReachesAWebhook(t *testing.T) {
 	}
 	if len(notified("waiting")) != 2 {
 		t.Errorf("waiting sent %d times, want 2 (one failure)", len(notified("waiting")))
+	}
+}
+
+// TestNotify_FailedDeliveriesNeverLogTheSecretURL gives a hub targets
+// whose URLs are secrets, read from files — an ntfy topic whose receiver
+// answers 500 with the path it got, as many servers do; a Slack webhook
+// on a port where nothing listens; a webhook with a token in its query
+// that answers after the target's timeout — and an exporter to a
+// collector with its token in the path, also where nothing listens. The
+// hub logs every failed delivery, naming each target and its host, and
+// its log never holds a topic, a path or a query: not in its own words,
+// not in net/http's.
+func TestNotify_FailedDeliveriesNeverLogTheSecretURL(t *testing.T) {
+	t.Parallel()
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Cannot POST "+r.URL.RequestURI(), http.StatusInternalServerError)
+	}))
+	defer echo.Close()
+	stall := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // so that the server sees the hub go
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(stall)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+
+	secrets := map[string]string{ // by target: the secret part of its URL
+		"phone": "acphub-" + randText("abcdefghijklmnopqrstuvwxyz0123456789", 24),
+		"team":  "T0" + randText("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 8) + "/B0" + randText("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 8) + "/" + randText("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 24),
+		"ops":   randText("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 32),
+		"logs":  randText("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 40),
+	}
+	urls := map[string]string{
+		"phone": echo.URL + "/" + secrets["phone"],
+		"team":  closed + "/services/" + secrets["team"],
+		"ops":   slow.URL + "/hooks/acphub?token=" + secrets["ops"],
+	}
+	dir := t.TempDir()
+	var cfg strings.Builder
+	for name, kind := range map[string]string{"phone": "ntfy", "team": "slack", "ops": "webhook"} {
+		file := filepath.Join(dir, name+".url")
+		if err := os.WriteFile(file, []byte(urls[name]+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&cfg, "[notify.%s]\ntype = %q\nurl = { file = %q }\ntimeout = \"300ms\"\n", name, kind, file)
+	}
+	fmt.Fprintf(&cfg, "[exporters.logs]\ntype = \"http\"\nurl = %q\nmax_age = \"10ms\"\n", closed+"/receiver/v1/http/"+secrets["logs"])
+	path := filepath.Join(dir, "acphub.toml")
+	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startHubIn(t, dir, "--config", path)
+	ws := h.dial("s", "peer=web")
+	sid := ws.handshake()
+	ws.prompt(sid, "/permission")
+	ws.until(isMethod("session/request_permission"))
+
+	for _, name := range []string{"phone", "team", "ops"} {
+		h.waitLog(`msg="notification failed; trying again".* target=` + name + ` `)
+	}
+	h.waitLog(`msg="export batch failed; trying again" exporter=logs `)
+	log := h.log.String()
+	for name, secret := range secrets {
+		for _, part := range append(strings.Split(secret, "/"), secret) {
+			if strings.Contains(log, part) {
+				t.Errorf("the hub's log holds the secret of %s's URL (%s)", name, part)
+			}
+		}
+	}
+	for _, leak := range []string{"/services/", "/receiver/v1/http/", "/hooks/acphub", "?token="} {
+		if strings.Contains(log, leak) {
+			t.Errorf("the hub's log holds a target's path or query: %s", leak)
+		}
+	}
+	// The log says where each failure went: the receiver's host.
+	for _, origin := range []string{echo.URL, closed, slow.URL} {
+		if !strings.Contains(log, origin) {
+			t.Errorf("the hub's log never names %s", origin)
+		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -117,8 +118,14 @@ func New(cfg Config) *Exporter {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// The log names the receiver by its origin: the rest of its URL can
+	// be its secret (a token in the path or the query).
+	receiver := ""
+	if u, err := url.Parse(cfg.Sink.Target()); err == nil {
+		receiver = deliver.Origin(u)
+	}
 	return &Exporter{
-		cfg: cfg, consumer: "export:" + cfg.Name, log: cfg.Logger.With("exporter", cfg.Name),
+		cfg: cfg, consumer: "export:" + cfg.Name, log: cfg.Logger.With("exporter", cfg.Name, "receiver", receiver),
 		status: api.ExporterStatus{Name: cfg.Name, Kind: cfg.Sink.Kind(), Target: cfg.Sink.Target()},
 	}
 }
@@ -196,7 +203,7 @@ func (e *Exporter) restore(ctx context.Context) error {
 			e.acked[session], e.next[session] = c, c
 		}
 	}
-	e.log.Info("exporting", "kind", e.cfg.Sink.Kind(), "target", e.cfg.Sink.Target(), "sessions", len(e.acked))
+	e.log.Info("exporting", "kind", e.cfg.Sink.Kind(), "sessions", len(e.acked))
 	return nil
 }
 

@@ -24,8 +24,7 @@ const DefaultTimeout = 30 * time.Second
 // Retry-After are tried again when the receiver asked; anything else,
 // after a back-off.
 type HTTP struct {
-	url    string
-	header http.Header
+	target *deliver.Target
 	client *http.Client
 }
 
@@ -40,21 +39,21 @@ type HTTPOptions struct {
 // no credentials: those go in a header, read from the environment or a
 // file (docs/export.md).
 func NewHTTP(o HTTPOptions) (*HTTP, error) {
-	u, err := deliver.CheckURL(o.URL)
+	target, err := deliver.NewTarget(o.URL, o.Header)
 	if err != nil {
 		return nil, err
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	return &HTTP{url: u.String(), header: o.Header.Clone(), client: &http.Client{Timeout: o.Timeout}}, nil
+	return &HTTP{target: target, client: &http.Client{Timeout: o.Timeout}}, nil
 }
 
 // Kind implements Sink.
 func (h *HTTP) Kind() string { return "http" }
 
 // Target implements Sink.
-func (h *HTTP) Target() string { return h.url }
+func (h *HTTP) Target() string { return h.target.URL() }
 
 // Deliver implements Sink.
 func (h *HTTP) Deliver(ctx context.Context, batch []Record) error {
@@ -62,13 +61,13 @@ func (h *HTTP) Deliver(ctx context.Context, batch []Record) error {
 	for _, r := range batch {
 		lines = append(lines, r.JSON, []byte{'\n'})
 	}
-	return postGzip(ctx, h.client, h.url, h.header, "application/x-ndjson", lines, "Idempotency-Key", batchKey(batch))
+	return postGzip(ctx, h.client, h.target, "application/x-ndjson", lines, "Idempotency-Key", batchKey(batch))
 }
 
-// postGzip posts the parts of a body, gzip-compressed, with header, its
+// postGzip posts the parts of a body, gzip-compressed, to target with its
 // Content-Type and the extra header pairs, and reads the answer
-// (deliver.Result).
-func postGzip(ctx context.Context, client *http.Client, url string, header http.Header, contentType string, parts [][]byte, extra ...string) error {
+// (deliver.Target.Post).
+func postGzip(ctx context.Context, client *http.Client, target *deliver.Target, contentType string, parts [][]byte, extra ...string) error {
 	var body bytes.Buffer
 	zw := gzip.NewWriter(&body)
 	for _, p := range parts {
@@ -77,20 +76,13 @@ func postGzip(ctx context.Context, client *http.Client, url string, header http.
 	if err := zw.Close(); err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, &body)
-	if err != nil {
-		return err
-	}
-	req.Header = header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Content-Encoding", "gzip")
+	header := http.Header{}
+	header.Set("Content-Type", contentType)
+	header.Set("Content-Encoding", "gzip")
 	for i := 0; i+1 < len(extra); i += 2 {
-		req.Header.Set(extra[i], extra[i+1])
+		header.Set(extra[i], extra[i+1])
 	}
-	return deliver.Result(client.Do(req))
+	return target.Post(ctx, client, &body, header)
 }
 
 // batchKey names a batch by its events' ids: the same batch sent again has

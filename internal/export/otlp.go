@@ -36,8 +36,7 @@ import (
 // 503; so are the others, after a back-off, as acphub never drops an
 // event.
 type OTLP struct {
-	url     string
-	header  http.Header
+	target  *deliver.Target
 	client  *http.Client
 	version string
 }
@@ -55,14 +54,18 @@ func NewOTLP(o HTTPOptions, version string) (*OTLP, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	return &OTLP{url: u.String(), header: o.Header.Clone(), client: &http.Client{Timeout: o.Timeout}, version: version}, nil
+	target, err := deliver.NewTarget(u.String(), o.Header)
+	if err != nil {
+		return nil, err
+	}
+	return &OTLP{target: target, client: &http.Client{Timeout: o.Timeout}, version: version}, nil
 }
 
 // Kind implements Sink.
 func (o *OTLP) Kind() string { return "otlp" }
 
 // Target implements Sink.
-func (o *OTLP) Target() string { return o.url }
+func (o *OTLP) Target() string { return o.target.URL() }
 
 // Deliver implements Sink.
 func (o *OTLP) Deliver(ctx context.Context, batch []Record) error {
@@ -70,7 +73,7 @@ func (o *OTLP) Deliver(ctx context.Context, batch []Record) error {
 	if err != nil {
 		return fmt.Errorf("encode the logs: %w", err)
 	}
-	return postGzip(ctx, o.client, o.url, o.header, "application/x-protobuf", [][]byte{msg})
+	return postGzip(ctx, o.client, o.target, "application/x-protobuf", [][]byte{msg})
 }
 
 // logs builds the batch's OTLP logs.

@@ -106,6 +106,7 @@ type seen struct {
 
 type target struct {
 	Target
+	dest   *deliver.Target
 	client *http.Client
 	queue  chan api.Notification
 	log    *slog.Logger
@@ -123,7 +124,8 @@ func New(cfg Config) (*Notifier, error) {
 		if !slices.Contains(Kinds, t.Kind) {
 			return nil, fmt.Errorf("notify.%s: type %q: webhook, ntfy or slack", t.Name, t.Kind)
 		}
-		if _, err := deliver.CheckURL(t.URL); err != nil {
+		dest, err := deliver.NewTarget(t.URL, t.Header)
+		if err != nil {
 			return nil, fmt.Errorf("notify.%s: %w", t.Name, err)
 		}
 		for _, e := range t.Events {
@@ -131,8 +133,11 @@ func New(cfg Config) (*Notifier, error) {
 				return nil, fmt.Errorf("notify.%s: event %q: waiting, turn_ended or agent_exited", t.Name, e)
 			}
 		}
-		n.targets = append(n.targets, &target{Target: t, client: &http.Client{Timeout: cmp.Or(t.Timeout, 10*time.Second)},
-			queue: make(chan api.Notification, QueueLen), log: n.log.With("target", t.Name)})
+		// The log names a target by its name and its receiver's origin:
+		// the rest of its URL can be its secret (an ntfy topic, a Slack
+		// webhook's path).
+		n.targets = append(n.targets, &target{Target: t, dest: dest, client: &http.Client{Timeout: cmp.Or(t.Timeout, 10*time.Second)},
+			queue: make(chan api.Notification, QueueLen), log: n.log.With("target", t.Name, "receiver", dest.Origin())})
 	}
 	return n, nil
 }
@@ -368,10 +373,7 @@ func (t *target) run(ctx context.Context, lo, hi time.Duration) {
 // post sends one notification in the target's form.
 func (t *target) post(ctx context.Context, out api.Notification) error {
 	var body []byte
-	header := t.Header.Clone()
-	if header == nil {
-		header = http.Header{}
-	}
+	header := http.Header{}
 	switch t.Kind {
 	case Webhook:
 		body = out.AppendJSON(nil)
@@ -397,12 +399,7 @@ func (t *target) post(ctx context.Context, out api.Notification) error {
 		body, _ = json.Marshal(map[string]string{"text": text})
 		header.Set("Content-Type", "application/json")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header = header
-	return deliver.Result(t.client.Do(req))
+	return t.dest.Post(ctx, t.client, bytes.NewReader(body), header)
 }
 
 // slackEscape escapes the three characters Slack's text markup reserves.
