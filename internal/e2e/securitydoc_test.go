@@ -19,7 +19,7 @@ func TestSecurityDoc_EveryPromiseNamesATestThatExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := map[string]bool{}
-	funcRE := regexp.MustCompile(`(?m)^func (Test\w+)\(`)
+	funcRE := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)\w+)\(`)
 	err = filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
@@ -45,7 +45,7 @@ func TestSecurityDoc_EveryPromiseNamesATestThatExists(t *testing.T) {
 		t.Fatal("docs/security.md has no Promises section")
 	}
 	promises, _, _ = strings.Cut(promises, "\n## ")
-	nameRE := regexp.MustCompile("`(Test\\w+)`")
+	nameRE := regexp.MustCompile("`((?:Test|Fuzz)\\w+)`")
 	rows := 0
 	for _, line := range strings.Split(promises, "\n") {
 		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| promise") {
