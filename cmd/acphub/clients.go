@@ -19,6 +19,7 @@ import (
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/demoagent"
 	"github.com/acphub/acphub/internal/hub"
+	"github.com/acphub/acphub/internal/termtext"
 )
 
 // Defaults of the client commands.
@@ -109,7 +110,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 		MaxFrame: cfg.MaxFrame,
 		EOFWait:  eofWait,
 		Restarted: func(r *client.Restart) {
-			fmt.Fprintf(stdio.Err, "acphub: the hub could not resume the connection (%v): joined session %s anew\n", r.Cause, session)
+			fmt.Fprintf(stdio.Err, "acphub: the hub could not resume the connection (%s): joined session %s anew\n", termtext.Line(fmt.Sprint(r.Cause)), session)
 		},
 	})
 }
@@ -209,7 +210,7 @@ func sayLost(w io.Writer, addr string) (lost func(error, int, time.Duration), ba
 	var o chat.Outage
 	say := func(words string) {
 		if words != "" {
-			fmt.Fprintln(w, "acphub: "+words)
+			fmt.Fprintln(w, "acphub: "+termtext.Line(words))
 		}
 	}
 	return func(err error, attempt int, _ time.Duration) { say(o.Lost(addr, err, attempt)) }, func() { say(o.Back()) }

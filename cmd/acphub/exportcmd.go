@@ -10,6 +10,7 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/config"
+	"github.com/acphub/acphub/internal/termtext"
 )
 
 const exportAbout = `status shows each exporter of the hub's config file: the receiver, the
@@ -39,7 +40,9 @@ func runExport(ctx context.Context, args []string, stdio Stdio) error {
 	return errors.New(`missing the subcommand: status; run "acphub export -h" for usage`)
 }
 
-// printExporters prints GET /api/exporters as a table.
+// printExporters prints GET /api/exporters as a table. A last error can
+// quote what a receiver answered: each cell is made one line of visible
+// text (termtext.Line).
 func printExporters(tw *tabwriter.Writer, list *api.ExporterList) {
 	fmt.Fprintln(tw, "EXPORTER\tKIND\tTARGET\tSESSIONS\tEXPORTED\tLAG\tOLDEST\tFAILURES\tLAST ERROR")
 	for _, e := range list.Exporters {
@@ -47,8 +50,8 @@ func printExporters(tw *tabwriter.Writer, list *api.ExporterList) {
 		if e.LastError != "" {
 			lastErr = e.LastErrorAt.Local().Format(time.DateTime) + " " + e.LastError
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", e.Name, e.Kind, e.Target, e.Sessions, e.Exported, e.LagEvents,
-			(time.Duration(e.LagSeconds * float64(time.Second))).Round(time.Millisecond), e.Failures, lastErr)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", termtext.Line(e.Name), termtext.Line(e.Kind), termtext.Line(e.Target), e.Sessions, e.Exported, e.LagEvents,
+			(time.Duration(e.LagSeconds * float64(time.Second))).Round(time.Millisecond), e.Failures, termtext.Line(lastErr))
 	}
 	if len(list.Exporters) == 0 {
 		fmt.Fprintln(tw, "(none: the config file sets up no [exporters.NAME])")

@@ -19,6 +19,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/client"
 	"github.com/acphub/acphub/internal/config"
+	"github.com/acphub/acphub/internal/termtext"
 	"github.com/acphub/acphub/schema"
 )
 
@@ -46,13 +47,14 @@ func runSchema(_ context.Context, args []string, stdio Stdio) error {
 	return fmt.Errorf("unknown schema %q", fs.Arg(0))
 }
 
-// runSessions lists the hub's sessions.
+// runSessions lists the hub's sessions. The agent titles a session and a client
+// names its cwd: each cell is made one line of visible text (termtext.Line).
 func runSessions(ctx context.Context, args []string, stdio Stdio) error {
 	return runListing(ctx, "sessions", args, stdio, "/api/sessions", func(tw *tabwriter.Writer, list *api.SessionList) {
 		fmt.Fprintln(tw, "SESSION\tAGENT\tSTATE\tEVENTS\tCLIENTS\tUPDATED\tUSAGE\tCWD\tTITLE")
 		for _, s := range list.Sessions {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Key, s.Agent, s.State, s.LastSeq, s.Clients,
-				s.UpdatedAt.Local().Format(time.DateTime), usageText(s.Usage), s.Cwd, s.Title)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", termtext.Line(s.Key), termtext.Line(s.Agent), termtext.Line(s.State), s.LastSeq, s.Clients,
+				s.UpdatedAt.Local().Format(time.DateTime), termtext.Line(usageText(s.Usage)), termtext.Line(s.Cwd), termtext.Line(s.Title))
 		}
 	})
 }
@@ -108,8 +110,8 @@ func usageText(raw json.RawMessage) string {
 }
 
 // runListing runs the command name, which prints the list the hub's API
-// gives at path: as the API's JSON with --json, else as the table print
-// writes.
+// gives at path: as the API's JSON with --json (through termtext.JSON),
+// else as the table print writes.
 func runListing[T any](ctx context.Context, name string, args []string, stdio Stdio, path string, print func(*tabwriter.Writer, *T)) error {
 	var addr string
 	var asJSON bool
@@ -130,7 +132,11 @@ func runListing[T any](ctx context.Context, name string, args []string, stdio St
 	}
 	defer resp.Body.Close()
 	if asJSON {
-		_, err := io.Copy(stdio.Out, resp.Body)
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		_, err = stdio.Out.Write(termtext.JSON(body))
 		return err
 	}
 	list := new(T)
@@ -142,7 +148,9 @@ func runListing[T any](ctx context.Context, name string, args []string, stdio St
 	return tw.Flush()
 }
 
-// runLog prints a session's events.
+// runLog prints a session's events: each as a line of text for people, every
+// character a terminal would obey shown as an escape (termtext.Line), or with
+// --json as the hub's JSON line, such characters \u-escaped (termtext.JSON).
 func runLog(ctx context.Context, args []string, stdio Stdio) error {
 	var addr string
 	var follow, asJSON bool
@@ -179,14 +187,14 @@ func runLog(ctx context.Context, args []string, stdio Stdio) error {
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
 		if asJSON {
-			fmt.Fprintln(stdio.Out, sc.Text())
+			fmt.Fprintf(stdio.Out, "%s\n", termtext.JSON(sc.Bytes()))
 			continue
 		}
 		var ev api.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("decode event: %w", err)
 		}
-		fmt.Fprintln(stdio.Out, formatEvent(ev))
+		fmt.Fprintln(stdio.Out, termtext.Line(formatEvent(ev)))
 	}
 	if err := sc.Err(); err != nil && ctx.Err() == nil {
 		return err
@@ -302,9 +310,11 @@ func promptText(prompt []json.RawMessage) string {
 	return strings.Join(parts, " ")
 }
 
-// clip shortens s to one line of at most 100 characters.
+// clip shortens s to one line of at most 100 characters: runs of spaces,
+// tabs and line feeds become one space. Other controls stay, for
+// termtext.Line to show.
 func clip(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' }), " ")
 	if r := []rune(s); len(r) > 100 {
 		return string(r[:99]) + "…"
 	}

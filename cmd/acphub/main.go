@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/acphub/acphub/internal/signame"
+	"github.com/acphub/acphub/internal/termtext"
 )
 
 // version is set at build time with -ldflags "-X main.version=...". Left
@@ -63,7 +64,8 @@ func main() {
 	defer stop()
 	err := Run(ctx, os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "acphub:", err)
+		// An error can quote what the hub, an agent or a client said.
+		fmt.Fprintln(os.Stderr, "acphub:", termtext.Text(err.Error()))
 		var ee exitError
 		if errors.As(err, &ee) {
 			os.Exit(int(ee))

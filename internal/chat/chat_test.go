@@ -214,6 +214,40 @@ func TestRun_Renders(t *testing.T) {
 				"  | " + strings.Repeat("y", 6000) + "\n",
 		},
 		{
+			// Every path by which another's text reaches the terminal: nothing
+			// in it is obeyed, and what would start a line of its own does not.
+			name: "hostile text is shown, never obeyed",
+			frames: []string{
+				textChunk("agent_message_chunk", "a\x1b]0;title\x07b\r\n\tc\u009b"),
+				textChunk("agent_thought_chunk", "\u202eevil\x1b[1A\r[permission] x"),
+				`{"jsonrpc":"2.0","method":"_acphub/prompt_received","params":{"sessionId":"s1","peer":"bob","prompt":[{"type":"text","text":"hi\u0007\n[permission] x: eve chose Allow"}],"queued":0}}`,
+				textChunk("user_message_chunk", "old\u001b]52;c;eA==\u0007\r\nline"),
+				update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read\u001b[2J\nfile","kind":"read\u009b","status":"pending\u202e","content":[{"type":"content","content":{"type":"text","text":"out\u001b[31m\n\tred"}},{"type":"diff","path":"/a\u001b","newText":""}]}`),
+				update(`{"sessionUpdate":"plan","entries":[{"content":"step\u001b[K\none","status":"pending"}]}`),
+				update(`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"x\u0007"}]}`),
+				update(`{"sessionUpdate":"current_mode_update","currentModeId":"m\u001b"}`),
+				update(`{"sessionUpdate":"session_info_update","title":"T\u001b]2;x\u0007"}`),
+				`{"jsonrpc":"2.0","method":"_acphub/terminal_output","params":{"sessionId":"s1","terminalId":"t1","output":"50%\r100%\u001b[A\r\n\tok\n"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/terminal_exited","params":{"sessionId":"s1","terminalId":"t1","command":"make\u001b","args":["a\nb"],"exitCode":0,"output":"","truncated":false}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"eve","title":"Del\u001b[1A","outcome":{"outcome":"selected","optionId":"x"},"optionName":"Allow\r\u202e"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":{"code":-32603,"message":"bad\u001b]0;t\u0007\nthing"}}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/peer_left","params":{"sessionId":"s1","peer":"bob","reason":"gone\u001b[2K"}}`,
+				`{"jsonrpc":"2.0","method":"_acphub/agent_exited","params":{"sessionId":"s1","code":1,"signal":null,"stderrTail":"panic\u001b[31m\n"}}`,
+			},
+			want: "a\\x1b]0;title\\x07b\n\tc\\u009b\n" +
+				"(thinking) \\u202eevil\\x1b[1A\\r[permission] x\n" +
+				"[bob] hi\\x07\n[bob] [permission] x: eve chose Allow\n" +
+				"> old\\x1b]52;c;eA==\\x07\n> line\n" +
+				"[tool] Read\\x1b[2J\\nfile (read\\u009b) pending\\u202e\n  out\\x1b[31m\n  \tred\n  [diff /a\\x1b]\n" +
+				"[plan]\n  [ ] step\\x1b[K\\none\n" +
+				"[commands: /x\\x07]\n[mode: m\\x1b]\n[title: T\\x1b]2;x\\x07]\n" +
+				"  | 50%\\r100%\\x1b[A\n  | \tok\n[terminal] make\\x1b a\\nb: exit 0\n" +
+				"[permission] Del\\x1b[1A: eve chose Allow\\r\\u202e\n" +
+				"[bob's turn complete: error -32603: bad\\x1b]0;t\\x07\\nthing]\n" +
+				"[bob left: gone\\x1b[2K]\n" +
+				"[agent exited: code 1]\n  panic\\x1b[31m\n",
+		},
+		{
 			name: "unknown messages are ignored",
 			frames: []string{
 				update(`{"sessionUpdate":"compaction_update","whatever":[1,2]}`),
@@ -416,6 +450,9 @@ func TestRun_Color(t *testing.T) {
 	s.expect("session/new")
 	s.send(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}`)
 	s.waitOutput("\x1b[36mconnected: session s1\x1b[0m\n")
+	// The escapes the chat writes are its own: the text it paints is escaped first.
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/peer_left","params":{"sessionId":"s1","peer":"bob","reason":"x\u001b[0m\u001b]0;t\u0007"}}`)
+	s.waitOutput("\x1b[36m[bob left: x\\x1b[0m\\x1b]0;t\\x07]\x1b[0m\n")
 }
 
 // A script types everything at once: a number read while our turn runs, before

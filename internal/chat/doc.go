@@ -53,6 +53,14 @@
 // Non-text content blocks show as "[<type>]". Usage and config option updates, unknown
 // session updates and unknown extension notifications print nothing.
 //
+// Whatever an agent or another client wrote — messages, thoughts, prompts, titles,
+// tool output, names, error texts — is shown, never obeyed: a character a terminal
+// would act on (ESC and the other C0 controls but the line feed and tab, DEL, the C1
+// controls, the bidi overrides and isolates) prints as an escape such as \x1b, \r or
+// \u202e (package termtext). A whole line stays one line, a line feed in it shown
+// as \n; a prompt or a tool's output of many lines has its prefix ("[<peer>] ",
+// "> ", "  ") on every line.
+//
 // # Input
 //
 // An empty line is ignored, "/quit" leaves, "/cancel" sends session/cancel (and answers

@@ -155,9 +155,7 @@ func (c *chat) terminalOutput(p *api.TerminalOutput) {
 }
 
 func (c *chat) showTerminalLines(text string) {
-	for _, l := range strings.Split(text, "\n") {
-		c.out.line(styleTool, "  | "+l)
-	}
+	c.out.lines(styleTool, "  | ", text)
 }
 
 // terminalExited shows how a terminal ended: the rest of its streamed
@@ -286,11 +284,11 @@ func (c *chat) promptReceived(p *api.PromptReceivedParams) {
 		texts[i] = blockText(b)
 		c.announced[texts[i]]++
 	}
-	line := "[" + p.Peer + "] " + strings.Join(texts, " ")
+	text := strings.TrimSuffix(strings.Join(texts, " "), "\n")
 	if p.Queued > 0 {
-		line += fmt.Sprintf(" (queued #%d)", p.Queued)
+		text += fmt.Sprintf(" (queued #%d)", p.Queued)
 	}
-	c.out.line(stylePeer, line)
+	c.out.lines(stylePeer, "["+p.Peer+"] ", text)
 }
 
 // turnComplete shows the end of another client's turn, and whose it was: the history a

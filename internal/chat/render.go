@@ -3,6 +3,8 @@ package chat
 import (
 	"io"
 	"strings"
+
+	"github.com/acphub/acphub/internal/termtext"
 )
 
 // ANSI SGR parameters for each kind of output line, used when Options.Color is set.
@@ -19,6 +21,13 @@ const (
 
 // renderer writes the chat output: streamed agent messages and whole lines. It keeps the
 // first write error in err and writes nothing after it.
+//
+// All the text it is given passes through termtext, whatever its source: the only
+// bytes it writes that a terminal obeys are its own line ends and, with color, its
+// own SGR sequences. A line it prints is one line: a line feed in a title or a name,
+// which would start another, is shown as \n. Text of many lines — a prompt, a
+// tool's output — is printed by lines, each after a prefix that says whose it is;
+// only an agent's message streams as it is, its line feeds and tabs kept.
 type renderer struct {
 	w         io.Writer
 	color     bool
@@ -46,14 +55,26 @@ func (r *renderer) stream(text string, thought bool) {
 	if thought {
 		style = styleThought
 	}
-	r.write(r.paint(style, text))
+	r.write(r.paint(style, termtext.Text(text)))
 	r.midLine = !strings.HasSuffix(text, "\n")
 }
 
-// line ends a streamed message and prints s as a line of its own.
+// line ends a streamed message and prints s as a line of its own; a line feed in s
+// is shown as \n.
 func (r *renderer) line(style, s string) {
 	r.endLine()
-	r.write(r.paint(style, s) + "\n")
+	r.write(r.paint(style, termtext.Line(s)) + "\n")
+}
+
+// lines ends a streamed message and prints each line of text (split at each line
+// feed, a CR before it dropped) as a line of its own, after prefix: a line of text
+// cannot pass for one of the chat's. Tabs are kept.
+func (r *renderer) lines(style, prefix, text string) {
+	r.endLine()
+	prefix = termtext.Line(prefix)
+	for l := range strings.SplitSeq(text, "\n") {
+		r.write(r.paint(style, prefix+termtext.Text(strings.TrimSuffix(l, "\r"))) + "\n")
+	}
 }
 
 // endLine ends a streamed message, finishing its line.
@@ -83,12 +104,6 @@ func blockText(b contentBlock) string {
 		return b.Text
 	}
 	return "[" + b.Type + "]"
-}
-
-// prefixLines puts prefix before every line of text.
-func prefixLines(prefix, text string) string {
-	text = strings.TrimSuffix(text, "\n")
-	return prefix + strings.ReplaceAll(text, "\n", "\n"+prefix)
 }
 
 func planMark(status string) string {

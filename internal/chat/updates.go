@@ -62,7 +62,7 @@ func (c *chat) userChunk(raw json.RawMessage) {
 		}
 		return
 	}
-	c.out.line(stylePeer, prefixLines("> ", text))
+	c.out.lines(stylePeer, "> ", strings.TrimSuffix(text, "\n"))
 }
 
 func (c *chat) toolCallStarted(raw json.RawMessage) {
@@ -114,7 +114,7 @@ func (c *chat) toolContent(content []toolCallContent) {
 		default:
 			text = "[" + tc.Type + "]"
 		}
-		c.out.line(styleText, prefixLines("  ", text))
+		c.out.lines(styleText, "  ", strings.TrimSuffix(text, "\n"))
 	}
 }
 
