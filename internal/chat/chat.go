@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +51,8 @@ func Run(ctx context.Context, conn *client.Conn, in io.Reader, out io.Writer, op
 		toolTitles: make(map[string]string),
 		announced:  make(map[string]int),
 		terminals:  make(map[string]*strings.Builder),
+		opPrefix:   fmt.Sprintf("chat-%016x-", rand.Uint64()),
+		ops:        make(map[string]bool),
 	}
 	c.hub = client.New(conn, c.handlers())
 	defer c.hub.Close()
@@ -81,6 +85,9 @@ type chat struct {
 	outage Outage // the hub lost, while it is
 
 	perms      []permission                // open permission requests, oldest first
+	answered   *answered                   // the last shown here that another answered; nil once a line is typed or a turn starts
+	opPrefix   string                      // of the operation ids of our prompts
+	ops        map[string]bool             // the operation ids of our prompts: the answers tell of their turns
 	toolTitles map[string]string           // toolCallId → title
 	announced  map[string]int              // prompt texts shown by prompt_received → user_message_chunks to skip
 	terminals  map[string]*strings.Builder // terminalId → output streamed since its last full line
@@ -187,15 +194,23 @@ func (c *chat) disconnected(err error) error {
 // handleLine acts on one input line and reports whether the user asked to quit.
 func (c *chat) handleLine(line string) (quit bool, err error) {
 	line = strings.TrimSpace(line)
-	switch {
-	case line == "":
+	if line == "" {
 		return false, nil
+	}
+	late := c.answered
+	c.answered = nil
+	switch {
 	case line == "/quit":
 		return true, nil
 	case line == "/cancel":
 		return false, c.cancelTurn()
 	case len(c.perms) > 0:
 		return false, c.answerPermission(line)
+	case late != nil && isNumber(line):
+		// Typed for a permission request another answered first: it
+		// answers nothing, and is not a prompt unless typed again.
+		c.out.line(stylePermission, "["+line+" not sent: the permission request "+strconv.Quote(late.title)+" was "+late.outcome()+"; type it again if you meant it]")
+		return false, nil
 	case c.prompts > 0 && isNumber(line):
 		// Typed ahead of the permission request of our turn (a script types
 		// everything at once): it answers that request, never becomes a
@@ -213,8 +228,16 @@ func (c *chat) prompt(text string) error {
 	if err != nil {
 		return err
 	}
+	// Our own operation id, which the hub's turn_complete names: the turn
+	// of a prompt of ours is told by the prompt's answer, and only there.
+	op := c.opPrefix + strconv.Itoa(len(c.ops)+1)
+	c.ops[op] = true
+	meta, err := json.Marshal(map[string]string{api.MetaOperationID: op})
+	if err != nil {
+		return err
+	}
 	c.prompts++
-	err = c.session.GoPrompt(c.ctx, &api.PromptParams{Prompt: []json.RawMessage{block}},
+	err = c.session.GoPrompt(c.ctx, &api.PromptParams{Prompt: []json.RawMessage{block}, Meta: meta},
 		func(r *api.PromptResult, err error) { c.show(func() { c.promptDone(r, err) }) })
 	return sent(err)
 }

@@ -307,9 +307,7 @@ func TestRun_PermissionAnsweredByNumber(t *testing.T) {
 	}
 
 	s.typeLine("2") // no permission is open: a prompt
-	if got, want := string(s.expect("session/prompt").Params), `{"sessionId":"s1","prompt":[{"type":"text","text":"2"}]}`; got != want {
-		t.Errorf("prompt params = %s, want %s", got, want)
-	}
+	s.expectPrompt("2")
 }
 
 func TestRun_CancelRequestRemovesPermission(t *testing.T) {
@@ -368,10 +366,7 @@ func TestRun_EOFWaitsForPrompt(t *testing.T) {
 	s.typeLine("hello")
 	s.input.Close()
 
-	prompt := s.expect("session/prompt")
-	if got, want := string(prompt.Params), `{"sessionId":"s1","prompt":[{"type":"text","text":"hello"}]}`; got != want {
-		t.Errorf("prompt params = %s, want %s", got, want)
-	}
+	prompt := s.expectPrompt("hello")
 	s.send(textChunk("agent_message_chunk", "Hi there"))
 	s.waitOutput("Hi there")
 	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
@@ -492,9 +487,7 @@ func TestRun_NumberHeldForATurnThatAsksNothingIsDropped(t *testing.T) {
 	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
 	s.waitOutput("[done: end_turn]\n[2 answered nothing: your turn ended without a permission request]\n")
 	s.typeLine("2") // no turn of ours runs: a prompt
-	if got, want := string(s.expect("session/prompt").Params), `{"sessionId":"s1","prompt":[{"type":"text","text":"2"}]}`; got != want {
-		t.Errorf("prompt params = %s, want %s", got, want)
-	}
+	s.expectPrompt("2")
 }
 
 // A number held for our turn does not answer the permission request of another
@@ -546,4 +539,83 @@ func TestRun_ScriptAnswersThePermissionAndWaitsForTheTurn(t *testing.T) {
 	s.send(textChunk("agent_message_chunk", "edited"))
 	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
 	s.ends("[permission] you chose Allow\nedited\n[done: end_turn]\n")
+}
+
+// A number typed for a permission request another client answered first answers
+// nothing and is not sent as a prompt: the chat says who answered how. Typed again,
+// it is a prompt.
+func TestRun_NumberAfterAnotherAnsweredIsNotSent(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.send(requestPermission(`"p1"`, "Edit demo.txt"))
+	s.waitOutput("answer with a number\n")
+	s.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"p1"}}`)
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"bob","requestId":0,"toolCallId":"t1","title":"Edit demo.txt","outcome":{"outcome":"selected","optionId":"allow"},"optionName":"Allow"}}`)
+	before := s.marker()
+	s.typeLine("1")
+	if got, want := s.outputSince(before), "[1 not sent: the permission request \"Edit demo.txt\" was already answered (bob chose Allow); type it again if you meant it]\n"; got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
+	s.typeLine("1")
+	prompt := s.expectPrompt("1") // the first sent nothing: this is the next message
+
+	// A request the agent withdrew, that nobody answered.
+	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
+	s.send(requestPermission(`"p2"`, "Run tests"))
+	s.waitOutput("permission: Run tests\n")
+	s.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"p2"}}`)
+	before = s.marker()
+	s.typeLine("2")
+	if got, want := s.outputSince(before), "[2 not sent: the permission request \"Run tests\" was withdrawn; type it again if you meant it]\n"; got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
+
+	// Once another turn has started, a number is a prompt again.
+	s.send(requestPermission(`"p3"`, "Deploy"))
+	s.waitOutput("permission: Deploy\n")
+	s.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"p3"}}`)
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/prompt_received","params":{"sessionId":"s1","peer":"eve","prompt":[{"type":"text","text":"pick 1 or 2"}],"queued":0}}`)
+	s.waitOutput("[eve] pick 1 or 2\n")
+	s.typeLine("1")
+	s.expectPrompt("1")
+}
+
+// The end of a turn of ours, which the history after a restart holds, is told
+// once, by the prompt's answer; another's turn is told with who cancelled it.
+func TestRun_TurnsEndTellOnce(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.typeLine("/slow 400")
+	prompt := s.expectPrompt("/slow 400")
+	var p struct {
+		Meta map[string]string `json:"_meta"`
+	}
+	if err := json.Unmarshal(prompt.Params, &p); err != nil {
+		t.Fatal(err)
+	}
+	before := s.marker()
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"me","stopReason":"cancelled","interrupted":true,"operationId":` + jsonString(p.Meta["acphub.dev/operationId"]) + `}}`)
+	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"cancelled","_meta":{"acphub.dev/interrupted":true}}}`)
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"cancelled","operationId":"op-1","cancelledBy":"eve"}}`)
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","stopReason":"end_turn","cancelledBy":"eve"}}`)
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/turn_complete","params":{"sessionId":"s1","peer":"bob","error":{"code":-32603,"message":"agent died"},"cancelledBy":"eve"}}`)
+	want := "[turn interrupted: the hub stopped during it; it ended cancelled]\n" +
+		"[bob's turn cancelled by eve]\n" +
+		"[bob's turn complete: end_turn (cancelled by eve)]\n" +
+		"[bob's turn complete: error -32603: agent died (cancelled by eve)]\n"
+	if got := s.outputSince(before); got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// _acphub/configured says who set the mode or the config options, and to what.
+func TestRun_ShowsWhoConfiguredTheSession(t *testing.T) {
+	s := start(t, chat.Options{})
+	before := s.marker()
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/configured","params":{"sessionId":"s1","peer":"bob","modeId":"auto"}}`)
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/configured","params":{"sessionId":"s1","peer":"eve","configOptions":[` +
+		`{"id":"model","name":"Model","type":"select","currentValue":"gpt-5","options":[]},` +
+		`{"id":"think","type":"boolean","currentValue":true},{"id":"bare"}]}}`)
+	want := "[bob set mode: auto]\n[eve set options: Model gpt-5, think true, bare]\n"
+	if got := s.outputSince(before); got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
 }

@@ -36,7 +36,14 @@
 //	                                    the request's, or its tool call's, when known
 //	[done: <stopReason>]                our prompt finished
 //	[error <code>: <message> (<data.reason>)]
-//	[<peer>'s turn complete: <stopReason>]   another peer's prompt finished (or ": error ...")
+//	[<peer>'s turn complete: <stopReason>]   another peer's prompt finished (or ": error ..."),
+//	                                    " (cancelled by <peer>)" when one cancelled it
+//	[<peer>'s turn cancelled by <peer>]  another peer's turn that a cancel ended
+//	[<peer> set mode: <id>]             another peer set the mode (_acphub/configured)
+//	[<peer> set options: <name> <value>, ...]   or the config options, each as it is now
+//	[<n> not sent: the permission request "<title>" was already answered (<peer> chose <name>); type it again if you meant it]
+//	                                    a number typed after another answered ("was withdrawn"
+//	                                    when the agent withdrew it)
 //	[turn ended: the agent exited (exit code 0)]   a turn, ours ("[<peer>'s turn ended: ..."
 //	                                    for another's), that the agent's exit with status 0
 //	                                    ended (a stop, not a crash)
@@ -48,7 +55,10 @@
 // The history the hub replays to a client that joins shows the same way: each prompt as
 // "> <text>" (or "[<peer>] <text>" when a prompt_received names its sender), the end of
 // each turn with the peer that sent its prompt, and each permission answer the hub
-// replays as permission_resolved.
+// replays as permission_resolved. Each prompt of ours carries an operation id of the
+// chat's own (_meta acphub.dev/operationId), which the hub's turn_complete repeats: the
+// end of a turn of ours, which the history after the hub restarted holds, is not shown,
+// as the prompt's answer, which follows it, tells it once ("[turn interrupted: …]").
 //
 // Non-text content blocks show as "[<type>]". Usage and config option updates, unknown
 // session updates and unknown extension notifications print nothing.
@@ -69,8 +79,11 @@
 // ours is unanswered is held for the permission request our turn has yet to ask: it
 // answers that one when it comes, and no line is read until then; it answers nothing
 // when the turn ends first, or when the request comes from another client's turn
-// (user_message_chunk starts one, turn_complete ends it). Any other line is sent as a
-// session/prompt.
+// (user_message_chunk starts one, turn_complete ends it). A bare number typed right after
+// a permission request shown here was withdrawn — another peer answered it first, or the
+// agent gave it up — is meant for that request: it answers nothing and is not sent, and
+// the chat says so; typed again, or once another turn has started, it counts as usual.
+// Any other line is sent as a session/prompt.
 //
 // At the end of the input Run still waits for the answers to the prompts it sent, but
 // not while a permission request is open: no line is left to answer it, so it is left

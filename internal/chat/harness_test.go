@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,26 @@ func (s *session) expect(method string) sent {
 	m := s.next()
 	if m.Method != method {
 		s.t.Fatalf("chat sent %s, want method %s", m.raw, method)
+	}
+	return m
+}
+
+// opID is the operation id the chat gives each of its prompts.
+var opID = regexp.MustCompile(`^"chat-[0-9a-f]{16}-[0-9]+"$`)
+
+// expectPrompt waits for a session/prompt of text, with an operation id of the
+// chat's, and returns it.
+func (s *session) expectPrompt(text string) sent {
+	s.t.Helper()
+	m := s.expect("session/prompt")
+	var p struct {
+		SessionID string                     `json:"sessionId"`
+		Prompt    []json.RawMessage          `json:"prompt"`
+		Meta      map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(m.Params, &p); err != nil || p.SessionID != "s1" || len(p.Prompt) != 1 ||
+		string(p.Prompt[0]) != `{"type":"text","text":`+jsonString(text)+`}` || len(p.Meta) != 1 || !opID.Match(p.Meta["acphub.dev/operationId"]) {
+		s.t.Fatalf("prompt params = %s, want the text %q and an operation id", m.Params, text)
 	}
 	return m
 }

@@ -28,6 +28,7 @@ func (c *chat) handlers() client.Handlers {
 		PermissionResolved: func(p *api.PermissionResolvedParams) { c.show(func() { c.permissionResolved(p) }) },
 		PromptReceived:     func(p *api.PromptReceivedParams) { c.show(func() { c.promptReceived(p) }) },
 		TurnComplete:       func(p *api.TurnCompleteParams) { c.show(func() { c.turnComplete(p) }) },
+		Configured:         func(p *api.ConfiguredParams) { c.show(func() { c.configured(p) }) },
 		PeerJoined:         func(p *api.PeerJoinedParams) { c.show(func() { c.peerChanged(p.Peer, "joined", joinedAs(p)) }) },
 		PeerLeft:           func(p *api.PeerLeftParams) { c.show(func() { c.peerChanged(p.Peer, "left", p.Reason) }) },
 		AgentExited:        func(p *api.AgentExitedParams) { c.show(func() { c.agentExited(p) }) },
@@ -194,6 +195,7 @@ func (c *chat) permissionAsked(r *permissionRequest) error {
 	title := cmp.Or(r.Params.ToolCall.Title, c.toolName(r.Params.ToolCall.ToolCallID))
 	perm := permission{req: r, title: title}
 	c.perms = append(c.perms, perm)
+	c.answered = nil
 	held := c.held
 	c.held = ""
 	switch {
@@ -249,35 +251,56 @@ func (c *chat) dropPermission(i int) {
 	}
 }
 
+// answered is a permission request shown here that is no longer open: another peer
+// answered it first, or the agent withdrew it. A number typed next was meant for it.
+type answered struct {
+	title, toolCallID string
+	how               string // "<peer> chose <option>" or "<peer> cancelled"; "" until permission_resolved says
+}
+
+// outcome says what became of the request.
+func (a *answered) outcome() string {
+	if a.how == "" {
+		return "withdrawn"
+	}
+	return "already answered (" + a.how + ")"
+}
+
 // requestWithdrawn forgets a permission request the hub no longer wants our answer
-// to, because another peer answered first.
+// to, because another peer answered first (or the agent gave up).
 func (c *chat) requestWithdrawn(id json.RawMessage) {
 	i := slices.IndexFunc(c.perms, func(perm permission) bool {
 		return string(perm.req.Raw.ID) == string(id)
 	})
 	if i >= 0 {
+		p := c.perms[i]
+		c.answered = &answered{title: p.title, toolCallID: p.req.Params.ToolCall.ToolCallID}
 		c.dropPermission(i)
 	}
 }
 
 // permissionResolved shows who answered a permission request how, and what it asked:
-// a client that joins later gets no request in its history, only this.
+// a client that joins later gets no request in its history, only this. It comes
+// after the withdrawal of the request it resolves.
 func (c *chat) permissionResolved(p *api.PermissionResolvedParams) {
+	how := p.Peer + " cancelled"
+	if o, _ := decode[outcome](p.Outcome); o.Outcome == "selected" {
+		how = p.Peer + " chose " + cmp.Or(p.OptionName, o.OptionID)
+	}
+	if a := c.answered; a != nil && a.how == "" && a.toolCallID == p.ToolCallID {
+		a.how = how
+	}
 	line := "[permission] "
 	if title := cmp.Or(p.Title, c.toolTitles[p.ToolCallID]); title != "" {
 		line += title + ": "
 	}
-	o, _ := decode[outcome](p.Outcome)
-	if o.Outcome != "selected" {
-		c.out.line(stylePermission, line+p.Peer+" cancelled")
-		return
-	}
-	c.out.line(stylePermission, line+p.Peer+" chose "+cmp.Or(p.OptionName, o.OptionID))
+	c.out.line(stylePermission, line+how)
 }
 
 // promptReceived shows another peer's prompt and remembers its text, so that the
 // user_message_chunk updates repeating it are not shown again.
 func (c *chat) promptReceived(p *api.PromptReceivedParams) {
+	c.answered = nil
 	texts := make([]string, len(p.Prompt))
 	for i, raw := range p.Prompt {
 		b, _ := decode[contentBlock](raw)
@@ -291,24 +314,60 @@ func (c *chat) promptReceived(p *api.PromptReceivedParams) {
 	c.out.lines(stylePeer, "["+p.Peer+"] ", text)
 }
 
-// turnComplete shows the end of another client's turn, and whose it was: the history a
-// client gets on joining names a prompt's sender only here.
+// turnComplete shows the end of another client's turn, whose it was, and who
+// cancelled it: the history a client gets on joining names a prompt's sender only
+// here. The end of a turn of ours, which the history after a restart holds, is told
+// by our prompt's answer instead, which comes after it.
 func (c *chat) turnComplete(p *api.TurnCompleteParams) {
 	c.othersTurn = false
+	if c.ops[p.OperationID] {
+		return
+	}
 	turn := "turn"
 	if p.Peer != "" {
 		turn = p.Peer + "'s turn"
 	}
+	var cancelled string
+	if p.CancelledBy != "" {
+		cancelled = " (cancelled by " + p.CancelledBy + ")"
+	}
 	switch {
 	case exitedCleanly(p.Error):
-		c.out.line(styleInfo, "["+turn+" ended: "+agentExitedCleanly+"]")
+		c.out.line(styleInfo, "["+turn+" ended: "+agentExitedCleanly+cancelled+"]")
 	case p.Error != nil:
-		c.out.line(styleInfo, "["+turn+" complete: "+p.Error.Error()+"]")
+		c.out.line(styleInfo, "["+turn+" complete: "+p.Error.Error()+cancelled+"]")
 	case p.Interrupted:
 		c.out.line(styleInfo, "["+turn+" interrupted: the hub stopped during it; it ended "+p.StopReason+"]")
+	case p.StopReason == "cancelled" && p.CancelledBy != "":
+		c.out.line(styleInfo, "["+turn+" cancelled by "+p.CancelledBy+"]")
 	default:
-		c.out.line(styleInfo, "["+turn+" complete: "+p.StopReason+"]")
+		c.out.line(styleInfo, "["+turn+" complete: "+p.StopReason+cancelled+"]")
 	}
+}
+
+// configured shows who changed the session's mode or config options, and to what:
+// "[bob set mode: auto]", "[bob set options: Model gpt-5, Effort high]".
+func (c *chat) configured(p *api.ConfiguredParams) {
+	if p.ModeID != "" {
+		c.out.line(styleInfo, "["+p.Peer+" set mode: "+p.ModeID+"]")
+	}
+	if len(p.ConfigOptions) == 0 {
+		return
+	}
+	values := make([]string, 0, len(p.ConfigOptions))
+	for _, raw := range p.ConfigOptions {
+		o, _ := decode[struct {
+			ID           string          `json:"id"`
+			Name         string          `json:"name"`
+			CurrentValue json.RawMessage `json:"currentValue"`
+		}](raw)
+		value := string(o.CurrentValue)
+		if s, ok := decode[string](o.CurrentValue); ok {
+			value = s
+		}
+		values = append(values, strings.TrimSpace(cmp.Or(o.Name, o.ID)+" "+value))
+	}
+	c.out.line(styleInfo, "["+p.Peer+" set options: "+strings.Join(values, ", ")+"]")
 }
 
 // agentExitedCleanly is how the chat tells of a turn that exitedCleanly ended.

@@ -53,6 +53,7 @@ func (c *chat) userChunk(raw json.RawMessage) {
 		return
 	}
 	c.othersTurn = true
+	c.answered = nil
 	text := blockText(u.Content)
 	if n := c.announced[text]; n > 0 {
 		if n == 1 {

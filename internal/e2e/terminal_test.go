@@ -50,6 +50,16 @@ func updateLine(t *testing.T, sid string, update map[string]any) string {
 	return string(b)
 }
 
+// chatBeside dials h's session "s" as the WebSocket peer bob and joins it,
+// then starts acphub chat there as alice, and waits for it to join.
+func chatBeside(t *testing.T, h *hubProc) (bob *client, sid string, chat *proc, out []string) {
+	t.Helper()
+	bob = h.dial("s", "peer=bob")
+	sid = bob.handshake()
+	chat = runProc(t, h.clientArgs("chat", "--session", "s", "--peer", "alice")...)
+	return bob, sid, chat, chat.expect("connected: session " + sid)
+}
+
 // Security finding 7: acphub chat printed the raw escapes of another client's
 // prompt and of the agent's output, so that a peer or an agent could set the
 // window title, write the clipboard, and overwrite a line with a forged
@@ -58,12 +68,8 @@ func updateLine(t *testing.T, sid string, update map[string]any) string {
 func TestTerminal_HostileTextIsShownNeverObeyed(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
-	bob := h.dial("s", "peer=bob")
-	sid := bob.handshake()
-	chat := runProc(t, h.clientArgs("chat", "--session", "s", "--peer", "alice")...)
-	var out []string
+	bob, sid, chat, out := chatBeside(t, h)
 	expect := func(want string) { out = append(out, chat.expect(want)...) }
-	expect("connected: session " + sid)
 
 	run := func(prompt string) {
 		t.Helper()
@@ -142,4 +148,74 @@ func TestTerminal_HostileTextIsShownNeverObeyed(t *testing.T) {
 	if n := strings.Count(strings.Join(texts, "\x00"), hostileText); n != 2 {
 		t.Errorf("acphub log --json: %d agent messages hold the text as sent, want 2 (the echo and the message): %q", n, texts)
 	}
+}
+
+// A turn the hub's restart cut short is told once in the chat that sent its
+// prompt: by the prompt's answer, not again by the turn's end.
+func TestChat_InterruptedTurnIsToldOnce(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	h := startHub(t, "--listen", addr)
+	bob, _, chat, out := chatBeside(t, h)
+	chat.write("/slow 400")
+	bob.until(func(m msg) bool { return m.text() == "chunk 3 " })
+	h.restart()
+	out = append(out, chat.expect("[turn interrupted: the hub stopped during it; it ended cancelled]")...)
+	chat.write("/echo after")
+	out = append(out, chat.expect("[done: end_turn]")...)
+	if n := countContaining(out, "interrupted"); n != 1 {
+		t.Errorf("the chat told of the interruption %d times, want once:\n%s", n, strings.Join(out, "\n"))
+	}
+}
+
+// countContaining counts the lines that contain s.
+func countContaining(lines []string, s string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.Contains(l, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// New-user finding (c): a number typed in the chat after another client
+// answered the permission request is not sent as a prompt: the chat says who
+// answered it how. Typed again, it is.
+func TestChat_LateNumberForAnsweredPermissionIsNotSent(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	bob, sid, chat, _ := chatBeside(t, h)
+	id := bob.prompt(sid, "/permission")
+	chat.expect("permission: Edit demo.txt")
+	chat.expect("answer with a number")
+	perm := lastOf(bob.until(isMethod("session/request_permission")))
+	bob.respond(perm.ID, allowAnswer)
+	mustStop(t, "bob's prompt", lastOf(bob.untilResponse(id)), "end_turn")
+	chat.expect("[permission] Edit demo.txt: bob chose Allow")
+	chat.write("1")
+	chat.expect(`[1 not sent: the permission request "Edit demo.txt" was already answered (bob chose Allow); type it again if you meant it]`)
+	chat.write("/echo typed next")
+	// The first prompt of alice's that bob sees is the one typed next.
+	got := lastOf(bob.until(isMethod("_acphub/prompt_received")))
+	if !strings.Contains(string(got.Params), `"text":"/echo typed next"`) {
+		t.Errorf("bob saw alice prompt %s, want /echo typed next", got.Params)
+	}
+	chat.expect("[done: end_turn]")
+}
+
+// The chat shows who set the session's mode (_acphub/configured) and who
+// cancelled another's turn (turn_complete's cancelledBy).
+func TestChat_ShowsWhoConfiguredAndWhoCancelled(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	bob, sid, chat, _ := chatBeside(t, h)
+	bob.mustCall("session/set_mode", map[string]any{"sessionId": sid, "modeId": "auto"})
+	chat.expect("[bob set mode: auto]")
+
+	id := bob.prompt(sid, "/slow 400")
+	chat.expect("[bob] /slow 400")
+	chat.write("/cancel")
+	mustStop(t, "bob's prompt", lastOf(bob.untilResponse(id)), "cancelled")
+	chat.expect("[bob's turn cancelled by alice]")
 }
