@@ -10,4 +10,19 @@
 // validates the whole frame (one JSON value, UTF-8, depth-limited) in one
 // pass and answers what is wrong with the code and data.reason a client
 // gets back.
+//
+// # Fuzzing
+//
+// FuzzParse checks Parse, Valid, Message.WithID and Message.WithParams against
+// encoding/json; FuzzReader checks that Reader splits any input exactly into
+// its lines, within the frame limit, at every read-ahead size. Every go test
+// runs their seeds (hostile frames among them) and the inputs under
+// testdata/fuzz, each an input that once failed. To search for longer, one
+// fuzzer at a time:
+//
+//	go test ./internal/jsonrpc -run '^$' -fuzz '^FuzzParse$' -fuzztime 30m
+//	go test ./internal/jsonrpc -run '^$' -fuzz '^FuzzReader$' -fuzztime 30m
+//
+// A failure is written under testdata/fuzz/<Fuzzer>: commit it with the fix,
+// and it runs in every go test from then on.
 package jsonrpc

@@ -43,8 +43,10 @@ func (r *Reader) Ready() bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// Read returns the next non-empty frame without its line terminator. The
-// returned slice is owned by the caller.
+// Read returns the next frame without its line terminator (a line feed, and
+// the carriage returns before it), skipping lines of JSON white space only.
+// A line of anything else is a frame, for Parse to judge. The returned slice
+// is owned by the caller.
 func (r *Reader) Read() ([]byte, error) {
 	for {
 		line, err := r.readLine()
@@ -52,7 +54,7 @@ func (r *Reader) Read() ([]byte, error) {
 			return nil, err
 		}
 		line = bytes.TrimRight(line, "\r")
-		if len(bytes.TrimSpace(line)) > 0 {
+		if len(bytes.Trim(line, " \t\r")) > 0 {
 			return line, nil
 		}
 	}

@@ -95,7 +95,7 @@ func Parse(frame []byte) (Message, error) {
 		end  int
 		dups bool
 	)
-	err := eachField(frame, i, 0, func(f field) bool {
+	err := eachField(frame, i, 1, func(f field) bool { // the envelope is the first level of nesting, as for Valid
 		dups = env.set(frame, f) || dups
 		return true
 	}, &end)

@@ -1,13 +1,11 @@
 package jsonrpc_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -212,48 +210,4 @@ func TestAppendLine(t *testing.T) {
 	if want := "x{ \"a\":  1}\n"; string(got) != want {
 		t.Errorf("AppendLine = %q, want %q", got, want)
 	}
-}
-
-// FuzzParse checks that the envelope parser agrees with encoding/json on
-// what is valid, never panics, and that id rewriting keeps every other byte.
-func FuzzParse(f *testing.F) {
-	for _, s := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"prompt":[{"type":"text","text":"hi"}]}}`,
-		`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"x"}}}`,
-		`{"jsonrpc":"2.0","id":"a","result":{"stopReason":"end_turn"}}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
-		`[1,2]`, `{"a":"\u00e9\ud83d"}`, `1e5`, `{"jsonrpc":"2.0","id":1,"id":2}`, "",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := jsonrpc.Parse(b)
-		valid := json.Valid(b) && utf8.Valid(b)
-		if got := jsonrpc.Valid(b); got != json.Valid(b) {
-			t.Fatalf("Valid = %v, encoding/json says %v for %q", got, !got, b)
-		}
-		var e *jsonrpc.Error
-		if err != nil && !errors.As(err, &e) {
-			t.Fatalf("Parse returned %T", err)
-		}
-		if (err != nil && e.Code == jsonrpc.CodeParseError) == valid {
-			t.Fatalf("Parse error %v, valid %v for %q", err, valid, b)
-		}
-		if m.ID == nil {
-			return
-		}
-		out := m.WithID([]byte(`"hub-1"`))
-		if !json.Valid(out) {
-			t.Fatalf("rewritten frame invalid: %q", out)
-		}
-		if err == nil {
-			m2, err := jsonrpc.Parse(out)
-			if err != nil || string(m2.ID) != `"hub-1"` || m2.Method != m.Method || m2.Kind != m.Kind {
-				t.Fatalf("rewritten frame parses as %+v, %v", m2, err)
-			}
-			if back := m2.WithID(m.ID); !bytes.Equal(back, b) {
-				t.Fatalf("round trip changed bytes:\n%q\n%q", b, back)
-			}
-		}
-	})
 }
