@@ -10,6 +10,18 @@
 //
 // A Conn may be read by one goroutine and written by others; writes are
 // serialised.
+//
+// # Fuzzing
+//
+// FuzzReadMessage gives the frame reader arbitrary client bytes: it must not
+// panic, return a message over its limit or text that is not UTF-8, or
+// allocate by what a header claims rather than by the limit. Every go test
+// runs its seeds and the inputs under testdata/fuzz; to search for longer:
+//
+//	go test ./internal/transport/ws -run '^$' -fuzz '^FuzzReadMessage$' -fuzztime 30m
+//
+// A failure is written under testdata/fuzz/FuzzReadMessage: commit it with the
+// fix.
 package ws
 
 import (
