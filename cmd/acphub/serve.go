@@ -33,6 +33,7 @@ import (
 	"github.com/acphub/acphub/internal/notify"
 	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/redact"
+	"github.com/acphub/acphub/internal/termtext"
 	"github.com/acphub/acphub/internal/toolexec"
 	"github.com/acphub/acphub/internal/transport"
 	"github.com/acphub/acphub/internal/workspace"
@@ -647,11 +648,25 @@ func newLogger(cfg *config.Config, out io.Writer) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch cfg.LogFormat {
 	case "json":
-		return slog.New(slog.NewJSONHandler(out, opts)), nil
+		return slog.New(slog.NewJSONHandler(visibleJSON{out}, opts)), nil
 	case "text", "":
+		// The text handler quotes a value that holds what a terminal
+		// would obey (strconv.Quote), as an agent's stderr line may.
 		return slog.New(slog.NewTextHandler(out, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat)
+}
+
+// visibleJSON writes each JSON log record through termtext.JSON: the JSON
+// handler escapes the C0 controls of an agent's stderr line, not the C1
+// controls or the bidi overrides, which a terminal would obey.
+type visibleJSON struct{ w io.Writer }
+
+func (v visibleJSON) Write(p []byte) (int, error) {
+	if _, err := v.w.Write(termtext.JSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // checkNotNegative refuses a negative size, count or duration: each means
