@@ -77,6 +77,7 @@ const (
 	MetaLastSeq     = "acphub.dev/lastSeq"     // the log seq a join's history ends at
 	MetaKey         = "acphub.dev/key"         // the hub session a standard session/new joins
 	MetaInterrupted = "acphub.dev/interrupted" // a prompt's turn the hub's stop ended (docs/resume.md)
+	MetaCancelledBy = "acphub.dev/cancelledBy" // the client whose session/cancel ended a prompt's turn, when not the prompter's
 )
 
 // MethodInfo describes a method acphub defines.

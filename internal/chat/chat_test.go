@@ -383,6 +383,10 @@ func TestRun_PromptError(t *testing.T) {
 	s.waitOutput("[error -32010: queue full (queue_full)]\n")
 	s.send(`{"jsonrpc":"2.0","id":` + string(first.ID) + `,"result":{"stopReason":"cancelled"}}`)
 	s.waitOutput("[done: cancelled]\n")
+	s.typeLine("three")
+	third := s.expect("session/prompt")
+	s.send(`{"jsonrpc":"2.0","id":` + string(third.ID) + `,"result":{"stopReason":"cancelled","_meta":{"acphub.dev/cancelledBy":"eve"}}}`)
+	s.waitOutput("[done: cancelled (cancelled by eve)]\n")
 }
 
 // agentExited is the error the hub answers a turn with when the agent exits while

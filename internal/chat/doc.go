@@ -34,7 +34,8 @@
 //	[permission] you chose <name>
 //	[permission] <title>: <peer> chose <name>   or "...: <peer> cancelled"; the title is
 //	                                    the request's, or its tool call's, when known
-//	[done: <stopReason>]                our prompt finished
+//	[done: <stopReason>]                our prompt finished; " (cancelled by <peer>)"
+//	                                    when another peer's cancel ended it
 //	[error <code>: <message> (<data.reason>)]
 //	[<peer>'s turn complete: <stopReason>]   another peer's prompt finished (or ": error ..."),
 //	                                    " (cancelled by <peer>)" when one cancelled it

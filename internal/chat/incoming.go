@@ -102,7 +102,7 @@ func (c *chat) promptDone(r *api.PromptResult, err error) {
 	case interrupted(r):
 		c.out.line(styleError, "[turn interrupted: the hub stopped during it; it ended "+r.StopReason+"]")
 	default:
-		c.out.line(styleInfo, "[done: "+r.StopReason+"]")
+		c.out.line(styleInfo, "[done: "+r.StopReason+cancelledBy(r)+"]")
 	}
 	if c.prompts == 0 && c.held != "" {
 		c.out.line(stylePermission, "["+c.held+" answered nothing: your turn ended without a permission request]")
@@ -112,6 +112,17 @@ func (c *chat) promptDone(r *api.PromptResult, err error) {
 
 // interrupted reports whether a prompt's result says the hub's stop cut its turn
 // short (_meta acphub.dev/interrupted).
+// cancelledBy is " (cancelled by PEER)" when another client's cancel
+// ended our turn, else "".
+func cancelledBy(r *api.PromptResult) string {
+	var meta map[string]json.RawMessage
+	var by string
+	if json.Unmarshal(r.Meta, &meta) != nil || json.Unmarshal(meta[api.MetaCancelledBy], &by) != nil || by == "" {
+		return ""
+	}
+	return " (cancelled by " + by + ")"
+}
+
 func interrupted(r *api.PromptResult) bool {
 	var meta map[string]json.RawMessage
 	return json.Unmarshal(r.Meta, &meta) == nil && string(meta[api.MetaInterrupted]) == "true"

@@ -90,7 +90,11 @@ func TestNewUser_ModeStatedAsItIsAndCredited(t *testing.T) {
 	id := a.prompt(sid, "/slow 200")
 	a.until(isUpdate("agent_message_chunk"))
 	b.sendCancel(sid)
-	mustStop(t, "the cancelled turn", lastOf(a.untilResponse(id)), "cancelled")
+	cancelled := lastOf(a.untilResponse(id))
+	mustStop(t, "the cancelled turn", cancelled, "cancelled")
+	if !strings.Contains(string(cancelled.Result), `"acphub.dev/cancelledBy":"bob"`) {
+		t.Errorf("alice's answer %s, want _meta acphub.dev/cancelledBy bob", cancelled.raw)
+	}
 	if end := lastOf(late.until(isMethod("_acphub/turn_complete"))); !strings.Contains(string(end.Params), `"cancelledBy":"bob"`) {
 		t.Errorf("the turn's end %s, want cancelledBy bob", end.raw)
 	}

@@ -77,7 +77,10 @@ func (s *Session) startTurn(t *turn) {
 		s.broadcast(jsonrpc.MethodSessionUpdate, f, t.peer)
 	}
 	if !s.remoteLive() {
-		s.forward(t.peer, &t.msg, func(resp *jsonrpc.Message) { s.endTurn(t, resp, nil) })
+		s.forwardHeld(t.peer, &t.msg, func(resp *jsonrpc.Message) {
+			s.respond(t.peer, credited(t, resp).WithID(t.id))
+			s.endTurn(t, resp, nil)
+		})
 		return
 	}
 	// A remote session answers once the turn's changes are committed and
@@ -90,6 +93,21 @@ func (s *Session) startTurn(t *turn) {
 		}
 		s.saveTurn(t, resp)
 	})
+}
+
+// credited is resp, the agent's answer to t's prompt, with
+// _meta[api.MetaCancelledBy] when another client cancelled the turn: the
+// others learn it from _acphub/turn_complete, which the prompter does not
+// get.
+func credited(t *turn, resp *jsonrpc.Message) *jsonrpc.Message {
+	if resp.Error != nil || t.cancelledBy == "" || t.cancelledBy == t.peer.id {
+		return resp
+	}
+	m, err := jsonrpc.Parse(jsonrpc.NewResponse(resp.ID, jsonrpc.WithMeta(resp.Result, api.MetaCancelledBy, mustJSON(t.cancelledBy))))
+	if err != nil {
+		return resp
+	}
+	return &m
 }
 
 // endTurn reports the end of a turn to the other peers, with a remote
