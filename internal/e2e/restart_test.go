@@ -533,7 +533,8 @@ func TestRestart_PlaceAheadOfTheLogAfterAKill(t *testing.T) {
 // the database itself, as the next hub will.
 func (h *hubProc) waitDurable(key string) {
 	h.t.Helper()
-	want := h.readLog(key)[len(h.readLog(key))-1].Seq
+	log := h.readLog(key) // once: a log that grows meanwhile is longer on a second read
+	want := log[len(log)-1].Seq
 	store, err := sqlite.Open(filepath.Join(h.dataDir, sqlite.FileName), sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		h.t.Fatal(err)
