@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/acphub/acphub/api"
@@ -65,6 +66,30 @@ func newBrowser(t testing.TB) context.Context {
 		t.Fatalf("start Chromium (%s): %v", path, err)
 	}
 	return ctx
+}
+
+// watchPage makes every page the tab loads from now on record what must
+// never happen in the dashboard: an exception nothing caught, a promise
+// rejected with no handler, a Content-Security-Policy violation (a script,
+// style or frame the page was made to insert). pageTrouble returns them.
+func watchPage(t testing.TB, ctx context.Context) {
+	t.Helper()
+	const watch = `window.__trouble = [];
+		const say = (what, v) => { try { __trouble.push(what + ': ' + v); } catch { __trouble.push(what); } };
+		addEventListener('error', (e) => say('uncaught', e.message));
+		addEventListener('unhandledrejection', (e) => say('unhandled rejection', e.reason));
+		document.addEventListener('securitypolicyviolation', (e) => say('CSP violation', e.violatedDirective + ' ' + e.blockedURI));`
+	ctx, cancel := context.WithTimeout(ctx, testTimeout)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watch}); err != nil {
+		t.Fatalf("watch the page: %v", err)
+	}
+}
+
+// pageTrouble returns what the page recorded since it loaded (watchPage).
+func pageTrouble(t testing.TB, ctx context.Context) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, `window.__trouble`)
 }
 
 // run runs browser actions within the test timeout.

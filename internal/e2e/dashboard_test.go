@@ -20,11 +20,19 @@ import (
 	"github.com/acphub/acphub/internal/testutil"
 )
 
-// openSession signs the browser in with token through p and opens the
+// openSession signs a new browser in with token through p and opens the
 // page of session key from the inbox.
 func openSession(t *testing.T, h *hubProc, p *proxy, token, key string) context.Context {
 	t.Helper()
 	ctx := newBrowser(t)
+	openSessionIn(t, ctx, h, p, token, key)
+	return ctx
+}
+
+// openSessionIn signs the browser of ctx in and opens the page of session
+// key from the inbox.
+func openSessionIn(t *testing.T, ctx context.Context, h *hubProc, p *proxy, token, key string) {
+	t.Helper()
 	row := `a.row[data-key="` + key + `"]`
 	run(t, ctx, "sign in and open "+key,
 		chromedp.Navigate(h.signInLink(token, p.addr())),
@@ -32,7 +40,6 @@ func openSession(t *testing.T, h *hubProc, p *proxy, token, key string) context.
 		chromedp.Click(row),
 		chromedp.WaitVisible(`.conn`))
 	waitJS(t, ctx, "the session page to be live", `document.querySelector('.conn').textContent === 'live'`)
-	return ctx
 }
 
 // editorAndPage starts what most dashboard tests start from: a proxy to
@@ -231,6 +238,159 @@ func TestDashboard_HostileOutputStaysText(t *testing.T) {
 	run(t, ctx, "type after the flood", chromedp.SendKeys(`textarea`, "still here"))
 	if v := eval[string](t, ctx, `document.querySelector('textarea').value`); v != "still here" {
 		t.Errorf("the prompt box holds %q", v)
+	}
+}
+
+// hostileValues are JSON values to put where the dashboard reads a member
+// of a frame: each of another type than ACP gives any member, an object
+// String() cannot turn into text (its toString and valueOf are not
+// functions) with __proto__ and constructor members, markup, and arrays
+// nested 5,000 deep.
+var hostileValues = []string{
+	`null`, `5`, `true`, `[1,{"a":[]}]`, `"<img src=x onerror=window.pwned=1>"`,
+	`{"toString":{"a":1},"valueOf":null,"__proto__":{"polluted":1},"constructor":{"prototype":{"polluted":2}}}`,
+	strings.Repeat("[", 5000) + strings.Repeat("]", 5000),
+}
+
+// hostileFrames are frames an agent writes with V in every member the
+// dashboard reads, once for each of hostileValues; SID is the session's id
+// and ID a request id of its own. (A session/update whose params or update
+// is not an object, or whose sessionUpdate is not a string, is left out:
+// the hub logs it as it came, against its own event schema, which the
+// harness checks every log against.)
+var hostileFrames = []string{
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"agent_message_chunk","content":V}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":V},"messageId":V}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"agent_thought_chunk","content":{"type":V,"text":V}}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"user_message_chunk","content":{"type":V}}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"tool_call","toolCallId":V,"title":V,"kind":V,"status":V,"locations":V,"content":V}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"t","locations":[V,{"path":V,"line":V}],` +
+		`"content":[V,{"type":"content","content":V},{"type":"content","content":{"type":"text","text":V}},{"type":"diff","path":V,"oldText":V,"newText":V},{"type":"terminal","terminalId":V}]}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"tool_call_update","toolCallId":"t","__proto__":{"title":V},"status":V}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"plan","entries":V}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"plan","entries":[V,{"content":V,"status":V,"priority":V}]}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"current_mode_update","currentModeId":V}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"session_info_update","title":V}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"usage_update","used":V,"size":V,"cost":V}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"usage_update","used":1,"size":2,"cost":{"amount":1,"currency":V}}}}`,
+	`{"jsonrpc":"2.0","method":"elicitation/create","params":V}`,
+	`{"jsonrpc":"2.0","method":"elicitation/create","params":{"sessionId":SID,"message":V,"requestedSchema":{"type":"object","properties":{"f":{"type":"string","title":V}},"required":V}}}`,
+	`{"jsonrpc":"2.0","method":"x/unknown","params":V}`,
+	`{"jsonrpc":"2.0","id":ID,"method":"session/request_permission","params":{"sessionId":SID,"toolCall":V,"options":V}}`,
+	`{"jsonrpc":"2.0","id":ID,"method":"session/request_permission","params":{"sessionId":SID,"toolCall":{"toolCallId":V,"title":V},"options":[V,{"optionId":V,"name":V,"kind":V}]}}`,
+	`{"jsonrpc":"2.0","id":ID,"method":"elicitation/create","params":{"sessionId":SID,"message":V,"requestedSchema":V}}`,
+	`{"jsonrpc":"2.0","id":ID,"method":"elicitation/create","params":{"sessionId":SID,"message":"m","requestedSchema":{"type":"object",` +
+		`"properties":{"f":V,"g":{"type":V,"title":V,"enum":V},"h":{"enum":[V]},"__proto__":{"type":"string","title":V}},"required":V}}}`,
+	`{"jsonrpc":"2.0","id":ID,"method":"x/unknown","params":{"sessionId":SID,"v":V}}`,
+}
+
+// TestDashboard_SurvivesHostileFrames: an agent sends frames of every
+// wrong shape — each member the page reads null, a number, an array, an
+// object String() cannot convert, markup, nested 5,000 deep, a megabyte
+// long, __proto__ members — requests among them left open, links and
+// images to javascript: URLs, Markdown bombs. A page open all along and a page opened after (from the log,
+// with the open requests sent again) each show every frame as text, run
+// nothing, and show the message that comes last, live; the audit and the
+// event log show the session too. (Before, the first elicitation/create
+// whose field title was a number ended every later load of the page at
+// it.)
+func TestDashboard_SurvivesHostileFrames(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	live := newBrowser(t)
+	watchPage(t, live)
+	openSessionIn(t, live, h, p, h.newToken("watcher", "observer"), "s")
+
+	quoted, _ := json.Marshal(sid)
+	big := `"` + strings.Repeat("x", 1<<20) + `"`
+	id := 9000
+	frame := func(template, v string) string {
+		id++
+		return strings.NewReplacer("SID", string(quoted), "ID", fmt.Sprint(id), "V", v).Replace(template)
+	}
+	var frames []string
+	for _, template := range hostileFrames {
+		for _, v := range hostileValues {
+			frames = append(frames, frame(template, v))
+		}
+	}
+	// The finding's frame, and the megabyte values.
+	frames = append(frames,
+		frame(`{"jsonrpc":"2.0","method":"elicitation/create","params":{"sessionId":SID,"message":"m","requestedSchema":{"type":"object","properties":{"x":{"type":"string","title":V}}}}}`, "5"),
+		frame(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"tool_call","toolCallId":"big","title":V}}}`, big),
+		frame(`{"jsonrpc":"2.0","id":ID,"method":"session/request_permission","params":{"sessionId":SID,"toolCall":{"toolCallId":"big","title":V},"options":[{"optionId":"o","name":V}]}}`, big),
+		frame(`{"jsonrpc":"2.0","id":ID,"method":"elicitation/create","params":{"sessionId":SID,"message":V,"requestedSchema":{"type":"object","properties":{"f":{"type":"string","title":V}}}}}`, big))
+	for _, f := range frames {
+		turnText(a, sid, "/raw "+f)
+	}
+	for _, md := range []string{
+		`[one](javascript:window.pwned=1) ![two](javascript:window.pwned=2) [three](data:text/html,x) ![four](https://example.com/i.png) <script>window.pwned=3</script>`,
+		strings.Repeat("*a _b ", 20000), strings.Repeat("[a](", 20000), strings.Repeat("> - 1. # ", 10000), strings.Repeat("**_`~~~", 10000),
+	} {
+		turnText(a, sid, "/echo "+md)
+	}
+	turnText(a, sid, "/echo the last word")
+
+	later := newBrowser(t)
+	watchPage(t, later)
+	openSessionIn(t, later, h, p, h.token, "s")
+	for name, ctx := range map[string]context.Context{"the page open all along": live, "the page opened after": later} {
+		waitJS(t, ctx, name+" to show the last message", pageAgentText+`.endsWith('|the last word')`)
+		got := eval[string](t, ctx, `JSON.stringify({
+			pwned: window.pwned ?? null,
+			polluted: Object.prototype.polluted ?? null,
+			conn: document.querySelector('.conn').textContent,
+			wide: document.documentElement.scrollWidth > innerWidth,
+			unshown: document.querySelectorAll('.item.unshown, .item .error').length,
+			numbered: [...document.querySelectorAll('.item.perm label')].some((l) => l.textContent === '5'),
+			big: [...document.querySelectorAll('.item.tool[data-tool="big"] strong, .item.perm')].map((e) => e.textContent.length),
+			bad: [...document.querySelectorAll('main *')].filter((e) =>
+				['IMG', 'SCRIPT', 'IFRAME', 'FRAME', 'OBJECT', 'EMBED', 'STYLE', 'LINK', 'META', 'BASE'].includes(e.tagName) ||
+				[...e.attributes].some((a) => /^on/i.test(a.name) || ['style', 'src', 'srcdoc', 'action', 'formaction'].includes(a.name) ||
+					(a.name === 'href' && !/^(https?:|mailto:|#)/i.test(a.value)))).map((e) => e.outerHTML.slice(0, 200)),
+		})`)
+		var page struct {
+			Pwned, Polluted any
+			Conn            string
+			Wide            bool
+			Unshown         int
+			Numbered        bool
+			Big             []int
+			Bad             []string
+		}
+		if err := json.Unmarshal([]byte(got), &page); err != nil {
+			t.Fatal(err)
+		}
+		if page.Pwned != nil || page.Polluted != nil || page.Conn != "live" || page.Wide || page.Unshown != 0 || !page.Numbered || len(page.Bad) != 0 {
+			t.Errorf("%s: %+v", name, page)
+		}
+		// A megabyte title is shown, cut.
+		for _, n := range page.Big {
+			if n > 30000 {
+				t.Errorf("%s shows %d characters of a megabyte title", name, n)
+			}
+		}
+		if trouble := pageTrouble(t, ctx); len(trouble) != 0 {
+			t.Errorf("%s: %q", name, trouble)
+		}
+	}
+
+	// The audit and the event log read the same log.
+	run(t, later, "the audit", chromedp.Click(`nav.tabs a[href$="/audit"]`), chromedp.WaitVisible(`table.audit`))
+	if n := eval[int](t, later, `document.querySelectorAll('table.audit tr[data-type="prompt.received"]').length`); n < len(frames) {
+		t.Errorf("the audit shows %d prompts, want at least %d", n, len(frames))
+	}
+	run(t, later, "the event log", chromedp.Click(`nav.tabs a[href$="/log"]`), chromedp.WaitVisible(`.log`))
+	waitJS(t, later, "the log's last event", fmt.Sprintf(`document.querySelector('.log [data-seq="%d"]') !== null`, len(h.logLines("s", ""))))
+	// The inbox, which shows the agent's title and usage, fits the screen.
+	run(t, later, "the inbox", chromedp.Navigate("http://"+p.addr()+"/#/"), chromedp.WaitVisible(`a.row[data-key="s"]`))
+	if eval[bool](t, later, `document.documentElement.scrollWidth > innerWidth`) {
+		t.Errorf("the inbox scrolls sideways: %v", eval[float64](t, later, `document.documentElement.scrollWidth`))
+	}
+	if trouble := pageTrouble(t, later); len(trouble) != 0 {
+		t.Errorf("the audit, the event log and the inbox: %q", trouble)
 	}
 }
 

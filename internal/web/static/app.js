@@ -8,6 +8,7 @@ import { el } from './dom.js';
 import { Transcript } from './transcript.js';
 import { audit, rawLog } from './logview.js';
 import { eventFrames, readHistory } from './history.js';
+import { isObj, label, obj, text } from './values.js';
 
 const main = document.getElementById('main');
 let me = null;        // GET /api/me
@@ -136,11 +137,13 @@ function ago(t) {
   return Math.floor(s / 86400) + 'd ago';
 }
 
-function usageText(u) {
-  if (!u) return '';
+// usageText shows the agent's usage_update, kept by the hub as it came.
+function usageText(usage) {
+  const u = obj(usage);
+  const cost = obj(u.cost);
   const parts = [];
   if (typeof u.used === 'number' && typeof u.size === 'number') parts.push(u.used + '/' + u.size + ' tokens');
-  if (u.cost && typeof u.cost.amount === 'number') parts.push(u.cost.amount.toFixed(4) + ' ' + (u.cost.currency || ''));
+  if (typeof cost.amount === 'number') parts.push(cost.amount.toFixed(4) + ' ' + label(cost.currency));
   return parts.join(', ');
 }
 
@@ -211,15 +214,16 @@ function sessionPage(key, tab) {
   const t = new Transcript(body, {
     answer: can('answer'),
     respond: (id, result) => c.respond(id, result),
-    mode: (id) => { if (mode) mode.value = id; },
+    mode: (id) => { if (mode) mode.value = text(id); },
   });
-  // showModes offers the agent's modes (ACP's SessionModeState): a select
-  // for a role that may configure the session, the current one otherwise.
+  // showModes offers the agent's modes (ACP's SessionModeState, as the
+  // agent gave it): a select for a role that may configure the session,
+  // the current one otherwise.
   const showModes = (state) => {
-    if (!state || !Array.isArray(state.availableModes)) return;
+    if (!isObj(state) || !Array.isArray(state.availableModes)) return;
     mode = el('select', { 'aria-label': 'Mode', disabled: !can('configure') },
-      ...state.availableModes.map((m) => el('option', { value: m.id, text: m.name || m.id, title: m.description || '' })));
-    mode.value = state.currentModeId;
+      ...state.availableModes.filter(isObj).map((m) => el('option', { value: text(m.id), text: label(m.name || m.id), title: label(m.description) })));
+    mode.value = text(state.currentModeId);
     mode.addEventListener('change', () => {
       if (!c || !c.sid) return;
       c.call('session/set_mode', { sessionId: c.sid, modeId: mode.value }, true)
@@ -283,7 +287,7 @@ function sessionPage(key, tab) {
         text.value = '';
         t.ownPrompt(me.name, prompt);
         c.call('session/prompt', { sessionId: c.sid, prompt: [{ type: 'text', text: prompt }] }, true)
-          .then((r) => t.note('turn ended: ' + (r && r.stopReason ? r.stopReason : 'no answer')))
+          .then((r) => t.note('turn ended: ' + (r && r.stopReason ? label(r.stopReason) : 'no answer')))
           .catch((e) => t.note('prompt refused: ' + e.message));
       },
     }, text, send, cancel);
@@ -299,7 +303,7 @@ function sessionPage(key, tab) {
     c = new Conn(key, create, {
       frame: (f) => t.frame(f, c),
       status,
-      joined: (result) => { status('live'); if (result.modes) showModes(result.modes); },
+      joined: (result) => { status('live'); showModes(obj(result).modes); },
       startedOver: () => {
         t.withdraw();
         t.note('joined again: the hub restarted, or kept the connection too briefly');

@@ -4,6 +4,8 @@
 // the last event it read (session/attach afterSeq), so the history and the
 // live stream meet without a gap or a duplicate.
 
+import { list, obj } from './values.js';
+
 // readLog reads the log of session key: all of it, or, with upto, its
 // events up to that seq, in pages of the API's largest limit; null for a
 // session with no log.
@@ -52,7 +54,7 @@ export async function readHistory(key) {
 // eventFrames returns the frames a client joining the session is sent for
 // ev, as the hub renders its history (docs/sessions.md, "History").
 export function eventFrames(ev) {
-  const d = ev.data || {};
+  const d = obj(ev.data);
   const note = (method, params) => [{ jsonrpc: '2.0', method, params }];
   switch (ev.type) {
     case 'agent.update':
@@ -61,7 +63,7 @@ export function eventFrames(ev) {
     case 'agent.notification':
       return note(d.method, d.params);
     case 'turn.started':
-      return (d.prompt || []).map((content) => ({
+      return list(d.prompt).map((content) => ({
         jsonrpc: '2.0', method: 'session/update',
         params: { sessionId: d.sessionId, update: { sessionUpdate: 'user_message_chunk', content } },
       }));

@@ -2,6 +2,7 @@
 // audit (who prompted, who answered what, every client-tool call).
 
 import { el } from './dom.js';
+import { blockText, label, list, obj, text } from './values.js';
 
 const KEEP = 2000;       // lines the raw view keeps on the page
 const DATA_LIMIT = 2000; // characters of an event's data shown
@@ -24,8 +25,7 @@ export function rawLog(root, key, after) {
     const line = (e) => {
       const ev = JSON.parse(e.data);
       if (ev.seq) cursor.textContent = 'cursor: seq ' + ev.seq;
-      let data = JSON.stringify(ev.data);
-      if (data && data.length > DATA_LIMIT) data = data.slice(0, DATA_LIMIT) + '…';
+      const data = label(ev.data, DATA_LIMIT);
       lines.append(el('div', { 'data-seq': ev.seq || '' },
         (ev.seq ? ev.seq + ' ' : '- ') + ev.timestamp + ' ' + ev.type + (ev.peer ? ' [' + ev.peer + ']' : '') + ' ' + data));
       while (lines.childElementCount > KEEP) lines.firstElementChild.remove();
@@ -75,23 +75,26 @@ export async function audit(root, key) {
     table.append(el('tr', { 'data-type': ev.type },
       el('td', { text: String(ev.seq) }),
       el('td', { text: new Date(ev.timestamp).toLocaleString() }),
-      el('td', { text: ev.peer || (ev.data && ev.data.peer) || 'hub' }),
+      el('td', { text: label(ev.peer || obj(ev.data).peer || 'hub') }),
       el('td', { text: ev.type }),
       el('td', { text: detail(ev) })));
   }
   root.replaceChildren(rows.length ? table : el('p', { class: 'muted', text: 'Nothing to audit yet.' }));
 }
 
+// detail says what an audited event did. Its members come from clients
+// and the agent as much as from the hub: each is read as any value.
 function detail(ev) {
-  const d = ev.data || {};
+  const d = obj(ev.data);
+  const join = (sep, ...parts) => parts.filter(Boolean).map((p) => label(p, 300)).join(sep);
   switch (ev.type) {
-    case 'peer.joined': return [d.role, d.token && 'token ' + d.token].filter(Boolean).join(', ');
-    case 'peer.left': return d.reason || '';
-    case 'prompt.received': return (d.prompt || []).map((b) => (b.type === 'text' ? b.text : '[' + b.type + ']')).join('').slice(0, 300);
-    case 'permission.resolved': return (d.title ? d.title + ': ' : '') + (d.optionName || (d.outcome && d.outcome.optionId) || 'cancelled');
-    case 'client_tool.call': return [d.method, d.decision, d.mode, d.path || d.command, d.executor && 'by ' + d.executor, d.error].filter(Boolean).join(' · ');
-    case 'workspace.pushed': return [d.branch, d.revision && d.revision.slice(0, 12)].filter(Boolean).join(' @ ');
-    case 'workspace.push_failed': return d.error || '';
+    case 'peer.joined': return join(', ', d.role, d.token && 'token ' + text(d.token));
+    case 'peer.left': return label(d.reason);
+    case 'prompt.received': return list(d.prompt).map(blockText).join('').slice(0, 300);
+    case 'permission.resolved': return (d.title ? label(d.title) + ': ' : '') + label(d.optionName || obj(d.outcome).optionId || 'cancelled');
+    case 'client_tool.call': return join(' · ', d.method, d.decision, d.mode, d.path || d.command, d.executor && 'by ' + text(d.executor), d.error);
+    case 'workspace.pushed': return join(' @ ', d.branch, text(d.revision).slice(0, 12));
+    case 'workspace.push_failed': return label(d.error);
   }
   return '';
 }

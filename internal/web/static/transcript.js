@@ -5,16 +5,23 @@
 // that may answer) and how each was resolved, peers coming and going.
 // DOM changes are made once per animation frame, so a flood of updates or
 // a long history costs one layout per frame, not one per update.
+//
+// Every frame is the agent's or a client's as the hub passed it on: any
+// member may be of any type (see values.js). Each is shown as well as its
+// shape allows, as text; a frame that still cannot be shown is shown as
+// its JSON, and the frames after it are shown as usual.
 
 import { el } from './dom.js';
 import { renderMarkdown } from './md.js';
+import { blockText, isObj, label, list, obj, text } from './values.js';
 
 // Past this many characters a message is shown as plain text: Markdown of
 // a multi-megabyte line would hold the page.
 const MARKDOWN_LIMIT = 100000;
 // A plain message is shown in blocks of this many characters.
 const PLAIN_BLOCK = 8192;
-// At most this many characters of a tool call's text content are shown.
+// At most this many characters of a tool call's text content, an
+// agent's question or a frame shown as JSON are shown.
 const TOOL_TEXT_LIMIT = 20000;
 
 export class Transcript {
@@ -25,7 +32,7 @@ export class Transcript {
     this.opts = opts;
     this.tools = new Map();   // toolCallId → item
     this.terms = new Map();   // terminalId → item
-    this.perms = new Map();   // toolCallId or request id → card
+    this.perms = new Map();   // toolCallId → card
     this.requests = new Map(); // hub request id → card
     this.msg = null;          // the agent message or thought being streamed
     this.plan = null;
@@ -53,8 +60,11 @@ export class Transcript {
         item.render();
       } catch (e) {
         // An update of a shape the page does not expect spoils its own
-        // item, never the transcript.
+        // item, never the transcript: the item says so and is not
+        // rendered again.
         console.error('acphub: an item could not be shown', e);
+        item.render = () => {};
+        item.node.append(el('div', { class: 'error', text: 'The rest of this item could not be shown.' }));
       }
     }
     if (pending.length) this.root.append(...pending);
@@ -90,84 +100,104 @@ export class Transcript {
   }
 
   // frame handles one frame the session sent; conn answers what it asks.
+  // It never throws: a frame it cannot show is shown as its JSON.
   frame(f, conn) {
+    try {
+      this.handle(obj(f), conn);
+    } catch (e) {
+      console.error('acphub: a frame could not be shown', e);
+      this.endMessage();
+      const json = text(f);
+      this.add({
+        node: el('div', { class: 'item note unshown' }, 'A frame the page could not show:',
+          el('pre', { text: json.length > TOOL_TEXT_LIMIT ? json.slice(0, TOOL_TEXT_LIMIT) + '…' : json })),
+        render() {},
+      });
+    }
+  }
+
+  handle(f, conn) {
+    const p = obj(f.params);
+    // The id of a request; a notification (or an id JSON-RPC does not
+    // allow) can be shown, not answered.
+    const id = typeof f.id === 'string' || typeof f.id === 'number' ? f.id : null;
     switch (f.method) {
       case 'session/update':
-        this.update(f.params.update || {});
+        this.update(obj(p.update));
         return;
       case '_acphub/prompt_received': {
         this.endMessage();
-        const prompt = list(f.params.prompt);
-        const text = prompt.map(blockText).join('');
+        const prompt = list(p.prompt);
         this.skipUser = prompt.length;
-        this.add(textItem('user', f.params.peer + (f.params.queued ? ' (queued)' : ''), text));
+        this.add(textItem('user', label(p.peer) + (p.queued ? ' (queued)' : ''), prompt.map(blockText).join('')));
         return;
       }
       case '_acphub/turn_complete':
         this.endMessage();
         this.plan = null;
-        this.note('turn ended' + (f.params.stopReason ? ': ' + f.params.stopReason : '') + (f.params.interrupted ? ' (interrupted by a hub restart)' : ''));
+        this.note('turn ended' + (p.stopReason ? ': ' + label(p.stopReason) : '') + (p.interrupted ? ' (interrupted by a hub restart)' : ''));
         return;
       case 'session/request_permission':
-        this.permission(f.params, f.id, conn);
+        this.permission(p, id);
         return;
-      case '_acphub/agent_request':
-        if (f.params.method === 'session/request_permission') this.permission(f.params.params, null, null);
-        else if (f.params.method === 'elicitation/create') this.elicitation(f.params.params, null, null);
-        else this.note('the agent asks ' + f.params.method);
+      case '_acphub/agent_request': {
+        const params = obj(p.params);
+        if (p.method === 'session/request_permission') this.permission(params, null);
+        else if (p.method === 'elicitation/create') this.elicitation(params, null);
+        else this.note('the agent asks ' + label(p.method));
         return;
+      }
       case '_acphub/permission_resolved': {
-        const card = this.perms.get(f.params.toolCallId) || this.perms.get(String(f.params.requestId));
-        const chose = f.params.peer + ' chose ' + (f.params.optionName || (f.params.outcome && f.params.outcome.optionId) || 'cancelled');
+        const card = this.perms.get(text(p.toolCallId));
+        const chose = label(p.peer) + ' chose ' + label(p.optionName || obj(p.outcome).optionId || 'cancelled');
         // A request from before the page joined has no card: its answer
         // is a note.
         if (card) card.resolve(chose);
-        else this.note(chose + (f.params.title ? ' for ' + f.params.title : ''));
+        else this.note(chose + (p.title ? ' for ' + label(p.title) : ''));
         return;
       }
       case '$/cancel_request': {
-        const card = this.requests.get(String(f.params.requestId));
+        const card = this.requests.get(text(p.requestId));
         if (card) card.resolve('answered elsewhere');
         return;
       }
       case 'elicitation/create':
-        this.elicitation(f.params, f.id, conn);
+        this.elicitation(p, id);
         return;
       case '_acphub/peer_joined':
-        this.note(f.params.peer + ' joined' + (f.params.role ? ' as ' + f.params.role : ''));
+        this.note(label(p.peer) + ' joined' + (p.role ? ' as ' + label(p.role) : ''));
         return;
       case '_acphub/peer_left':
-        this.note(f.params.peer + ' left: ' + f.params.reason);
+        this.note(label(p.peer) + ' left: ' + label(p.reason));
         return;
       case '_acphub/agent_exited':
-        this.note('the agent exited (' + (f.params.signal || 'code ' + f.params.code) + ')');
+        this.note('the agent exited (' + (p.signal ? label(p.signal) : 'code ' + label(p.code)) + ')');
         return;
       case '_acphub/terminal_output':
-        this.terminal(f.params.terminalId).append(f.params.output || '', null);
+        this.terminal(p.terminalId).append(text(p.output), null);
         return;
-      case '_acphub/terminal_exited': {
-        const p = f.params;
-        this.terminal(p.terminalId).append(null, (p.command ? [p.command, ...(p.args || [])].join(' ') + ': ' : '') +
-          (p.signal ? 'killed by ' + p.signal : 'exit ' + p.exitCode) + (p.truncated ? ' (output cut)' : ''), p.output);
+      case '_acphub/terminal_exited':
+        this.terminal(p.terminalId).append(null, (p.command ? [p.command, ...list(p.args)].map(label).join(' ') + ': ' : '') +
+          (p.signal ? 'killed by ' + label(p.signal) : 'exit ' + label(p.exitCode)) + (p.truncated ? ' (output cut)' : ''), p.output);
         return;
-      }
     }
-    if (f.id !== undefined && f.method && conn) {
+    if (id !== null && typeof f.method === 'string' && conn) {
       // A request the dashboard does not serve: it offers no client tools.
-      conn.respondError(f.id, -32601, 'Method not found: the dashboard serves no ' + f.method);
+      conn.respondError(id, -32601, 'Method not found: the dashboard serves no ' + label(f.method));
     }
   }
 
   // terminal returns the item of a terminal acphub runs for the agent: its
   // output as it comes, then how it ended and its final output.
-  terminal(id) {
+  terminal(terminalId) {
+    const id = text(terminalId);
     let item = this.terms.get(id);
     if (item) return item;
     this.endMessage();
     const out = el('pre');
     const status = el('span', { class: 'status', text: 'running' });
     item = this.add({
-      node: el('div', { class: 'item tool', 'data-terminal': id }, el('div', { class: 'head' }, el('strong', { text: 'terminal ' + id }), status), out),
+      node: el('div', { class: 'item tool', 'data-terminal': id }, el('div', { class: 'head' }, el('strong', { text: 'terminal ' + label(id) }), status), out),
       render() {},
       append(output, end, final) {
         if (output) out.append(output);
@@ -194,7 +224,7 @@ export class Transcript {
       case 'agent_message_chunk':
       case 'agent_thought_chunk': {
         const kind = u.sessionUpdate === 'agent_message_chunk' ? 'agent' : 'thought';
-        const id = u.messageId || null;
+        const id = u.messageId === undefined || u.messageId === null ? null : text(u.messageId);
         if (!this.msg || this.msg.kind !== kind || this.msg.id !== id) {
           this.msg = this.add(messageItem(kind, id));
         }
@@ -205,11 +235,14 @@ export class Transcript {
       case 'tool_call':
       case 'tool_call_update': {
         this.endMessage();
-        let item = this.tools.get(u.toolCallId);
+        const id = text(u.toolCallId);
+        let item = this.tools.get(id);
         if (!item) {
-          item = this.add(toolItem(u.toolCallId));
-          this.tools.set(u.toolCallId, item);
+          item = this.add(toolItem(id));
+          this.tools.set(id, item);
         }
+        // The call has no prototype: an update's "__proto__" member is a
+        // member like any other.
         Object.assign(item.call, u);
         this.schedule(item);
         return;
@@ -226,85 +259,91 @@ export class Transcript {
     }
   }
 
-  permission(p, id, conn) {
-    this.endMessage();
-    const tc = (p && p.toolCall) || {};
-    const options = list(p && p.options).filter((o) => o && typeof o === 'object');
-    const buttons = el('div', { class: 'options' });
-    const status = el('div', { class: 'muted' });
-    const node = el('div', { class: 'item perm', role: 'group', 'aria-label': 'Permission request' },
-      el('span', { class: 'who muted', text: 'permission requested' }),
-      el('div', { text: tc.title || tc.toolCallId || 'The agent asks for permission' }),
-      buttons, status);
+  // card adds an agent request's card, which waits until resolve closes
+  // it, saying how (text) — or, for null, that it was withdrawn, unless
+  // it was closed already. id is the request's, when the page may answer
+  // it.
+  card(node, id, close) {
     const card = {
       node,
       done: false,
       render() {},
-      // resolve closes the card, saying how (text), or, for null, that
-      // it was withdrawn unless it was closed already.
-      resolve(text) {
-        if (text === null && this.done) return;
-        this.done = true;
+      resolve: (text) => {
+        if (text === null && card.done) return;
+        card.done = true;
         node.classList.add('resolved');
-        buttons.replaceChildren();
-        status.textContent = text ?? 'withdrawn: the page joined again';
+        close(text ?? 'withdrawn: the page joined again');
       },
     };
+    if (id !== null) this.requests.set(text(id), card);
+    this.add(card);
+    return card;
+  }
+
+  permission(p, id) {
+    this.endMessage();
+    const tc = obj(p.toolCall);
+    const options = list(p.options).filter(isObj);
+    const buttons = el('div', { class: 'options' });
+    const status = el('div', { class: 'muted' });
+    const node = el('div', { class: 'item perm', role: 'group', 'aria-label': 'Permission request' },
+      el('span', { class: 'who muted', text: 'permission requested' }),
+      el('div', { text: label(tc.title || tc.toolCallId || 'The agent asks for permission') }),
+      buttons, status);
+    const card = this.card(node, id, (text) => {
+      buttons.replaceChildren();
+      status.textContent = text;
+    });
     for (const o of options) {
+      const name = label(o.name || o.optionId);
       if (id !== null && this.opts.answer) {
         buttons.append(el('button', {
-          text: o.name || o.optionId, 'data-option': o.optionId,
+          text: name, 'data-option': o.optionId,
           onclick: () => {
             // The tool call it answers: the hub gives the answer to no
             // other request.
             const meta = tc.toolCallId ? { 'acphub.dev/toolCallId': tc.toolCallId } : undefined;
             this.opts.respond(id, { outcome: { outcome: 'selected', optionId: o.optionId }, _meta: meta });
-            card.resolve('you chose ' + (o.name || o.optionId));
+            card.resolve('you chose ' + name);
           },
         }));
       } else {
-        buttons.append(el('span', { class: 'state', text: o.name || o.optionId }));
+        buttons.append(el('span', { class: 'state', text: name }));
       }
     }
-    if (tc.toolCallId) this.perms.set(tc.toolCallId, card);
-    if (id !== null) this.requests.set(String(id), card);
-    this.add(card);
+    if (tc.toolCallId) this.perms.set(text(tc.toolCallId), card);
   }
 
   // elicitation shows the agent's form (a flat object schema) and answers
   // it: accept with the values, decline, or cancel.
-  elicitation(p, id, conn) {
+  elicitation(p, id) {
     this.endMessage();
-    const schema = (p && p.requestedSchema) || {};
-    const props = schema.properties && typeof schema.properties === 'object' ? schema.properties : {};
+    const schema = obj(p.requestedSchema);
+    const required = list(schema.required);
     const fields = [];
     const form = el('form', { class: 'new' });
-    for (const [name, s] of Object.entries(props)) {
+    for (const [name, s] of Object.entries(obj(schema.properties))) {
+      if (!isObj(s)) continue;
       let input;
-      if (!s || typeof s !== 'object') continue;
       if (Array.isArray(s.enum)) {
-        input = el('select', { name }, ...s.enum.map((v) => el('option', { value: String(v), text: String(v) })));
+        input = el('select', { name }, ...s.enum.map((v) => el('option', { value: text(v), text: label(v) })));
       } else if (s.type === 'boolean') {
         input = el('input', { type: 'checkbox', name });
       } else {
-        input = el('input', { name, type: s.type === 'number' || s.type === 'integer' ? 'number' : 'text', required: list(schema.required).includes(name) });
+        input = el('input', { name, type: s.type === 'number' || s.type === 'integer' ? 'number' : 'text', required: required.includes(name) });
       }
       fields.push([name, s, input]);
-      form.append(el('label', {}, s.title || name, input));
+      form.append(el('label', {}, label(s.title || name), input));
     }
+    const message = text(p.message);
     const status = el('div', { class: 'muted' });
     const node = el('div', { class: 'item perm', role: 'group', 'aria-label': 'Question from the agent' },
-      el('span', { class: 'who muted', text: 'the agent asks' }), el('div', { text: (p && p.message) || '' }), form, status);
-    const card = {
-      node, done: false, render() {},
-      resolve(text) {
-        if (text === null && this.done) return;
-        this.done = true;
-        node.classList.add('resolved');
-        form.remove();
-        status.textContent = text ?? 'withdrawn: the page joined again';
-      },
-    };
+      el('span', { class: 'who muted', text: 'the agent asks' }),
+      el('div', { text: message.length > TOOL_TEXT_LIMIT ? message.slice(0, TOOL_TEXT_LIMIT) + '…' : message }), form, status);
+    const card = this.card(node, id, (text) => {
+      form.remove();
+      status.textContent = text;
+    });
     if (id !== null && this.opts.answer) {
       const answer = (action, content) => {
         this.opts.respond(id, content ? { action, content } : { action });
@@ -316,9 +355,11 @@ export class Transcript {
         el('button', { type: 'button', text: 'Cancel', onclick: () => answer('cancel') })));
       form.addEventListener('submit', (e) => {
         e.preventDefault();
-        const content = {};
+        // No prototype: a field named "__proto__" is a field.
+        const content = Object.create(null);
         for (const [name, s, input] of fields) {
-          if (s.type === 'boolean') content[name] = input.checked;
+          if (Array.isArray(s.enum)) content[name] = s.enum[input.selectedIndex];
+          else if (s.type === 'boolean') content[name] = input.checked;
           else if (s.type === 'number' || s.type === 'integer') content[name] = Number(input.value);
           else content[name] = input.value;
         }
@@ -327,21 +368,7 @@ export class Transcript {
     } else {
       for (const [, , input] of fields) input.disabled = true;
     }
-    if (id !== null) this.requests.set(String(id), card);
-    this.add(card);
   }
-}
-
-function blockText(c) {
-  if (!c || typeof c !== 'object') return '';
-  if (c.type === 'text') return typeof c.text === 'string' ? c.text : '';
-  return '[' + String(c.type) + ']';
-}
-
-// list is v when it is an array, else empty: agents' updates are read as
-// they come, whatever their shape.
-function list(v) {
-  return Array.isArray(v) ? v : [];
 }
 
 // The statuses ACP gives tool calls and plan entries: only these become
@@ -352,10 +379,8 @@ function statusClass(s) {
   return STATUSES.has(s) ? s : '';
 }
 
-function textItem(kind, who, text, pre) {
-  const node = el('div', { class: 'item ' + kind },
-    el('span', { class: 'who muted', text: who }),
-    pre ? el('pre', { text }) : el('div', { text }));
+function textItem(kind, who, text) {
+  const node = el('div', { class: 'item ' + kind }, el('span', { class: 'who muted', text: who }), el('div', { text }));
   return { node, render() {} };
 }
 
@@ -401,27 +426,31 @@ function toolItem(id) {
   const kind = el('span', { class: 'muted' });
   const body = el('div');
   const node = el('div', { class: 'item tool', 'data-tool': id }, el('div', { class: 'head' }, title, kind, status), body);
+  // The call, as its updates left it: no prototype, so that an update's
+  // "__proto__" member is a member like any other.
+  const call = Object.create(null);
+  call.toolCallId = id;
   return {
-    node, call: { toolCallId: id },
+    node, call,
     render() {
       const c = this.call;
-      title.textContent = String(c.title || c.toolCallId);
-      kind.textContent = typeof c.kind === 'string' ? c.kind : '';
-      status.textContent = typeof c.status === 'string' ? c.status : '';
+      title.textContent = label(c.title || c.toolCallId);
+      kind.textContent = typeof c.kind === 'string' ? label(c.kind) : '';
+      status.textContent = typeof c.status === 'string' ? label(c.status) : '';
       status.className = 'status ' + statusClass(c.status);
       const parts = [];
       for (const loc of list(c.locations)) {
-        if (loc && typeof loc === 'object') parts.push(el('div', { class: 'muted', text: String(loc.path || '') + (loc.line ? ':' + loc.line : '') }));
+        if (isObj(loc)) parts.push(el('div', { class: 'muted', text: label(loc.path) + (loc.line ? ':' + label(loc.line) : '') }));
       }
       for (const item of list(c.content)) {
-        if (!item || typeof item !== 'object') continue;
+        if (!isObj(item)) continue;
         if (item.type === 'content') {
           const t = blockText(item.content);
           parts.push(el('pre', { text: t.length > TOOL_TEXT_LIMIT ? t.slice(0, TOOL_TEXT_LIMIT) + '\n…' : t }));
         } else if (item.type === 'diff') {
           parts.push(diffView(item));
         } else if (item.type === 'terminal') {
-          parts.push(el('div', { class: 'muted', text: 'terminal ' + item.terminalId }));
+          parts.push(el('div', { class: 'muted', text: 'terminal ' + label(item.terminalId) }));
         }
       }
       body.replaceChildren(...parts);
@@ -435,11 +464,11 @@ function diffView(d) {
   const pre = el('pre', { class: 'diff' });
   const lines = (s, cls, mark) => {
     if (typeof s !== 'string') return;
-    for (const line of s.split('\n').slice(0, 2000)) pre.append(el('span', { class: cls, text: mark + line + '\n' }));
+    for (const line of s.split('\n', 2000)) pre.append(el('span', { class: cls, text: mark + line + '\n' }));
   };
   lines(d.oldText, 'del', '- ');
   lines(d.newText, 'add', '+ ');
-  return el('div', {}, el('div', { class: 'muted', text: d.path || '' }), pre);
+  return el('div', {}, el('div', { class: 'muted', text: label(d.path) }), pre);
 }
 
 function planItem() {
@@ -448,7 +477,7 @@ function planItem() {
   return {
     node, entries: [],
     render() {
-      ol.replaceChildren(...this.entries.map((e) => el('li', { class: statusClass(e && e.status), text: String((e && e.content) || '') })));
+      ol.replaceChildren(...this.entries.map((e) => el('li', { class: statusClass(obj(e).status), text: label(obj(e).content) })));
     },
   };
 }
