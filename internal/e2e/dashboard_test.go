@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/acphub/acphub/api"
@@ -797,4 +799,53 @@ func TestDashboard_ForkAndDeleteButtons(t *testing.T) {
 	if n := eval[int](t, obs, `document.querySelectorAll('.actions button').length`); n != 0 {
 		t.Errorf("an observer is offered %d session actions", n)
 	}
+}
+
+// The sign-in page and the inbox print no "null" (the inbox of a browser
+// that denied notifications had one where its button would be), and the
+// page, which takes the focus when it changes, draws no ring around itself.
+func TestDashboard_NoNullAndNoRingAroundThePage(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	ctx := newBrowser(t)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `Object.defineProperty(Notification, 'permission', { get: () => 'denied' });`,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a := h.dial("s", "peer=editor")
+	a.handshake()
+	run(t, ctx, "the sign-in page", chromedp.Navigate("http://"+p.addr()+"/"), chromedp.WaitVisible(`main p`))
+	if text := eval[string](t, ctx, `document.querySelector('main').textContent`); strings.Contains(text, "null") || !strings.Contains(text, "acphub open") {
+		t.Errorf("the sign-in page says %q", text)
+	}
+	run(t, ctx, "the inbox", chromedp.Navigate(h.signInLink(h.token, p.addr())), chromedp.WaitVisible(`a.row[data-key="s"]`))
+	if text := eval[string](t, ctx, `document.querySelector('main').textContent`); strings.Contains(text, "null") {
+		t.Errorf("the inbox says %q", text)
+	}
+	// By keyboard: the row, Enter, and the page takes the focus.
+	run(t, ctx, "open by keyboard", chromedp.Focus(`a.row[data-key="s"]`), pressEnter(0), chromedp.WaitVisible(`.conn`))
+	waitJS(t, ctx, "the page to take the focus", `document.activeElement === document.querySelector('main')`)
+	if ring := eval[string](t, ctx, `getComputedStyle(document.querySelector('main')).outlineStyle`); ring != "none" {
+		t.Errorf("the page has a focus ring: outline-style %s", ring)
+	}
+}
+
+// pressEnter presses Enter with the modifiers as a keyboard does: one key
+// down that carries its text, so that a page that prevents the key down
+// gets no character. (chromedp.KeyEvent sends the character on its own,
+// which no preventDefault stops.)
+func pressEnter(mods chromedp.Modifier) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		key := input.DispatchKeyEventParams{Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13, Modifiers: int64(mods)}
+		down, up := key, key
+		down.Type, down.Text, down.UnmodifiedText = input.DispatchKeyEventTypeKeyDown, "\r", "\r"
+		up.Type = input.DispatchKeyEventTypeKeyUp
+		for _, k := range []input.DispatchKeyEventParams{down, up} {
+			if _, err := chromedp.Call(ctx, input.DispatchKeyEvent, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

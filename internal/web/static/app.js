@@ -4,7 +4,7 @@
 // string from the hub or an agent is ever parsed as HTML.
 
 import { Conn } from './conn.js';
-import { el } from './dom.js';
+import { el, nodes } from './dom.js';
 import { Transcript } from './transcript.js';
 import { audit, rawLog } from './logview.js';
 import { eventFrames, readHistory } from './history.js';
@@ -22,8 +22,8 @@ function can(right) {
   return !!me && me.rights.includes(right);
 }
 
-function show(...nodes) {
-  main.replaceChildren(...nodes);
+function show(...children) {
+  main.replaceChildren(...nodes(children));
 }
 
 // signIn trades the one-time code after # in a sign-in link for the
@@ -208,7 +208,7 @@ function sessionPage(key, tab) {
   const modes = el('span');
   const body = el('div', { class: 'transcript', role: 'log' });
   const actions = el('span', { class: 'actions' });
-  const nodes = [el('div', { class: 'session-head' }, title, conn, modes, badge, actions), info, tabs(key, 'transcript'), body];
+  const parts = [el('div', { class: 'session-head' }, title, conn, modes, badge, actions), info, tabs(key, 'transcript'), body];
   let c = null;
   let mode = null; // the mode select, once the session says it has modes
   const t = new Transcript(body, {
@@ -293,9 +293,9 @@ function sessionPage(key, tab) {
     }, text, send, cancel);
     text.addEventListener('keydown', (e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) form.requestSubmit(); });
     composer = el('div', { class: 'composer' }, form);
-    nodes.push(composer);
+    parts.push(composer);
   }
-  show(...nodes);
+  show(...parts);
   const status = (s) => { conn.textContent = s; conn.classList.toggle('down', s !== 'live'); };
   let stopped = false;
   const connect = (create) => {
