@@ -849,3 +849,34 @@ func pressEnter(mods chromedp.Modifier) chromedp.Action[chromedp.Void] {
 		return nil
 	})
 }
+
+// The inbox keeps its order across a hub restart, which stops every
+// session at once: sessions waiting first, then the most recently active,
+// then by key — in the page open through the restart and in one loaded
+// after it.
+func TestDashboard_InboxKeepsItsOrderAcrossARestart(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	keys := []string{"k1", "k2", "k3", "k4", "k5"}
+	for _, k := range keys {
+		c := h.dial(k, "peer=editor")
+		turnText(c, c.handshake(), "/echo hi")
+		c.close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx := newBrowser(t)
+	run(t, ctx, "the inbox", chromedp.Navigate(h.signInLink(h.token, p.addr())), chromedp.WaitVisible(`a.row[data-key="k1"]`))
+	order := `[...document.querySelectorAll('a.row')].map((r) => r.dataset.key).join(' ')`
+	want := "k5 k4 k3 k2 k1"
+	waitJS(t, ctx, "the inbox in order", order+` === '`+want+`'`)
+	h.restart()
+	p.point(h.addr)
+	waitJS(t, ctx, "every session stopped", `[...document.querySelectorAll('a.row .state')].every((s) => s.textContent === 'stopped')`)
+	if got := eval[string](t, ctx, order); got != want {
+		t.Errorf("after the restart the inbox is %s, want %s", got, want)
+	}
+	run(t, ctx, "reload", chromedp.Reload(), chromedp.WaitVisible(`a.row[data-key="k1"]`))
+	if got := eval[string](t, ctx, order); got != want {
+		t.Errorf("loaded after the restart the inbox is %s, want %s", got, want)
+	}
+}

@@ -80,11 +80,14 @@ function follow() {
     const before = sessions.get(c.session.key);
     if (c.session.state === 'deleted') sessions.delete(c.session.key);
     else sessions.set(c.session.key, c.session);
+    active(c.session);
     if (synced && c.session.state === 'requires_action' && (!before || before.state !== 'requires_action')) waiting(c.session);
     for (const f of listeners) f(c.session.key);
   });
   es.addEventListener('synced', () => {
     synced = true;
+    for (const k of activity.keys()) if (!sessions.has(k)) activity.delete(k);
+    saveActivity();
     for (const f of listeners) f(null);
   });
   // The browser comes back by itself after a drop; a stream the hub
@@ -127,10 +130,52 @@ function route() {
   main.focus({ preventScroll: true });
 }
 
-const ORDER = { requires_action: 0, running: 1, idle: 2, agent_exited: 3, stopped: 4 };
+// ACTIVITY is where the page keeps activity (localStorage).
+const ACTIVITY = 'acphub.activity';
+
+// activity holds, by key, the time of each session's last activity, which
+// orders the inbox: its updatedAt, except that a session the hub stopped
+// (no client for --idle-ttl, the hub stopping) keeps the time it had.
+// Stopping is no activity, and a hub that stops stops every session within
+// a few milliseconds, in no particular order: the inbox would reorder at
+// every restart. It is kept in localStorage, so a page opened after the
+// restart keeps the order too.
+const activity = (() => {
+  try {
+    return new Map(Object.entries(obj(JSON.parse(localStorage.getItem(ACTIVITY)))).filter(([, t]) => typeof t === 'number'));
+  } catch {
+    return new Map();
+  }
+})();
+
+function active(s) {
+  if (s.state === 'deleted') activity.delete(s.key);
+  else if (s.state !== 'stopped' || !activity.has(s.key)) activity.set(s.key, Date.parse(s.updatedAt) || 0);
+  if (synced) saveActivity();
+}
+
+let saving = 0;
+function saveActivity() {
+  if (saving) return;
+  saving = setTimeout(() => {
+    saving = 0;
+    try {
+      localStorage.setItem(ACTIVITY, JSON.stringify(Object.fromEntries(activity)));
+    } catch {
+      // No storage (a private window's quota): the order lasts as long as the page.
+    }
+  }, 1000);
+}
+
+// inboxOrder orders the inbox: sessions waiting for an answer first, then
+// the most recently active, then by key.
+function inboxOrder(a, b) {
+  const waits = (s) => (s.state === 'requires_action' ? 0 : 1);
+  return waits(a) - waits(b) || (activity.get(b.key) ?? 0) - (activity.get(a.key) ?? 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+}
 
 function ago(t) {
-  const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
+  const s = Math.max(0, (Date.now() - t) / 1000);
   if (s < 60) return Math.floor(s) + 's ago';
   if (s < 3600) return Math.floor(s / 60) + 'm ago';
   if (s < 86400) return Math.floor(s / 3600) + 'h ago';
@@ -161,8 +206,7 @@ function inbox() {
   let frame = 0;
   const render = () => {
     frame = 0;
-    const all = [...sessions.values()].sort((a, b) =>
-      (ORDER[a.state] ?? 9) - (ORDER[b.state] ?? 9) || new Date(b.updatedAt) - new Date(a.updatedAt));
+    const all = [...sessions.values()].sort(inboxOrder);
     empty.textContent = !synced ? 'Loading…' : all.length === 0 ? 'No sessions yet.' : '';
     list.replaceChildren(...all.map((s) => el('li', {},
       el('a', { class: 'row', href: '#/s/' + encodeURIComponent(s.key), 'data-key': s.key },
@@ -171,7 +215,7 @@ function inbox() {
           el('span', { text: s.key }),
           el('span', { text: s.agent }),
           el('span', { text: (s.peers || []).map((p) => p.clientId + (p.token ? ' (' + p.token + ')' : '')).join(', ') || 'nobody attached' }),
-          el('span', { text: ago(s.updatedAt) }),
+          el('span', { text: ago(activity.get(s.key) ?? Date.parse(s.updatedAt)) }),
           s.usage ? el('span', { text: usageText(s.usage) }) : null,
           s.remote ? el('span', { text: s.remote.branch + (s.remote.pushed ? ' @ ' + s.remote.pushed.slice(0, 8) : '') }) : null)))));
   };
