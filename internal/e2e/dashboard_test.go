@@ -850,6 +850,40 @@ func pressEnter(mods chromedp.Modifier) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// A reloaded page joins as the same peer, taking the place of the one it
+// was (no second web peer stays for the resume window); a page whose peer
+// id another client holds (a duplicated tab) joins under another.
+func TestDashboard_ReloadKeepsThePeer(t *testing.T) {
+	h := startHub(t)
+	_, _, _, ctx := editorAndPage(t, h, "")
+	peers := func() []string {
+		var ids []string
+		for _, c := range findSession(t, h, "s").Peers {
+			ids = append(ids, c.ClientID)
+		}
+		return ids
+	}
+	before := peers()
+	if len(before) != 2 || before[0] != "editor" || !strings.HasPrefix(before[1], "web-") {
+		t.Fatalf("peers %v, want the editor and the page", before)
+	}
+	run(t, ctx, "reload", chromedp.Reload())
+	waitJS(t, ctx, "the page to be live again", `document.querySelector('.conn') !== null && document.querySelector('.conn').textContent === 'live'`)
+	testutil.WaitFor(t, testTimeout, "the page's one peer", func() bool { return slices.Equal(peers(), before) })
+
+	// A page whose peer id another client holds — a tab duplicated with
+	// its storage, here a client that took the id — joins under another.
+	taken := "web-0123456789ab"
+	other := h.dial("s", "peer="+taken)
+	other.handshake()
+	run(t, ctx, "reload with a taken id", chromedp.Evaluate[chromedp.Void](`sessionStorage.setItem('acphub.peer', '`+taken+`')`), chromedp.Reload())
+	waitJS(t, ctx, "the page to be live under another id", `document.querySelector('.conn') !== null && document.querySelector('.conn').textContent === 'live'`)
+	after := peers()
+	if len(after) != 3 || after[0] != "editor" || after[1] != taken || !strings.HasPrefix(after[2], "web-") || after[2] == taken || after[2] == before[1] {
+		t.Errorf("peers %v, want the editor, %s and the page under a new id", after, taken)
+	}
+}
+
 // The inbox keeps its order across a hub restart, which stops every
 // session at once: sessions waiting first, then the most recently active,
 // then by key — in the page open through the restart and in one loaded

@@ -21,6 +21,39 @@ export function randomID() {
   return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 }
 
+// PEER is where a tab keeps its peer id (sessionStorage).
+const PEER = 'acphub.peer';
+
+// tabPeer returns the tab's peer id, made (again, with fresh) when it has
+// none. It lasts as long as the tab, across reloads: a reloaded page
+// joins as the same peer, and so takes the place of the one it was, which
+// went without a goodbye and would otherwise stay in the session for the
+// resume window (docs/resume.md).
+function tabPeer(fresh) {
+  let id = null;
+  try {
+    id = sessionStorage.getItem(PEER);
+  } catch {
+    // No storage: a peer id for this page alone.
+  }
+  if (fresh || !/^web-[0-9a-f]{12}$/.test(id || '')) {
+    id = 'web-' + randomID().slice(0, 12);
+    try {
+      sessionStorage.setItem(PEER, id);
+    } catch {
+      // as above
+    }
+  }
+  return id;
+}
+
+// REFUSED_JOINS is how many joins in a row the hub may refuse before the
+// page takes another peer id: a duplicated tab starts with its original's
+// id, which the hub refuses while the original is connected (409
+// peer_taken); a page that reloads may be refused once or twice while the
+// hub lets its previous connection go.
+const REFUSED_JOINS = 3;
+
 export class Conn {
   // key is the hub session; create says how to join it: attach
   // ({sessionId, afterSeq}: after the history the page read from the log),
@@ -33,7 +66,8 @@ export class Conn {
     this.key = key;
     this.create = create;
     this.h = handlers;
-    this.peer = 'web-' + randomID().slice(0, 12);
+    this.peer = tabPeer(false);
+    this.refused = 0;        // joins refused in a row
     this.pos = 0;            // the last position held
     this.acked = 0;
     this.cred = null;
@@ -49,8 +83,13 @@ export class Conn {
     this.closing = false;
     this.tries = 0;
     this.onVisible = () => { if (!document.hidden) this.reconnect(); };
+    // A page that goes away (a tab closed, a reload) says goodbye: the hub
+    // then removes its peer at once rather than keep it for the resume
+    // window. A page the browser keeps to come back to does not.
+    this.onHide = (e) => { if (!e.persisted) this.close(); };
     document.addEventListener('visibilitychange', this.onVisible);
     window.addEventListener('online', this.onVisible);
+    window.addEventListener('pagehide', this.onHide);
   }
 
   start() { this.join(false); }
@@ -59,6 +98,7 @@ export class Conn {
     this.closing = true;
     document.removeEventListener('visibilitychange', this.onVisible);
     window.removeEventListener('online', this.onVisible);
+    window.removeEventListener('pagehide', this.onHide);
     clearTimeout(this.timer);
     if (this.ws) this.ws.close(1000, 'bye');
   }
@@ -155,6 +195,7 @@ export class Conn {
       this.connecting = false;
       this.ws = ws;
       this.tries = 0;
+      this.refused = 0;
       // What was written while no transport was up, and the requests not
       // answered yet: the hub answers a retried operation once.
       const calls = [...this.calls.values()].map((c) => c.frame);
@@ -181,6 +222,10 @@ export class Conn {
       if (!opened && kind === 'resume') {
         this.resumeFailed();
         return;
+      }
+      if (!opened && ++this.refused >= REFUSED_JOINS) {
+        this.refused = 0;
+        this.peer = tabPeer(true);
       }
       this.later();
     };
