@@ -831,6 +831,34 @@ func TestDashboard_NoNullAndNoRingAroundThePage(t *testing.T) {
 	}
 }
 
+// Enter sends a prompt and Shift+Enter adds a line, as the hint under the
+// prompt box says.
+func TestDashboard_EnterSendsShiftEnterAddsALine(t *testing.T) {
+	h := startHub(t)
+	_, a, _, ctx := editorAndPage(t, h, "")
+	if hint := eval[string](t, ctx, `(e => e && e.checkVisibility() ? e.textContent : '')(document.getElementById('prompt-hint'))`); hint != "Enter sends · Shift+Enter adds a line" {
+		t.Errorf("the prompt box's hint is %q", hint)
+	}
+	run(t, ctx, "a prompt sent with Enter", chromedp.SendKeys(`textarea`, "/echo one"), pressEnter(0))
+	waitJS(t, ctx, "the answer", pageAgentText+` === 'one'`)
+	run(t, ctx, "a prompt of two lines",
+		chromedp.SendKeys(`textarea`, "/echo two"), pressEnter(chromedp.ModifierShift), chromedp.SendKeys(`textarea`, "three"))
+	if v := eval[string](t, ctx, `document.querySelector('textarea').value`); v != "/echo two\nthree" {
+		t.Fatalf("after Shift+Enter the prompt box holds %q", v)
+	}
+	run(t, ctx, "send it", pressEnter(0))
+	waitJS(t, ctx, "the answer", pageAgentText+` === 'one|two\nthree'`)
+	if v := eval[string](t, ctx, `document.querySelector('textarea').value`); v != "" {
+		t.Errorf("after sending, the prompt box holds %q", v)
+	}
+	got := a.until(func(m msg) bool {
+		return m.Method == api.MethodPromptReceived && strings.Contains(string(m.Params), "three")
+	})
+	if p := string(lastOf(got).Params); !strings.Contains(p, `"text":"/echo two\nthree"`) {
+		t.Errorf("the editor was told %s", p)
+	}
+}
+
 // pressEnter presses Enter with the modifiers as a keyboard does: one key
 // down that carries its text, so that a page that prevents the key down
 // gets no character. (chromedp.KeyEvent sends the character on its own,
@@ -848,6 +876,71 @@ func pressEnter(mods chromedp.Modifier) chromedp.Action[chromedp.Void] {
 		}
 		return nil
 	})
+}
+
+// wheel turns the mouse wheel over the page by dy pixels, as a reader
+// scrolls. (The protocol wants a deltaX, and leaves a zero one out.)
+func wheel(dy float64) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseWheel, X: 100, Y: 300, DeltaX: 0.01, DeltaY: dy})
+		return err
+	})
+}
+
+// inView is a JavaScript function: whether element e is on the screen,
+// above the dock at the bottom.
+const inView = `((e) => { const r = e.getBoundingClientRect(); const d = document.querySelector('.composer');
+	return r.top >= 0 && r.bottom <= (d ? d.getBoundingClientRect().top : innerHeight); })`
+
+// On a phone, a session that waits for a permission answer opens at the
+// request's card, below a long history; scrolled away, the page offers a
+// jump back to it, which goes there and focuses its first option.
+func TestDashboard_PhoneOpensAtTheWaitingRequest(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	for range 6 {
+		turnText(a, sid, "/echo "+strings.Repeat("a long answer to read ", 200))
+	}
+	id := a.prompt(sid, "Fix the login bug")
+	a.until(func(m msg) bool { return m.Method == "session/request_permission" })
+	ctx := newBrowser(t)
+	run(t, ctx, "open on a phone", chromedp.EmulateViewport(375, 740, chromedp.EmulateScale(2)),
+		chromedp.Navigate(h.signInLink(h.token, p.addr())), chromedp.WaitVisible(`a.row`), chromedp.Click(`a.row`))
+	allow := `document.querySelector('button[data-option="allow"]')`
+	waitJS(t, ctx, "the request in view", allow+` !== null && `+inView+`(`+allow+`)`)
+	time.Sleep(500 * time.Millisecond) // the history laid out late moves nothing
+	if !eval[bool](t, ctx, inView+`(`+allow+`)`) {
+		t.Errorf("the request moved out of view: %v", eval[string](t, ctx, `JSON.stringify(`+allow+`.getBoundingClientRect())`))
+	}
+	if eval[bool](t, ctx, `document.querySelector('.jump').checkVisibility()`) {
+		t.Error("the jump is offered with the request in view")
+	}
+	screenshot(t, ctx, "phone-permission")
+
+	run(t, ctx, "scroll to the top", wheel(-100000))
+	waitJS(t, ctx, "the jump", `document.querySelector('.jump').checkVisibility() && document.querySelector('.jump').textContent === 'A request waits for an answer ↓'`)
+	run(t, ctx, "jump", chromedp.Click(`.jump`))
+	waitJS(t, ctx, "the request in view again", inView+`(`+allow+`) && document.activeElement === `+allow)
+	run(t, ctx, "allow", chromedp.Click(`button[data-option="allow"]`))
+	mustStop(t, "fix", lastOf(a.untilResponse(id)), "end_turn")
+	waitJS(t, ctx, "no jump once answered", `!document.querySelector('.jump').checkVisibility()`)
+
+	// A turn that streams: the page follows it at the end; scrolled up, it
+	// stays where the reader took it.
+	atEnd := `(r => r.scrollHeight - r.scrollTop - r.clientHeight < 80)(document.scrollingElement)`
+	id = a.prompt(sid, "/slow 100000")
+	waitJS(t, ctx, "the page to follow the turn", pageAgentText+`.includes('chunk 200 ') && `+atEnd)
+	run(t, ctx, "scroll up", wheel(-300))
+	waitJS(t, ctx, "the page scrolled up", `!`+atEnd)
+	top := eval[float64](t, ctx, `scrollY`)
+	time.Sleep(500 * time.Millisecond)
+	if now := eval[float64](t, ctx, `scrollY`); now != top {
+		t.Errorf("scrolled up to %v while the turn streams, the page moved to %v", top, now)
+	}
+	a.sendCancel(sid)
+	mustStop(t, "slow", lastOf(a.untilResponse(id)), "cancelled")
 }
 
 // A reloaded page joins as the same peer, taking the place of the one it

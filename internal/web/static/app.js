@@ -252,7 +252,6 @@ function sessionPage(key, tab) {
   const modes = el('span');
   const body = el('div', { class: 'transcript', role: 'log' });
   const actions = el('span', { class: 'actions' });
-  const parts = [el('div', { class: 'session-head' }, title, conn, modes, badge, actions), info, tabs(key, 'transcript'), body];
   let c = null;
   let mode = null; // the mode select, once the session says it has modes
   const t = new Transcript(body, {
@@ -260,6 +259,10 @@ function sessionPage(key, tab) {
     respond: (id, result) => c.respond(id, result),
     mode: (id) => { if (mode) mode.value = text(id); },
   });
+  // The dock, at the bottom of the screen: the button that jumps to a
+  // request waiting for an answer, and the prompt box.
+  const dock = el('div', { class: 'dock' }, t.jump);
+  const parts = [el('div', { class: 'session-head' }, title, conn, modes, badge, actions), info, tabs(key, 'transcript'), body, dock];
   // showModes offers the agent's modes (ACP's SessionModeState, as the
   // agent gave it): a select for a role that may configure the session,
   // the current one otherwise.
@@ -318,26 +321,20 @@ function sessionPage(key, tab) {
       },
     }));
   }
-  let composer = null;
+  let docked = null;
   if (can('prompt')) {
-    const text = el('textarea', { rows: 2, placeholder: 'Prompt the agent', 'aria-label': 'Prompt' });
-    const send = el('button', { class: 'primary', type: 'submit', text: 'Send' });
-    const cancel = el('button', { type: 'button', class: 'cancel', text: 'Cancel turn', onclick: () => c && c.sid && c.notify('session/cancel', { sessionId: c.sid }) });
-    const form = el('form', {
-      onsubmit: (e) => {
-        e.preventDefault();
-        const prompt = text.value.trim();
-        if (!prompt || !c || !c.sid) return;
-        text.value = '';
-        t.ownPrompt(me.name, prompt);
-        c.call('session/prompt', { sessionId: c.sid, prompt: [{ type: 'text', text: prompt }] }, true)
-          .then((r) => t.note('turn ended: ' + (r && r.stopReason ? label(r.stopReason) : 'no answer')))
-          .catch((e) => t.note('prompt refused: ' + e.message));
-      },
-    }, text, send, cancel);
-    text.addEventListener('keydown', (e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) form.requestSubmit(); });
-    composer = el('div', { class: 'composer' }, form);
-    parts.push(composer);
+    const composer = promptBox((prompt) => {
+      if (!c || !c.sid) return false;
+      t.ownPrompt(me.name, prompt);
+      c.call('session/prompt', { sessionId: c.sid, prompt: [{ type: 'text', text: prompt }] }, true)
+        .then((r) => t.note('turn ended: ' + (r && r.stopReason ? label(r.stopReason) : 'no answer')))
+        .catch((e) => t.note('prompt refused: ' + e.message));
+      return true;
+    }, () => c && c.sid && c.notify('session/cancel', { sessionId: c.sid }));
+    dock.append(composer);
+    // The transcript leaves room for the prompt box, however tall it is.
+    docked = new ResizeObserver(() => document.documentElement.style.setProperty('--dock', composer.offsetHeight + 'px'));
+    docked.observe(composer);
   }
   show(...parts);
   const status = (s) => { conn.textContent = s; conn.classList.toggle('down', s !== 'live'); };
@@ -373,7 +370,51 @@ function sessionPage(key, tab) {
       connect({ attach: { sessionId: h.sessionId, afterSeq: h.lastSeq } });
     }).catch((e) => status('ended: ' + e.message));
   }
-  return () => { stopped = true; listeners.delete(changed); if (c) c.close(); };
+  return () => {
+    stopped = true;
+    listeners.delete(changed);
+    if (c) c.close();
+    t.close();
+    if (docked) docked.disconnect();
+    document.documentElement.style.removeProperty('--dock');
+  };
+}
+
+// ENTER_SENDS says what Enter does in the prompt box: on a device with a
+// mouse or a touchpad it sends, and Shift+Enter adds a line, as in chat
+// applications; on a touch screen, whose keyboard has no Shift+Enter, it
+// adds a line, and the Send button sends. Ctrl or ⌘ + Enter sends on both.
+const ENTER_SENDS = !matchMedia('(pointer: coarse)').matches;
+
+// promptBox is the prompt box: send(prompt) sends a prompt and reports
+// whether it went (the box then empties); cancel cancels the turn.
+function promptBox(send, cancel) {
+  const text = el('textarea', {
+    rows: 2, placeholder: 'Prompt the agent', 'aria-label': 'Prompt', 'aria-describedby': 'prompt-hint',
+    enterKeyHint: ENTER_SENDS ? 'send' : 'enter',
+  });
+  const form = el('form', {
+    onsubmit: (e) => {
+      e.preventDefault();
+      const prompt = text.value.trim();
+      if (prompt && send(prompt)) text.value = '';
+    },
+  }, text,
+  el('button', { class: 'primary', type: 'submit', text: 'Send' }),
+  el('button', { type: 'button', class: 'cancel', text: 'Cancel turn', onclick: cancel }));
+  text.addEventListener('keydown', (e) => {
+    // A key that ends an input method's composition is not a send.
+    if (e.key !== 'Enter' || e.isComposing || e.keyCode === 229) return;
+    if (e.ctrlKey || e.metaKey || (ENTER_SENDS && !e.shiftKey && !e.altKey)) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  const hint = el('div', {
+    class: 'hint', id: 'prompt-hint',
+    text: ENTER_SENDS ? 'Enter sends · Shift+Enter adds a line' : 'Enter adds a line · Send sends',
+  });
+  return el('div', { class: 'composer' }, form, hint);
 }
 
 function newPage() {

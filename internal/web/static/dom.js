@@ -6,7 +6,7 @@ import { text } from './values.js';
 // class, text, on…, data-…, aria-…, role or for, is refused: the pages
 // build elements from names they choose, never from what a session sends.
 const PROPERTIES = new Set(['value', 'type', 'name', 'href', 'rel', 'target', 'rows', 'placeholder',
-  'required', 'pattern', 'disabled', 'min', 'title']);
+  'required', 'pattern', 'disabled', 'hidden', 'min', 'title', 'id', 'enterKeyHint']);
 
 // el builds an element: props sets properties (class, text, href, …),
 // children are nodes or values, shown as text (see text). A value of any

@@ -23,6 +23,14 @@ const PLAIN_BLOCK = 8192;
 // At most this many characters of a tool call's text content, an
 // agent's question or a frame shown as JSON are shown.
 const TOOL_TEXT_LIMIT = 20000;
+// The page follows the end of the transcript while it is this close to it.
+const NEAR_END = 80;
+// A scroll this soon after the reader's wheel, touch, key or scroll bar is
+// the reader's; any other is the layout's or the page's own.
+const INTENT_MS = 1000;
+
+// INTENTS are the events by which the reader scrolls.
+const INTENTS = ['wheel', 'touchmove', 'keydown', 'pointerdown'];
 
 export class Transcript {
   // opts: answer (the role may answer agent requests), respond(id, result),
@@ -40,6 +48,92 @@ export class Transcript {
     this.dirty = new Set();   // items to render at the next frame
     this.pending = [];        // nodes to append at the next frame
     this.raf = 0;
+    // Where the page holds the view: 'end' (it follows the transcript as
+    // it grows), a card (the jump went to it), or null (the reader
+    // scrolled elsewhere). The place is set again whenever the layout
+    // changes — items off screen are laid out late, each changing the
+    // height and moving what is on screen — until the reader scrolls.
+    this.hold = 'end';
+    this.intent = -Infinity;  // when the reader last wheeled, touched, pressed a key or took the scroll bar
+    this.waiting = new Map(); // open card node → whether it is on screen
+    this.jump = el('button', { type: 'button', class: 'jump', hidden: true, onclick: () => this.jumpToWaiting() });
+    this.onIntent = (e) => {
+      // Typing in a field scrolls nothing; a click elsewhere than the
+      // scroll bar neither.
+      const field = e.target instanceof Element && e.target.closest('input, textarea, select, [contenteditable]');
+      if (e.type === 'keydown' && e.key !== 'Tab' && field) return;
+      if (e.type === 'pointerdown' && e.target !== document.documentElement) return;
+      this.intent = performance.now();
+    };
+    this.onScroll = () => {
+      if (performance.now() - this.intent > INTENT_MS) return;
+      this.hold = this.nearEnd() ? 'end' : null;
+    };
+    for (const type of INTENTS) window.addEventListener(type, this.onIntent, { capture: true, passive: true });
+    window.addEventListener('scroll', this.onScroll, { passive: true });
+    // A change of the transcript's height places the view again at the
+    // next frame, with whatever else that frame shows.
+    this.resized = new ResizeObserver(() => this.schedule());
+    this.resized.observe(root);
+    this.seen = new IntersectionObserver((entries) => {
+      for (const e of entries) if (this.waiting.has(e.target)) this.waiting.set(e.target, e.isIntersecting);
+      this.showJump();
+    });
+  }
+
+  // close stops what the transcript watches.
+  close() {
+    for (const type of INTENTS) window.removeEventListener(type, this.onIntent, { capture: true });
+    window.removeEventListener('scroll', this.onScroll);
+    this.resized.disconnect();
+    this.seen.disconnect();
+    cancelAnimationFrame(this.raf);
+  }
+
+  nearEnd() {
+    const root = document.scrollingElement;
+    return root.scrollHeight - root.scrollTop - root.clientHeight < NEAR_END;
+  }
+
+  // place scrolls to where the view is held.
+  place() {
+    const root = document.scrollingElement;
+    if (this.hold === 'end') root.scrollTop = root.scrollHeight;
+    else if (this.hold) this.hold.scrollIntoView({ block: 'center' });
+  }
+
+  // waits marks card, an agent request's card, as waiting for an answer
+  // until done: while it is off screen the jump button offers it.
+  waits(node) {
+    this.waiting.set(node, true);
+    this.seen.observe(node);
+  }
+
+  answered(node) {
+    this.waiting.delete(node);
+    this.seen.unobserve(node);
+    if (this.hold === node) this.hold = this.nearEnd() ? 'end' : null;
+    this.showJump();
+  }
+
+  showJump() {
+    const off = [...this.waiting].filter(([, on]) => !on).map(([node]) => node);
+    this.jump.hidden = off.length === 0;
+    if (off.length) {
+      const below = off[0].getBoundingClientRect().top > 0;
+      this.jump.textContent = (off.length === 1 ? 'A request waits for an answer ' : off.length + ' requests wait for an answer ') + (below ? '↓' : '↑');
+    }
+  }
+
+  // jumpToWaiting shows the first card that waits and focuses its first
+  // control.
+  jumpToWaiting() {
+    const [node] = [...this.waiting.keys()];
+    if (!node) return;
+    this.hold = node;
+    this.place();
+    const control = node.querySelector('button, input, select');
+    if (control) control.focus({ preventScroll: true });
   }
 
   schedule(item) {
@@ -49,8 +143,6 @@ export class Transcript {
 
   flush() {
     this.raf = 0;
-    const root = document.scrollingElement;
-    const atEnd = root.scrollHeight - root.scrollTop - root.clientHeight < 80;
     const dirty = this.dirty;
     const pending = this.pending;
     this.dirty = new Set();
@@ -68,7 +160,7 @@ export class Transcript {
       }
     }
     if (pending.length) this.root.append(...pending);
-    if (atEnd) root.scrollTop = root.scrollHeight;
+    this.place();
   }
 
   add(item) {
@@ -273,9 +365,11 @@ export class Transcript {
         card.done = true;
         node.classList.add('resolved');
         close(text ?? 'withdrawn: the page joined again');
+        this.answered(node);
       },
     };
     if (id !== null) this.requests.set(text(id), card);
+    this.waits(node);
     this.add(card);
     return card;
   }
