@@ -1007,3 +1007,60 @@ func TestDashboard_InboxKeepsItsOrderAcrossARestart(t *testing.T) {
 		t.Errorf("loaded after the restart the inbox is %s, want %s", got, want)
 	}
 }
+
+// A new session the hub refuses to begin leaves the form with its values
+// and the hub's reason; the same key then begins the session once the
+// directory is right. A key another session holds is said to be taken,
+// with a link to open that session, which the page never joins unasked.
+func TestDashboard_NewSessionKeepsTheFormAndRefusesATakenKey(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	ctx := newBrowser(t)
+	dir := t.TempDir()
+	run(t, ctx, "a new session in no directory",
+		chromedp.Navigate(h.signInLink(h.token, p.addr())),
+		chromedp.WaitVisible(`#nav-new`),
+		chromedp.Click(`#nav-new`),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('select[name=agent] option').length > 0`),
+		chromedp.SendKeys(`input[name=key]`, "fresh"),
+		chromedp.SendKeys(`input[name=cwd]`, "/nonexistent/dir"),
+		chromedp.Click(`form.new button[type=submit]`))
+	waitJS(t, ctx, "the form again, with the reason", `location.hash === '#/new' && document.querySelector('form.new .error') !== null &&
+		document.querySelector('form.new .error').textContent.includes('does not exist') && document.querySelectorAll('select[name=agent] option').length > 0`)
+	if got := eval[string](t, ctx, `[...document.querySelectorAll('form.new input, form.new select')].map((e) => e.name + '=' + e.value).join(' ')`); !strings.HasPrefix(got, "key=fresh agent=acphub cwd=/nonexistent/dir ") {
+		t.Errorf("the form holds %s", got)
+	}
+	run(t, ctx, "the right directory",
+		chromedp.SetValue(`input[name=cwd]`, dir),
+		chromedp.Click(`form.new button[type=submit]`),
+		chromedp.WaitVisible(`textarea`))
+	waitJS(t, ctx, "live", `document.querySelector('.conn').textContent === 'live'`)
+	run(t, ctx, "prompt", chromedp.SendKeys(`textarea`, "/echo begun"), chromedp.Click(`button[type=submit]`))
+	waitJS(t, ctx, "the answer", pageAgentText+` === 'begun'`)
+	if sum := findSession(t, h, "fresh"); sum.Cwd != dir || sum.SessionID == "" {
+		t.Errorf("the new session: %+v, want cwd %s", sum, dir)
+	}
+
+	joined := func() (n int) {
+		for _, e := range h.readLog("fresh") {
+			if e.Type == api.EventPeerJoined {
+				n++
+			}
+		}
+		return n
+	}
+	before := joined()
+	run(t, ctx, "a new session under the same key",
+		chromedp.Navigate("http://"+p.addr()+"/#/new"),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('select[name=agent] option').length > 0`),
+		chromedp.SendKeys(`input[name=key]`, "fresh"),
+		chromedp.SendKeys(`input[name=cwd]`, t.TempDir()),
+		chromedp.Click(`form.new button[type=submit]`))
+	waitJS(t, ctx, "the key taken", `document.querySelector('form.new .error').textContent === 'A session is named fresh already. Open it, or choose another key.'`)
+	if n := joined(); n != before {
+		t.Errorf("%d peers joined the taken session, want none", n-before)
+	}
+	run(t, ctx, "open it", chromedp.Click(`form.new .error a.open`))
+	waitJS(t, ctx, "its page", `location.hash === '#/s/fresh' && (c => c !== null && c.textContent === 'live')(document.querySelector('.conn'))`)
+	waitJS(t, ctx, "its history", pageAgentText+` === 'begun'`)
+}

@@ -8,7 +8,7 @@ import { el, nodes } from './dom.js';
 import { Transcript } from './transcript.js';
 import { audit, rawLog } from './logview.js';
 import { eventFrames, readHistory } from './history.js';
-import { isObj, label, obj, text } from './values.js';
+import { isObj, label, list, obj, text } from './values.js';
 
 const main = document.getElementById('main');
 let me = null;        // GET /api/me
@@ -17,6 +17,7 @@ const sessions = new Map(); // key → SessionSummary, from the session stream
 let synced = false;
 const listeners = new Set(); // called when sessions change
 const creating = new Map(); // key → how the new-session page asks to create it
+let draft = null; // the new-session form's values (and why it failed), while it creates
 
 function can(right) {
   return !!me && me.rights.includes(right);
@@ -339,12 +340,23 @@ function sessionPage(key, tab) {
   show(...parts);
   const status = (s) => { conn.textContent = s; conn.classList.toggle('down', s !== 'live'); };
   let stopped = false;
-  const connect = (create) => {
+  // connect joins the session; failed, when given, is told why the join
+  // ended before the page was ever live, instead of the header.
+  const connect = (create, failed) => {
     if (stopped) return;
+    let live = false;
     c = new Conn(key, create, {
       frame: (f) => t.frame(f, c),
-      status,
-      joined: (result) => { status('live'); showModes(obj(result).modes); },
+      status: (s) => {
+        if (failed && !live && s.startsWith('ended: ')) failed(s.slice('ended: '.length));
+        else status(s);
+      },
+      joined: (result) => {
+        live = true;
+        if (failed) draft = null;
+        status('live');
+        showModes(obj(result).modes);
+      },
       startedOver: () => {
         t.withdraw();
         t.note('joined again: the hub restarted, or kept the connection too briefly');
@@ -353,8 +365,15 @@ function sessionPage(key, tab) {
     c.start();
   };
   const create = creating.get(key);
+  creating.delete(key);
   if (create) {
-    connect(create);
+    // A session the new-session page asked for: if the hub refuses to
+    // begin it, the form comes back with its values and the reason.
+    connect(create, (why) => {
+      if (stopped) return;
+      draft = { ...draft, error: why };
+      location.hash = '#/new';
+    });
   } else {
     // The history from the log, then the session from where it ends.
     // A page never makes a session it was not asked to on the
@@ -417,8 +436,21 @@ function promptBox(send, cancel) {
   return el('div', { class: 'composer' }, form, hint);
 }
 
+// keyTaken returns the summary of the session named key when a new
+// session cannot have the key: it has a conversation, or it runs another
+// agent. A session of the agent with no conversation yet (one whose
+// beginning failed) is no obstacle: the new session begins in it.
+async function keyTaken(key, agent) {
+  const r = await fetch('/api/sessions', { credentials: 'same-origin' });
+  if (!r.ok) throw new Error('the session list could not be read (' + r.status + ')');
+  const s = list(obj(await r.json()).sessions).find((s) => isObj(s) && s.key === key);
+  return s && (s.sessionId || s.agent !== agent) ? s : null;
+}
+
 function newPage() {
-  const input = (name, props = {}) => el('input', { name, ...props });
+  const was = draft || {};
+  draft = null;
+  const input = (name, props = {}) => el('input', { name, value: was[name], ...props });
   const key = input('key', { required: true, pattern: '[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}', placeholder: 'fix-login' });
   const agent = el('select', { name: 'agent' });
   const cwd = input('cwd', { placeholder: '/home/me/project' });
@@ -426,13 +458,15 @@ function newPage() {
   const branch = input('branch', { placeholder: 'main' });
   const revision = input('revision', { placeholder: 'the full commit id to start from', pattern: '[0-9a-f]{40}' });
   const result = input('resultBranch', { placeholder: 'acphub/KEY-… by default' });
-  const err = el('p', { class: 'error', 'aria-live': 'assertive' });
+  const err = el('p', { class: 'error', 'aria-live': 'assertive', text: was.error ? 'The session did not start: ' + was.error : '' });
+  const start = el('button', { class: 'primary', type: 'submit', text: 'Start' });
   fetch('/api/agents', { credentials: 'same-origin' }).then((r) => r.json()).then((l) => {
     agent.replaceChildren(...l.agents.map((a) => el('option', { value: a.name, text: a.name + (a.default ? ' (default)' : '') })));
+    if (was.agent) agent.value = was.agent;
   });
   const form = el('form', {
     class: 'new',
-    onsubmit: (e) => {
+    onsubmit: async (e) => {
       e.preventDefault();
       const create = { agent: agent.value };
       if (url.value) {
@@ -449,6 +483,28 @@ function newPage() {
         err.textContent = 'Give the directory the agent works in, as an absolute path, or a repository.';
         return;
       }
+      // The page never joins a session it was asked to begin: a key
+      // taken is said, with a link to open its session instead.
+      start.disabled = true;
+      let taken;
+      try {
+        taken = await keyTaken(key.value, agent.value);
+      } catch (e) {
+        err.textContent = 'The key could not be checked: ' + e.message;
+        return;
+      } finally {
+        start.disabled = false;
+      }
+      if (taken) {
+        err.replaceChildren('A session is named ', el('code', { text: key.value }), ' already' +
+          (taken.sessionId ? '' : ', with the agent ' + label(taken.agent)) + '. ',
+        el('a', { href: '#/s/' + encodeURIComponent(key.value), class: 'open', text: 'Open it' }), ', or choose another key.');
+        return;
+      }
+      draft = {
+        key: key.value, agent: agent.value, cwd: cwd.value, url: url.value, branch: branch.value,
+        revision: revision.value, resultBranch: result.value,
+      };
       creating.set(key.value, create);
       location.hash = '#/s/' + encodeURIComponent(key.value);
     },
@@ -462,7 +518,7 @@ function newPage() {
     el('label', {}, 'Revision', revision),
     el('label', {}, 'Result branch', result)),
   err,
-  el('button', { class: 'primary', type: 'submit', text: 'Start' }));
+  start);
   show(el('h1', { text: 'New session' }), form);
   return () => {};
 }
