@@ -109,6 +109,22 @@ func TestDashboard_ControllerPromptsAndApproves(t *testing.T) {
 	waitJS(t, ctx, "the end of the turn", `[...document.querySelectorAll('.item.note')].some(e => e.textContent === 'turn ended: cancelled')`)
 }
 
+// A page loaded after the agent changed its mode shows the mode the agent
+// reported last (current_mode_update, in the log), not the one the session
+// began in.
+func TestDashboard_ShowsTheModeAfterAReload(t *testing.T) {
+	h := startHub(t)
+	_, a, sid, ctx := editorAndPage(t, h, "")
+	a.mustCall("session/set_mode", map[string]any{"sessionId": sid, "modeId": "auto"})
+	mode := `document.querySelector('select[aria-label=Mode]').value`
+	waitJS(t, ctx, "the mode switched", mode+` === 'auto'`)
+	run(t, ctx, "reload", chromedp.Reload())
+	waitJS(t, ctx, "the page to be live", `document.querySelector('.conn') !== null && document.querySelector('.conn').textContent === 'live'`)
+	if got := eval[string](t, ctx, mode); got != "auto" {
+		t.Errorf("after a reload the page shows mode %s, want auto", got)
+	}
+}
+
 func TestDashboard_ObserverSeesNoControlsAndIsRefused(t *testing.T) {
 	h := startHub(t)
 	_, a, sid, ctx := editorAndPage(t, h, h.newToken("watcher", "observer"))

@@ -255,10 +255,17 @@ function sessionPage(key, tab) {
   const actions = el('span', { class: 'actions' });
   let c = null;
   let mode = null; // the mode select, once the session says it has modes
+  // The mode the agent last reported (current_mode_update), from the
+  // history or live. It outranks the modes the session began with, which
+  // the hub gives again when the page joins.
+  let current = null;
   const t = new Transcript(body, {
     answer: can('answer'),
     respond: (id, result) => c.respond(id, result),
-    mode: (id) => { if (mode) mode.value = text(id); },
+    mode: (id) => {
+      current = text(id);
+      if (mode) mode.value = current;
+    },
   });
   // The dock, at the bottom of the screen: the button that jumps to a
   // request waiting for an answer, and the prompt box.
@@ -271,7 +278,7 @@ function sessionPage(key, tab) {
     if (!isObj(state) || !Array.isArray(state.availableModes)) return;
     mode = el('select', { 'aria-label': 'Mode', disabled: !can('configure') },
       ...state.availableModes.filter(isObj).map((m) => el('option', { value: text(m.id), text: label(m.name || m.id), title: label(m.description) })));
-    mode.value = text(state.currentModeId);
+    mode.value = current ?? text(state.currentModeId);
     mode.addEventListener('change', () => {
       if (!c || !c.sid) return;
       c.call('session/set_mode', { sessionId: c.sid, modeId: mode.value }, true)
