@@ -339,7 +339,8 @@ func TestDashboard_SurvivesHostileFrames(t *testing.T) {
 		frame(`{"jsonrpc":"2.0","method":"elicitation/create","params":{"sessionId":SID,"message":"m","requestedSchema":{"type":"object","properties":{"x":{"type":"string","title":V}}}}}`, "5"),
 		frame(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"tool_call","toolCallId":"big","title":V}}}`, big),
 		frame(`{"jsonrpc":"2.0","id":ID,"method":"session/request_permission","params":{"sessionId":SID,"toolCall":{"toolCallId":"big","title":V},"options":[{"optionId":"o","name":V}]}}`, big),
-		frame(`{"jsonrpc":"2.0","id":ID,"method":"elicitation/create","params":{"sessionId":SID,"message":V,"requestedSchema":{"type":"object","properties":{"f":{"type":"string","title":V}}}}}`, big))
+		frame(`{"jsonrpc":"2.0","id":ID,"method":"elicitation/create","params":{"sessionId":SID,"message":V,"requestedSchema":{"type":"object","properties":{"f":{"type":"string","title":V}}}}}`, big),
+		frame(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"session_info_update","title":V}}}`, big))
 	for _, f := range frames {
 		turnText(a, sid, "/raw "+f)
 	}
@@ -363,7 +364,7 @@ func TestDashboard_SurvivesHostileFrames(t *testing.T) {
 			wide: document.documentElement.scrollWidth > innerWidth,
 			unshown: document.querySelectorAll('.item.unshown, .item .error').length,
 			numbered: [...document.querySelectorAll('.item.perm label')].some((l) => l.textContent === '5'),
-			big: [...document.querySelectorAll('.item.tool[data-tool="big"] strong, .item.perm')].map((e) => e.textContent.length),
+			big: [...document.querySelectorAll('.item.tool[data-tool="big"] strong, .item.perm, h1')].map((e) => e.textContent.length),
 			bad: [...document.querySelectorAll('main *')].filter((e) =>
 				['IMG', 'SCRIPT', 'IFRAME', 'FRAME', 'OBJECT', 'EMBED', 'STYLE', 'LINK', 'META', 'BASE'].includes(e.tagName) ||
 				[...e.attributes].some((a) => /^on/i.test(a.name) || ['style', 'src', 'srcdoc', 'action', 'formaction'].includes(a.name) ||
@@ -396,16 +397,19 @@ func TestDashboard_SurvivesHostileFrames(t *testing.T) {
 	}
 
 	// The audit and the event log read the same log.
-	run(t, later, "the audit", chromedp.Click(`nav.tabs a[href$="/audit"]`), chromedp.WaitVisible(`table.audit`))
+	run(t, later, "the audit", chromedp.Evaluate[chromedp.Void](`location.hash = '#/s/s/audit'`), chromedp.WaitVisible(`table.audit`))
 	if n := eval[int](t, later, `document.querySelectorAll('table.audit tr[data-type="prompt.received"]').length`); n < len(frames) {
 		t.Errorf("the audit shows %d prompts, want at least %d", n, len(frames))
 	}
-	run(t, later, "the event log", chromedp.Click(`nav.tabs a[href$="/log"]`), chromedp.WaitVisible(`.log`))
+	run(t, later, "the event log", chromedp.Evaluate[chromedp.Void](`location.hash = '#/s/s/log'`), chromedp.WaitVisible(`.log`))
 	waitJS(t, later, "the log's last event", fmt.Sprintf(`document.querySelector('.log [data-seq="%d"]') !== null`, len(h.logLines("s", ""))))
 	// The inbox, which shows the agent's title and usage, fits the screen.
 	run(t, later, "the inbox", chromedp.Navigate("http://"+p.addr()+"/#/"), chromedp.WaitVisible(`a.row[data-key="s"]`))
 	if eval[bool](t, later, `document.documentElement.scrollWidth > innerWidth`) {
 		t.Errorf("the inbox scrolls sideways: %v", eval[float64](t, later, `document.documentElement.scrollWidth`))
+	}
+	if n := eval[int](t, later, `document.querySelector('a.row .title').textContent.length`); n > 1001 {
+		t.Errorf("the inbox shows %d characters of a megabyte title", n)
 	}
 	if trouble := pageTrouble(t, later); len(trouble) != 0 {
 		t.Errorf("the audit, the event log and the inbox: %q", trouble)

@@ -105,7 +105,7 @@ function follow() {
 // waiting tells the user, when the tab is hidden, that a session waits.
 function waiting(s) {
   if (!document.hidden || !('Notification' in window) || Notification.permission !== 'granted') return;
-  const n = new Notification('acphub: ' + (s.title || s.key) + ' waits for an answer', {
+  const n = new Notification('acphub: ' + titleOf(s, s.key) + ' waits for an answer', {
     body: (s.waiting || 1) + ' request(s) from ' + s.agent, tag: 'acphub-' + s.key,
   });
   n.onclick = () => { window.focus(); location.hash = '#/s/' + encodeURIComponent(s.key); };
@@ -193,6 +193,12 @@ function usageText(usage) {
   return parts.join(', ');
 }
 
+// titleOf is the title the agent gave session summary s (cut: an agent
+// names it as long as it likes), or key.
+function titleOf(s, key) {
+  return (s && s.title && label(s.title)) || key;
+}
+
 function stateBadge(state) {
   return el('span', { class: 'state ' + state, text: state.replace('_', ' ') });
 }
@@ -211,7 +217,7 @@ function inbox() {
     empty.textContent = !synced ? 'Loading…' : all.length === 0 ? 'No sessions yet.' : '';
     list.replaceChildren(...all.map((s) => el('li', {},
       el('a', { class: 'row', href: '#/s/' + encodeURIComponent(s.key), 'data-key': s.key },
-        el('div', { class: 'top' }, el('span', { class: 'title', text: s.title || s.key }), stateBadge(s.state)),
+        el('div', { class: 'top' }, el('span', { class: 'title', text: titleOf(s, s.key) }), stateBadge(s.state)),
         el('div', { class: 'meta' },
           el('span', { text: s.key }),
           el('span', { text: s.agent }),
@@ -239,14 +245,14 @@ function sessionPage(key, tab) {
   const sum = sessions.get(key);
   if (tab === 'audit' || tab === 'log') {
     const body = el('div');
-    show(el('h1', { text: (sum && sum.title) || key }), tabs(key, tab), body);
+    show(el('h1', { text: titleOf(sum, key) }), tabs(key, tab), body);
     if (tab === 'audit') {
       audit(body, key);
       return () => {};
     }
     return rawLog(body, key, Math.max(0, ((sum && sum.lastSeq) || 0) - 200));
   }
-  const title = el('h1', { text: (sum && sum.title) || key });
+  const title = el('h1', { text: titleOf(sum, key) });
   const badge = el('span');
   const conn = el('span', { class: 'conn', text: 'connecting', 'aria-live': 'polite' });
   const info = el('div', { class: 'peers' });
@@ -289,7 +295,7 @@ function sessionPage(key, tab) {
   const header = () => {
     const s = sessions.get(key);
     if (!s) return;
-    title.textContent = s.title || key;
+    title.textContent = titleOf(s, key);
     badge.replaceChildren(stateBadge(s.state));
     const bits = [s.agent, (s.peers || []).map((p) => p.clientId + ' (' + (p.role || '') + ')').join(', ')];
     if (s.usage) bits.push(usageText(s.usage));

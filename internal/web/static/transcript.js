@@ -26,7 +26,7 @@ const TOOL_TEXT_LIMIT = 20000;
 // The page follows the end of the transcript while it is this close to it.
 const NEAR_END = 80;
 // A scroll this soon after the reader's wheel, touch, key or scroll bar is
-// the reader's; any other is the layout's or the page's own.
+// the reader's, even while the layout changes.
 const INTENT_MS = 1000;
 
 // INTENTS are the events by which the reader scrolls.
@@ -54,6 +54,7 @@ export class Transcript {
     // changes — items off screen are laid out late, each changing the
     // height and moving what is on screen — until the reader scrolls.
     this.hold = 'end';
+    this.placed = { top: -1, height: -1 }; // the scroll position and height the page last placed the view at
     this.intent = -Infinity;  // when the reader last wheeled, touched, pressed a key or took the scroll bar
     this.waiting = new Map(); // open card node → whether it is on screen
     this.jump = el('button', { type: 'button', class: 'jump', hidden: true, onclick: () => this.jumpToWaiting() });
@@ -65,8 +66,14 @@ export class Transcript {
       if (e.type === 'pointerdown' && e.target !== document.documentElement) return;
       this.intent = performance.now();
     };
+    // A scroll is the reader's (or find's, or a screen reader's) unless
+    // the page made it, or the layout changed since the page last placed
+    // the view — the browser keeps what is on screen in place as items
+    // above it are laid out — and the reader did not just scroll.
     this.onScroll = () => {
-      if (performance.now() - this.intent > INTENT_MS) return;
+      const root = document.scrollingElement;
+      if (Math.abs(root.scrollTop - this.placed.top) < 2) return;
+      if (root.scrollHeight !== this.placed.height && performance.now() - this.intent > INTENT_MS) return;
       this.hold = this.nearEnd() ? 'end' : null;
     };
     for (const type of INTENTS) window.addEventListener(type, this.onIntent, { capture: true, passive: true });
@@ -100,6 +107,8 @@ export class Transcript {
     const root = document.scrollingElement;
     if (this.hold === 'end') root.scrollTop = root.scrollHeight;
     else if (this.hold) this.hold.scrollIntoView({ block: 'center' });
+    else return;
+    this.placed = { top: root.scrollTop, height: root.scrollHeight };
   }
 
   // waits marks card, an agent request's card, as waiting for an answer
