@@ -118,7 +118,7 @@ func runAttach(ctx context.Context, args []string, stdio Stdio) error {
 func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 	fs := newFlagSet("demo-agent", stdio.Err)
 	delay := fs.Duration("delay", demoagent.DefaultDelay, "pause between streamed steps")
-	stateDir := fs.String("state-dir", "", "keep each session's memory in a file there, for other processes of the agent to load or fork it (acphub serve gives <data-dir>/demo-agent)")
+	stateDir := fs.String("state-dir", "", "keep each session's memory, mode and turn count in a file there, for other processes of the agent to load or fork it (acphub serve gives <data-dir>/demo-agent)")
 	noFork := fs.Bool("no-fork", false, "advertise and answer no session/fork, as agents without it do")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -133,8 +133,9 @@ func runDemoAgent(ctx context.Context, args []string, stdio Stdio) error {
 // demoAgentAbout is what the usage of acphub demo-agent says of it.
 func demoAgentAbout() string {
 	return "The built-in demo ACP agent, on stdio. A prompt runs the demo script: a streamed reply,\n" +
-		"a plan, a tool call and a permission request. A prompt that starts with one of these\n" +
-		"commands runs the command instead:\n\n" + demoagent.Help()
+		"a plan, a tool call that reads a file and one that edits another, after a permission\n" +
+		"request in the mode ask and without one in the mode auto. A prompt that starts with one\n" +
+		"of these commands runs the command instead:\n\n" + demoagent.Help()
 }
 
 // checkSession refuses a session key no hub session can have, saying which

@@ -40,10 +40,10 @@ type Options struct {
 	// Exit ends the process for /crash; nil means os.Exit. A test double may
 	// return, and Run then returns ErrCrashed.
 	Exit func(code int)
-	// StateDir, when set, keeps each session's memory (/remember) in a
-	// file of its own there, as agents keep their sessions on disk: another
-	// process of the agent loads or forks the session from it. "" keeps
-	// sessions in memory only.
+	// StateDir, when set, keeps each session's memory (/remember), mode
+	// and turn count in a file of its own there, as agents keep their
+	// sessions on disk: another process of the agent loads or forks the
+	// session from it. "" keeps sessions in memory only.
 	StateDir string
 	// NoFork leaves session/fork out of what the agent advertises and
 	// answers, as agents without it do.
@@ -126,7 +126,26 @@ type session struct {
 	cancel context.CancelFunc // ends the running turn; nil when idle
 	titled bool               // it was given a title
 	tokens int                // the context it reports using
-	memory []string           // what /remember kept, oldest first
+	kept   sessionState       // what StateDir keeps of it
+}
+
+// sessionState is what a session keeps across processes of the agent, in
+// StateDir: what it remembers, its mode, and the number of its turns and
+// the tag that make its tool call ids (see turn.callID).
+type sessionState struct {
+	Memory []string `json:"memory"`          // what /remember kept, oldest first
+	Mode   string   `json:"mode,omitempty"`  // the current mode's id; "" is modeAsk
+	Turns  int      `json:"turns,omitempty"` // the prompt turns it began
+	// IDTag starts its tool call ids when the agent took the session up
+	// without knowing its earlier turns, whose ids it cannot tell: a
+	// session/load with no StateDir, or none kept there.
+	IDTag string `json:"idTag,omitempty"`
+}
+
+// clone returns a copy that shares nothing with st.
+func (st sessionState) clone() sessionState {
+	st.Memory = slices.Clone(st.Memory)
+	return st
 }
 
 // agent is one connection: the read loop runs in Run's goroutine, each prompt
@@ -337,7 +356,7 @@ func (a *agent) newSession(raw json.RawMessage) (any, *rpcError) {
 	if rerr := decodeParams(raw, &p); rerr != nil {
 		return nil, rerr
 	}
-	return a.addSession(&session{cwd: p.Cwd}), nil
+	return a.addSession(&session{cwd: p.Cwd, kept: sessionState{Mode: modeAsk}}), nil
 }
 
 // newSessionResult is the answer to session/new and session/fork.
@@ -348,42 +367,49 @@ type newSessionResult struct {
 
 // addSession keeps s under a new id "demo-" and 16 hex digits.
 func (a *agent) addSession(s *session) newSessionResult {
-	var b [8]byte
-	rand.Read(b[:])
-	id := "demo-" + hex.EncodeToString(b[:])
+	id := "demo-" + randomHex(8)
 	a.mu.Lock()
 	a.sessions[id] = s
 	a.mu.Unlock()
 	a.save(id, s)
-	return newSessionResult{id, demoModes}
+	return newSessionResult{id, modesOf(s.kept.Mode)}
 }
 
-// forkSession makes a new session with what the session it names
-// remembers, found in this process or, from another, in StateDir.
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// forkSession makes a new session with what the session it names keeps,
+// found in this process or, from another, in StateDir: its memory, its
+// mode, and its turns, so that the fork's tool calls, which follow its
+// parent's history, have ids of their own.
 func (a *agent) forkSession(raw json.RawMessage) (any, *rpcError) {
 	var p sessionParams
 	if rerr := decodeParams(raw, &p); rerr != nil {
 		return nil, rerr
 	}
-	memory, ok := a.memoryOf(p.SessionID)
+	kept, ok := a.keptOf(p.SessionID)
 	if !ok {
 		return nil, &rpcError{Code: codeNotFound, Message: "Session not found: " + p.SessionID}
 	}
-	return a.addSession(&session{cwd: p.Cwd, memory: memory}), nil
+	return a.addSession(&session{cwd: p.Cwd, kept: kept}), nil
 }
 
-// memoryOf returns what session id remembers, and whether the agent knows
-// the session.
-func (a *agent) memoryOf(id string) ([]string, bool) {
+// keptOf returns what session id keeps, and whether the agent knows the
+// session.
+func (a *agent) keptOf(id string) (sessionState, bool) {
 	a.mu.Lock()
 	s := a.sessions[id]
-	var memory []string
+	var kept sessionState
 	if s != nil {
-		memory = slices.Clone(s.memory)
+		kept = s.kept.clone()
 	}
 	a.mu.Unlock()
 	if s != nil {
-		return memory, true
+		return kept, true
 	}
 	return a.stored(id)
 }
@@ -398,35 +424,31 @@ func (a *agent) stateFile(id string) string {
 }
 
 // stored reads what StateDir keeps of session id.
-func (a *agent) stored(id string) ([]string, bool) {
+func (a *agent) stored(id string) (sessionState, bool) {
+	var st sessionState
 	path := a.stateFile(id)
 	if path == "" {
-		return nil, false
+		return st, false
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, false
-	}
-	var st struct {
-		Memory []string `json:"memory"`
+		return st, false
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
 		a.log.Printf("demo-agent: session state %s: %v", path, err)
-		return nil, false
+		return sessionState{}, false
 	}
-	return st.Memory, true
+	return st, true
 }
 
-// save writes what session id remembers to StateDir, when there is one.
+// save writes what session id keeps to StateDir, when there is one.
 func (a *agent) save(id string, s *session) {
 	path := a.stateFile(id)
 	if path == "" {
 		return
 	}
 	a.mu.Lock()
-	b, _ := json.Marshal(struct {
-		Memory []string `json:"memory"`
-	}{s.memory})
+	b, _ := json.Marshal(s.kept)
 	a.mu.Unlock()
 	if err := os.MkdirAll(a.stateDir, 0o700); err != nil {
 		a.log.Printf("demo-agent: %v", err)
@@ -454,15 +476,29 @@ type mode struct {
 	Description string `json:"description"`
 }
 
-// demoModes are the modes the demo agent offers. They change nothing but
-// what it reports.
-var demoModes = modeChoices{CurrentModeID: "ask", AvailableModes: []mode{
-	{ID: "ask", Name: "Ask", Description: "asks before editing"},
-	{ID: "auto", Name: "Auto", Description: "edits without asking"},
-}}
+// The ids of the modes the demo agent offers.
+const (
+	modeAsk  = "ask"
+	modeAuto = "auto"
+)
 
-// setMode answers session/set_mode for one of demoModes and reports the
-// mode in a current_mode_update.
+// demoModes are the modes the demo agent offers: in modeAsk its edit asks
+// the client's permission first, in modeAuto it does not.
+var demoModes = []mode{
+	{ID: modeAsk, Name: "Ask", Description: "asks before editing"},
+	{ID: modeAuto, Name: "Auto", Description: "edits without asking"},
+}
+
+// modesOf returns demoModes with current the current one ("" is modeAsk).
+func modesOf(current string) modeChoices {
+	if current == "" {
+		current = modeAsk
+	}
+	return modeChoices{CurrentModeID: current, AvailableModes: demoModes}
+}
+
+// setMode sets the mode of a session to one of demoModes, keeps it in
+// StateDir, and reports it in a current_mode_update.
 func (a *agent) setMode(raw json.RawMessage) (any, *rpcError) {
 	var p struct {
 		SessionID string `json:"sessionId"`
@@ -471,9 +507,19 @@ func (a *agent) setMode(raw json.RawMessage) (any, *rpcError) {
 	if rerr := decodeParams(raw, &p); rerr != nil {
 		return nil, rerr
 	}
-	if !slices.ContainsFunc(demoModes.AvailableModes, func(m mode) bool { return m.ID == p.ModeID }) {
+	if !slices.ContainsFunc(demoModes, func(m mode) bool { return m.ID == p.ModeID }) {
 		return nil, invalidParams("unknown mode %q", p.ModeID)
 	}
+	a.mu.Lock()
+	s := a.sessions[p.SessionID]
+	if s != nil {
+		s.kept.Mode = p.ModeID
+	}
+	a.mu.Unlock()
+	if s == nil {
+		return nil, invalidParams("unknown session %q", p.SessionID)
+	}
+	a.save(p.SessionID, s)
 	a.notify("session/update", sessionNotification{SessionID: p.SessionID, Update: struct {
 		SessionUpdate string `json:"sessionUpdate"`
 		CurrentModeID string `json:"currentModeId"`
@@ -481,8 +527,10 @@ func (a *agent) setMode(raw json.RawMessage) (any, *rpcError) {
 	return struct{}{}, nil
 }
 
-// loadSession accepts any non-empty id. The agent keeps no history, so there is
-// nothing to replay.
+// loadSession accepts any non-empty id and answers the session's modes. The
+// agent keeps no history, so there is nothing to replay; what StateDir
+// keeps of the session comes back. A session the agent knows nothing of
+// gets a random IDTag: its earlier turns' tool call ids are unknown.
 func (a *agent) loadSession(raw json.RawMessage) (any, *rpcError) {
 	var p sessionParams
 	if rerr := decodeParams(raw, &p); rerr != nil {
@@ -498,12 +546,26 @@ func (a *agent) loadSession(raw json.RawMessage) (any, *rpcError) {
 	}
 	a.mu.Unlock()
 	if s == nil {
-		memory, _ := a.stored(p.SessionID)
+		kept, ok := a.stored(p.SessionID)
+		if !ok {
+			kept = sessionState{Mode: modeAsk, IDTag: randomHex(4)}
+		}
+		s = &session{cwd: p.Cwd, kept: kept}
 		a.mu.Lock()
-		a.sessions[p.SessionID] = &session{cwd: p.Cwd, memory: memory}
+		a.sessions[p.SessionID] = s
 		a.mu.Unlock()
+		a.save(p.SessionID, s)
 	}
-	return struct{}{}, nil
+	return struct {
+		Modes modeChoices `json:"modes"`
+	}{a.modesOfSession(s)}, nil
+}
+
+// modesOfSession returns the modes with s's current.
+func (a *agent) modesOfSession(s *session) modeChoices {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return modesOf(s.kept.Mode)
 }
 
 func (a *agent) cancelTurn(raw json.RawMessage) {

@@ -164,7 +164,7 @@ func (t *turn) floodText(args string) error {
 // answer to the last arrived, and reports in one chunk "permtime D1 D2 ..."
 // how long each took, in nanoseconds, from before it was written to when the
 // agent had read its answer. Any selected option counts; the cancelled
-// outcome ends the turn.
+// outcome ends the turn. The mode auto asks no permission: it says so.
 func (t *turn) permTime(args string) error {
 	const method = "session/request_permission"
 	n, ok := parseCounts(args, 1)
@@ -172,12 +172,16 @@ func (t *turn) permTime(args string) error {
 		t.chunk(usage("/permtime"))
 		return nil
 	}
+	if t.a.modesOfSession(t.s).CurrentModeID == modeAuto {
+		t.chunk("permtime: the mode auto asks no permission")
+		return nil
+	}
 	var b strings.Builder
 	b.WriteString("permtime")
 	for i := range n[0] {
 		req := permissionRequest{
 			SessionID: t.sessionID,
-			ToolCall:  toolCall{ToolCallID: "perm-" + strconv.Itoa(i+1), Title: "Edit demo.txt", Kind: "edit", Status: "pending"},
+			ToolCall:  toolCall{ToolCallID: t.callID("perm-" + strconv.Itoa(i+1)), Title: "Edit demo.txt", Kind: "edit", Status: "pending"},
 			Options:   permissionOptions,
 		}
 		start := time.Now()

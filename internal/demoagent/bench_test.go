@@ -168,7 +168,7 @@ func TestRun_PermTime(t *testing.T) {
 				ToolCallID string `json:"toolCallId"`
 			} `json:"toolCall"`
 		}
-		if err := json.Unmarshal(req.Params, &p); err != nil || p.SessionID != sid || p.ToolCall.ToolCallID != fmt.Sprintf("perm-%d", i) {
+		if err := json.Unmarshal(req.Params, &p); err != nil || p.SessionID != sid || p.ToolCall.ToolCallID != fmt.Sprintf("turn-1-perm-%d", i) {
 			t.Fatalf("request %d: %s", i, req.raw)
 		}
 		// Hold each answer a little: the agent's figure must include it.

@@ -31,10 +31,13 @@ func init() {
 		{"/raw", "LINE", "LINE written to the client as it is (for tests)", (*turn).raw},
 		{"/chunks", "N", `N chunks "chunk 1 ", "chunk 2 ", ... without pauses`, (*turn).chunks},
 		{"/slow", "N", "the same chunks with --delay between them", (*turn).slow},
-		{"/tools", "N", `N completed tool calls "tool-1", "tool-2", ... without pauses`, (*turn).tools},
+		{"/tools", "N", `N completed tool calls "Step 1", "Step 2", ... without pauses`, (*turn).tools},
 		{"/remember", "TEXT", `keeps TEXT in the session's memory; a chunk "remembered: TEXT"`, (*turn).remember},
 		{"/recall", "", `a chunk with what the session remembers, oldest first, joined by "; ", or "nothing remembered"`, (*turn).recall},
-		{"/permission", "", "only the permission request of the demo script", func(t *turn, _ string) error { return t.askPermission() }},
+		{"/permission", "", "only the edit of the demo script: its tool call and, in the mode ask, its permission request", func(t *turn, _ string) error {
+			_, err := t.edit()
+			return err
+		}},
 		{"/crash", "", `a chunk "partial", a line on stderr, then exit status 3`, (*turn).crash},
 		{"/stderr", "TEXT", `TEXT on stderr, then a chunk "ok"`, (*turn).stderr},
 		{"/extras", "", "frames with _meta, an unknown update and an extension method, byte for byte", (*turn).extras},
@@ -111,7 +114,7 @@ func (t *turn) remember(text string) error {
 		return nil
 	}
 	t.a.mu.Lock()
-	t.s.memory = append(t.s.memory, text)
+	t.s.kept.Memory = append(t.s.kept.Memory, text)
 	t.a.mu.Unlock()
 	t.a.save(t.sessionID, t.s)
 	t.chunk("remembered: " + text)
@@ -119,11 +122,11 @@ func (t *turn) remember(text string) error {
 }
 
 func (t *turn) recall(string) error {
-	if len(t.s.memory) == 0 {
+	if len(t.s.kept.Memory) == 0 {
 		t.chunk("nothing remembered")
 		return nil
 	}
-	t.chunk(strings.Join(t.s.memory, "; "))
+	t.chunk(strings.Join(t.s.kept.Memory, "; "))
 	return nil
 }
 
@@ -169,8 +172,7 @@ func (t *turn) tools(args string) error {
 		return nil
 	}
 	for i := 1; i <= n[0]; i++ {
-		id := fmt.Sprintf("tool-%d", i)
-		t.update(toolCall{SessionUpdate: "tool_call", ToolCallID: id, Title: "Step " + strconv.Itoa(i), Kind: "other", Status: "completed"})
+		t.update(toolCall{SessionUpdate: "tool_call", ToolCallID: t.callID("tool-" + strconv.Itoa(i)), Title: "Step " + strconv.Itoa(i), Kind: "other", Status: "completed"})
 	}
 	return nil
 }

@@ -10,18 +10,28 @@
 //
 // initialize answers protocol version 1 with loadSession and remembers the
 // client's capabilities. session/new answers a new id "demo-" followed by 16 hex
-// digits, and the modes "ask" (current) and "auto", which change nothing but
-// what it reports: session/set_mode to one of them answers {} after a
-// current_mode_update, to another -32602. session/load accepts any non-empty
-// id and replays nothing, since the agent keeps no history; it keeps what
-// the session remembers (/remember) when Options.StateDir has it.
-// session/fork (sessionCapabilities.fork, unless Options.NoFork) makes a
-// new session that remembers what the one it names does, found in this
-// process or in StateDir, and answers as session/new does; a session it
-// cannot find is -32002. session/close answers {}
+// digits, and the modes "ask" (current: the edit asks permission first) and
+// "auto" (the edit asks none). session/set_mode to one of them, for a session
+// it knows, answers {} after a current_mode_update, to another -32602.
+// session/load accepts any non-empty id, replays nothing, since the agent
+// keeps no history, and answers the session's modes; it keeps what the
+// session remembers (/remember), its mode and its turn count when
+// Options.StateDir has them. session/fork (sessionCapabilities.fork, unless
+// Options.NoFork) makes a new session that keeps what the one it names does,
+// found in this process or in StateDir, and answers as session/new does; a
+// session it cannot find is -32002. session/close answers {}
 // (sessionCapabilities.close is advertised). Other requests get -32601,
 // unknown notifications are ignored, a line that is not JSON gets -32700 with id
 // null. Every received method is logged to Options.Stderr as "demo-agent: METHOD".
+//
+// # Tool call ids
+//
+// A tool call's id is new in its session: "turn-N-NAME", N the turn's
+// number in the session, NAME the tool call's name in the turn (read, edit,
+// tool-1, perm-1, ...). The turn count is kept in StateDir before the turn
+// runs and goes to a fork, whose history is its parent's. A session loaded
+// without its earlier turns being known (no StateDir, or nothing kept there)
+// gets a random tag before its ids, as "0f3a9c12-turn-1-read".
 //
 // # Prompt turns
 //
@@ -35,15 +45,22 @@
 //     echoes the prompt, streamed as agent_message_chunk updates of a few
 //     words, and a usage_update (used: the session's prompts and replies so
 //     far, at four bytes a token; size 200000; cost at 3 USD a million);
-//  2. a plan of three entries;
-//  3. the tool call "demo-1" (kind read), pending, in progress, then completed;
-//  4. session/request_permission for the tool call "demo-2" (kind edit) with the
-//     options "allow" and "reject": allow completes the tool call, reject skips
-//     it, and the cancelled outcome ends the turn as cancelled;
-//  5. stopReason end_turn.
+//  2. a plan of three entries, "Read the request" (completed), "Read
+//     README.md" (in progress) and "Edit demo.txt";
+//  3. the tool call "Read README.md" (kind read), pending, in progress, then
+//     completed; the plan with the read completed and the edit in progress;
+//  4. the tool call "Edit demo.txt" (kind edit), pending. In the mode "ask",
+//     session/request_permission for it with the options "allow" and
+//     "reject": allow completes the tool call, reject fails it, and the
+//     cancelled outcome fails it and ends the turn as cancelled. In the mode
+//     "auto" it completes without a request;
+//  5. the plan again, with no entry in progress: the steps done completed,
+//     the others (an edit refused, steps a cancel kept from running)
+//     pending; then stopReason end_turn.
 //
 // session/cancel ends the running turn at its next step with stopReason
-// cancelled, without waiting out the delay. A turn waiting for the client's
+// cancelled, without waiting out the delay; the tool call it stopped fails
+// and the plan is sent as in step 5. A turn waiting for the client's
 // answer to one of its requests keeps waiting (the client must answer a
 // permission request with the cancelled outcome), then ends as cancelled.
 //
@@ -66,8 +83,8 @@
 //
 // /remember keeps its text in the session's memory, which /recall tells. With
 // Options.StateDir the memory is also written to StateDir/ID.json at once,
-// so another process of the agent loads or forks the session with it, as
-// agents that store their sessions do.
+// with the mode and the turn count, so another process of the agent loads or
+// forks the session with it, as agents that store their sessions do.
 //
 // The last three commands serve load tests. /flood numbers its chunks from 1 in
 // params._meta["acphub.dev/seq"] and puts each one's send time, in Unix
@@ -78,10 +95,11 @@
 // (the number in 10 digits, the send time in 19; see ParseTextStamp) and is
 // padded with "x" to SIZE bytes. With RATE, chunk i is due (i-1)/RATE seconds
 // after the first. /permtime asks its permission requests one at a time (tool
-// calls "perm-1", "perm-2", ...) and reports the time from before each request
-// was written to when the agent had read its answer, in nanoseconds: "permtime
-// D1 D2 ...". Any option counts as an answer; the cancelled outcome ends the
-// turn as cancelled.
+// calls "perm-1", "perm-2", ... of the turn) and reports the time from before
+// each request was written to when the agent had read its answer, in
+// nanoseconds: "permtime D1 D2 ...". Any option counts as an answer; the
+// cancelled outcome ends the turn as cancelled. In the mode "auto" it asks
+// nothing and says so.
 //
 // # Caveats
 //

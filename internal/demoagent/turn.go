@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -21,6 +22,8 @@ type turn struct {
 	sessionID string
 	cwd       string
 	s         *session // only the running turn touches its title and tokens
+	n         int      // the turn's number in the session, from 1
+	idTag     string   // the session's IDTag
 }
 
 type promptParams struct {
@@ -59,15 +62,18 @@ func (a *agent) startPrompt(id, raw json.RawMessage) *rpcError {
 	}
 	ctx, cancel := context.WithCancel(a.ctx)
 	s.cancel = cancel
-	t := &turn{a: a, ctx: ctx, sessionID: p.SessionID, cwd: s.cwd, s: s}
+	s.kept.Turns++
+	t := &turn{a: a, ctx: ctx, sessionID: p.SessionID, cwd: s.cwd, s: s, n: s.kept.Turns, idTag: s.kept.IDTag}
 	a.turns.Go(func() { a.runTurn(t, s, id, p.text()) })
 	return nil
 }
 
 // runTurn runs t and answers the prompt request with its stop reason. The
-// session is marked idle before the answer, so that a client may send its next
-// prompt as soon as it reads the answer.
+// turn count is kept first, so that another process of the agent does not
+// number a turn the same. The session is marked idle before the answer, so
+// that a client may send its next prompt as soon as it reads the answer.
 func (a *agent) runTurn(t *turn, s *session, id json.RawMessage, text string) {
+	a.save(t.sessionID, s)
 	err := t.run(text)
 	cancelled := t.ctx.Err() != nil
 	a.mu.Lock()
@@ -196,28 +202,49 @@ func toolText(text string) []toolCallContent {
 	return []toolCallContent{{Type: "content", Content: textContent{Type: "text", Text: text}}}
 }
 
-// scriptUpdates are the plan and the read tool call of the demo script.
-var scriptUpdates = []any{
-	planUpdate{SessionUpdate: "plan", Entries: []planEntry{
-		{Content: "Read the request", Priority: "medium", Status: "completed"},
-		{Content: "Look at the project notes", Priority: "medium", Status: "in_progress"},
-		{Content: "Ask before editing a file", Priority: "medium", Status: "pending"},
-	}},
-	toolCall{SessionUpdate: "tool_call", ToolCallID: "demo-1", Title: "Read the project notes", Kind: "read", Status: "pending"},
-	toolCall{SessionUpdate: "tool_call_update", ToolCallID: "demo-1", Status: "in_progress"},
-	toolCall{SessionUpdate: "tool_call_update", ToolCallID: "demo-1", Status: "completed",
-		Content: toolText("The notes say: this is a demo, nothing was really read.")},
+// callID returns the id of the tool call name of the turn: the session's
+// IDTag, if any, the turn's number and name, as "turn-3-edit". No other
+// turn of the session has it, in this process or another.
+func (t *turn) callID(name string) string {
+	id := "turn-" + strconv.Itoa(t.n) + "-" + name
+	if t.idTag != "" {
+		id = t.idTag + "-" + id
+	}
+	return id
 }
 
-// script is the default turn: a streamed reply that echoes the prompt, a plan,
-// a tool call and a permission request, with a pause after each step.
+// planSteps are the entries of the demo script's plan.
+var planSteps = []string{"Read the request", "Read README.md", "Edit demo.txt"}
+
+// plan sends the script's plan: its first done steps completed, the next
+// one in progress when running, the others pending.
+func (t *turn) plan(done int, running bool) {
+	entries := make([]planEntry, len(planSteps))
+	for i, step := range planSteps {
+		status := "pending"
+		switch {
+		case i < done:
+			status = "completed"
+		case i == done && running:
+			status = "in_progress"
+		}
+		entries[i] = planEntry{Content: step, Priority: "medium", Status: status}
+	}
+	t.update(planUpdate{SessionUpdate: "plan", Entries: entries})
+}
+
+// script is the default turn: a streamed reply that echoes the prompt, a
+// plan, a tool call that reads a file and the edit of another (see edit),
+// with a pause after each step. The plan's last update, when the turn ends,
+// has no step in progress: a step that was not done, refused or cancelled,
+// is pending.
 func (t *turn) script(text string) error {
 	if !t.s.titled {
 		t.s.titled = true
 		t.update(infoUpdate{SessionUpdate: "session_info_update", Title: titleOf(text)})
 	}
 	reply := "You asked: \"" + text + "\". I am the acphub demo agent: I have no model, " +
-		"so every prompt gets the same tour of a plan, a tool call and a permission request."
+		"so every prompt gets the same tour: a plan, a file read, and a file edited (in the mode ask, once you allow it)."
 	for _, piece := range wordGroups(reply, 3) {
 		t.chunk(piece)
 		if err := t.pause(); err != nil {
@@ -228,13 +255,51 @@ func (t *turn) script(text string) error {
 	t.s.tokens += (len(text) + len(reply)) / 4
 	t.update(usageUpdate{SessionUpdate: "usage_update", Used: t.s.tokens, Size: contextSize,
 		Cost: &cost{Amount: float64(t.s.tokens) * 3e-6, Currency: "USD"}})
-	for _, u := range scriptUpdates {
+	done := 1 // the request was read
+	t.plan(done, true)
+	defer func() { t.plan(done, false) }()
+	if err := t.pause(); err != nil {
+		return err
+	}
+	if err := t.read(); err != nil {
+		return err
+	}
+	done++
+	t.plan(done, true)
+	if err := t.pause(); err != nil {
+		return err
+	}
+	edited, err := t.edit()
+	if edited {
+		done++
+	}
+	return err
+}
+
+// read is the script's tool call that reads README.md: pending, in
+// progress, then completed, a pause after each. A cancel fails it.
+func (t *turn) read() error {
+	id := t.callID("read")
+	for _, u := range []toolCall{
+		{SessionUpdate: "tool_call", ToolCallID: id, Title: "Read README.md", Kind: "read", Status: "pending"},
+		{SessionUpdate: "tool_call_update", ToolCallID: id, Status: "in_progress"},
+		{SessionUpdate: "tool_call_update", ToolCallID: id, Status: "completed",
+			Content: toolText("README.md says: this is a demo, nothing was really read.")},
+	} {
 		t.update(u)
 		if err := t.pause(); err != nil {
+			if u.Status != "completed" {
+				t.failTool(id, "Stopped: the turn was cancelled.")
+			}
 			return err
 		}
 	}
-	return t.askPermission()
+	return nil
+}
+
+// failTool ends the tool call id as failed, saying why.
+func (t *turn) failTool(id, why string) {
+	t.update(toolCall{SessionUpdate: "tool_call_update", ToolCallID: id, Status: "failed", Content: toolText(why)})
 }
 
 // contextSize is the context window the demo agent reports, in tokens.
@@ -279,40 +344,52 @@ var permissionOptions = []permissionOption{
 	{OptionID: "reject", Name: "Reject", Kind: "reject_once"},
 }
 
-// askPermission asks to edit a file and waits for the answer, even when the
-// turn is cancelled meanwhile: the client must answer every permission request.
-func (t *turn) askPermission() error {
+// edit is the script's tool call that edits demo.txt. In the mode ask it
+// asks the client's permission first and waits for the answer, even when
+// the turn is cancelled meanwhile: the client must answer every permission
+// request. In the mode auto it edits without asking. It reports whether
+// the file was edited; a tool call that did not edit it failed.
+func (t *turn) edit() (bool, error) {
 	const method = "session/request_permission"
-	res, err := t.a.call(method, permissionRequest{
-		SessionID: t.sessionID,
-		ToolCall:  toolCall{ToolCallID: "demo-2", Title: "Edit demo.txt", Kind: "edit", Status: "pending"},
-		Options:   permissionOptions,
-	})
-	if t.ctx.Err() != nil {
-		return t.ctx.Err()
+	id := t.callID("edit")
+	call := toolCall{ToolCallID: id, Title: "Edit demo.txt", Kind: "edit", Status: "pending"}
+	created := call
+	created.SessionUpdate = "tool_call"
+	t.update(created)
+	said := "Auto mode: the edit was made without asking."
+	if t.a.modesOfSession(t.s).CurrentModeID != modeAuto {
+		res, err := t.a.call(method, permissionRequest{SessionID: t.sessionID, ToolCall: call, Options: permissionOptions})
+		if t.ctx.Err() != nil {
+			t.failTool(id, "Not edited: the turn was cancelled.")
+			return false, t.ctx.Err()
+		}
+		if err != nil {
+			t.failTool(id, "Not edited: the permission request failed.")
+			return false, t.reportError(method, err)
+		}
+		var answer struct {
+			Outcome struct {
+				Outcome  string `json:"outcome"`
+				OptionID string `json:"optionId"`
+			} `json:"outcome"`
+		}
+		// An answer that does not decode is not an "allow": the edit is skipped.
+		_ = json.Unmarshal(res, &answer)
+		switch o := answer.Outcome; {
+		case o.Outcome == "cancelled":
+			t.failTool(id, "Not edited: the permission request was cancelled.")
+			return false, errPermissionCancelled
+		case o.Outcome != "selected" || o.OptionID != "allow":
+			t.failTool(id, "Not edited: permission refused.")
+			t.chunk("Permission refused: the edit was skipped.")
+			return false, nil
+		}
+		said = "Permission granted: the edit was allowed."
 	}
-	if err != nil {
-		return t.reportError(method, err)
-	}
-	var answer struct {
-		Outcome struct {
-			Outcome  string `json:"outcome"`
-			OptionID string `json:"optionId"`
-		} `json:"outcome"`
-	}
-	// An answer that does not decode is not an "allow": the edit is skipped.
-	_ = json.Unmarshal(res, &answer)
-	switch o := answer.Outcome; {
-	case o.Outcome == "cancelled":
-		return errPermissionCancelled
-	case o.Outcome == "selected" && o.OptionID == "allow":
-		t.update(toolCall{SessionUpdate: "tool_call_update", ToolCallID: "demo-2", Status: "completed",
-			Content: toolText("demo.txt edited (not really).")})
-		t.chunk("Permission granted: the edit was allowed.")
-	default:
-		t.chunk("Permission refused: the edit was skipped.")
-	}
-	return nil
+	t.update(toolCall{SessionUpdate: "tool_call_update", ToolCallID: id, Status: "completed",
+		Content: toolText("demo.txt edited (not really).")})
+	t.chunk(said)
+	return true, nil
 }
 
 // reportError reports a JSON-RPC error answer from the client as a chunk. Any

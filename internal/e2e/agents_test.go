@@ -65,10 +65,11 @@ var agentKits = []agentKit{
 		name:  "demo",
 		start: startHub,
 		// The demo script: the session's title on its first turn, a reply
-		// of a few chunks, the usage, a plan, the tool call demo-1 and the
-		// permission request for demo-2.
+		// of a few chunks, the usage, a plan, the tool call that reads,
+		// the plan, the tool call that edits and its permission request,
+		// and the plan with every step done.
 		askPrompt:               "hello",
-		turn:                    regexp.MustCompile(`^(session_info_update )?(agent_message_chunk )+usage_update plan tool_call tool_call_update tool_call_update session/request_permission tool_call_update agent_message_chunk$`),
+		turn:                    regexp.MustCompile(`^(session_info_update )?(agent_message_chunk )+usage_update plan tool_call tool_call_update tool_call_update plan tool_call session/request_permission tool_call_update agent_message_chunk plan$`),
 		allowName:               "Allow",
 		rejectName:              "Reject",
 		allowText:               "the edit was allowed",

@@ -516,7 +516,7 @@ func TestChat_TalksToASessionWithOthers(t *testing.T) {
 	})
 	chat.expect(`You asked: "hello hub"`)
 	chat.expect("[plan]")
-	chat.expect("[tool] Read the project notes (read) pending")
+	chat.expect("[tool] Read README.md (read) pending")
 	chat.expect("permission: Edit demo.txt")
 	chat.expect("1) Allow (allow_once)")
 	chat.write("1")

@@ -257,7 +257,7 @@ func TestDemo_DrivenByAHereDocument(t *testing.T) {
 	t.Parallel()
 	out, err := runDemo(t, t.TempDir(), nil, "hello", "1")
 	if err != nil || !strings.Contains(out, "(1 will answer your turn's permission request when it comes)\n") ||
-		!strings.Contains(out, "[permission] you chose Allow\n") || !strings.HasSuffix(out, "Permission granted: the edit was allowed.\n[done: end_turn]\n") {
+		!strings.Contains(out, "[permission] you chose Allow\n") || !strings.Contains(out, "Permission granted: the edit was allowed.\n[plan]\n") || !strings.HasSuffix(out, "  [x] Edit demo.txt\n[done: end_turn]\n") {
 		t.Errorf("demo <<< 'hello, 1': %v\n%s", err, out)
 	}
 	out, err = runDemo(t, t.TempDir(), nil, "hello")

@@ -91,8 +91,8 @@ func TestDashboard_ControllerPromptsAndApproves(t *testing.T) {
 	}
 	// The title the agent gave, the state, the plan and the tool call.
 	waitJS(t, ctx, "the title", `document.querySelector('h1').textContent === 'Fix the login bug'`)
-	if n := eval[int](t, ctx, `document.querySelectorAll('.item.tool[data-tool="demo-1"], .plan li').length`); n != 4 {
-		t.Errorf("the page shows %d of the tool call and the plan's three entries", n)
+	if n := eval[int](t, ctx, `document.querySelectorAll('.item.tool[data-tool="turn-1-read"], .plan li').length`); n != 4 {
+		t.Errorf("the page shows %d of the read's tool call and the plan's three entries", n)
 	}
 	screenshot(t, ctx, "session")
 

@@ -211,7 +211,8 @@ func TestHistory_DetachAndReattach(t *testing.T) {
 	if d := diffLines(conversation(hist), []string{
 		"user: /echo while away", "agent_message_chunk[]: while away", "turn_complete: end_turn",
 		"user: /permission",
-		`tool_call_update {"sessionId":"` + sid + `","update":{"sessionUpdate":"tool_call_update","toolCallId":"demo-2","status":"completed","content":[{"type":"content","content":{"type":"text","text":"demo.txt edited (not really)."}}]}}`,
+		`tool_call {"sessionId":"` + sid + `","update":{"sessionUpdate":"tool_call","toolCallId":"turn-3-edit","title":"Edit demo.txt","kind":"edit","status":"pending"}}`,
+		`tool_call_update {"sessionId":"` + sid + `","update":{"sessionUpdate":"tool_call_update","toolCallId":"turn-3-edit","status":"completed","content":[{"type":"content","content":{"type":"text","text":"demo.txt edited (not really)."}}]}}`,
 		"agent_message_chunk[]: Permission granted: the edit was allowed.", "turn_complete: end_turn",
 	}); d != "" {
 		t.Errorf("history after re-attaching:\n%s", d)

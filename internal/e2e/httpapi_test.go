@@ -190,8 +190,9 @@ func TestHTTP_SSEResumesWithLastEventID(t *testing.T) {
 	got := strings.Join(types, " ")
 	for _, want := range []string{
 		"prompt.received turn.started agent.message turn.completed",
-		// The demo script's first turn: the title, the reply, the usage.
-		"turn.started agent.update session.described agent.message agent.update session.described agent.update agent.update agent.update agent.update permission.requested permission.resolved agent.update agent.message turn.completed",
+		// The demo script's first turn: the title, the reply, the usage,
+		// the plan, the read, the plan, the edit, its permission, the plan.
+		"turn.started agent.update session.described agent.message agent.update session.described agent.update agent.update agent.update agent.update agent.update agent.update permission.requested permission.resolved agent.update agent.message agent.update turn.completed",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("received %s\nwant %s in it", got, want)

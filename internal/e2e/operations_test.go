@@ -135,7 +135,7 @@ func TestOperations_AnswerNamesItsToolCall(t *testing.T) {
 	a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"reject"},"_meta":{"acphub.dev/toolCallId":"other"}}}`, req.ID))
 	a.quiet(300 * time.Millisecond)
 	// An id that means nothing any more, naming the tool call: applied.
-	a.send(`{"jsonrpc":"2.0","id":424242,"result":{"outcome":{"outcome":"selected","optionId":"allow"},"_meta":{"acphub.dev/toolCallId":"demo-2"}}}`)
+	a.send(`{"jsonrpc":"2.0","id":424242,"result":{"outcome":{"outcome":"selected","optionId":"allow"},"_meta":{"acphub.dev/toolCallId":"turn-1-edit"}}}`)
 	got := a.untilResponse(id)
 	mustStop(t, "the prompt", lastOf(got), "end_turn")
 	if !strings.Contains(logText(h.readLog("s")), `"optionId":"allow"`) {

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -118,7 +119,15 @@ func TestResume_RandomCuts(t *testing.T) {
 			for req.Method != "session/request_permission" {
 				req = c.read()
 			}
-			answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow"},"_meta":{"acphub.dev/operationId":"answer-%d","acphub.dev/toolCallId":"demo-2"}}}`, req.ID, i)
+			var asked struct {
+				ToolCall struct {
+					ToolCallID string `json:"toolCallId"`
+				} `json:"toolCall"`
+			}
+			if err := json.Unmarshal(req.Params, &asked); err != nil || asked.ToolCall.ToolCallID == "" {
+				t.Fatalf("cut %d: permission request %s: %v", i, req.raw, err)
+			}
+			answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow"},"_meta":{"acphub.dev/operationId":"answer-%d","acphub.dev/toolCallId":%q}}}`, req.ID, i, asked.ToolCall.ToolCallID)
 			if rng.IntN(2) == 0 {
 				c.cut() // before answering: the request is still open, under its id
 				c.send(answer)
