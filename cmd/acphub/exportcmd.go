@@ -31,13 +31,13 @@ func runExport(ctx context.Context, args []string, stdio Stdio) error {
 	for i, a := range args {
 		if a == "status" {
 			rest := append([]string{"export", a}, args[:i]...)
-			return fmt.Errorf("the subcommand comes first: %s", pasteCommand(append(rest, args[i+1:]...)...))
+			return usageError{fmt.Errorf("the subcommand comes first: %s", pasteCommand(append(rest, args[i+1:]...)...))}
 		}
 	}
 	if _, _, err := parseFlags("export", args, 0, stdio.Err, func(*flag.FlagSet, *config.Config) {}); err != nil {
 		return err
 	}
-	return errors.New(`missing the subcommand: status; run "acphub export -h" for usage`)
+	return usageError{errors.New(`missing the subcommand: status; run "acphub export -h" for usage`)}
 }
 
 // printExporters prints GET /api/exporters as a table. A last error can

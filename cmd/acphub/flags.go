@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,8 +40,18 @@ func parseFlags(name string, args []string, maxArgs int, stderr io.Writer, bind 
 // and everything after it is positional. A flag takes the next argument as
 // its value unless it is a boolean flag or is written -name=value. Afterwards
 // fs.Args() holds the positional arguments; more than maxArgs of them is an
-// error naming the first one too many.
+// error naming the first one too many. Errors are usageErrors, but for
+// flag.ErrHelp, which -h asks for.
 func parseArgs(fs *flag.FlagSet, args []string, maxArgs int) error {
+	err := scanArgs(fs, args, maxArgs)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{err}
+}
+
+// scanArgs is parseArgs without its usageError.
+func scanArgs(fs *flag.FlagSet, args []string, maxArgs int) error {
 	var flags, positional []string
 scan:
 	for i := 0; i < len(args); i++ {

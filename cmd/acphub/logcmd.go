@@ -44,7 +44,7 @@ func runSchema(_ context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	fs.Usage()
-	return fmt.Errorf("unknown schema %q", fs.Arg(0))
+	return usageError{fmt.Errorf("unknown schema %q", fs.Arg(0))}
 }
 
 // runSessions lists the hub's sessions. The agent titles a session and a client
@@ -69,7 +69,7 @@ func runDelete(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return errors.New(`missing SESSION, the session to delete; run "acphub delete -h" for usage`)
+		return usageError{errors.New(`missing SESSION, the session to delete; run "acphub delete -h" for usage`)}
 	}
 	key := fs.Arg(0)
 	if err := checkSession(key); err != nil {
@@ -165,7 +165,7 @@ func runLog(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return errors.New(`missing SESSION, the session whose events to print; run "acphub log -h" for usage`)
+		return usageError{errors.New(`missing SESSION, the session whose events to print; run "acphub log -h" for usage`)}
 	}
 	if err := checkSession(fs.Arg(0)); err != nil {
 		return err
@@ -333,7 +333,7 @@ func runFork(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return errors.New(`missing SESSION, the session to fork; run "acphub fork -h" for usage`)
+		return usageError{errors.New(`missing SESSION, the session to fork; run "acphub fork -h" for usage`)}
 	}
 	parent := fs.Arg(0)
 	for _, k := range []string{parent, key} {

@@ -63,15 +63,22 @@ func main() {
 	ctx, stop := signalContext(os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := Run(ctx, os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		// An error can quote what the hub, an agent or a client said.
-		fmt.Fprintln(os.Stderr, "acphub:", termtext.Text(err.Error()))
-		var ee exitError
-		if errors.As(err, &ee) {
-			os.Exit(int(ee))
-		}
-		os.Exit(1)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return
 	}
+	code := 1
+	if ue, ok := errors.AsType[usageError](err); ok {
+		code, err = 2, ue.err
+	}
+	if err == nil {
+		os.Exit(code) // the usage said it all
+	}
+	// An error can quote what the hub, an agent or a client said.
+	fmt.Fprintln(os.Stderr, "acphub:", termtext.Text(err.Error()))
+	if ee, ok := errors.AsType[exitError](err); ok {
+		code = int(ee)
+	}
+	os.Exit(code)
 }
 
 // signalContext returns a context that ends when one of sigs arrives, with
@@ -98,6 +105,21 @@ func signalContext(sigs ...os.Signal) (context.Context, context.CancelFunc) {
 type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// usageError is a command line acphub cannot run: no command, an unknown
+// one, a flag or an argument its command does not take. main exits with
+// status 2 for it, as go does, after printing err; a nil err means the
+// usage printed already says what is wrong.
+type usageError struct{ err error }
+
+func (e usageError) Error() string {
+	if e.err == nil {
+		return "no command given"
+	}
+	return e.err.Error()
+}
+
+func (e usageError) Unwrap() error { return e.err }
 
 // Stdio is the standard streams a command uses.
 type Stdio struct {
@@ -168,9 +190,14 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// Run runs the command line args (without the program name).
+// Run runs the command line args (without the program name). A command
+// line it cannot run is a usageError, after the usage on stderr.
 func Run(ctx context.Context, args []string, stdio Stdio) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(stdio.Err)
+		return usageError{}
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdio.Out)
 		return nil
 	}
@@ -186,7 +213,7 @@ func Run(ctx context.Context, args []string, stdio Stdio) error {
 		}
 	}
 	usage(stdio.Err)
-	return fmt.Errorf("unknown command %q", args[0])
+	return usageError{fmt.Errorf("unknown command %q", args[0])}
 }
 
 func usage(w io.Writer) {

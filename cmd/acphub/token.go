@@ -59,14 +59,14 @@ func runToken(ctx context.Context, args []string, stdio Stdio) error {
 	for i, a := range args {
 		if a == "create" || a == "list" || a == "revoke" {
 			rest := append([]string{"token", a}, args[:i]...)
-			return fmt.Errorf("the subcommand comes first: %s", pasteCommand(append(rest, args[i+1:]...)...))
+			return usageError{fmt.Errorf("the subcommand comes first: %s", pasteCommand(append(rest, args[i+1:]...)...))}
 		}
 	}
 	// No subcommand: the usage for -h, else what is missing.
 	if _, _, err := parseFlags("token", args, 0, stdio.Err, func(*flag.FlagSet, *config.Config) {}); err != nil {
 		return err
 	}
-	return errors.New(`missing the subcommand: create, list or revoke; run "acphub token -h" for usage`)
+	return usageError{errors.New(`missing the subcommand: create, list or revoke; run "acphub token -h" for usage`)}
 }
 
 func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
@@ -85,9 +85,9 @@ func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	switch {
 	case name == "":
-		return errors.New(`missing --name, the token's name (as alice); run "acphub token create -h" for usage`)
+		return usageError{errors.New(`missing --name, the token's name (as alice); run "acphub token create -h" for usage`)}
 	case role == "":
-		return errors.New(`missing --role: observer, controller or owner; run "acphub token create -h" for usage`)
+		return usageError{errors.New(`missing --role: observer, controller or owner; run "acphub token create -h" for usage`)}
 	case ttl < 0:
 		return errors.New("--ttl cannot be negative")
 	}
@@ -181,7 +181,7 @@ func runTokenRevoke(ctx context.Context, args []string, stdio Stdio) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New(`missing NAME, the token to revoke; run "acphub token revoke -h" for usage`)
+		return usageError{errors.New(`missing NAME, the token to revoke; run "acphub token revoke -h" for usage`)}
 	}
 	target, err := clientTarget(cfg, fs, addr)
 	if err != nil {

@@ -301,6 +301,41 @@ func TestDemo_UnderGoRunPrintsAGoRunJoinLine(t *testing.T) {
 	}
 }
 
+// A command line acphub cannot run is a usage error, as go treats one:
+// acphub with no command, an unknown command, an unknown flag, an argument
+// too many or one missing print to stderr, nothing to stdout, and exit
+// with status 2. acphub help asks for the usage: stdout, status 0.
+func TestCLI_CommandLineErrorsExit2(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		args []string
+		want string // what stderr starts with
+	}{
+		{nil, "usage: acphub <command> [flags] [arguments]\n"},
+		{[]string{"frobnicate"}, "usage: acphub <command> [flags] [arguments]\n"},
+		{[]string{"serve", "--bogus"}, "flag provided but not defined: -bogus\n"},
+		{[]string{"version", "extra"}, `acphub: unexpected argument "extra"`},
+		{[]string{"log"}, "acphub: missing SESSION"},
+		{[]string{"token"}, "acphub: missing the subcommand"},
+		{[]string{"schema", "nope"}, "usage: acphub schema"},
+	} {
+		cmd := exec.Command(bin, tt.args...)
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 || stdout.Len() != 0 || !strings.HasPrefix(stderr.String(), tt.want) {
+			t.Errorf("acphub %q: %v, stdout %q, stderr %q; want exit status 2, nothing on stdout, stderr starting %q", tt.args, err, stdout.String(), stderr.String(), tt.want)
+		}
+	}
+	out, err := exec.Command(bin, "help").Output()
+	if err != nil || !strings.HasPrefix(string(out), "usage: acphub <command>") {
+		t.Errorf("acphub help: %v, %q", err, out)
+	}
+}
+
 func TestCLI_UsageAndVersion(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command(bin, "version").Output()
