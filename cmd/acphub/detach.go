@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/internal/config"
+	"github.com/acphub/acphub/internal/transport"
 )
 
 // HubLog, in the data dir, is where a hub that attach started writes its
@@ -82,9 +83,10 @@ func startLocalHub(ctx context.Context, out io.Writer, cfg *config.Config, addr,
 			}
 			return nil
 		}
-		// When the hub exited because another attach's hub won the race to
-		// listen, wait for that one to answer.
-		if !running(pid) && !accepting("tcp", addr) {
+		// When the hub exited because another attach's hub won the race
+		// for the data dir's socket or the address, wait for that one to
+		// answer: it holds its socket before it listens at the address.
+		if !running(pid) && !accepting("tcp", addr) && !accepting("unix", transport.SocketPath(cfg.DataDir)) {
 			return fmt.Errorf("local hub exited: %s", logSince(logPath, logStart))
 		}
 		select {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
@@ -32,7 +33,6 @@ import (
 	"github.com/acphub/acphub/internal/metrics"
 	"github.com/acphub/acphub/internal/notify"
 	"github.com/acphub/acphub/internal/policy"
-	"github.com/acphub/acphub/internal/redact"
 	"github.com/acphub/acphub/internal/termtext"
 	"github.com/acphub/acphub/internal/toolexec"
 	"github.com/acphub/acphub/internal/transport"
@@ -115,7 +115,29 @@ type daemon struct {
 	sides    []*sideServer // --debug-listen, --metrics-listen
 }
 
-func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
+// newDaemon makes a hub of cfg so that a start that fails leaves the
+// data dir as it was. First the settings are checked, with nothing
+// written, and the side listeners open. Then the data dir is written: made
+// if it is missing, its socket, the session log, the token and
+// tokens.json. Then the exporters, which redact the token, are made, and
+// last the hub listens on --listen, so that a client that finds it there
+// finds its token too, and the notifications, which link to it, are made.
+// When a step after the first fails, what the start made is removed, and
+// its listeners closed.
+func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
+	var undo []func()
+	rollback := func() {
+		for _, f := range slices.Backward(undo) {
+			f()
+		}
+		undo = nil
+	}
+	defer func() {
+		if err != nil {
+			rollback()
+		}
+	}()
+
 	log, err := newLogger(cfg, logOut)
 	if err != nil {
 		return nil, err
@@ -136,23 +158,22 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := privateDataDir(cfg.DataDir); err != nil {
-		return nil, err
+	if cfg.PublicURL != "" {
+		// Checked now; the default, made of the listen address, is not.
+		if _, err := publicURL(cfg, nil, tlsCfg != nil); err != nil {
+			return nil, err
+		}
 	}
-	token, err := transport.LoadOrCreateToken(cfg.DataDir)
+	dataDirExists, err := checkPrivate(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	tokens, err := auth.Open(cfg.DataDir, token)
-	if err != nil {
+	// The redaction rules are checked now; the redactor, which knows the
+	// owner token, is made once there is one.
+	if _, err := newRedactor(cfg, ""); err != nil {
 		return nil, err
 	}
 	var sides []*sideServer
-	closeSides := func() {
-		for _, s := range sides {
-			s.ln.Close()
-		}
-	}
 	for addr, listen := range map[string]func(string) (*sideServer, error){
 		cfg.DebugListen:   listenDebug,
 		cfg.MetricsListen: func(addr string) (*sideServer, error) { return listenMetrics(addr, m.Handler()) },
@@ -162,62 +183,88 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 		}
 		side, err := listen(addr)
 		if err != nil {
-			closeSides()
 			return nil, err
 		}
+		undo = append(undo, func() { side.ln.Close() })
 		sides = append(sides, side)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		closeSides()
-		return nil, listenFailed(cfg, err)
+
+	// The data dir. One this start makes is removed when it fails, once
+	// empty again.
+	if !dataDirExists {
+		undo = append(undo, func() { os.Remove(cfg.DataDir) })
 	}
+	if err := privateDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	// The socket first: while it is this hub's no other hub serves from
+	// the data dir, so the files missing now are this start's to remove.
+	// Without a socket (its path is too long) a hub started at the same
+	// time may share them: they are left.
 	sock, err := transport.ListenSocket(transport.SocketPath(cfg.DataDir))
-	if errors.Is(err, transport.ErrSocketPathTooLong) {
+	switch {
+	case errors.Is(err, transport.ErrSocketPathTooLong):
 		log.Warn("serving without a Unix socket: clients use TCP", "err", err)
 		sock, err = nil, nil
+	case err != nil:
+		return nil, socketFailed(cfg, err)
+	default:
+		undo = append(undo, func() { sock.Close() })
 	}
-	var base string
-	if err == nil {
-		base, err = publicURL(cfg, ln.Addr(), tlsCfg != nil)
+	removeNew := func(paths ...string) {
+		if sock != nil {
+			undo = append(undo, removeMissing(paths...))
+		}
 	}
-	var store *sqlite.Store
-	if err == nil {
-		store, err = sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log, Meter: m})
+	dbPath := filepath.Join(cfg.DataDir, sqlite.FileName)
+	removeNew(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal")
+	store, err := sqlite.Open(dbPath, sqlite.Options{Logger: log, Meter: m})
+	if err != nil {
+		return nil, err
 	}
+	undo = append(undo, func() { store.Close() })
 	// The session stream starts with the sessions of the log; the ones
 	// that change from now on are told by their actors.
 	sessions = lifecycle.New(0)
-	// Exporters and notifications: behind the sessions, redacted.
-	var notifier *notify.Notifier
-	if err == nil {
-		var red *redact.Redactor
-		if red, err = newRedactor(cfg, token); err == nil {
-			if exports, err = newExporters(cfg, store, red, log); err == nil {
-				notifier, err = newNotifier(cfg, sessions, store, red, base, log)
-			}
-		}
-		if err != nil {
-			store.Close()
-		}
-	}
-	var h *hub.Hub
-	if err == nil {
-		hcfg.Store, hcfg.Watcher = store, sessions
-		h = hub.New(hcfg)
-		var known []api.SessionSummary
-		if known, err = h.List(context.Background(), nil); err != nil {
-			store.Close()
-			err = fmt.Errorf("list the sessions of the log: %w", err)
-		}
-		sessions.Seed(known)
-	}
+	hcfg.Store, hcfg.Watcher = store, sessions
+	h := hub.New(hcfg)
+	known, err := h.List(context.Background(), nil)
 	if err != nil {
-		ln.Close()
-		if sock != nil {
-			sock.Close()
-		}
-		closeSides()
+		return nil, fmt.Errorf("list the sessions of the log: %w", err)
+	}
+	sessions.Seed(known)
+	removeNew(filepath.Join(cfg.DataDir, transport.TokenFile), filepath.Join(cfg.DataDir, auth.File))
+	token, err := transport.LoadOrCreateToken(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := auth.Open(cfg.DataDir, token)
+	if err != nil {
+		return nil, err
+	}
+	// Exporters and notifications: behind the sessions, redacted.
+	red, err := newRedactor(cfg, token)
+	if err != nil {
+		return nil, err
+	}
+	if exports, err = newExporters(cfg, store, red, log); err != nil {
+		return nil, err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		// This start's socket is closed first: listenFailed looks for a
+		// hub on the data dir's.
+		rollback()
+		return nil, listenFailed(cfg, err)
+	}
+	undo = append(undo, func() { ln.Close() })
+	base, err := publicURL(cfg, ln.Addr(), tlsCfg != nil)
+	if err != nil {
+		return nil, err
+	}
+	notifier, err := newNotifier(cfg, sessions, store, red, base, log)
+	if err != nil {
 		return nil, err
 	}
 	srv := transport.NewServer(transport.Options{
@@ -228,30 +275,66 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (*daemon, error) {
 	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, sides: sides}, nil
 }
 
+// removeMissing returns a func that removes those of paths that do not
+// exist now: what a start is about to make, removed when it fails.
+func removeMissing(paths ...string) func() {
+	var missing []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			missing = append(missing, p)
+		}
+	}
+	return func() {
+		for _, p := range missing {
+			os.Remove(p)
+		}
+	}
+}
+
 // privateDataDir makes the data dir, mode 0700, when it does not exist,
-// and refuses one that belongs to another user or that other users can
-// write: they could replace the token, the socket or the session log, or
-// have put a token of their own there. A directory others can only read
-// is kept as it is: every file the hub creates in it is 0600 and every
-// directory 0700 (docs/log.md), so they read nothing.
+// and refuses one checkPrivate refuses.
 func privateDataDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
+	_, err := checkPrivate(dir)
+	return err
+}
+
+// checkPrivate refuses a data dir that belongs to another user or that
+// other users can write: they could replace the token, the socket or the
+// session log, or have put a token of their own there. A directory others
+// can only read is kept as it is: every file the hub creates in it is
+// 0600 and every directory 0700 (docs/log.md), so they read nothing. It
+// reports whether dir exists; a missing one is no error.
+func checkPrivate(dir string) (exists bool, err error) {
 	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("--data-dir %s: %w", dir, err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("--data-dir %s: it belongs to another user (uid %d), who could have put a token of their own there; choose a --data-dir of yours",
+		return true, fmt.Errorf("--data-dir %s: it belongs to another user (uid %d), who could have put a token of their own there; choose a --data-dir of yours",
 			dir, st.Uid)
 	}
-	switch {
-	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("--data-dir %s: other users can write it (mode %#o); make it private with `chmod go-w %s`, or choose another --data-dir",
+	if fi.Mode().Perm()&0o022 != 0 {
+		return true, fmt.Errorf("--data-dir %s: other users can write it (mode %#o); make it private with `chmod go-w %s`, or choose another --data-dir",
 			dir, fi.Mode().Perm(), dir)
 	}
-	return nil
+	return true, nil
+}
+
+// socketFailed is the error of a start that could not have the data dir's
+// socket: err, or, when the hub that answers there holds --listen too,
+// listenFailed's, which says how to stop it, as before the socket was
+// tried first.
+func socketFailed(cfg *config.Config, err error) error {
+	if accepting("unix", transport.SocketPath(cfg.DataDir)) && accepting("tcp", cfg.Listen) {
+		return listenFailed(cfg, syscall.EADDRINUSE)
+	}
+	return err
 }
 
 // listenFailed says why --listen could not be bound and, when the address
