@@ -835,7 +835,8 @@ func TestDashboard_NoNullAndNoRingAroundThePage(t *testing.T) {
 	}
 	a := h.dial("s", "peer=editor")
 	a.handshake()
-	run(t, ctx, "the sign-in page", chromedp.Navigate("http://"+p.addr()+"/"), chromedp.WaitVisible(`main p`))
+	run(t, ctx, "the sign-in page", chromedp.Navigate("http://"+p.addr()+"/"))
+	waitJS(t, ctx, "the sign-in page", `(h => h !== null && h.textContent === 'Sign in')(document.querySelector('main h1'))`)
 	if text := eval[string](t, ctx, `document.querySelector('main').textContent`); strings.Contains(text, "null") || !strings.Contains(text, "acphub open") {
 		t.Errorf("the sign-in page says %q", text)
 	}
