@@ -118,12 +118,13 @@ type daemon struct {
 // newDaemon makes a hub of cfg so that a start that fails leaves the
 // data dir as it was. First the settings are checked, with nothing
 // written, and the side listeners open. Then the data dir is written: made
-// if it is missing, its socket, the session log, the token and
-// tokens.json. Then the exporters, which redact the token, are made, and
-// last the hub listens on --listen, so that a client that finds it there
-// finds its token too, and the notifications, which link to it, are made.
-// When a step after the first fails, what the start made is removed, and
-// its listeners closed.
+// if it is missing, its socket, the session log and the token. Then the
+// exporters, which redact the token, are made; the hub listens on
+// --listen, so that a client that finds it there finds its token too; the
+// notifications, which link to it, are made; and last tokens.json is
+// opened, which writes it again. When a step after the first fails, what
+// the start made is removed, and its listeners closed; a file that was
+// there is not written.
 func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	var undo []func()
 	rollback := func() {
@@ -238,10 +239,6 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	tokens, err := auth.Open(cfg.DataDir, token)
-	if err != nil {
-		return nil, err
-	}
 	// Exporters and notifications: behind the sessions, redacted.
 	red, err := newRedactor(cfg, token)
 	if err != nil {
@@ -264,6 +261,13 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 		return nil, err
 	}
 	notifier, err := newNotifier(cfg, sessions, store, red, base, log)
+	if err != nil {
+		return nil, err
+	}
+	// The token list last: opening it writes it again (without the tokens
+	// that expired), which a start that fails must not do to a data dir
+	// a hub served from.
+	tokens, err := auth.Open(cfg.DataDir, token)
 	if err != nil {
 		return nil, err
 	}
@@ -700,7 +704,7 @@ func listenPolicy(cfg *config.Config) (*tls.Config, error) {
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
-			return nil, fmt.Errorf("load TLS key pair: %w", err)
+			return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: load TLS key pair: %w", cfg.TLSCert, cfg.TLSKey, err)
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
