@@ -243,7 +243,10 @@ func TestConn_WriteBatchLargerThanTheGatherBuffer(t *testing.T) {
 // what the kernels hold does not hide the reader's pace from the writer.
 func TestConn_StallTimeout(t *testing.T) {
 	t.Parallel()
-	const stall = 300 * time.Millisecond
+	// A second: a reader the machine's load holds for a few hundred
+	// milliseconds still reads within it.
+	const stall = time.Second
+	const n = 64 // 4 MiB: far more than the socket buffers hold.
 	results := make(chan error, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := ws.Accept(w, r)
@@ -251,8 +254,7 @@ func TestConn_StallTimeout(t *testing.T) {
 			return
 		}
 		c.SetStallTimeout(stall)
-		// 8 MiB: far more than the socket buffers hold.
-		msgs := make([][]byte, 128)
+		msgs := make([][]byte, n)
 		for i := range msgs {
 			msgs[i] = make([]byte, 64<<10)
 		}
@@ -284,7 +286,7 @@ func TestConn_StallTimeout(t *testing.T) {
 		c := dial()
 		defer c.CloseNow()
 		start := time.Now()
-		for range 128 {
+		for range n {
 			// Each message waits a twentieth of the stall timeout.
 			time.Sleep(stall / 20)
 			if _, _, err := c.Read(ctx); err != nil {

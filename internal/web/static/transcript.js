@@ -29,6 +29,13 @@ const NEAR_END = 80;
 // the reader's, even while the layout changes.
 const INTENT_MS = 1000;
 
+// PAGE is how many items the transcript puts in one block. The browser
+// skips laying out and painting a block off screen (content-visibility),
+// and lays out the transcript as a list of blocks: what a frame costs
+// grows with the blocks and the last one's items, not with every item, so
+// a session of thousands of tool calls costs about what the screen shows.
+const PAGE = 100;
+
 // INTENTS are the events by which the reader scrolls.
 const INTENTS = ['wheel', 'touchmove', 'keydown', 'pointerdown'];
 
@@ -47,6 +54,7 @@ export class Transcript {
     this.skipUser = 0;        // user_message_chunk updates a prompt_received already showed
     this.dirty = new Set();   // items to render at the next frame
     this.pending = [];        // nodes to append at the next frame
+    this.page = null;         // the block items are appended to (PAGE)
     this.raf = 0;
     // Where the page holds the view: 'end' (it follows the transcript as
     // it grows), a card (the jump went to it), or null (the reader
@@ -168,8 +176,20 @@ export class Transcript {
         item.node.append(el('div', { class: 'error', text: 'The rest of this item could not be shown.' }));
       }
     }
-    if (pending.length) this.root.append(...pending);
+    this.append(pending);
     this.place();
+  }
+
+  // append puts nodes at the end of the transcript, each block holding
+  // PAGE of them.
+  append(nodes) {
+    for (const node of nodes) {
+      if (!this.page || this.page.childElementCount >= PAGE) {
+        this.page = el('div', { class: 'page' });
+        this.root.append(this.page);
+      }
+      this.page.append(node);
+    }
   }
 
   add(item) {
