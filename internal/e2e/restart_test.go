@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/eventlogtest"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // durabilityWait is how long after an event was acknowledged the test
@@ -414,21 +414,13 @@ func frameView(ms []msg) []string {
 
 // textWindow is how much streamed text a kill -9 of the hub may lose, as
 // docs/log.md states it: a message being streamed is held every 100 ms,
-// then committed within the store's window — the commit in progress and
-// the next, each as long as the slowest the hub's log shows in the last
-// second before the kill (a loaded disk stretches them). The test allows
-// a margin for a loaded machine's scheduling.
+// then committed within the store's window, which a loaded disk or machine
+// stretches as the hub's log shows (testutil.DurabilityWindow; while only
+// the held message changes, the writer commits every 100 ms). The test
+// allows a margin for a loaded machine's scheduling.
 func textWindow(hubLog string, killedAt time.Time) time.Duration {
-	slowest := time.Duration(0)
-	re := regexp.MustCompile(`(?m)^time=(\S+) level=DEBUG msg="session log commit" .*took=(\S+)$`)
-	for _, m := range re.FindAllStringSubmatch(hubLog, -1) {
-		at, err1 := time.Parse(time.RFC3339Nano, m[1])
-		d, err2 := time.ParseDuration(m[2])
-		if err1 == nil && err2 == nil && killedAt.Sub(at) < time.Second && d > slowest {
-			slowest = d
-		}
-	}
-	return 100*time.Millisecond + 2*slowest + 150*time.Millisecond
+	const held = 100 * time.Millisecond
+	return testutil.DurabilityWindow(hubLog, killedAt, held+150*time.Millisecond, held+2*sqlite.DefaultCommitDelay)
 }
 
 // TestRestart_KillMidMessageKeepsShownText kills the hub while the agent

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,42 +15,14 @@ import (
 
 	"github.com/acphub/acphub/internal/eventlog/eventlogtest"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
+	"github.com/acphub/acphub/internal/testutil"
 )
 
 // testedWindow is the durability window this test holds the store to on
 // an idle disk: an event whose Append returned this long before a SIGKILL
 // is in the log after it (docs/log.md states it). A loaded disk stretches
-// it by its commits: see window.
+// it by its commits: see testutil.DurabilityWindow.
 const testedWindow = 100 * time.Millisecond
-
-// window is the durability window of a writer whose log (stderr, at debug
-// level) is childLog: testedWindow, plus the commit in progress at the kill
-// and the next, each as long as the slowest the log shows in the last
-// second before it, plus the longest the writer went without committing in
-// that second (to the kill included) past two commit delays: a writer the
-// machine's load keeps from running commits later, and its window grows by
-// as much.
-func window(childLog string, killed time.Time) time.Duration {
-	slowest, stalled := time.Duration(0), time.Duration(0)
-	var last time.Time // the commit before, in that second
-	re := regexp.MustCompile(`(?m)^time=(\S+) level=DEBUG msg="session log commit" .*took=(\S+)$`)
-	for _, m := range re.FindAllStringSubmatch(childLog, -1) {
-		at, err1 := time.Parse(time.RFC3339Nano, m[1])
-		d, err2 := time.ParseDuration(m[2])
-		if err1 != nil || err2 != nil || killed.Sub(at) >= time.Second {
-			continue
-		}
-		slowest = max(slowest, d)
-		if !last.IsZero() {
-			stalled = max(stalled, at.Sub(last))
-		}
-		last = at
-	}
-	if !last.IsZero() {
-		stalled = max(stalled, killed.Sub(last))
-	}
-	return testedWindow + 2*slowest + max(0, stalled-2*sqlite.DefaultCommitDelay)
-}
 
 // TestStore_KillKeepsAcknowledgedEvents appends events one by one in a
 // child process, a paced stream, kills it with SIGKILL, and reopens the
@@ -91,7 +62,7 @@ func TestStore_KillKeepsAcknowledgedEvents(t *testing.T) {
 	if len(acked) < 400 {
 		t.Fatalf("the writer stopped after %d events:\n%s", len(acked), childLog.String())
 	}
-	allowed := window(childLog.String(), killed)
+	allowed := testutil.DurabilityWindow(childLog.String(), killed, testedWindow, 2*sqlite.DefaultCommitDelay)
 
 	s := open(t, path)
 	defer s.Close()
