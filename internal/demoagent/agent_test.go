@@ -561,6 +561,31 @@ func TestRun_OneTurnAtATime(t *testing.T) {
 	}
 }
 
+// TestRun_MalformedPromptBlocks: a session/prompt whose prompt holds a
+// block that is not an object — null among them, which decodes as an
+// empty block — is answered -32602 at once and starts no turn; the
+// session takes the next prompt. (Before, a null block ran the demo
+// script on an empty prompt, which waits for a permission answer: the
+// prompt was never answered.)
+func TestRun_MalformedPromptBlocks(t *testing.T) {
+	t.Parallel()
+	for _, prompt := range []string{`[null]`, `[{"type":"text","text":"/echo x"},null]`, `[5]`, `["text"]`, `[[]]`, `[true]`} {
+		t.Run(prompt, func(t *testing.T) {
+			t.Parallel()
+			c := start(t, demoagent.Options{Delay: time.Hour})
+			sid := c.handshake(`{}`)
+			c.lastID++
+			c.sendLine(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":%s}}`, c.lastID, sid, prompt))
+			if f := c.next(); !f.isResponse(c.lastID) || f.Error == nil || f.Error.Code != -32602 || !strings.Contains(f.Error.Message, "not an object") {
+				t.Fatalf("answer = %s, want -32602: not an object", f.raw)
+			}
+			if frames, stop := c.turn(sid, "/echo after"); stop != "end_turn" || chunkText(t, frames) != "after" {
+				t.Errorf("next turn: %q, %s", chunkText(t, frames), stop)
+			}
+		})
+	}
+}
+
 func TestRun_Commands(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -27,11 +28,23 @@ type turn struct {
 }
 
 type promptParams struct {
-	SessionID string `json:"sessionId"`
-	Prompt    []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"prompt"`
+	SessionID string         `json:"sessionId"`
+	Prompt    []contentBlock `json:"prompt"`
+}
+
+// contentBlock is a prompt's ACP content block. One that is not an object
+// does not decode: null would otherwise be an empty block.
+type contentBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func (c *contentBlock) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '{' {
+		return fmt.Errorf("a prompt block is %.40s, not an object", b)
+	}
+	type plain contentBlock
+	return json.Unmarshal(b, (*plain)(c))
 }
 
 // text concatenates the prompt's text blocks.
