@@ -272,11 +272,14 @@ var hostileValues = []string{
 
 // hostileFrames are frames an agent writes with V in every member the
 // dashboard reads, once for each of hostileValues; SID is the session's id
-// and ID a request id of its own. (A session/update whose params or update
-// is not an object, or whose sessionUpdate is not a string, is left out:
-// the hub logs it as it came, against its own event schema, which the
-// harness checks every log against.)
+// and ID a request id of its own. A session/update whose params, sessionId,
+// update or sessionUpdate is of another type reaches no page: the hub
+// refuses it (hub.error agent_bad_update).
 var hostileFrames = []string{
+	`{"jsonrpc":"2.0","method":"session/update","params":V}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":V,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":V}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":V,"content":{"type":"text","text":V}}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"agent_message_chunk","content":V}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":V},"messageId":V}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SID,"update":{"sessionUpdate":"agent_thought_chunk","content":{"type":V,"text":V}}}}`,

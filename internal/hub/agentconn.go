@@ -184,6 +184,10 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		return // history the hub already holds
 	}
 	if m.Method == jsonrpc.MethodSessionUpdate {
+		if why := malformedUpdate(m.Params); why != "" {
+			s.agentFault("agent_bad_update", "the agent's session/update was dropped: "+why)
+			return
+		}
 		s.syncCursors()
 		defer s.syncCursors()
 		if c, ok := jsonrpc.ParseTextChunk(m.Params); ok {
@@ -206,6 +210,31 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		s.record("", &api.AgentNotification{Method: m.Method, Params: m.Params})
 	}
 	s.broadcast(m.Method, m.Raw, nil)
+}
+
+// malformedUpdate says what keeps the params of an agent's session/update
+// from being ACP's SessionNotification, which clients read and the log
+// keeps — an object with a string sessionId, and an update object with a
+// string sessionUpdate — or "" when nothing does.
+func malformedUpdate(params []byte) string {
+	sid, _ := jsonrpc.Field(params, "sessionId")
+	update, _ := jsonrpc.Field(params, "update")
+	kind, _ := jsonrpc.Field(update, "sessionUpdate")
+	for _, member := range []struct {
+		path       string
+		raw        []byte
+		wantedType string
+	}{
+		{"params", params, "an object"},
+		{"params.sessionId", sid, "a string"},
+		{"params.update", update, "an object"},
+		{"params.update.sessionUpdate", kind, "a string"},
+	} {
+		if got := jsonrpc.ValueType(member.raw); got != member.wantedType {
+			return member.path + ": expected " + member.wantedType + ", got " + got
+		}
+	}
+	return ""
 }
 
 // agentGone handles the end of the agent process.

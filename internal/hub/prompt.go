@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/acphub/acphub/api"
@@ -36,6 +37,13 @@ func (s *Session) prompt(p *peer, m *jsonrpc.Message) {
 	if params.Prompt == nil {
 		s.replyError(p, m.ID, jsonrpc.InvalidParams("prompt is required"))
 		return
+	}
+	// A block is an ACP content block: the log keeps each as an object.
+	for i, block := range params.Prompt {
+		if got := jsonrpc.ValueType(block); got != "an object" {
+			s.replyError(p, m.ID, jsonrpc.InvalidParams(fmt.Sprintf("params.prompt[%d]: expected an object, got %s", i, got)))
+			return
+		}
 	}
 	if s.sessionID == nil {
 		s.replyError(p, m.ID, jsonrpc.NoSession())

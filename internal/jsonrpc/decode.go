@@ -54,6 +54,29 @@ func DescribeDecodeError(root string, data []byte, err error) string {
 	return root + ": does not decode"
 }
 
+// ValueType names the JSON type of raw, a valid JSON value, in the words
+// of DescribeDecodeError: "an object", "an array", "a string", "a number",
+// "a boolean" or "null"; "nothing" when raw is empty.
+func ValueType(raw []byte) string {
+	i := skipSpace(raw, 0)
+	if i == len(raw) {
+		return "nothing"
+	}
+	switch raw[i] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
 // jsonType names the JSON type a Go type decodes from.
 func jsonType(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
