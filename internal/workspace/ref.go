@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -48,9 +49,10 @@ func refuse(field, format string, args ...any) *Error {
 
 // Validate checks ref against the rules before anything touches git: a
 // known type, a URL git cannot take for an option or a transport of its
-// own, with an allowed scheme and host and no password in it, a valid
+// own, with an allowed scheme and host and no credentials in it, a valid
 // branch name, and a full 40-hex revision or none (the branch's head,
-// which Open resolves). It returns the revision in lower case.
+// which Open resolves). It returns the revision in lower case. An error
+// about the URL never quotes it: it may hold a token.
 func (r Rules) Validate(ref Ref) (Ref, error) {
 	if ref.Type != "git" {
 		return ref, refuse("type", `%q is not supported; want "git"`, ref.Type)
@@ -70,18 +72,20 @@ func (r Rules) Validate(ref Ref) (Ref, error) {
 }
 
 // checkURL refuses what git could read as an option or as a transport
-// acphub did not allow, and what the rules do not allow.
+// acphub did not allow, and what the rules do not allow. The client knows
+// the URL it sent; a refusal does not repeat it, and so cannot show a
+// token in it to the hub's log or to another reader of the error.
 func (r Rules) checkURL(raw string) *Error {
 	switch {
 	case raw == "":
 		return refuse("url", "is empty")
 	case strings.HasPrefix(raw, "-"):
-		return refuse("url", "%q starts with '-', which git would read as an option", raw)
+		return refuse("url", "starts with '-', which git would read as an option")
 	case strings.ContainsFunc(raw, func(c rune) bool { return c < 0x20 || c == 0x7f || c == ' ' }):
 		return refuse("url", "holds a space or a control character")
 	case strings.Contains(raw, "::"):
 		// transport::address runs a remote helper (ext:: runs a command).
-		return refuse("url", "%q names a git remote helper (transport::address), which is not allowed", raw)
+		return refuse("url", "names a git remote helper (transport::address), which is not allowed")
 	}
 	schemes := r.Schemes
 	if schemes == nil {
@@ -107,15 +111,19 @@ func (r Rules) checkURL(raw string) *Error {
 }
 
 // splitURL returns the scheme and host of a URL git accepts: a URL with a
-// scheme, or the scp-like user@host:path, which is ssh.
+// scheme, or the scp-like user@host:path, which is ssh. Credentials are
+// refused: a password in any URL, and any user information in an http(s)
+// URL, where it is only ever for authentication (some hosts take a token
+// as the user name). An ssh user name is a login, not a secret.
 func splitURL(raw string) (scheme, host string, err *Error) {
 	if i := strings.Index(raw, "://"); i > 0 {
 		u, perr := url.Parse(raw)
 		if perr != nil {
-			return "", "", refuse("url", "does not parse: %v", perr)
+			return "", "", refuse("url", "does not parse: %v", errors.Unwrap(perr))
 		}
-		if _, hasPassword := u.User.Password(); hasPassword {
-			return "", "", refuse("url", "carries a password; use the host's git credential setup instead")
+		_, hasPassword := u.User.Password()
+		if hasPassword || (u.User != nil && (strings.EqualFold(u.Scheme, "https") || strings.EqualFold(u.Scheme, "http"))) {
+			return "", "", refuse("url", "carries credentials (user information before '@'); use the host's git credential setup instead")
 		}
 		if u.Scheme == "file" && u.Host != "" && u.Host != "localhost" {
 			return "", "", refuse("url", "file URL with a host")
@@ -125,14 +133,14 @@ func splitURL(raw string) (scheme, host string, err *Error) {
 	// scp-like: [user@]host:path, with no slash before the colon.
 	colon := strings.IndexByte(raw, ':')
 	if colon <= 0 || colon == len(raw)-1 || strings.Contains(raw[:colon], "/") {
-		return "", "", refuse("url", "%q is neither scheme://host/path nor user@host:path (local paths need file://)", raw)
+		return "", "", refuse("url", "is neither scheme://host/path nor user@host:path (local paths need file://)")
 	}
 	host = raw[:colon]
 	if at := strings.LastIndexByte(host, '@'); at >= 0 {
 		host = host[at+1:]
 	}
 	if slices.Contains([]string{"file", "ext", "fd", "git", "http", "https", "ssh"}, strings.ToLower(host)) {
-		return "", "", refuse("url", "%q reads as ssh to the host %q; write scheme://host/path", raw, host)
+		return "", "", refuse("url", "reads as ssh to the host %q; write scheme://host/path", host)
 	}
 	return "ssh", host, nil
 }

@@ -51,6 +51,12 @@ func TestRules_Validate(t *testing.T) {
 		{name: "local path", ref: with(func(r *workspace.Ref) { r.URL = "/srv/repo.git" }), field: "url"},
 		{name: "http not allowed", ref: with(func(r *workspace.Ref) { r.URL = "http://git.example.com/repo" }), field: "url"},
 		{name: "password", ref: with(func(r *workspace.Ref) { r.URL = "https://u:secret@git.example.com/repo" }), field: "url"},
+		{name: "ssh password", ref: with(func(r *workspace.Ref) { r.URL = "ssh://git:secret@git.example.com/repo" }), field: "url"},
+		{name: "token as https user", ref: with(func(r *workspace.Ref) { r.URL = "https://secret@git.example.com/repo" }), field: "url"},
+		{name: "token as http user", rules: workspace.Rules{Schemes: []string{"http"}}, ref: with(func(r *workspace.Ref) { r.URL = "HTTP://secret@git.example.com/repo" }), field: "url"},
+		{name: "password and option", ref: with(func(r *workspace.Ref) { r.URL = "-https://u:secret@git.example.com/repo" }), field: "url"},
+		{name: "password and helper", ref: with(func(r *workspace.Ref) { r.URL = "https://u:secret@git.example.com/repo::x" }), field: "url"},
+		{name: "password and bad port", ref: with(func(r *workspace.Ref) { r.URL = "https://u:secret@git.example.com:x/repo" }), field: "url"},
 		{name: "host not allowed", rules: workspace.Rules{Hosts: []string{"other.example"}}, ref: ok, field: "url"},
 		{name: "control character", ref: with(func(r *workspace.Ref) { r.URL = "https://git.example.com/re\npo" }), field: "url"},
 		{name: "empty", ref: with(func(r *workspace.Ref) { r.URL = "" }), field: "url"},
@@ -65,6 +71,8 @@ func TestRules_Validate(t *testing.T) {
 			t.Errorf("%s: revision %q, want it in lower case", tt.name, got.Revision)
 		case tt.field != "" && (!errors.As(err, &we) || we.Field != tt.field):
 			t.Errorf("%s: err %v, want one about remote.%s", tt.name, err, tt.field)
+		case err != nil && strings.Contains(err.Error(), "secret"):
+			t.Errorf("%s: the error quotes the URL's credentials: %v", tt.name, err)
 		}
 	}
 }

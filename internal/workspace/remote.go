@@ -56,7 +56,14 @@ type RemoteOptions struct {
 // in a goroutine (Open validates both before git runs); then, on the
 // actor, it logs the checkout as done by peer and calls done with the
 // Remote, or with the error that refuses the session/new (see RPCError).
+// A ref the rules refuse is answered at once.
 func (m *Manager) OpenRemote(a Actor, key string, ref Ref, branch, peer string, opts RemoteOptions, done func(*Remote, error)) {
+	// A URL is logged once it is known to hold no credentials.
+	if _, err := m.opts.Rules.Validate(ref); err != nil {
+		opts.Logger.Warn("remote refused", "err", err)
+		done(nil, err)
+		return
+	}
 	opts.Logger.Info("checking out a remote", "url", ref.URL, "branch", ref.Branch, "revision", ref.Revision, "result_branch", branch)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
