@@ -53,7 +53,11 @@ type lines struct {
 
 // startAgent runs the demo agent as the floor's peer.
 func startAgent(bin string) (*pipeTransport, error) {
-	cmd := exec.Command(bin, "demo-agent", "--delay", agentDelay)
+	return startPiped(exec.Command(bin, "demo-agent", "--delay", agentDelay))
+}
+
+// startPiped starts cmd and speaks NDJSON on its stdin and stdout.
+func startPiped(cmd *exec.Cmd) (*pipeTransport, error) {
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -157,8 +161,14 @@ func upgradeSocket(h *hubProc, q url.Values) (*socketTransport, error) {
 		conn.Close()
 		return nil, fmt.Errorf("dial %s: %w", who(q), err)
 	}
-	// A larger buffer than the handshake's: a 4 KiB chunk's line fits.
-	return &socketTransport{lines: lines{w: conn, r: bufio.NewReaderSize(br, 1<<20)}, conn: conn}, nil
+	return newSocketTransport(conn, br), nil
+}
+
+// newSocketTransport speaks NDJSON on conn, reading through r (conn, or
+// a reader holding what a handshake read past its end).
+func newSocketTransport(conn net.Conn, r io.Reader) *socketTransport {
+	// A larger buffer than a handshake's: a 4 KiB chunk's line fits.
+	return &socketTransport{lines: lines{w: conn, r: bufio.NewReaderSize(r, 1<<20)}, conn: conn}
 }
 
 func (s *socketTransport) close() { s.conn.Close() }
@@ -199,16 +209,21 @@ func dialWS(h *hubProc, key, peer string) (*wsTransport, error) {
 // dialWSQuery connects a WebSocket client to GET /acp?q of h, with header
 // besides the token.
 func dialWSQuery(h *hubProc, q url.Values, header http.Header) (*wsTransport, error) {
+	header.Set("Authorization", "Bearer "+h.token)
+	return dialWSURL("ws://"+h.addr+"/acp?"+q.Encode(), who(q), &websocket.DialOptions{HTTPHeader: header})
+}
+
+// dialWSURL connects a WebSocket client, named name in errors, to u.
+func dialWSURL(u, name string, opts *websocket.DialOptions) (*wsTransport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	header.Set("Authorization", "Bearer "+h.token)
-	conn, resp, err := websocket.Dial(ctx, "ws://"+h.addr+"/acp?"+q.Encode(), &websocket.DialOptions{HTTPHeader: header})
+	conn, resp, err := websocket.Dial(ctx, u, opts)
 	if err != nil {
 		if resp != nil {
 			body, _ := io.ReadAll(resp.Body)
-			return nil, fmt.Errorf("dial %s: %w (status %d: %s)", who(q), err, resp.StatusCode, body)
+			return nil, fmt.Errorf("dial %s: %w (status %d: %s)", name, err, resp.StatusCode, body)
 		}
-		return nil, fmt.Errorf("dial %s: %w", who(q), err)
+		return nil, fmt.Errorf("dial %s: %w", name, err)
 	}
 	// A joining client's history may come as one coalesced chunk far
 	// bigger than any live frame: accept anything.
@@ -255,6 +270,20 @@ type client struct {
 	t      transport
 	lastID int
 	sid    string // the ACP session id
+	// turnEnd tells the message that ends a turn for a client that did not
+	// prompt it; nil: acphub's _acphub/turn_complete.
+	turnEnd func(b []byte) bool
+}
+
+var acphubTurnEnd = isMethod("_acphub/turn_complete")
+
+// endOfTurn reports whether b ends the turn for a client that did not
+// prompt it.
+func (c *client) endOfTurn(b []byte) bool {
+	if c.turnEnd != nil {
+		return c.turnEnd(b)
+	}
+	return acphubTurnEnd(b)
 }
 
 // envelope is a decoded JSON-RPC message.
@@ -338,23 +367,34 @@ func looksLikeResponse(b []byte) bool {
 	return !bytes.Contains(b[:min(len(b), 64)], []byte(`"method"`))
 }
 
+// initializeParams are the params of every client's initialize.
+const initializeParams = `{"protocolVersion":1,"clientCapabilities":{},"clientInfo":{"name":"acphub-bench","version":"1"}}`
+
 // handshake initializes and creates (or, on a hub, joins) the session.
 func (c *client) handshake() error {
-	if _, err := c.call("initialize", `{"protocolVersion":1,"clientCapabilities":{},"clientInfo":{"name":"acphub-bench","version":"1"}}`); err != nil {
+	if _, err := c.call("initialize", initializeParams); err != nil {
 		return err
 	}
 	e, err := c.call("session/new", `{"cwd":"/tmp","mcpServers":[]}`)
 	if err != nil {
 		return err
 	}
+	if c.sid = sessionIDOf(e.Result); c.sid == "" {
+		return fmt.Errorf("%s: session/new answered %s", c.name, e.Result)
+	}
+	return nil
+}
+
+// sessionIDOf returns the sessionId of a session/new (or attach) result,
+// "" if it has none.
+func sessionIDOf(result json.RawMessage) string {
 	var r struct {
 		SessionID string `json:"sessionId"`
 	}
-	if err := json.Unmarshal(e.Result, &r); err != nil || r.SessionID == "" {
-		return fmt.Errorf("%s: session/new answered %s", c.name, e.Result)
+	if json.Unmarshal(result, &r) != nil {
+		return ""
 	}
-	c.sid = r.SessionID
-	return nil
+	return r.SessionID
 }
 
 // prompt sends session/prompt with one text block.

@@ -98,7 +98,7 @@ func exportRun(cfg *config, extra []string) (latencies, error) {
 		return latencies{}, err
 	}
 	defer closeAll(clients)
-	fr := &floodRun{hub: h, agent: agent, clients: clients, readers: everyone(exportK)}
+	fr := &floodRun{proc: h.pid, agent: agent, clients: clients, readers: everyone(exportK)}
 	mode := cfg.modes[0]
 	if _, err := fr.run(floodSpec{n: warmupChunks, size: 100, mode: mode}); err != nil {
 		return latencies{}, err

@@ -23,7 +23,7 @@ func runWide(cfg *config, k, n, size int) (*wideResult, error) {
 		// With -profile: the hub's heap when client 0 has half the chunks.
 		var once sync.Once
 		heap := func() error { return nil }
-		fr := &floodRun{hub: h, clients: clients, readers: everyone(k), hooks: func(i int) readHooks {
+		fr := &floodRun{proc: h.pid, clients: clients, readers: everyone(k), hooks: func(i int) readHooks {
 			if i != 0 {
 				return readHooks{}
 			}
@@ -64,7 +64,7 @@ type attachResult struct {
 func runAttach(cfg *config, k, n int) (*attachResult, error) {
 	res := &attachResult{k: k, spec: floodSpec{n: n, size: 100, mode: stampMeta}}
 	err := withHub(cfg, k, func(h *hubProc, clients []*client) error {
-		fr := &floodRun{hub: h, clients: clients, readers: everyone(k)}
+		fr := &floodRun{proc: h.pid, clients: clients, readers: everyone(k)}
 		if _, err := fr.run(res.spec); err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func (res *attachResult) attach(h *hubProc, sid string) error {
 	}
 	defer t.close()
 	c := &client{name: "joiner", t: t, sid: sid}
-	if _, err := c.call("initialize", `{"protocolVersion":1,"clientCapabilities":{},"clientInfo":{"name":"acphub-bench","version":"1"}}`); err != nil {
+	if _, err := c.call("initialize", initializeParams); err != nil {
 		return err
 	}
 	res.joiner = newRecorder(res.spec.n, res.spec.size, res.spec.mode)

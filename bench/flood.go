@@ -71,9 +71,8 @@ type readHooks struct {
 
 // readFlood reads one client's messages into rec until the end of the turn:
 // the prompt's response for the client that sent it (promptID > 0), the
-// _acphub/turn_complete notification for the others.
+// end-of-turn notification (see endOfTurn) for the others.
 func (c *client) readFlood(rec *recorder, promptID int, hooks readHooks) error {
-	turnComplete := isMethod("_acphub/turn_complete")
 	for {
 		b, err := c.t.read()
 		if err != nil {
@@ -107,16 +106,16 @@ func (c *client) readFlood(rec *recorder, promptID int, hooks readHooks) error {
 				}
 				return nil
 			}
-		case promptID == 0 && turnComplete(b):
+		case promptID == 0 && c.endOfTurn(b):
 			return nil
 		}
 	}
 }
 
 // floodRun runs one flood with clients[0] prompting and every client in
-// readers reading; hub is nil for the floor.
+// readers reading.
 type floodRun struct {
-	hub     *hubProc
+	proc    int // the pid of the process in the middle (a hub or a peer), for its CPU and RSS; 0 for the floor
 	agent   int // the agent's pid, for its CPU
 	clients []*client
 	readers []int // indexes into clients; must include 0
@@ -135,8 +134,8 @@ func (fr *floodRun) run(spec floodSpec) (*floodResult, error) {
 		}
 	}
 	var hubU, agentU usage
-	if fr.hub != nil {
-		hubU = sample(fr.hub.pid)
+	if fr.proc > 0 {
+		hubU = sample(fr.proc)
 	}
 	if fr.agent > 0 {
 		agentU = sample(fr.agent)
@@ -162,9 +161,9 @@ func (fr *floodRun) run(spec floodSpec) (*floodResult, error) {
 	}
 	wg.Wait()
 	res.wall = time.Since(start)
-	if fr.hub != nil {
+	if fr.proc > 0 {
 		res.hubCPU = hubU.cores()
-		_, res.peakRSS = memStatus(fr.hub.pid)
+		_, res.peakRSS = memStatus(fr.proc)
 	}
 	if fr.agent > 0 {
 		res.agentCPU = agentU.cores()

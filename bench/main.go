@@ -51,6 +51,9 @@ type config struct {
 	skip              map[string]bool
 	profileDir        string // "": no profiles
 	socket            bool   // hub clients connect over the Unix socket
+	peers             []peerFlag
+	peerRuns          int // rounds of the peers section
+	peerFloodN        int // chunks of its flood
 
 	log io.Writer
 }
@@ -108,12 +111,20 @@ func run(args []string) error {
 	scale := fs.Float64("scale", 1, "multiply the number of chunks of every unpaced flood")
 	quick := fs.Bool("quick", false, "a smoke run: -scale 0.05, shorter long turn and replay, fewer round trips")
 	out := fs.String("out", "", "also write the markdown report to this file")
-	skip := fs.String("skip", "", "sections to leave out, comma-separated: relay,matrix,ref,rtt,stopped,join,wide,attach,resume,long,replay,idle,export")
+	skip := fs.String("skip", "", "sections to leave out, comma-separated: relay,matrix,ref,rtt,stopped,join,wide,attach,resume,long,replay,idle,export,peers")
 	longN := fs.Int("long", 1_000_000, "chunks of the long turn")
 	longK := fs.Int("long-k", 10, "clients of the long turn")
 	replayN := fs.Int("replay", 100_000, "chunks (log events) of the replayed session")
 	rtts := fs.Int("rtt", 200, "round trips per measurement")
 	socket := fs.Bool("socket", false, "hub clients connect over the hub's Unix socket (<data-dir>/acphub.sock, NDJSON) instead of WebSocket")
+	var peers []peerFlag
+	fs.Func("peer", "measure another ACP multiplexer beside acphub, NAME=COMMAND (repeatable; NAME acp-multiplex or hydra-acp; the command runs it, split on spaces: see docs/BENCHMARKS.md, Peers)", func(v string) error {
+		p, err := parsePeer(v, peers)
+		peers = append(peers, p)
+		return err
+	})
+	peerRuns := fs.Int("peer-runs", 3, "rounds of the peers section (each acphub, then every peer)")
+	peerFlood := fs.Int("peer-flood", 50_000, "chunks of the peers section's flood (K=1, 100 B)")
 	profile := fs.String("profile", "", "write the hub's CPU profile of the first 2 s of every matrix flood, and its heap with the idle clients, into this directory (go tool pprof DIR/FILE)")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -124,6 +135,10 @@ func run(args []string) error {
 		stoppedK: 10, stoppedSize: 4096, joinN: 100_000, wideK: 100, wideN: 20_000, attachK: 10, attachN: 200_000,
 		longN: *longN, longK: *longK, replayN: *replayN,
 		idleSessions: 10, idleClients: 100, startups: 7, skip: map[string]bool{}, profileDir: *profile, socket: *socket, log: os.Stderr,
+		peers: peers, peerRuns: *peerRuns, peerFloodN: *peerFlood,
+	}
+	if cfg.peerRuns < 1 {
+		return fmt.Errorf("-peer-runs: %d is not a number of rounds", cfg.peerRuns)
 	}
 	if cfg.profileDir != "" {
 		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
@@ -165,7 +180,9 @@ func run(args []string) error {
 		cfg.longN = min(cfg.longN, 50_000)
 		cfg.replayN = min(cfg.replayN, 10_000)
 		cfg.startups = 3
+		cfg.peerRuns = 1
 	}
+	cfg.peerFloodN = max(1000, int(float64(cfg.peerFloodN)*cfg.scale))
 
 	cfg.tmp, err = os.MkdirTemp("", "acphub-bench-")
 	if err != nil {
@@ -285,6 +302,11 @@ func run(args []string) error {
 	if !cfg.skip["export"] {
 		if rep.export, err = runExport(cfg); err != nil {
 			rep.fail("export", err)
+		}
+	}
+	if len(cfg.peers) > 0 && !cfg.skip["peers"] {
+		if rep.peers, err = runPeers(cfg); err != nil {
+			rep.fail("acphub vs peers", err)
 		}
 	}
 	rep.elapsed = time.Since(rep.started)

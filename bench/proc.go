@@ -351,6 +351,11 @@ func (t *tailBuffer) WriteString(s string) {
 	}
 }
 
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.WriteString(string(b))
+	return len(b), nil
+}
+
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -30,6 +30,7 @@ type report struct {
 	replay  *replayResult
 	idle    *idleResult
 	export  *exportResult
+	peers   *peersResult
 
 	verdicts []verdict
 	failures []string // scenarios that could not run to the end
@@ -230,6 +231,9 @@ func (r *report) markdown() string {
 
 	if r.export != nil {
 		r.exportSection(p)
+	}
+	if r.peers != nil {
+		r.peers.markdown(p, r.floor, r.floor.paced[100])
 	}
 	if len(r.failures) > 0 {
 		p("### Runs that failed\n\n")

@@ -79,7 +79,7 @@ func runResume(cfg *config) (*resumeResult, error) {
 		for i := range positionsPairs {
 			for _, resumable := range []bool{i%2 == 1, i%2 == 0} {
 				err := withHubAs(cfg, res.k, resumable, func(h *hubProc, clients []*client) error {
-					fr := &floodRun{hub: h, clients: clients, readers: everyone(res.k)}
+					fr := &floodRun{proc: h.pid, clients: clients, readers: everyone(res.k)}
 					profiled := cfg.profile(h, fmt.Sprintf("cpu-positions-s%d-%v.pprof", size, resumable), "profile?seconds=2")
 					f, err := fr.run(p.spec)
 					if perr := profiled(); perr != nil {
@@ -194,7 +194,7 @@ func (res *resumeResult) dropAndCatchUp(cfg *config) error {
 			return err
 		}
 		fresh := &client{name: "fresh", t: at}
-		if _, err := fresh.call("initialize", `{"protocolVersion":1,"clientCapabilities":{},"clientInfo":{"name":"acphub-bench","version":"1"}}`); err != nil {
+		if _, err := fresh.call("initialize", initializeParams); err != nil {
 			return err
 		}
 		if _, err := fresh.request("session/attach", fmt.Sprintf(`{"sessionId":%q,"afterSeq":%d}`, prompter[0].sid, afterSeq)); err != nil {

@@ -86,7 +86,7 @@ func permRTT(clients []*client, n int) (latencies, error) {
 		report, errs[0] = clients[0].promptText(fmt.Sprintf("/permtime %d", n), true)
 	})
 	for i := 1; i < len(clients); i++ {
-		wg.Go(func() { errs[i] = clients[i].readUntil(isMethod("_acphub/turn_complete")) })
+		wg.Go(func() { errs[i] = clients[i].readUntil(clients[i].endOfTurn) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -201,7 +201,7 @@ func runRow(cfg *config, mode stampMode, k, size int) (*rowResult, error) {
 		return nil, err
 	}
 	defer closeAll(clients)
-	fr := &floodRun{hub: h, agent: agent, clients: clients, readers: everyone(k)}
+	fr := &floodRun{proc: h.pid, agent: agent, clients: clients, readers: everyone(k)}
 	if _, err := fr.run(floodSpec{n: warmupChunks, size: size, mode: mode}); err != nil {
 		return nil, err
 	}
@@ -307,7 +307,7 @@ func runStopped(cfg *config, k, size int) (*stoppedResult, error) {
 	}
 	defer closeAll(clients)
 	// Warm up with everyone reading, then the last client stops.
-	fr := &floodRun{hub: h, agent: agent, clients: clients, readers: everyone(k)}
+	fr := &floodRun{proc: h.pid, agent: agent, clients: clients, readers: everyone(k)}
 	if _, err := fr.run(floodSpec{n: warmupChunks, size: size, mode: cfg.modes[0]}); err != nil {
 		return nil, err
 	}
@@ -404,7 +404,7 @@ func runJoin(cfg *config, spec floodSpec) (*joinResult, error) {
 	var have atomic.Int64
 	half := make(chan struct{})
 	var once sync.Once
-	fr := &floodRun{hub: h, agent: agent, clients: clients, readers: []int{0}, hooks: func(int) readHooks {
+	fr := &floodRun{proc: h.pid, agent: agent, clients: clients, readers: []int{0}, hooks: func(int) readHooks {
 		return readHooks{progress: func(r *recorder) {
 			have.Store(r.count)
 			if r.count >= r.n/2 {
@@ -476,7 +476,7 @@ func runLong(cfg *config) (*longResult, error) {
 		return nil, err
 	}
 	defer closeAll(clients)
-	fr := &floodRun{hub: h, agent: agent, clients: clients, readers: everyone(cfg.longK)}
+	fr := &floodRun{proc: h.pid, agent: agent, clients: clients, readers: everyone(cfg.longK)}
 	spec := floodSpec{n: cfg.longN, size: 100, mode: cfg.modes[0]}
 	if _, err := fr.run(floodSpec{n: warmupChunks, size: spec.size, mode: cfg.modes[0]}); err != nil {
 		return nil, err
@@ -571,7 +571,7 @@ func runReplay(cfg *config) (*replayResult, error) {
 	defer closeAll(clients)
 	// /flood chunks carry _meta, so each is its own event in the log.
 	spec := floodSpec{n: cfg.replayN, size: 100, mode: stampMeta}
-	fr := &floodRun{hub: h, agent: agent, clients: clients, readers: []int{0}}
+	fr := &floodRun{proc: h.pid, agent: agent, clients: clients, readers: []int{0}}
 	if _, err := fr.run(spec); err != nil {
 		return nil, err
 	}
@@ -586,7 +586,7 @@ func runReplay(cfg *config) (*replayResult, error) {
 	}
 	defer t.close()
 	c := &client{name: "replayer", t: t}
-	if _, err := c.call("initialize", `{"protocolVersion":1,"clientCapabilities":{},"clientInfo":{"name":"acphub-bench","version":"1"}}`); err != nil {
+	if _, err := c.call("initialize", initializeParams); err != nil {
 		return nil, err
 	}
 	rec := newRecorder(spec.n, spec.size, spec.mode)
