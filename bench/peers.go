@@ -522,7 +522,13 @@ func (m peerMetric) versusBest(acphub float64, peers []float64) float64 {
 func (r *peersResult) markdown(p func(string, ...any), floor *floorResult, paced *floodResult) {
 	rounds := len(r.runs[0])
 	p("### acphub vs peers\n\n")
-	p("The same demo agent behind each multiplexer, the same clients measuring (see [Peers](#peers)); a fresh instance for every measurement; %d rounds, each acphub then every peer in turn. Each cell is the median of the %d runs, with their range. The ratio is acphub's median over the best peer's: below 1 acphub is faster (latency, CPU), above 1 it delivers more (throughput). The floor is the agent on a direct pipe, no multiplexer.\n\n", rounds, rounds)
+	p("The same demo agent behind each multiplexer, the same clients measuring (see [Peers](#peers)); a fresh instance for every measurement. ")
+	if rounds > 1 {
+		p("%d rounds, each acphub then every peer in turn; each cell is the median of the %d runs, with their range. ", rounds, rounds)
+	} else {
+		p("One round (acphub, then every peer): single runs, no medians. ")
+	}
+	p("The ratio is acphub's figure over the best peer's: below 1 acphub is faster (latency, CPU), above 1 it delivers more (throughput). The floor is the agent on a direct pipe, no multiplexer.\n\n")
 	p("| |")
 	for _, n := range r.names {
 		p(" %s |", n)

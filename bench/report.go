@@ -165,8 +165,11 @@ func (r *report) markdown() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("## Results\n\n")
 	cmd := "go run ./bench"
-	if len(r.args) > 0 {
-		cmd += " " + strings.Join(r.args, " ")
+	for _, a := range r.args {
+		if strings.ContainsAny(a, " \t'") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		cmd += " " + a
 	}
 	p("- command: `%s` (%s in all)\n", cmd, r.elapsed.Round(time.Second))
 	p("- machine: %s\n", r.machine)
