@@ -206,9 +206,12 @@ func swapSessionID(m *jsonrpc.Message, from, to []byte) *jsonrpc.Message {
 // with initParams (initialized gets the agent's result), then, when the
 // session has an ACP session — sessionID, the id clients know — either
 // session/load of it, where the agent can load sessions, or session/new
-// with newParams, whose id the link maps to sessionID from then on. The
+// with newParams, whose id the link maps to sessionID from then on. Once
+// the agent has the session back, rejoined gets the result of that load
+// or new, and the link is ready when rejoined calls ready: its own calls
+// (Call) go to the agent before any work waiting for the handshake. The
 // link is ready afterwards, or has failed.
-func (l *Link[P]) Rejoin(initParams, newParams, sessionID []byte, initialized func(result []byte)) {
+func (l *Link[P]) Rejoin(initParams, newParams, sessionID []byte, initialized func(result []byte), rejoined func(result []byte, ready func())) {
 	l.Call(jsonrpc.MethodInitialize, initParams, func(resp *jsonrpc.Message) {
 		if resp.Error != nil {
 			l.Fail(jsonrpc.DecodeError(resp.Error))
@@ -226,19 +229,19 @@ func (l *Link[P]) Rejoin(initParams, newParams, sessionID []byte, initialized fu
 				l.loading = false
 				if resp.Error == nil {
 					l.sid = sessionID
-					l.MarkReady()
+					rejoined(resp.Result, l.MarkReady)
 					return
 				}
 				l.log.Warn("agent could not load the session; starting a new one")
-				l.rejoinNew(newParams)
+				l.rejoinNew(newParams, rejoined)
 			})
 		default:
-			l.rejoinNew(newParams)
+			l.rejoinNew(newParams, rejoined)
 		}
 	})
 }
 
-func (l *Link[P]) rejoinNew(newParams []byte) {
+func (l *Link[P]) rejoinNew(newParams []byte, rejoined func(result []byte, ready func())) {
 	l.Call(jsonrpc.MethodSessionNew, newParams, func(resp *jsonrpc.Message) {
 		if resp.Error != nil {
 			l.Fail(jsonrpc.DecodeError(resp.Error))
@@ -250,7 +253,7 @@ func (l *Link[P]) rejoinNew(newParams []byte) {
 			return
 		}
 		l.sid = sid
-		l.MarkReady()
+		rejoined(resp.Result, l.MarkReady)
 	})
 }
 

@@ -80,11 +80,12 @@ func (s *Session) withAgent(do func(), fail func(*jsonrpc.Error)) {
 			fail(agent.StartError(err.Error(), ""))
 			return
 		}
-		// A restarted agent is given the session's handshake again.
+		// A restarted agent is given the session's handshake again, and
+		// the mode and config options the session has.
 		s.agent.Rejoin(s.initParams, s.newParams, s.sessionID, func(result []byte) {
 			s.setInitResult(result)
 			s.record("", &api.AgentInitialized{Params: s.initParams, Result: result})
-		})
+		}, s.reconfigure)
 	}
 	s.agent.Await(do, fail)
 }

@@ -181,7 +181,7 @@ func (s *Session) resolve(r *agentRequest, winner *peer, m *jsonrpc.Message) {
 		return
 	}
 	s.cfg.Meter.PermissionResolved(time.Since(r.opened))
-	who := "acphub"
+	who := hubPeer
 	if winner != nil {
 		who = winner.id
 	}
