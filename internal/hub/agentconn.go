@@ -206,6 +206,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 				s.guess = cursor{s.guess.seq + 1, 0}
 			}
 			s.describe(kind, update)
+			s.toolCalls.note(kind, update, m.Raw)
 		}
 	} else {
 		s.record("", &api.AgentNotification{Method: m.Method, Params: m.Params})
@@ -244,6 +245,7 @@ func (s *Session) agentGone(exit agent.Exit) {
 	s.agent = nil
 	s.routes.Reset()
 	s.closeTools() // the terminals of self_handle end with the agent; their exits come later
+	s.toolCalls.reset()
 	s.agentEnd = api.StateAgentExited
 	if exit.Requested {
 		s.agentEnd = api.StateStopped

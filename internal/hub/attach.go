@@ -291,7 +291,34 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	if streamed == 0 {
 		segments = nil // in the answer
 	}
-	s.enter(p, segments, req.HistoryPolicy != historyNone, func() { s.reply(p, id, res.AppendJSON(nil)) })
+	answer := func() { s.reply(p, id, res.AppendJSON(nil)) }
+	if applied == historyPendingOnly {
+		answer = func() {
+			s.reply(p, id, res.AppendJSON(nil))
+			s.sendPendingToolCalls(p)
+		}
+	}
+	s.enter(p, segments, req.HistoryPolicy != historyNone, answer)
+}
+
+// sendPendingToolCalls gives p, attaching with pending_only, the frames
+// the agent sent of each tool call an open request it gets refers to (see
+// openToolCalls), before the requests themselves: the tool_call and its
+// tool_call_updates as the agent sent them, not one frame the hub merged,
+// so that each stays byte for byte the agent's and the client applies them
+// as it applies every update.
+func (s *Session) sendPendingToolCalls(p *peer) {
+	sent := map[string]bool{}
+	for _, r := range s.agentReqs {
+		if r.exec != nil || r.toolCallID == "" || sent[r.toolCallID] {
+			continue
+		}
+		sent[r.toolCallID] = true
+		for _, f := range s.toolCalls.frames(r.toolCallID) {
+			s.frames.Add("out", jsonrpc.MethodSessionUpdate, 1, len(f))
+			s.send(p, f)
+		}
+	}
 }
 
 // detachSession handles session/detach: the client stops receiving the

@@ -92,6 +92,7 @@ type Session struct {
 
 	prior     *sessionlog.State // what the log held when this hub opened the session
 	agentReqs []*agentRequest   // open agent→client requests, oldest first
+	toolCalls openToolCalls     // the agent's tool calls not finished, for pending_only
 
 	routes policy.Routes // where single_pass_through sends client-tool requests
 	// self_handle: the running agent's executor (nil until first used).
