@@ -530,16 +530,19 @@ func (c *Conn) newOperationLocked() []byte {
 }
 
 // answerLocked returns an answer to an agent request with an operation
-// id and, for a permission request, the tool call it is for in
-// result._meta, so that sent again it is applied once, to the request
-// meant.
+// id, unless it has one, and, for a permission request, the tool call it
+// is for in result._meta, so that sent again it is applied once, to the
+// request meant.
 func (c *Conn) answerLocked(m *jsonrpc.Message) (frame []byte, named bool) {
 	tool := c.open[string(m.ID)]
 	delete(c.open, string(m.ID))
 	if m.Result == nil || m.Result[0] != '{' {
 		return m.Raw, false
 	}
-	res, ok := jsonrpc.SetMeta(m.Result, MetaOperationID, c.newOperationLocked())
+	res, ok := m.Result, true
+	if jsonrpc.MetaString(res, MetaOperationID) == "" {
+		res, ok = jsonrpc.SetMeta(res, MetaOperationID, c.newOperationLocked())
+	}
 	if ok && tool != "" {
 		res, ok = jsonrpc.SetMeta(res, MetaToolCallID, strconv.AppendQuote(nil, tool))
 	}

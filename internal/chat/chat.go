@@ -85,8 +85,10 @@ type chat struct {
 	outage Outage // the hub lost, while it is
 
 	perms      []permission                // open permission requests, oldest first
+	answers    int                         // our answers to permission requests, for their operation ids
+	verdicts   int                         // our answers whose outcome the hub has yet to tell
 	answered   *answered                   // the last shown here that another answered; nil once a line is typed or a turn starts
-	opPrefix   string                      // of the operation ids of our prompts
+	opPrefix   string                      // of the operation ids of our prompts and answers
 	ops        map[string]bool             // the operation ids of our prompts: the answers tell of their turns
 	toolTitles map[string]string           // toolCallId → title
 	announced  map[string]int              // prompt texts shown by prompt_received → user_message_chunks to skip
@@ -155,7 +157,7 @@ func (c *chat) loop(lines <-chan string) error {
 		if c.out.err != nil {
 			return fmt.Errorf("chat: write output: %w", c.out.err)
 		}
-		if c.inputDone && (c.prompts == 0 || len(c.perms) > 0) {
+		if c.inputDone && (c.prompts == 0 && c.verdicts == 0 || len(c.perms) > 0) {
 			c.leavePermissions()
 			return nil
 		}

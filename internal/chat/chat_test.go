@@ -297,9 +297,7 @@ func TestRun_PermissionAnsweredByNumber(t *testing.T) {
 	s.typeLine("3")
 	s.typeLine("2")
 
-	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"selected","optionId":"reject"}}}`; got != want {
-		t.Errorf("answer = %s, want %s", got, want)
-	}
+	s.tellOutcome(s.expectAnswer(`7`, "reject"), true)
 	want := "permission: Write file\n  1) Allow (allow_once)\n  2) Reject (reject_once)\nanswer with a number\n" +
 		"choose 1-2, or /cancel\nchoose 1-2, or /cancel\n[permission] you chose Reject\n"
 	if got := s.outputSince(before); got != want {
@@ -320,9 +318,7 @@ func TestRun_CancelRequestRemovesPermission(t *testing.T) {
 	out := s.outputSince(before)
 	s.typeLine("1")
 
-	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":"p2","result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`; got != want {
-		t.Errorf("answer = %s, want %s", got, want)
-	}
+	s.tellOutcome(s.expectAnswer(`"p2"`, "allow"), true)
 	options := "  1) Allow (allow_once)\n  2) Reject (reject_once)\n"
 	want := "permission: First\n" + options + "answer with a number\n" +
 		"permission: Second\n" + options + "(answer the earlier permission first)\n" +
@@ -468,13 +464,13 @@ func TestRun_NumberTypedAheadAnswersTheTurnsPermission(t *testing.T) {
 		t.Errorf("output says nothing of the number it holds:\n%s", got)
 	}
 	s.send(requestPermission("7", "Write file"))
-	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`; got != want {
-		t.Errorf("answer = %s, want %s", got, want)
-	}
+	s.expectAnswer(`7`, "allow")
 	if err := s.wait(); err != nil { // the /quit after the number
 		t.Errorf("Run = %v, want nil", err)
 	}
-	want := "permission: Write file\n  1) Allow (allow_once)\n  2) Reject (reject_once)\n[permission] you chose Allow\n"
+	// It left before the hub said whether the answer was taken: nothing
+	// claims it was.
+	want := "permission: Write file\n  1) Allow (allow_once)\n  2) Reject (reject_once)\n"
 	if got := strings.TrimPrefix(s.out.String(), before); got != want {
 		t.Errorf("output:\n%s\nwant:\n%s", got, want)
 	}
@@ -508,9 +504,7 @@ func TestRun_NumberHeldIsNotUsedForAnotherClientsTurn(t *testing.T) {
 	s.send(requestPermission("3", "Bob's edit"))
 	s.waitOutput("answer with a number\n(1 is not used: this request comes from another client's turn, not yours)\n")
 	s.typeLine("2") // the input is read again: the user answers bob's request
-	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":3,"result":{"outcome":{"outcome":"selected","optionId":"reject"}}}`; got != want {
-		t.Errorf("answer = %s, want %s", got, want)
-	}
+	s.expectAnswer(`3`, "reject")
 }
 
 // At the end of its input the chat waits for its turn, but not for a permission
@@ -537,12 +531,31 @@ func TestRun_ScriptAnswersThePermissionAndWaitsForTheTurn(t *testing.T) {
 	s.input.Close()
 	s.waitOutput("(1 will answer")
 	s.send(requestPermission("7", "Write file"))
-	if got, want := s.next().raw, `{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`; got != want {
-		t.Errorf("answer = %s, want %s", got, want)
-	}
+	s.tellOutcome(s.expectAnswer(`7`, "allow"), true)
 	s.send(textChunk("agent_message_chunk", "edited"))
 	s.send(`{"jsonrpc":"2.0","id":` + string(prompt.ID) + `,"result":{"stopReason":"end_turn"}}`)
 	s.ends("[permission] you chose Allow\nedited\n[done: end_turn]\n")
+}
+
+// Permission requests are first-answer-wins: an answer the chat sent while
+// another client's answer, which won, was on its way to it is not claimed as
+// chosen. The hub withdraws the chat's copy, says who chose what, and the
+// outcome of the answer's operation says it was dropped.
+func TestRun_AnswerThatLostTheRaceIsNotClaimed(t *testing.T) {
+	s := start(t, chat.Options{})
+	s.send(requestPermission("7", "Edit demo.txt"))
+	s.waitOutput("answer with a number\n")
+	before := s.marker()
+	s.typeLine("2")
+	q := s.expectAnswer(`7`, "reject")
+	s.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7}}`)
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"bob","requestId":0,"toolCallId":"t1","title":"Edit demo.txt","outcome":{"outcome":"selected","optionId":"allow"},"optionName":"Allow"}}`)
+	s.tellOutcome(q, false)
+	want := "[permission] Edit demo.txt: bob chose Allow\n" +
+		"[permission] your answer Reject was not used: the request was answered first or withdrawn\n"
+	if got := s.outputSince(before); got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
 }
 
 // A number typed for a permission request another client answered first answers

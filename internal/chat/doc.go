@@ -31,7 +31,8 @@
 //	(<n> is not used: this request comes from another client's turn, not yours)
 //	[<n> answered nothing: your turn ended without a permission request]
 //	[input ended: the permission request "<title>" is left to the session's other clients]
-//	[permission] you chose <name>
+//	[permission] you chose <name>         once the hub took our answer (see Input)
+//	[permission] your answer <name> was not used: the request was answered first or withdrawn
 //	[permission] <title>: <peer> chose <name>   or "...: <peer> cancelled"; the title is
 //	                                    the request's, or its tool call's, when known
 //	[done: <stopReason>]                our prompt finished; " (cancelled by <peer>)"
@@ -85,6 +86,13 @@
 // agent gave it up — is meant for that request: it answers nothing and is not sent, and
 // the chat says so; typed again, or once another turn has started, it counts as usual.
 // Any other line is sent as a session/prompt.
+//
+// Permission requests are first-answer-wins, and another client's answer may win while
+// ours is on its way: the hub then drops ours, withdraws our copy and says who chose
+// what (permission_resolved). So an answer carries an operation id of the chat's own,
+// and the chat asks the hub (_acphub/outcome) what became of it: "{}" — the agent got
+// it — and only then "you chose" is printed; operation_unknown — the hub dropped it —
+// and the chat says the answer was not used, after the line that told who won.
 //
 // At the end of the input Run still waits for the answers to the prompts it sent, but
 // not while a permission request is open: no line is left to answer it, so it is left

@@ -240,3 +240,43 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// answerOpID is the operation id the chat gives each of its answers.
+var answerOpID = regexp.MustCompile(`^"chat-[0-9a-f]{16}-answer-[0-9]+"$`)
+
+// expectAnswer checks that the chat's next messages are its answer to the
+// request id (raw) choosing option, with an operation id of its own in
+// result._meta, then _acphub/outcome of that operation, which it returns
+// for tellOutcome.
+func (s *session) expectAnswer(id, option string) sent {
+	s.t.Helper()
+	m := s.next()
+	var a struct {
+		Result struct {
+			Outcome json.RawMessage            `json:"outcome"`
+			Meta    map[string]json.RawMessage `json:"_meta"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal([]byte(m.raw), &a)
+	op := a.Result.Meta["acphub.dev/operationId"]
+	if m.Method != "" || string(m.ID) != id || string(a.Result.Outcome) != `{"outcome":"selected","optionId":"`+option+`"}` ||
+		len(a.Result.Meta) != 1 || !answerOpID.Match(op) {
+		s.t.Fatalf("answer = %s, want id %s choosing %s, with an operation id", m.raw, id, option)
+	}
+	q := s.expect("_acphub/outcome")
+	if got, want := string(q.Params), `{"sessionId":"s1","operationId":`+string(op)+`}`; got != want {
+		s.t.Fatalf("_acphub/outcome params = %s, want %s", got, want)
+	}
+	return q
+}
+
+// tellOutcome answers q, an _acphub/outcome of an answer, as the hub does:
+// {} for an answer it gave the agent, -32042 for one it dropped.
+func (s *session) tellOutcome(q sent, taken bool) {
+	s.t.Helper()
+	if taken {
+		s.send(`{"jsonrpc":"2.0","id":` + string(q.ID) + `,"result":{}}`)
+		return
+	}
+	s.send(`{"jsonrpc":"2.0","id":` + string(q.ID) + `,"error":{"code":-32042,"message":"The session holds no outcome for this operation","data":{"reason":"operation_unknown"}}}`)
+}

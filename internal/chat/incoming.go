@@ -245,13 +245,41 @@ func (c *chat) answerPermission(line string) error {
 		return nil
 	}
 	opt := options[n-1]
-	err = p.req.Respond(c.ctx, &api.RequestPermissionResult{Outcome: api.PermissionOutcome{Outcome: "selected", OptionID: opt.OptionID}})
+	// Another client may have answered first, its answer on the way to us:
+	// the hub tells, by the outcome of our answer's operation, whether ours
+	// was the one the agent got.
+	c.answers++
+	op := c.opPrefix + "answer-" + strconv.Itoa(c.answers)
+	meta, err := json.Marshal(map[string]string{api.MetaOperationID: op})
+	if err != nil {
+		return err
+	}
+	err = p.req.Respond(c.ctx, &api.RequestPermissionResult{Outcome: api.PermissionOutcome{Outcome: "selected", OptionID: opt.OptionID}, Meta: meta})
 	if err != nil {
 		return sent(err)
 	}
-	c.out.line(stylePermission, "[permission] you chose "+opt.Name)
 	c.dropPermission(0)
-	return nil
+	c.verdicts++
+	return sent(c.hub.GoOutcome(c.ctx, &api.OutcomeParams{SessionID: c.session.ID(), OperationID: op},
+		func(_ *api.PromptResult, err error) { c.show(func() { c.answerTaken(opt.Name, err) }) }))
+}
+
+// answerTaken shows what became of our answer choosing the option name, as
+// the outcome of its operation says: taken, or dropped because another
+// client's answer won (permission_resolved, which came before, said whose
+// and which) or the request was withdrawn. A dropped answer is never shown
+// as chosen.
+func (c *chat) answerTaken(name string, err error) {
+	c.verdicts--
+	e, _ := errors.AsType[*api.RPCError](err)
+	switch {
+	case err == nil:
+		c.out.line(stylePermission, "[permission] you chose "+name)
+	case e != nil && e.Code == api.CodeOperationUnknown:
+		c.out.line(stylePermission, "[permission] your answer "+name+" was not used: the request was answered first or withdrawn")
+	default:
+		c.out.line(stylePermission, "[permission] your answer "+name+" was sent; the hub did not say whether it was used ("+err.Error()+")")
+	}
 }
 
 // dropPermission forgets the open permission at i and shows the next one to answer.

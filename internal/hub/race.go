@@ -7,6 +7,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/ops"
 )
 
 // agentRequest is an agent→client request raced across the peers: each
@@ -156,7 +157,13 @@ func (s *Session) clientResponse(p *peer, m *jsonrpc.Message) {
 		}
 	}
 	if r == nil {
+		// Too late (another client's answer won, the agent withdrew the
+		// request) or for nothing: dropped, and not an outcome, so that
+		// _acphub/outcome of its operation says nothing was done.
 		s.log.Debug("response to no open request", "peer", p.id, "id", string(m.ID))
+		if op := s.ops.Find(ops.ID(m), time.Now()); op != nil {
+			s.ops.Remove(op)
+		}
 		return
 	}
 	delete(p.copies, n)
