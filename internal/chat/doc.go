@@ -91,7 +91,8 @@
 // ours is on its way: the hub then drops ours, withdraws our copy and says who chose
 // what (permission_resolved). So an answer carries an operation id of the chat's own,
 // and the chat asks the hub (_acphub/outcome) what became of it: "{}" — the agent got
-// it — and only then "you chose" is printed; operation_unknown — the hub dropped it —
+// it — and only then "you chose" is printed, which may be after output the answer let
+// the agent send; operation_unknown — the hub dropped it —
 // and the chat says the answer was not used, after the line that told who won.
 //
 // At the end of the input Run still waits for the answers to the prompts it sent, but

@@ -113,6 +113,19 @@ func (p *proc) expect(want string) []string {
 	}
 }
 
+// expectAll reads output lines until each of want was a whole line, in
+// any order.
+func (p *proc) expectAll(want ...string) {
+	p.t.Helper()
+	left := slices.Clone(want)
+	for len(left) > 0 {
+		seen := p.expect("")
+		if i := slices.Index(left, seen[len(seen)-1]); i >= 0 {
+			left = slices.Delete(left, i, i+1)
+		}
+	}
+}
+
 // expectMsg reads NDJSON lines until pred holds.
 func (p *proc) expectMsg(pred func(msg) bool) []msg {
 	p.t.Helper()
@@ -520,8 +533,9 @@ func TestChat_TalksToASessionWithOthers(t *testing.T) {
 	chat.expect("permission: Edit demo.txt")
 	chat.expect("1) Allow (allow_once)")
 	chat.write("1")
-	chat.expect("[permission] you chose Allow")
-	chat.expect("[done: end_turn]")
+	// "you chose" comes once the hub said it took the answer, which may be
+	// after the end of the turn the answer let go on.
+	chat.expectAll("[permission] you chose Allow", "[done: end_turn]")
 	res := ws.until(isMethod("_acphub/permission_resolved"))
 	if p := string(res[len(res)-1].Params); !strings.Contains(p, `"peer":"terminal"`) {
 		t.Errorf("web client was told %s, want the terminal's answer", p)
