@@ -120,25 +120,14 @@ type socketTransport struct {
 	conn net.Conn
 }
 
-// dialSocket connects a client to session key of h as peer through
-// <data-dir>/acphub.sock (no token: the socket's file mode is its
-// authentication).
-func dialSocket(h *hubProc, key, peer string) (*socketTransport, error) {
-	q := url.Values{"session": {key}, "peer": {peer}}
-	if h.resumable {
-		q.Set("resume", "new")
-	}
-	return upgradeSocket(h, q)
-}
-
 // dialResume resumes a resumable connection at pos, over the transport
 // the run measures.
 func dialResume(h *hubProc, credential, pos string) (transport, error) {
 	q := url.Values{"resume": {credential}, "position": {pos}}
 	if h.socket {
-		return upgradeSocket(h, q) // UpgradeNDJSON sends the credential as a header
+		return upgradeSocket(h, q, false) // UpgradeNDJSON sends the credential as a header
 	}
-	return dialWSQuery(h, url.Values{"position": {pos}}, http.Header{hubclient.HeaderResume: {credential}})
+	return dialWSQuery(h, url.Values{"position": {pos}}, http.Header{hubclient.HeaderResume: {credential}}, false)
 }
 
 // who names the client a query dials, for errors: its peer, never a
@@ -150,8 +139,10 @@ func who(q url.Values) string {
 	return "a resumed connection"
 }
 
-// upgradeSocket upgrades GET /acp?q on the hub's socket to NDJSON.
-func upgradeSocket(h *hubProc, q url.Values) (*socketTransport, error) {
+// upgradeSocket upgrades GET /acp?q on the hub's socket to NDJSON. A
+// small client keeps the handshake's 4 KiB read buffer (a longer line is
+// gathered in lines.big).
+func upgradeSocket(h *hubProc, q url.Values, small bool) (*socketTransport, error) {
 	conn, err := net.DialTimeout("unix", hubtransport.SocketPath(h.dataDir), 20*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", who(q), err)
@@ -160,6 +151,9 @@ func upgradeSocket(h *hubProc, q url.Values) (*socketTransport, error) {
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("dial %s: %w", who(q), err)
+	}
+	if small {
+		return &socketTransport{lines: lines{w: conn, r: br}, conn: conn}, nil
 	}
 	return newSocketTransport(conn, br), nil
 }
@@ -181,40 +175,47 @@ type wsTransport struct {
 	buf  []byte
 }
 
+// dialOpts says how a client connects.
+type dialOpts struct {
+	socket    bool // over the hub's Unix socket (NDJSON), else WebSocket
+	resumable bool // resume=new: a delivery position on every frame, acknowledged as acphub's Go client does
+	small     bool // read buffers that start small and grow only as frames need: for thousands of connections
+}
+
 // dial connects a client to session key of h as peer: over the hub's Unix
 // socket when the run measures that, else over WebSocket.
 func dial(h *hubProc, key, peer string) (transport, error) {
+	return dialAs(h, key, peer, dialOpts{socket: h.socket, resumable: h.resumable})
+}
+
+// dialAs connects a client to session key of h as peer, as o says.
+func dialAs(h *hubProc, key, peer string, o dialOpts) (transport, error) {
+	q := url.Values{"session": {key}, "peer": {peer}}
+	if o.resumable {
+		q.Set("resume", "new")
+	}
 	var t transport
 	var err error
-	if h.socket {
-		t, err = dialSocket(h, key, peer)
+	if o.socket {
+		t, err = upgradeSocket(h, q, o.small)
 	} else {
-		t, err = dialWS(h, key, peer)
+		t, err = dialWSQuery(h, q, http.Header{}, o.small)
 	}
-	if err != nil || !h.resumable {
+	if err != nil || !o.resumable {
 		return t, err
 	}
 	return &acking{transport: t}, nil
 }
 
-// dialWS connects a WebSocket client to session key of h as peer.
-func dialWS(h *hubProc, key, peer string) (*wsTransport, error) {
-	q := url.Values{"session": {key}, "peer": {peer}}
-	if h.resumable {
-		q.Set("resume", "new")
-	}
-	return dialWSQuery(h, q, http.Header{})
-}
-
 // dialWSQuery connects a WebSocket client to GET /acp?q of h, with header
-// besides the token.
-func dialWSQuery(h *hubProc, q url.Values, header http.Header) (*wsTransport, error) {
+// besides the token; a small one's read buffer starts at 1 KiB.
+func dialWSQuery(h *hubProc, q url.Values, header http.Header, small bool) (*wsTransport, error) {
 	header.Set("Authorization", "Bearer "+h.token)
-	return dialWSURL("ws://"+h.addr+"/acp?"+q.Encode(), who(q), &websocket.DialOptions{HTTPHeader: header})
+	return dialWSURL("ws://"+h.addr+"/acp?"+q.Encode(), who(q), &websocket.DialOptions{HTTPHeader: header}, small)
 }
 
 // dialWSURL connects a WebSocket client, named name in errors, to u.
-func dialWSURL(u, name string, opts *websocket.DialOptions) (*wsTransport, error) {
+func dialWSURL(u, name string, opts *websocket.DialOptions, small bool) (*wsTransport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	conn, resp, err := websocket.Dial(ctx, u, opts)
@@ -228,7 +229,11 @@ func dialWSURL(u, name string, opts *websocket.DialOptions) (*wsTransport, error
 	// A joining client's history may come as one coalesced chunk far
 	// bigger than any live frame: accept anything.
 	conn.SetReadLimit(1 << 40)
-	return &wsTransport{conn: conn, buf: make([]byte, 0, 64<<10)}, nil
+	size := 64 << 10
+	if small {
+		size = 1 << 10
+	}
+	return &wsTransport{conn: conn, buf: make([]byte, 0, size)}, nil
 }
 
 func (w *wsTransport) write(frame []byte) error {

@@ -14,6 +14,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,6 +55,11 @@ type config struct {
 	peers             []peerFlag
 	peerRuns          int // rounds of the peers section
 	peerFloodN        int // chunks of its flood
+	// The scale section: S sessions on one hub for scaleTime each.
+	sessions    []int
+	scaleTime   time.Duration
+	dashEvents  int           // events of the session the dashboard opens
+	dashTimeout time.Duration // how long the dashboard may take to open it
 
 	log io.Writer
 }
@@ -111,7 +117,12 @@ func run(args []string) error {
 	scale := fs.Float64("scale", 1, "multiply the number of chunks of every unpaced flood")
 	quick := fs.Bool("quick", false, "a smoke run: -scale 0.05, shorter long turn and replay, fewer round trips")
 	out := fs.String("out", "", "also write the markdown report to this file")
-	skip := fs.String("skip", "", "sections to leave out, comma-separated: relay,matrix,ref,rtt,stopped,join,wide,attach,resume,long,replay,idle,export,peers")
+	skip := fs.String("skip", "", "sections to leave out, comma-separated: "+strings.Join(sections, ","))
+	only := fs.String("only", "", "run only these sections, comma-separated (the floor runs when one of them needs it)")
+	sessions := fs.String("sessions", "10,100,1000", "scale: numbers of sessions on one hub, comma-separated; the smallest is the latency baseline")
+	scaleTime := fs.Duration("scale-time", 60*time.Second, "scale: how long turns start for each number of sessions")
+	dashEvents := fs.Int("dashboard-events", 1_000_000, "dashboard: events of the session the dashboard opens")
+	dashTimeout := fs.Duration("dashboard-timeout", 5*time.Minute, "dashboard: how long the page may take to be interactive")
 	longN := fs.Int("long", 1_000_000, "chunks of the long turn")
 	longK := fs.Int("long-k", 10, "clients of the long turn")
 	replayN := fs.Int("replay", 100_000, "chunks (log events) of the replayed session")
@@ -136,6 +147,7 @@ func run(args []string) error {
 		longN: *longN, longK: *longK, replayN: *replayN,
 		idleSessions: 10, idleClients: 100, startups: 7, skip: map[string]bool{}, profileDir: *profile, socket: *socket, log: os.Stderr,
 		peers: peers, peerRuns: *peerRuns, peerFloodN: *peerFlood,
+		scaleTime: *scaleTime, dashEvents: *dashEvents, dashTimeout: *dashTimeout,
 	}
 	if cfg.peerRuns < 1 {
 		return fmt.Errorf("-peer-runs: %d is not a number of rounds", cfg.peerRuns)
@@ -152,6 +164,12 @@ func run(args []string) error {
 	if cfg.sizes, err = parseList(*sizes); err != nil {
 		return fmt.Errorf("-s: %w", err)
 	}
+	if cfg.sessions, err = parseList(*sessions); err != nil {
+		return fmt.Errorf("-sessions: %w", err)
+	}
+	if cfg.scaleTime < 3*scaleTurn {
+		return fmt.Errorf("-scale-time: at least %v", 3*scaleTurn)
+	}
 	for m := range strings.SplitSeq(*stamp, ",") {
 		switch strings.TrimSpace(m) {
 		case "meta":
@@ -165,10 +183,8 @@ func run(args []string) error {
 			return fmt.Errorf("-stamp: %q is neither meta nor text", m)
 		}
 	}
-	for s := range strings.SplitSeq(*skip, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			cfg.skip[s] = true
-		}
+	if cfg.skip, err = skipped(*skip, *only); err != nil {
+		return err
 	}
 	if *quick {
 		cfg.scale *= 0.02
@@ -181,6 +197,9 @@ func run(args []string) error {
 		cfg.replayN = min(cfg.replayN, 10_000)
 		cfg.startups = 3
 		cfg.peerRuns = 1
+		cfg.sessions = cfg.sessions[:1]
+		cfg.scaleTime = min(cfg.scaleTime, 10*time.Second)
+		cfg.dashEvents = min(cfg.dashEvents, 10_000)
 	}
 	cfg.peerFloodN = max(1000, int(float64(cfg.peerFloodN)*cfg.scale))
 
@@ -189,6 +208,10 @@ func run(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(cfg.tmp)
+	if err := becomeSubreaper(); err != nil {
+		return fmt.Errorf("become the subreaper of the hubs' agents: %w", err)
+	}
+	stopOnSignal(cfg.tmp)
 	cfg.bin = *bin
 	if cfg.bin == "" {
 		cfg.progress("building acphub")
@@ -215,6 +238,9 @@ func run(args []string) error {
 	rep.floors = map[stampMode]*floorResult{}
 	rep.relays = map[stampMode]*floorResult{}
 	for i, mode := range cfg.modes {
+		if !cfg.needsFloor() {
+			break
+		}
 		floor, err := runFloor(cfg, mode, i == 0, false)
 		if err != nil {
 			return fmt.Errorf("floor: %w", err) // nothing to compare with
@@ -309,6 +335,19 @@ func run(args []string) error {
 			rep.fail("acphub vs peers", err)
 		}
 	}
+	if !cfg.skip["scale"] {
+		for _, n := range cfg.sessions {
+			res, err := runScale(cfg, n)
+			if err != nil {
+				rep.fail(fmt.Sprintf("scale S=%d", n), err)
+				continue
+			}
+			rep.scale = append(rep.scale, res)
+		}
+	}
+	if !cfg.skip["dashboard"] {
+		rep.dashboard = runDashboard(cfg)
+	}
 	rep.elapsed = time.Since(rep.started)
 	text := rep.markdown()
 	fmt.Print(text)
@@ -316,6 +355,45 @@ func run(args []string) error {
 		return os.WriteFile(*out, []byte(text), 0o644)
 	}
 	return nil
+}
+
+// sections are the parts of the run -skip and -only name.
+var sections = []string{"relay", "matrix", "ref", "rtt", "stopped", "join", "wide", "attach", "resume", "long", "replay", "idle", "export", "peers", "scale", "dashboard"}
+
+// skipped returns the sections to leave out: those of skip, or, with
+// only, every section only does not name.
+func skipped(skip, only string) (map[string]bool, error) {
+	out := map[string]bool{}
+	names := skip
+	if only != "" {
+		if skip != "" {
+			return nil, errors.New("-skip and -only do not go together")
+		}
+		for _, s := range sections {
+			out[s] = true
+		}
+		names = only
+	}
+	for s := range strings.SplitSeq(names, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(sections, s) {
+			return nil, fmt.Errorf("no section %q (sections: %s)", s, strings.Join(sections, ","))
+		}
+		out[s] = only == ""
+	}
+	return out, nil
+}
+
+// needsFloor reports whether a section that runs compares with the floor.
+func (c *config) needsFloor() bool {
+	for _, s := range []string{"relay", "matrix", "rtt", "stopped", "peers"} {
+		if !c.skip[s] {
+			return true
+		}
+	}
+	return false
 }
 
 func parseList(s string) ([]int, error) {

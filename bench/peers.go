@@ -271,7 +271,7 @@ func startHydra(cfg *config, argv []string, k int) (*instance, error) {
 	opts := &websocket.DialOptions{Subprotocols: []string{"acp.v1", "hydra-acp-token." + strings.TrimSpace(string(token))}}
 	for i := range k {
 		name := fmt.Sprintf("c%d", i)
-		t, err := dialWSURL("ws://"+addr+"/acp", name, opts)
+		t, err := dialWSURL("ws://"+addr+"/acp", name, opts, false)
 		if err != nil {
 			in.close()
 			return nil, err

@@ -51,6 +51,10 @@ type hubProc struct {
 	// resumable: clients join with resume=new, and every frame they get
 	// carries its delivery position (docs/resume.md).
 	resumable bool
+	// grace is how long stop waits for the hub to end after SIGTERM
+	// before it kills it.
+	grace   time.Duration
+	untrack func()
 }
 
 var (
@@ -65,13 +69,18 @@ func startHub(bin, parent, listen string, extra ...string) (*hubProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := filepath.Join(dir, "none.toml") // no user config leaks in
-	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "none.toml"), nil, 0o600); err != nil { // no user config leaks in
 		return nil, err
 	}
-	args := append([]string{"serve", "--listen", listen, "--data-dir", dir, "--config", cfg,
+	return startHubIn(bin, dir, listen, extra...)
+}
+
+// startHubIn starts a hub on listen with the data dir dir, which startHub
+// made, and waits until it logs that it serves.
+func startHubIn(bin, dir, listen string, extra ...string) (*hubProc, error) {
+	args := append([]string{"serve", "--listen", listen, "--data-dir", dir, "--config", filepath.Join(dir, "none.toml"),
 		"--agent-cmd", bin + " demo-agent --delay " + agentDelay}, extra...)
-	h := &hubProc{dataDir: dir, log: &tailBuffer{max: 64 << 10}, exited: make(chan struct{})}
+	h := &hubProc{dataDir: dir, log: &tailBuffer{max: 64 << 10}, exited: make(chan struct{}), grace: 10 * time.Second}
 	h.cmd = exec.Command(bin, args...)
 	pr, pw := io.Pipe()
 	h.cmd.Stderr = pw
@@ -80,6 +89,7 @@ func startHub(bin, parent, listen string, extra ...string) (*hubProc, error) {
 		return nil, err
 	}
 	h.pid = h.cmd.Process.Pid
+	h.untrack = track(h.halt)
 	go func() {
 		_ = h.cmd.Wait()
 		pw.Close()
@@ -108,6 +118,7 @@ func startHub(bin, parent, listen string, extra ...string) (*hubProc, error) {
 	select {
 	case addr, ok := <-found:
 		if !ok {
+			h.halt()
 			return nil, fmt.Errorf("hub exited before serving:\n%s", h.log)
 		}
 		h.serving = time.Now()
@@ -125,7 +136,6 @@ func startHub(bin, parent, listen string, extra ...string) (*hubProc, error) {
 	return h, nil
 }
 
-// stop ends the hub with SIGTERM (SIGKILL after 10 s) and removes its data dir.
 // startHub starts a hub for a measurement, with the profiler when -profile
 // asks for it.
 func (c *config) startHub(extra ...string) (*hubProc, error) {
@@ -169,17 +179,25 @@ func (c *config) profile(h *hubProc, name, what string) (wait func() error) {
 	return func() error { return <-errc }
 }
 
+// stop ends the hub (see halt) and removes its data dir.
 func (h *hubProc) stop() {
-	if h.cmd.Process != nil {
-		_ = h.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-h.exited:
-		case <-time.After(10 * time.Second):
-			_ = h.cmd.Process.Kill()
-			<-h.exited
-		}
-	}
+	h.halt()
 	_ = os.RemoveAll(h.dataDir)
+}
+
+// halt ends the hub with SIGTERM, SIGKILL after h.grace, and kills and
+// reaps the agents it left running; the data dir stays.
+func (h *hubProc) halt() {
+	agents := children(h.pid)
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+	case <-time.After(h.grace):
+		_ = h.cmd.Process.Kill()
+		<-h.exited
+	}
+	reapOrphans(agents)
+	h.untrack()
 }
 
 // alive reports whether the hub process still runs.
@@ -203,13 +221,13 @@ func freePort() (string, error) {
 	return addr, nil
 }
 
-// measureStartup starts a hub on a known port and polls /healthz meanwhile:
-// it returns the time from exec to the first 200 from /healthz, and to the
-// serving log line.
-func measureStartup(bin, parent string) (toHealthz, toLog time.Duration, err error) {
+// measureStartup starts a hub with start on a known port and polls
+// /healthz meanwhile: it returns the hub, still running, with the time
+// from exec to the first 200 from /healthz, and to the serving log line.
+func measureStartup(start func(listen string) (*hubProc, error)) (h *hubProc, toHealthz, toLog time.Duration, err error) {
 	addr, err := freePort()
 	if err != nil {
-		return 0, 0, err
+		return nil, 0, 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -229,16 +247,15 @@ func measureStartup(bin, parent string) (toHealthz, toLog time.Duration, err err
 			time.Sleep(250 * time.Microsecond)
 		}
 	}()
-	h, err := startHub(bin, parent, addr)
-	if err != nil {
-		return 0, 0, err
+	if h, err = start(addr); err != nil {
+		return nil, 0, 0, err
 	}
-	defer h.stop()
 	select {
 	case at := <-healthy:
-		return at.Sub(h.started), h.serving.Sub(h.started), nil
+		return h, at.Sub(h.started), h.serving.Sub(h.started), nil
 	case <-time.After(10 * time.Second):
-		return 0, 0, errors.New("/healthz never answered")
+		h.stop()
+		return nil, 0, 0, errors.New("/healthz never answered")
 	}
 }
 
@@ -249,18 +266,24 @@ func measureStartup(bin, parent string) (toHealthz, toLog time.Duration, err err
 // Linux).
 const clkTck = 100
 
-// cpuTime returns the user plus system CPU time of process pid, all threads.
-func cpuTime(pid int) time.Duration {
+// statFields returns the fields of /proc/PID/stat from the third (state)
+// on; nil when pid is gone.
+func statFields(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return nil
 	}
 	// The command name may hold spaces: fields count from after ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0
+		return nil
 	}
-	f := strings.Fields(string(b[i+1:]))
+	return strings.Fields(string(b[i+1:]))
+}
+
+// cpuTime returns the user plus system CPU time of process pid, all threads.
+func cpuTime(pid int) time.Duration {
+	f := statFields(pid)
 	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
 	if len(f) < 13 {
 		return 0
@@ -366,8 +389,11 @@ func (t *tailBuffer) String() string {
 func selfCPU() time.Duration { return cpuTime(os.Getpid()) }
 
 // get sends GET path to the hub's HTTP API with its token.
-func (h *hubProc) get(path string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+h.addr+path, nil)
+func (h *hubProc) get(path string) (*http.Response, error) { return h.do(http.MethodGet, path) }
+
+// do sends a request without a body to the hub's HTTP API with its token.
+func (h *hubProc) do(method, path string) (*http.Response, error) {
+	req, err := http.NewRequest(method, "http://"+h.addr+path, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/acphub/acphub/internal/demoagent"
@@ -58,6 +59,9 @@ type recorder struct {
 	first   int64 // receive time of the first chunk, Unix ns
 	last    int64 // receive time of the last chunk
 	hist    histogram
+	// pool, when set, takes the latencies instead of hist: one histogram
+	// for the readers of many connections.
+	pool *lockedHist
 	// maxFrame is the largest chunk frame received, in bytes.
 	maxFrame int
 	// frames counts the chunk frames (a replayed, coalesced one holds many chunks).
@@ -141,9 +145,20 @@ func (r *recorder) chunk(seq, sent, now int64) {
 	}
 	r.last = now
 	r.count++
-	if r.latency {
+	switch {
+	case !r.latency:
+	case r.pool != nil:
+		r.pool.record(now - sent)
+	default:
 		r.hist.record(now - sent)
 	}
+}
+
+// reset forgets the chunks received, for another flood of the same
+// number of chunks.
+func (r *recorder) reset() {
+	clear(r.seen)
+	r.maxSeq, r.count, r.dup, r.reorder, r.bad, r.first, r.last = 0, 0, 0, 0, 0, 0, 0
 }
 
 // lost is the number of chunks never received.
@@ -227,6 +242,18 @@ func (h *histogram) merge(o *histogram) {
 	}
 	h.n += o.n
 	h.max = max(h.max, o.max)
+}
+
+// lockedHist is a histogram that many goroutines record into.
+type lockedHist struct {
+	mu sync.Mutex
+	h  histogram
+}
+
+func (l *lockedHist) record(v int64) {
+	l.mu.Lock()
+	l.h.record(v)
+	l.mu.Unlock()
 }
 
 // quantile returns the q-quantile (0 < q <= 1).

@@ -31,6 +31,9 @@ type report struct {
 	idle    *idleResult
 	export  *exportResult
 	peers   *peersResult
+	scale   []*scaleResult
+	// dashboard is the time the dashboard takes to open a long session.
+	dashboard *dashResult
 
 	verdicts []verdict
 	failures []string // scenarios that could not run to the end
@@ -123,10 +126,13 @@ func lats(l latencies) string {
 	return fmt.Sprintf("%s / %s / %s", dur(l.p50), dur(l.p99), dur(l.max))
 }
 
-func errs(f *floodResult) string {
-	s := fmt.Sprintf("%d / %d / %d", f.lost, f.dup, f.reorder)
-	if f.bad > 0 {
-		s += fmt.Sprintf(" (+%d malformed)", f.bad)
+func errs(f *floodResult) string { return errCounts(f.lost, f.dup, f.reorder, f.bad) }
+
+// errCounts formats chunks lost, duplicated, reordered and malformed.
+func errCounts(lost, dup, reorder, bad int64) string {
+	s := fmt.Sprintf("%d / %d / %d", lost, dup, reorder)
+	if bad > 0 {
+		s += fmt.Sprintf(" (+%d malformed)", bad)
 	}
 	return s
 }
@@ -183,6 +189,9 @@ func (r *report) markdown() string {
 	p("- agent `acphub demo-agent --delay %s`; hub `acphub serve` with its defaults (SQLite log on) in a fresh data dir for every row\n\n", agentDelay)
 
 	for _, mode := range cfg.modes {
+		if r.floors[mode] == nil {
+			continue // no section that ran needs it
+		}
 		p("### Floor, `%s`: the demo agent over a direct stdio pipe\n\n", mode.command())
 		r.direct(&b, r.floors[mode], nil)
 		if relay := r.relays[mode]; relay != nil {
@@ -191,8 +200,10 @@ func (r *report) markdown() string {
 			r.direct(&b, relay, r.floors[mode])
 		}
 	}
-	p("Floor round trips: prompt (`/echo x`, %d in a row) p50 / p99 / max %s; permission (`/permtime %d`, timed by the agent) %s.\n\n",
-		r.floor.prompt.n, lats(r.floor.prompt), r.floor.perm.n, lats(r.floor.perm))
+	if r.floor != nil {
+		p("Floor round trips: prompt (`/echo x`, %d in a row) p50 / p99 / max %s; permission (`/permtime %d`, timed by the agent) %s.\n\n",
+			r.floor.prompt.n, lats(r.floor.prompt), r.floor.perm.n, lats(r.floor.perm))
+	}
 	if relay := r.relays[cfg.modes[0]]; relay != nil {
 		p("Relay round trips: prompt p50 / p99 / max %s (%.2f× the floor); permission %s (%.2f×).\n\n",
 			lats(relay.prompt), float64(relay.prompt.p50)/float64(r.floor.prompt.p50),
@@ -237,6 +248,12 @@ func (r *report) markdown() string {
 	}
 	if r.peers != nil {
 		r.peers.markdown(p, r.floor, r.floor.paced[100])
+	}
+	if len(r.scale) > 0 {
+		r.scaleSection(p)
+	}
+	if r.dashboard != nil {
+		r.dashboardSection(p)
 	}
 	if len(r.failures) > 0 {
 		p("### Runs that failed\n\n")

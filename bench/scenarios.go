@@ -651,10 +651,11 @@ type idleResult struct {
 func runIdle(cfg *config) (*idleResult, error) {
 	res := &idleResult{sessions: cfg.idleSessions, clients: cfg.idleClients}
 	for range cfg.startups {
-		d, l, err := measureStartup(cfg.bin, cfg.tmp)
+		h, d, l, err := measureStartup(func(listen string) (*hubProc, error) { return startHub(cfg.bin, cfg.tmp, listen) })
 		if err != nil {
 			return nil, err
 		}
+		h.stop()
 		res.startup = append(res.startup, d)
 		res.startupLog = append(res.startupLog, l)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -18,28 +17,15 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/testutil"
 )
-
-// chromePath finds Chromium: $ACPHUB_CHROME, or chromium (Debian's
-// package, which .ci/run installs) or Google Chrome on the PATH.
-func chromePath() string {
-	if p := os.Getenv("ACPHUB_CHROME"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
 
 // newBrowser starts a headless Chromium with an empty profile for the
 // test and returns a tab's context. Without Chromium the test is skipped,
 // or fails under CI=true, where .ci/run installed it.
 func newBrowser(t testing.TB) context.Context {
 	t.Helper()
-	path := chromePath()
+	path := testutil.ChromePath()
 	if path == "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("no Chromium: .ci/run installs Debian's chromium; set ACPHUB_CHROME to use another")
