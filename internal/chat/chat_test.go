@@ -569,7 +569,11 @@ func TestRun_NumberAfterAnotherAnsweredIsNotSent(t *testing.T) {
 	s.send(`{"jsonrpc":"2.0","method":"_acphub/permission_resolved","params":{"sessionId":"s1","peer":"bob","requestId":0,"toolCallId":"t1","title":"Edit demo.txt","outcome":{"outcome":"selected","optionId":"allow"},"optionName":"Allow"}}`)
 	before := s.marker()
 	s.typeLine("1")
-	if got, want := s.outputSince(before), "[1 not sent: the permission request \"Edit demo.txt\" was already answered (bob chose Allow); type it again if you meant it]\n"; got != want {
+	// The typed line and the marker take different ways into the chat:
+	// the answer to the line is awaited before the marker is sent.
+	want := "[1 not sent: the permission request \"Edit demo.txt\" was already answered (bob chose Allow); type it again if you meant it]\n"
+	s.waitOutput(want)
+	if got := s.outputSince(before); got != want {
 		t.Errorf("output:\n%s\nwant:\n%s", got, want)
 	}
 	s.typeLine("1")
@@ -582,7 +586,11 @@ func TestRun_NumberAfterAnotherAnsweredIsNotSent(t *testing.T) {
 	s.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"p2"}}`)
 	before = s.marker()
 	s.typeLine("2")
-	if got, want := s.outputSince(before), "[2 not sent: the permission request \"Run tests\" was withdrawn; type it again if you meant it]\n"; got != want {
+	// The typed line and the marker take different ways into the chat:
+	// the answer to the line is awaited before the marker is sent.
+	want = "[2 not sent: the permission request \"Run tests\" was withdrawn; type it again if you meant it]\n"
+	s.waitOutput(want)
+	if got := s.outputSince(before); got != want {
 		t.Errorf("output:\n%s\nwant:\n%s", got, want)
 	}
 
