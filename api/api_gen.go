@@ -2526,6 +2526,7 @@ const (
 	ReasonBadResponse       = "bad_response"
 	ReasonBadResume         = "bad_resume"
 	ReasonBadSession        = "bad_session"
+	ReasonBadTail           = "bad_tail"
 	ReasonBadUpgrade        = "bad_upgrade"
 	ReasonBadVersion        = "bad_version"
 	ReasonBatch             = "batch"
@@ -2670,6 +2671,7 @@ var HTTPErrors = []HTTPErrorInfo{
 	{Status: 400, Reason: "bad_replay", Description: "/acp: replay not full or skip (param: replay).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_after", Description: "after not an integer >= 0 (param: after).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_limit", Description: "limit not an integer from 1 to 10000, or given with following (param: limit).", Condition: "", Retryable: false},
+	{Status: 400, Reason: "bad_tail", Description: "tail not an integer from 1 to 10000, or given with after, limit or Last-Event-ID (param: tail).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_follow", Description: "follow not true, false, 1 or 0, or false on an event stream (param: follow).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_ephemeral", Description: "ephemeral not true, false, 1 or 0, or true without following (param: ephemeral).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_last_event_id", Description: "Last-Event-ID of an event stream not an id of it: of a session's events, not an integer >= 0; of the hub-wide session stream, not RUN-N (param: Last-Event-ID).", Condition: "", Retryable: false},

@@ -643,8 +643,12 @@ func TestDashboard_AuditAndEventLog(t *testing.T) {
 	last := len(h.logLines("s", ""))
 	waitJS(t, ctx, "the log's last event", fmt.Sprintf(`document.querySelector('.log [data-seq="%d"]') !== null`, last))
 	mustStop(t, "echo", lastOf(a.untilResponse(a.prompt(sid, "/echo live"))), "end_turn")
-	last = len(h.logLines("s", ""))
-	waitJS(t, ctx, "a live event", fmt.Sprintf(`document.querySelector('.log [data-seq="%d"]') !== null && document.querySelector('form.options .muted').textContent === 'cursor: seq %d'`, last, last))
+	// The turn's last events may be committed after its answer: the log's
+	// end is read again until the page shows it as its cursor.
+	testutil.WaitFor(t, testTimeout, "the page's cursor at the log's last event", func() bool {
+		last := len(h.logLines("s", ""))
+		return eval[bool](t, ctx, fmt.Sprintf(`document.querySelector('.log [data-seq="%d"]') !== null && document.querySelector('form.options .muted').textContent === 'cursor: seq %d'`, last, last))
+	})
 }
 
 // TestDashboard_DemoThenOpen is a newcomer's first minutes: acphub demo,
@@ -1087,4 +1091,45 @@ func TestDashboard_NewSessionKeepsTheFormAndRefusesATakenKey(t *testing.T) {
 	run(t, ctx, "open it", chromedp.Click(`form.new .error a.open`))
 	waitJS(t, ctx, "its page", `location.hash === '#/s/fresh' && (c => c !== null && c.textContent === 'live')(document.querySelector('.conn'))`)
 	waitJS(t, ctx, "its history", pageAgentText+` === 'begun'`)
+}
+
+// A long session opens at its end: the page reads the last events of its
+// log, not all of them, and "Show earlier events" reads the rest, a block
+// at a time above what shows, until every event shows once, in order; the
+// live stream goes on below.
+func TestDashboard_LongSessionOpensAtItsEnd(t *testing.T) {
+	h := startHub(t)
+	p := newProxy(t, h.addr)
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	const n = 4500 // tool calls, one event each: more than two pages of the page's tail
+	mustStop(t, "tools", lastOf(a.untilResponse(a.prompt(sid, fmt.Sprintf("/tools %d", n)))), "end_turn")
+	mustStop(t, "echo", lastOf(a.untilResponse(a.prompt(sid, "/echo the end"))), "end_turn")
+	ctx := openSession(t, h, p, h.token, "s")
+	waitJS(t, ctx, "the last message", pageAgentText+`.includes('the end')`)
+
+	const titles = `[...document.querySelectorAll('.item.tool strong')].map(e => e.textContent)`
+	shown := eval[[]string](t, ctx, titles)
+	if len(shown) == 0 || len(shown) >= n-1000 || shown[len(shown)-1] != fmt.Sprintf("Step %d", n) {
+		t.Fatalf("the page opened with %d tool calls, the last %q; want the end of the log only, up to Step %d", len(shown), shown[len(shown)-1:], n)
+	}
+	for clicks := 0; eval[bool](t, ctx, `(b => b !== null && !b.hidden)(document.querySelector('button.earlier'))`); clicks++ {
+		if clicks == 5 {
+			t.Fatal("Show earlier events is still offered after 5 clicks")
+		}
+		before := len(eval[[]string](t, ctx, titles))
+		run(t, ctx, "show earlier events", chromedp.Click(`button.earlier`))
+		waitJS(t, ctx, "earlier events", fmt.Sprintf(`!document.querySelector('button.earlier').disabled && %s.length > %d`, titles, before))
+	}
+	all := eval[[]string](t, ctx, titles)
+	for i, title := range all {
+		if want := fmt.Sprintf("Step %d", i+1); title != want {
+			t.Fatalf("tool call %d of %d shows %q, want %q", i+1, len(all), title, want)
+		}
+	}
+	if len(all) != n {
+		t.Fatalf("the page shows %d tool calls, want %d", len(all), n)
+	}
+	mustStop(t, "echo", lastOf(a.untilResponse(a.prompt(sid, "/echo live again"))), "end_turn")
+	waitJS(t, ctx, "the live stream", pageAgentText+`.includes('live again')`)
 }

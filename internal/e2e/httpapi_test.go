@@ -73,6 +73,11 @@ func TestHTTP_LogAsJSONLines(t *testing.T) {
 		{"limit=10000", 1, n},
 		{"after=0&limit=1&follow=false", 1, 1},
 		{"follow=0&ephemeral=false", 1, n},
+		// tail: the last events, as many as it says, or all there are.
+		{"tail=1", n, n},
+		{"tail=3", n - 2, n},
+		{fmt.Sprintf("tail=%d", n), 1, n},
+		{"tail=10000", 1, n},
 	} {
 		got := h.logLines("s", tt.query)
 		var want [][]byte

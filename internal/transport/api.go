@@ -76,6 +76,7 @@ func (s *Server) listAgents(w http.ResponseWriter, _ *http.Request, _ url.Values
 var eventParams = map[string]string{
 	"after":     api.ReasonBadAfter,
 	"limit":     api.ReasonBadLimit,
+	"tail":      api.ReasonBadTail,
 	"follow":    api.ReasonBadFollow,
 	"ephemeral": api.ReasonBadEphemeral,
 }
@@ -85,6 +86,7 @@ type eventsRequest struct {
 	after     int64
 	cursor    string // where after came from: "after" or "Last-Event-ID"
 	limit     int64  // 0: all
+	tail      int64  // > 0: the last tail events, instead of after
 	sse       bool
 	follow    bool
 	ephemeral bool
@@ -98,6 +100,9 @@ func readEventsRequest(r *http.Request, q url.Values) (eventsRequest, *refusal) 
 		return e, f
 	}
 	if e.limit, f = intParam(q, "limit", api.ReasonBadLimit, 0, 1, maxLimit); f != nil {
+		return e, f
+	}
+	if e.tail, f = intParam(q, "tail", api.ReasonBadTail, 0, 1, maxLimit); f != nil {
 		return e, f
 	}
 	follow, given, f := boolParam(q, "follow", api.ReasonBadFollow)
@@ -119,6 +124,9 @@ func readEventsRequest(r *http.Request, q url.Values) (eventsRequest, *refusal) 
 		}
 	}
 	e.follow = follow
+	if e.tail > 0 && (q.Has("after") || e.limit > 0 || e.cursor != "after") {
+		return e, refuse(http.StatusBadRequest, api.ReasonBadTail, "tail", "tail says where to start by itself: leave out after, limit and Last-Event-ID")
+	}
 	if follow && e.limit > 0 {
 		return e, refuse(http.StatusBadRequest, api.ReasonBadLimit, "limit", "limit does not go with following")
 	}
@@ -145,6 +153,9 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request, q url.Val
 	if err != nil {
 		s.hubRefusal(err).write(w)
 		return
+	}
+	if req.tail > 0 {
+		req.after = max(0, last-req.tail)
 	}
 	if req.after > last {
 		// A cursor past the end would wait for events that may never

@@ -398,6 +398,7 @@ function sessionPage(key, tab) {
         return;
       }
       for (const ev of h.events) for (const f of eventFrames(ev)) t.frame(f, null);
+      if (h.more()) body.before(earlier(h));
       showModes(h.modes);
       connect({ attach: { sessionId: h.sessionId, afterSeq: h.lastSeq } });
     }).catch((e) => status('ended: ' + e.message));
@@ -410,6 +411,33 @@ function sessionPage(key, tab) {
     if (docked) docked.disconnect();
     document.documentElement.style.removeProperty('--dock');
   };
+}
+
+// earlier offers, above a transcript that shows the end of a long log,
+// the events before it: each click reads the TAIL events before the
+// oldest shown and puts them above, each block a transcript of its own,
+// until the log's start. The view stays where the reader is.
+function earlier(h) {
+  const blocks = el('div');
+  const button = el('button', { type: 'button', class: 'link earlier', text: 'Show earlier events' });
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    try {
+      const events = await h.earlier();
+      const box = el('div', { class: 'transcript' });
+      const t = new Transcript(box, { answer: false, respond: () => {}, mode: () => {} });
+      t.hold = null; // the reader's view stays where it is
+      for (const ev of events) for (const f of eventFrames(ev)) t.frame(f, null);
+      t.flush();
+      t.close();
+      blocks.prepend(box);
+      button.hidden = !h.more();
+    } catch (e) {
+      button.textContent = 'Show earlier events (' + e.message + ')';
+    }
+    button.disabled = false;
+  });
+  return el('div', {}, button, blocks);
 }
 
 // ENTER_SENDS says what Enter does in the prompt box: on a device with a
