@@ -107,11 +107,13 @@ func TestNotifier(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
-	time.Sleep(20 * time.Millisecond) // the first look, at the sessions the hub had
 
 	const secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
 	peers := []api.ConnectedClient{{ClientID: "ana", Role: "owner", Token: "ana"}, {ClientID: "obs", Role: "observer", Token: "wall"}}
-	sum := api.SessionSummary{Key: "s", SessionID: "sid", Agent: "demo", Title: "Fix the build", CreatedAt: time.Now(), Peers: peers}
+	// A session made after the notifier started, however late its
+	// goroutine runs.
+	after := time.Now().Add(time.Hour)
+	sum := api.SessionSummary{Key: "s", SessionID: "sid", Agent: "demo", Title: "Fix the build", CreatedAt: after, Peers: peers}
 	change := func(state string, waiting int64, seq int64) {
 		sum.State, sum.Waiting, sum.LastSeq = state, waiting, seq
 		s := sum
@@ -239,7 +241,6 @@ func TestNotifier_BetweenTwoLooks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go n.Run(ctx)
-	time.Sleep(20 * time.Millisecond)
 	ask := func(title string) *api.PermissionRequested {
 		return &api.PermissionRequested{RequestID: json.RawMessage(`1`), Params: json.RawMessage(`{"toolCall":{"title":"` + title + `"},"options":[]}`)}
 	}
@@ -252,7 +253,8 @@ func TestNotifier_BetweenTwoLooks(t *testing.T) {
 		}
 		return out
 	}
-	sum := api.SessionSummary{Key: "k", Agent: "demo", CreatedAt: time.Now(), State: api.StateRequiresAction, Waiting: 1}
+	// Made after the notifier started, however late its goroutine runs.
+	sum := api.SessionSummary{Key: "k", Agent: "demo", CreatedAt: time.Now().Add(time.Hour), State: api.StateRequiresAction, Waiting: 1}
 	sum.LastSeq = logOf(t, store, "k", &api.TurnStarted{}, ask("first"))
 	change := func() {
 		s := sum // the stream keeps what it is given
