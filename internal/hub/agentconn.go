@@ -185,13 +185,20 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 		return // history the hub already holds
 	}
 	if m.Method == jsonrpc.MethodSessionUpdate {
-		if why := malformedUpdate(m.Params); why != "" {
-			s.agentFault("agent_bad_update", "the agent's session/update was dropped: "+why)
-			return
+		// A text chunk ParseTextChunk takes has ACP's shape; any other
+		// update is checked, in the same pass that finds its kind.
+		c, chunk := jsonrpc.ParseTextChunk(m.Params)
+		var update, kind []byte
+		if !chunk {
+			var why string
+			if update, kind, why = updateShape(m.Params); why != "" {
+				s.agentFault("agent_bad_update", "the agent's session/update was dropped: "+why)
+				return
+			}
 		}
 		s.syncCursors()
 		defer s.syncCursors()
-		if c, ok := jsonrpc.ParseTextChunk(m.Params); ok {
+		if chunk {
 			s.text.Add(c, m.Params)
 			s.guess.text += int64(len(c.Body()))
 			if len(s.tails) > 0 {
@@ -199,7 +206,6 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 			}
 		} else {
 			// One event, unless it ends a message being collected too.
-			update, kind := jsonrpc.UpdateKind(m.Params)
 			counted := jsonrpc.AgentKind(kind) && !s.text.Collecting()
 			s.record("", &api.AgentUpdate{Params: m.Params})
 			if counted {
@@ -214,29 +220,31 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 	s.broadcast(m.Method, m.Raw, nil)
 }
 
-// malformedUpdate says what keeps the params of an agent's session/update
-// from being ACP's SessionNotification, which clients read and the log
-// keeps — an object with a string sessionId, and an update object with a
-// string sessionUpdate — or "" when nothing does.
-func malformedUpdate(params []byte) string {
-	sid, _ := jsonrpc.Field(params, "sessionId")
-	update, _ := jsonrpc.Field(params, "update")
-	kind, _ := jsonrpc.Field(update, "sessionUpdate")
+// updateShape returns the update of an agent's session/update params and
+// its sessionUpdate, raw, and says what keeps the params from being ACP's
+// SessionNotification, which clients read and the log keeps — an object
+// with a string sessionId, and an update object with a string
+// sessionUpdate — or "" when nothing does. It reads params once.
+func updateShape(params []byte) (update, kind []byte, why string) {
+	sid, update, isObject := jsonrpc.Fields2(params, "sessionId", "update")
+	if !isObject {
+		return nil, nil, "params: expected an object, got " + jsonrpc.ValueType(params)
+	}
+	kind, _ = jsonrpc.Field(update, "sessionUpdate")
 	for _, member := range []struct {
 		path       string
 		raw        []byte
 		wantedType string
 	}{
-		{"params", params, "an object"},
 		{"params.sessionId", sid, "a string"},
 		{"params.update", update, "an object"},
 		{"params.update.sessionUpdate", kind, "a string"},
 	} {
 		if got := jsonrpc.ValueType(member.raw); got != member.wantedType {
-			return member.path + ": expected " + member.wantedType + ", got " + got
+			return nil, nil, member.path + ": expected " + member.wantedType + ", got " + got
 		}
 	}
-	return ""
+	return update, kind, ""
 }
 
 // agentGone handles the end of the agent process.

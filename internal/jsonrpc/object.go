@@ -37,6 +37,31 @@ func Field(obj []byte, key string) ([]byte, bool) {
 	return obj[f.valStart:f.valEnd], true
 }
 
+// Fields2 returns the raw values of the members k1 and k2 of the object
+// obj (the first of each; nil for one it lacks), in one pass that stops
+// once it has both, and whether obj is an object, valid as far as read
+// (when not, both are nil).
+func Fields2(obj []byte, k1, k2 string) (v1, v2 []byte, ok bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil, nil, false
+	}
+	var end int
+	err := eachField(obj, i, 0, func(f field) bool {
+		switch {
+		case v1 == nil && f.keyIs(obj, k1):
+			v1 = obj[f.valStart:f.valEnd]
+		case v2 == nil && f.keyIs(obj, k2):
+			v2 = obj[f.valStart:f.valEnd]
+		}
+		return v1 == nil || v2 == nil
+	}, &end)
+	if err != nil {
+		return nil, nil, false
+	}
+	return v1, v2, true
+}
+
 // SetField returns obj with the member key set to the raw JSON val: replaced
 // in place when present, appended otherwise. ok is false when obj is not an
 // object.

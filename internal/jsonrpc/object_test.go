@@ -23,3 +23,27 @@ func TestSwapSessionID(t *testing.T) {
 		}
 	}
 }
+
+func TestFields2(t *testing.T) {
+	for _, tt := range []struct {
+		obj    string
+		v1, v2 string
+		ok     bool
+	}{
+		{`{"a":1,"b":[2]}`, `1`, `[2]`, true},
+		{`{"b":"x","a":{"b":3}}`, `{"b":3}`, `"x"`, true},
+		{`{"a":1,"a":2,"b":3,"b":4}`, `1`, `3`, true}, // the first of each
+		{`{"\u0061":1}`, `1`, ``, true},               // escaped keys
+		{`{"c":1}`, ``, ``, true},
+		{` {} `, ``, ``, true},
+		{`[1]`, ``, ``, false},
+		{`null`, ``, ``, false},
+		{`{"a":1,`, ``, ``, false},
+		{`{"a":1,"b":2,`, `1`, `2`, true}, // read as far as both`
+	} {
+		v1, v2, ok := jsonrpc.Fields2([]byte(tt.obj), "a", "b")
+		if string(v1) != tt.v1 || string(v2) != tt.v2 || ok != tt.ok {
+			t.Errorf("Fields2(%s) = %s, %s, %v; want %s, %s, %v", tt.obj, v1, v2, ok, tt.v1, tt.v2, tt.ok)
+		}
+	}
+}
