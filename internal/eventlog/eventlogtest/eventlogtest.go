@@ -354,6 +354,31 @@ func testSessions(t *testing.T, s eventlog.Store) {
 	if list[0].LastSeq != 3 || !list[0].Created.Equal(b[0].Timestamp) || !list[0].Updated.Equal(b[2].Timestamp) {
 		t.Errorf("b = %+v", list[0])
 	}
+
+	// After the first list, the lists follow the logs: events appended,
+	// whether still queued or committed by then, a new session, a deleted
+	// one.
+	more := Events("b", 4, 2)
+	c := Events("c", 1, 1)
+	c[0].Timestamp = c[0].Timestamp.Add(2 * time.Hour)
+	if err := s.Append(ctx, append(more, c...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, wait := range []time.Duration{0, 100 * time.Millisecond} {
+		time.Sleep(wait) // a store that commits late has committed by the second look
+		list, err := s.Sessions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2 || list[0].Session != "b" || list[1].Session != "c" ||
+			list[0].LastSeq != 5 || !list[0].Created.Equal(b[0].Timestamp) || !list[0].Updated.Equal(more[1].Timestamp) ||
+			list[1].LastSeq != 1 || !list[1].Created.Equal(c[0].Timestamp) {
+			t.Errorf("after %v: Sessions = %+v, want b up to seq 5, then c", wait, list)
+		}
+	}
 }
 
 func testConcurrent(t *testing.T, s eventlog.Store) {

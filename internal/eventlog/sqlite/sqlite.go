@@ -122,6 +122,12 @@ type Store struct {
 	// its query until it has looked at pending.
 	commitMu sync.RWMutex
 
+	// infos are the committed sessions' infos, kept up to date by the
+	// writer once Sessions has read them (nil until then), so that a list
+	// costs no query: infoMu guards them.
+	infoMu sync.Mutex
+	infos  map[string]eventlog.SessionInfo
+
 	mu           sync.Mutex    // guards the following
 	room         chan struct{} // closed, and replaced, when pending shrinks or the store closes
 	pending      []eventlog.Event
@@ -680,7 +686,29 @@ func (s *Store) deleteSession(name string) error {
 	s.mu.Lock()
 	delete(s.lastSeq, name)
 	s.mu.Unlock()
+	s.infoMu.Lock()
+	delete(s.infos, name)
+	s.infoMu.Unlock()
 	return nil
+}
+
+// noteCommitted brings the sessions' infos, once read, up to the events
+// of batch, just committed: each session's events in order, a new
+// session's from its first.
+func (s *Store) noteCommitted(batch []eventlog.Event) {
+	s.infoMu.Lock()
+	defer s.infoMu.Unlock()
+	if s.infos == nil {
+		return
+	}
+	for _, e := range batch {
+		info, ok := s.infos[e.Session]
+		if !ok {
+			info = eventlog.SessionInfo{Session: e.Session, Created: e.Timestamp.UTC()}
+		}
+		info.LastSeq, info.Updated = e.Seq, e.Timestamp.UTC()
+		s.infos[e.Session] = info
+	}
 }
 
 // maxBatch bounds the events one transaction writes, so that under a
@@ -722,6 +750,7 @@ func (s *Store) commit() error {
 	}
 	size := queuedSize(batch)
 	s.commitMu.Lock()
+	s.noteCommitted(batch)
 	s.mu.Lock()
 	// Drop the committed events without copying the rest: the next append
 	// that outgrows the array moves only what is still pending.
@@ -1002,30 +1031,21 @@ func (s *Store) Last(ctx context.Context, session, typ string) (eventlog.Event, 
 func (s *Store) Sessions(ctx context.Context) ([]eventlog.SessionInfo, error) {
 	s.commitMu.RLock()
 	defer s.commitMu.RUnlock()
-	rows, err := s.db.QueryContext(ctx, `SELECT s.name, l.seq, f.ts, l.ts FROM sessions s
-		JOIN events f ON f.session = s.key AND f.seq = 1
-		JOIN events l ON l.session = s.key AND l.seq = (SELECT MAX(seq) FROM events WHERE session = s.key)`)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	defer rows.Close()
-	byKey := map[string]*eventlog.SessionInfo{}
-	var out []*eventlog.SessionInfo
-	for rows.Next() {
-		var (
-			info             eventlog.SessionInfo
-			created, updated string
-		)
-		if err := rows.Scan(&info.Session, &info.LastSeq, &created, &updated); err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
+	s.infoMu.Lock()
+	defer s.infoMu.Unlock()
+	if s.infos == nil {
+		infos, err := s.readInfos(ctx)
+		if err != nil {
+			return nil, err
 		}
-		info.Created, _ = time.Parse(time.RFC3339Nano, created)
-		info.Updated, _ = time.Parse(time.RFC3339Nano, updated)
-		byKey[info.Session] = &info
-		out = append(out, &info)
+		s.infos = infos
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+	byKey := make(map[string]*eventlog.SessionInfo, len(s.infos))
+	out := make([]*eventlog.SessionInfo, 0, len(s.infos))
+	for _, info := range s.infos {
+		c := info
+		byKey[c.Session] = &c
+		out = append(out, &c)
 	}
 	s.mu.Lock()
 	for _, e := range s.pending {
@@ -1044,6 +1064,34 @@ func (s *Store) Sessions(ctx context.Context) ([]eventlog.SessionInfo, error) {
 	}
 	sortByCreated(res)
 	return res, nil
+}
+
+// readInfos reads every committed session's info from the database.
+func (s *Store) readInfos(ctx context.Context) (map[string]eventlog.SessionInfo, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT s.name, l.seq, f.ts, l.ts FROM sessions s
+		JOIN events f ON f.session = s.key AND f.seq = 1
+		JOIN events l ON l.session = s.key AND l.seq = (SELECT MAX(seq) FROM events WHERE session = s.key)`)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	infos := map[string]eventlog.SessionInfo{}
+	for rows.Next() {
+		var (
+			info             eventlog.SessionInfo
+			created, updated string
+		)
+		if err := rows.Scan(&info.Session, &info.LastSeq, &created, &updated); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		info.Created, _ = time.Parse(time.RFC3339Nano, created)
+		info.Updated, _ = time.Parse(time.RFC3339Nano, updated)
+		infos[info.Session] = info
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return infos, nil
 }
 
 // Durable implements eventlog.Store: the committed end of each log.
