@@ -428,8 +428,9 @@ function earlier(h) {
       const t = new Transcript(box, { answer: false, respond: () => {}, mode: () => {} });
       t.hold = null; // the reader's view stays where it is
       for (const ev of events) for (const f of eventFrames(ev)) t.frame(f, null);
-      t.flush();
+      // Rendered at once, and watched no longer: it does not change.
       t.close();
+      t.flush();
       blocks.prepend(box);
       button.hidden = !h.more();
     } catch (e) {
