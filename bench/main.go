@@ -129,7 +129,7 @@ func run(args []string) error {
 	rtts := fs.Int("rtt", 200, "round trips per measurement")
 	socket := fs.Bool("socket", false, "hub clients connect over the hub's Unix socket (<data-dir>/acphub.sock, NDJSON) instead of WebSocket")
 	var peers []peerFlag
-	fs.Func("peer", "measure another ACP multiplexer beside acphub, NAME=COMMAND (repeatable; NAME acp-multiplex or hydra-acp; the command runs it, split on spaces: see docs/BENCHMARKS.md, Peers)", func(v string) error {
+	fs.Func("peer", "measure another ACP multiplexer beside acphub, NAME=COMMAND (repeatable; NAME acp-multiplex, hydra-acp, or acphub for another acphub binary; the command runs it, split on spaces: see docs/BENCHMARKS.md, Peers)", func(v string) error {
 		p, err := parsePeer(v, peers)
 		peers = append(peers, p)
 		return err

@@ -37,6 +37,7 @@ type peerFlag struct {
 var peerKinds = map[string]func(cfg *config, argv []string) *target{
 	"acp-multiplex": multiplexTarget,
 	"hydra-acp":     hydraTarget,
+	"acphub":        otherAcphubTarget,
 }
 
 // parsePeer parses the value of a -peer flag, given those before it.
@@ -71,6 +72,9 @@ type instance struct {
 	clients    []*client
 	pid, agent int // the multiplexer's process and the agent's
 	stop       func()
+	// profile, for an acphub, fetches its /debug/pprof/<what> into the
+	// -profile directory as name (see config.profile).
+	profile func(name, what string) (wait func() error)
 }
 
 func (in *instance) close() {
@@ -97,17 +101,34 @@ func (t *target) with(k int, f func(in *instance, fr *floodRun) error) error {
 // Unix socket.
 func acphubTarget(cfg *config) *target {
 	return &target{name: "acphub", start: func(k int) (*instance, error) {
-		h, err := cfg.startHub()
-		if err != nil {
-			return nil, err
-		}
-		clients, agent, err := joinClients(h, "bench", k)
-		if err != nil {
-			h.stop()
-			return nil, err
-		}
-		return &instance{clients: clients, pid: h.pid, agent: agent, stop: h.stop}, nil
+		return startAcphub(cfg, k)
 	}}
+}
+
+// otherAcphubTarget is another build of acphub, "-peer acphub=BINARY", run
+// as acphubTarget runs the one measured: a change measured beside the tree
+// before it, in the same interleaved rounds.
+func otherAcphubTarget(cfg *config, argv []string) *target {
+	other := *cfg
+	other.bin = argv[0]
+	return &target{name: "acphub " + argv[0], start: func(k int) (*instance, error) {
+		return startAcphub(&other, k)
+	}}
+}
+
+// startAcphub starts a fresh hub of cfg.bin with k clients on a session.
+func startAcphub(cfg *config, k int) (*instance, error) {
+	h, err := cfg.startHub()
+	if err != nil {
+		return nil, err
+	}
+	clients, agent, err := joinClients(h, "bench", k)
+	if err != nil {
+		h.stop()
+		return nil, err
+	}
+	profile := func(name, what string) func() error { return cfg.profile(h, name, what) }
+	return &instance{clients: clients, pid: h.pid, agent: agent, stop: h.stop, profile: profile}, nil
 }
 
 // keyTurnComplete marks the end of a turn for the clients of acp-multiplex
@@ -392,12 +413,20 @@ func measurePeer(cfg *config, t *target) (*peerRun, error) {
 	warmup := floodSpec{n: warmupChunks, size: 100, mode: mode}
 	run := &peerRun{paced: map[int]*floodResult{}}
 	for _, k := range cfg.ks {
-		err := t.with(k, func(_ *instance, fr *floodRun) error {
+		err := t.with(k, func(in *instance, fr *floodRun) error {
 			if _, err := fr.run(warmup); err != nil {
 				return err
 			}
+			traced := func() error { return nil }
+			if in.profile != nil {
+				// With -profile: an execution trace of the paced stream.
+				traced = in.profile(fmt.Sprintf("trace-paced-k%d-%s.out", k, time.Now().Format("150405.000")), "trace?seconds=1")
+			}
 			var err error
 			run.paced[k], err = fr.run(floodSpec{n: cfg.pacedN, size: 100, rate: cfg.pacedRate, mode: mode})
+			if perr := traced(); perr != nil {
+				cfg.progress("profile: %v", perr)
+			}
 			return err
 		})
 		if err != nil {

@@ -86,12 +86,19 @@ type Process struct {
 	opts   Options
 	log    *slog.Logger
 	cmd    *exec.Cmd
-	stdin  io.WriteCloser
+	stdin  *os.File
 	stdout *os.File
 	reader *jsonrpc.Reader
 	input  *frameq.Queue
 	stderr *tail
 	done   chan struct{} // closed when the process has been waited for
+
+	// The input queue's Direct writer (see writeNow) and writeLoop share
+	// these, never at once: the queue calls the writer only while
+	// writeLoop waits.
+	stdinRaw syscall.RawConn
+	line     []byte // the writer's line
+	owed     []byte // what the writer left; writeLoop writes it first
 
 	mu        sync.Mutex // guards the following
 	exit      Exit
@@ -126,25 +133,31 @@ func Start(spec Spec, opts Options) (*Process, error) {
 	// Plain pipes rather than exec's copying goroutines: Wait must not wait
 	// for descendants that inherited stdout or stderr, and stdout must stay
 	// readable after the process is reaped until every frame is read.
-	stdin, err := cmd.StdinPipe()
+	inR, stdin, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("agent stdin: %w", err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		inR.Close()
+		stdin.Close()
 		return nil, fmt.Errorf("agent stdout: %w", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
+		inR.Close()
+		stdin.Close()
 		outR.Close()
 		outW.Close()
 		return nil, fmt.Errorf("agent stderr: %w", err)
 	}
-	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	err = cmd.Start()
+	inR.Close()
 	outW.Close()
 	errW.Close()
 	if err != nil {
+		stdin.Close()
 		outR.Close()
 		errR.Close()
 		return nil, fmt.Errorf("start agent %q: %w", spec.Command, startCause(err))
@@ -160,6 +173,9 @@ func Start(spec Spec, opts Options) (*Process, error) {
 		input:  frameq.New(opts.InputQueue),
 		stderr: newTail(opts.StderrKeep, log),
 		done:   make(chan struct{}),
+	}
+	if p.stdinRaw, err = stdin.SyscallConn(); err == nil {
+		p.input.SetDirect(p.writeNow)
 	}
 	log.Info("agent started", "pid", cmd.Process.Pid, "command", spec.Command, "args", spec.Args)
 	stderrDone := make(chan struct{})
@@ -317,6 +333,25 @@ func (p *Process) Send(frame []byte) error {
 	return ErrInputOverflow
 }
 
+// writeNow is the input queue's Direct writer: it writes frame, a line, to
+// the agent's stdin from the session's actor while writeLoop waits, as far
+// as the pipe takes it now, and leaves the rest to writeLoop. A frame
+// pushed to a waiting writeLoop costs no hand-off.
+func (p *Process) writeNow(frame []byte) (taken, owed bool) {
+	p.line = jsonrpc.AppendLine(p.line[:0], frame)
+	n := frameq.WriteNow(p.stdinRaw, p.line)
+	if n < len(p.line) {
+		p.owed = append(p.owed[:0], p.line[n:]...)
+	}
+	if cap(p.line) > directKeep {
+		p.line = nil
+	}
+	return true, len(p.owed) > 0
+}
+
+// directKeep is the largest line buffer writeNow keeps between frames.
+const directKeep = 64 << 10
+
 func (p *Process) writeLoop() {
 	var buf []byte
 	for {
@@ -325,7 +360,15 @@ func (p *Process) writeLoop() {
 			p.stdin.Close()
 			return
 		}
-		buf = buf[:0]
+		// What writeNow left goes first.
+		buf = append(buf[:0], p.owed...)
+		p.owed = p.owed[:0]
+		if cap(p.owed) > directKeep {
+			p.owed = nil
+		}
+		if len(buf) == 0 && len(frames) == 0 {
+			continue
+		}
 		for _, f := range frames {
 			buf = jsonrpc.AppendLine(buf, f)
 		}

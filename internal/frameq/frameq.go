@@ -5,10 +5,24 @@
 // The bound is in bytes, with a fixed per-frame overhead so a flood of tiny
 // frames is bounded too. Memory follows what is queued: an idle queue holds
 // no buffer.
+//
+// # Writing past the queue
+//
+// A frame pushed while the queue is empty and its consumer waits in Pop
+// need not wake the consumer at all: a consumer that set a Direct writer
+// has the producer write the frame itself, as far as the connection takes
+// it without waiting. That saves the hand-off from one goroutine to the
+// other — the most a frame costs on its way when the stream is quiet, and
+// at each of many clients, their sum. Only an idle consumer is passed, so
+// the frames keep their order; whatever the connection did not take, the
+// Direct writer keeps, and the consumer, woken by an empty Pop, writes it
+// before anything else.
 package frameq
 
 import (
+	"errors"
 	"sync"
+	"syscall"
 )
 
 // FrameOverhead is what every queued frame counts against the bound on top
@@ -31,7 +45,21 @@ type Queue struct {
 	woken  bool   // Wake was called; the next Pop returns even when empty
 	closed bool
 	err    error
+
+	direct  Direct // see SetDirect
+	waiting bool   // the consumer waits in Pop, with nothing of its own to write
+	writing bool   // a push is in direct
+	owed    bool   // direct left bytes for the consumer; Pop returns
+	passed  uint64 // frames direct took since New
 }
+
+// Direct writes frame for the consumer, from the producer's goroutine,
+// without waiting: as much of it as the connection takes now. It reports
+// whether it took the frame (false: the frame is queued as any other, as
+// when the consumer's connection is closing or its token ended) and,
+// when it did, whether it kept bytes the connection did not take, which
+// the consumer must write before its next frame.
+type Direct func(frame []byte) (taken, owed bool)
 
 // New returns a queue that holds at most limit bytes.
 func New(limit int) *Queue {
@@ -58,6 +86,10 @@ func (q *Queue) push(frame []byte, bounded bool) (int, error) {
 	case bounded && q.bytes+n > q.limit:
 		q.mu.Unlock()
 		return 0, ErrFull
+	case q.waiting && !q.woken && !q.writing && !q.owed && len(q.frames) == 0:
+		if q.pushDirect(frame) {
+			return 0, nil
+		}
 	}
 	q.frames = append(q.frames, frame)
 	q.bytes += n
@@ -69,6 +101,74 @@ func (q *Queue) push(frame []byte, bounded bool) (int, error) {
 	default:
 	}
 	return queued, nil
+}
+
+// pushDirect offers frame to the consumer's Direct writer. q.mu is held on
+// entry, and on return when it reports false: the frame is to be queued.
+// The consumer stays in Pop while the writer runs (see writing).
+func (q *Queue) pushDirect(frame []byte) bool {
+	q.writing = true
+	direct := q.direct
+	q.mu.Unlock()
+	taken, owed := direct(frame)
+	q.mu.Lock()
+	q.writing = false
+	if !taken {
+		return false
+	}
+	q.pushed++
+	q.passed++
+	q.owed = owed
+	// Wake the consumer when it owes bytes, or when something it must see
+	// came while the writer ran (Pop waits that out).
+	wake := owed || q.woken || q.closed
+	q.mu.Unlock()
+	if wake {
+		select {
+		case q.notify <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// WriteNow is a Direct writer's one system call: it writes b to rc's
+// descriptor without waiting — a pipe or socket the Go runtime polls, so
+// non-blocking — and returns how much of it went: none when the
+// descriptor takes nothing now, is broken, or its write deadline passed.
+func WriteNow(rc syscall.RawConn, b []byte) int {
+	n := 0
+	var werr error
+	err := rc.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), b)
+			if !errors.Is(werr, syscall.EINTR) {
+				return true // done, whatever the result: never wait
+			}
+		}
+	})
+	if err != nil || werr != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// SetDirect makes d the consumer's Direct writer, which frames pushed while
+// the consumer waits in Pop are given instead of the queue (see the
+// package doc). The consumer calls it before its first Pop; nil stops it.
+func (q *Queue) SetDirect(d Direct) {
+	q.mu.Lock()
+	q.direct = d
+	q.mu.Unlock()
+}
+
+// Passed returns how many frames the Direct writer took since New. They
+// count in Pushed, and each came after every frame Pop had returned
+// before it, and before any frame Pop returns after it.
+func (q *Queue) Passed() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.passed
 }
 
 // Len returns the number of queued bytes, overhead included.
@@ -122,44 +222,63 @@ func (q *Queue) Abort(err error) {
 }
 
 // Pop waits for frames and returns all that are queued, oldest first, or
-// returns none after Wake. The returned slice is valid until the next call
-// to Pop. After Close it drains
-// the remaining frames and then returns the error given to Close, or
-// ErrClosed when that was nil.
+// returns none after Wake, or when the Direct writer left bytes for the
+// consumer to write (see Direct). The returned slice is valid until the next call to Pop. After
+// Close it drains the remaining frames and then returns the error given to
+// Close, or ErrClosed when that was nil.
 func (q *Queue) Pop(done <-chan struct{}) ([][]byte, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	// The producer writes past the queue only while Pop waits in the
+	// select below: from the moment Pop holds frames to return, what is
+	// pushed queues after them.
+	defer func() { q.waiting = false }()
 	for {
-		q.mu.Lock()
-		woken := q.woken
-		q.woken = false
+		if q.writing {
+			// A push is in the Direct writer: it wakes Pop when done.
+			if !q.wait(done) {
+				return nil, ErrClosed
+			}
+			continue
+		}
+		woken := q.woken || q.owed
+		q.woken, q.owed = false, false
 		if len(q.frames) > 0 {
 			out := q.frames
 			clear(q.spare) // the caller is done with the previous batch
 			q.frames, q.spare = q.spare[:0], out
 			q.bytes = 0
-			q.mu.Unlock()
 			return out, nil
 		}
 		if q.closed {
-			err := q.err
-			q.mu.Unlock()
-			if err == nil {
-				err = ErrClosed
+			if q.err == nil {
+				return nil, ErrClosed
 			}
-			return nil, err
+			return nil, q.err
 		}
-		if !woken {
-			// About to wait: the caller is done with the previous
-			// batch, so an idle queue keeps neither it nor its slices.
-			q.frames, q.spare = nil, nil
-		}
-		q.mu.Unlock()
 		if woken {
 			return nil, nil
 		}
-		select {
-		case <-q.notify:
-		case <-done:
+		// About to wait: the caller is done with the previous batch, so
+		// an idle queue keeps neither it nor its slices, and the producer
+		// may write past it.
+		q.frames, q.spare = nil, nil
+		q.waiting = q.direct != nil
+		if !q.wait(done) {
 			return nil, ErrClosed
 		}
+	}
+}
+
+// wait waits, without q.mu, for a notification, and reports false when
+// done closed first. q.mu is held on entry and on return.
+func (q *Queue) wait(done <-chan struct{}) bool {
+	q.mu.Unlock()
+	defer q.mu.Lock()
+	select {
+	case <-q.notify:
+		return true
+	case <-done:
+		return false
 	}
 }

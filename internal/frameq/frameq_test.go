@@ -146,3 +146,137 @@ func TestQueue_PushOverIgnoresTheBound(t *testing.T) {
 		t.Fatalf("PushOver after Close = %v, want ErrClosed", err)
 	}
 }
+
+// wire is a connection both the producer, through a Direct writer, and the
+// consumer write to, under one lock, as the transports do; the direct
+// writer takes some frames whole, leaves part of some (owed) and refuses
+// others.
+type wire struct {
+	mu    sync.Mutex
+	lines []string
+	owed  string // what the direct writer left, for the consumer
+	seen  int    // frames offered to direct
+}
+
+func (w *wire) direct(frame []byte) (taken, owed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen++
+	switch {
+	case w.owed != "":
+		return false, false // the consumer writes first
+	case w.seen%7 == 0:
+		return false, false // refused: queued
+	case w.seen%5 == 0:
+		w.owed = string(frame) // all of it left for the consumer
+		return true, true
+	}
+	w.lines = append(w.lines, string(frame))
+	return true, false
+}
+
+func (w *wire) write(batch [][]byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.owed != "" {
+		w.lines = append(w.lines, w.owed)
+		w.owed = ""
+	}
+	for _, f := range batch {
+		w.lines = append(w.lines, string(f))
+	}
+}
+
+// TestQueue_DirectKeepsTheOrder pushes frames from one goroutine while the
+// consumer pops and writes from another: whether a frame went through the
+// Direct writer, whole or in part, or through the queue, the wire has
+// every frame once, in the order pushed, and the direct writer was used.
+func TestQueue_DirectKeepsTheOrder(t *testing.T) {
+	t.Parallel()
+	q := frameq.New(1 << 20)
+	w := &wire{}
+	q.SetDirect(w.direct)
+	const n = 20000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			batch, err := q.Pop(nil)
+			if errors.Is(err, frameq.ErrClosed) {
+				w.write(nil)
+				return
+			}
+			w.write(batch)
+		}
+	}()
+	for i := range n {
+		if _, err := q.Push([]byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		if i%64 == 0 {
+			runtime.Gosched() // let the consumer wait now and then
+		}
+	}
+	q.Close(nil)
+	<-done
+	if len(w.lines) != n {
+		t.Fatalf("%d frames on the wire, want %d", len(w.lines), n)
+	}
+	for i, l := range w.lines {
+		if l != fmt.Sprint(i) {
+			t.Fatalf("frame %d on the wire is %q", i, l)
+		}
+	}
+	if q.Passed() == 0 || q.Pushed() != n {
+		t.Fatalf("Passed %d, Pushed %d: want some frames passed and all %d counted", q.Passed(), q.Pushed(), n)
+	}
+}
+
+// TestQueue_DirectOnlyWhileTheConsumerWaits: with no consumer waiting in
+// Pop, frames queue; once it waits, a push goes to the Direct writer and
+// Pop goes on waiting; a direct write that left bytes makes Pop return
+// with no frames.
+func TestQueue_DirectOnlyWhileTheConsumerWaits(t *testing.T) {
+	t.Parallel()
+	q := frameq.New(1 << 20)
+	var direct []string
+	owe := false
+	q.SetDirect(func(f []byte) (bool, bool) {
+		direct = append(direct, string(f))
+		return true, owe
+	})
+	q.Push([]byte("queued"))
+	if got, _ := q.Pop(nil); len(got) != 1 || len(direct) != 0 {
+		t.Fatalf("Pop = %q, direct %q: want the frame pushed before the consumer waited queued", got, direct)
+	}
+	popped := make(chan [][]byte)
+	pop := func() {
+		got, _ := q.Pop(nil)
+		popped <- got
+	}
+	go pop()
+	for len(direct) == 0 {
+		// Until the consumer waits, the frame is queued and Pop returns it.
+		time.Sleep(time.Millisecond)
+		q.Push([]byte("x"))
+		if len(direct) == 0 {
+			if got := <-popped; len(got) != 1 {
+				t.Fatalf("Pop = %q, want the frame queued before it waited", got)
+			}
+			go pop()
+		}
+	}
+	select {
+	case got := <-popped:
+		t.Fatalf("Pop returned %q after a direct write that left nothing", got)
+	case <-time.After(20 * time.Millisecond):
+	}
+	owe = true
+	q.Push([]byte("owed"))
+	if got := <-popped; len(got) != 0 {
+		t.Fatalf("Pop = %q after a direct write that left bytes, want no frames", got)
+	}
+	if direct[len(direct)-1] != "owed" || q.Passed() != uint64(len(direct)) {
+		t.Fatalf("direct %q, Passed %d", direct, q.Passed())
+	}
+}

@@ -225,6 +225,26 @@ func (c *Client) LeaveBecause(cause error) {
 	_ = c.p.sess.Load().post(context.Background(), leaveMsg{peer: c.p, cause: cause})
 }
 
+// SetDirect has the session write the client's live frames itself, with d,
+// while the client's writer waits in Next with nothing to write (see
+// frameq.Direct) and the session is not in a burst of frames, which the
+// writer batches better; Next may then return no frames, after which the
+// writer writes what d left, if anything. The writer sets it before its
+// first Next.
+func (c *Client) SetDirect(d frameq.Direct) {
+	if d == nil {
+		c.p.st.SetDirect(nil)
+		return
+	}
+	c.p.st.SetDirect(func(frame []byte) (taken, owed bool) {
+		// The actor pushes, so it runs d, and reads its own burst.
+		if c.p.sess.Load().burst {
+			return false, false
+		}
+		return d(frame)
+	})
+}
+
 // Next returns the next frames for the client, waiting until there are some.
 // It returns an error when the client was removed: ErrSlowClient,
 // ErrSessionGone, or frameq.ErrClosed after Leave or when ctx ends. Only

@@ -59,6 +59,10 @@ type Session struct {
 	paced           bool
 	paceTimer       *time.Timer
 	terminalsPaused bool
+	// burst is set while the actor handles more than one message or agent
+	// frame in a row: the clients' writers then batch the frames, which
+	// the actor writes itself only one at a time (see Client.SetDirect).
+	burst bool
 
 	// active is set while the session has clients, subscribers or a
 	// running agent; the hub's session limit counts it.
@@ -312,6 +316,7 @@ func (s *Session) run() {
 		s.report()
 	}
 	for {
+		s.burst = false
 		select {
 		case msg := <-s.inbox:
 			s.handle(msg)
@@ -334,6 +339,7 @@ func (s *Session) run() {
 		// Handle what is already waiting, up to one inbox's worth, so that
 		// a burst of frames is committed to the log as one batch.
 		for range inboxLen {
+			s.burst = true
 			if s.deleted() || !s.handleWaiting() {
 				break
 			}
@@ -442,6 +448,7 @@ func (s *Session) handle(msg any) {
 			s.clientFrame(m.peer, m.frame)
 		}
 	case agentFrames:
+		s.burst = s.burst || len(m.frames) > 1
 		for _, f := range m.frames {
 			if s.agent == nil || m.gen != s.agent.Gen() {
 				break // the agent ended with one of these frames

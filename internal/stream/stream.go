@@ -51,7 +51,9 @@ type Stream struct {
 	progress atomic.Int64
 
 	// Used only by the consumer goroutine.
-	popped    uint64    // frames taken from the queue so far
+	direct    bool      // it set a Direct writer (see SetDirect)
+	passed    uint64    // frames the Direct writer took, as of the last Pop
+	popped    uint64    // frames taken from the queue so far, or written past it
 	pending   [][]byte  // frames taken from the queue, not yet returned
 	cursor    int64     // last seq replayed for the current mark
 	replaying time.Time // when the current mark's first page was read
@@ -98,6 +100,25 @@ func (st *Stream) End(cause error, abort bool) {
 		return
 	}
 	st.out.Close(cause)
+}
+
+// SetDirect has the actor write live frames to the consumer itself while
+// the consumer waits for them with nothing of its own to write (see
+// frameq.Direct). With it, Next may return no frames: the consumer then
+// writes what d left for it, if anything, and calls Next again. The
+// consumer calls it before its first Next.
+func (st *Stream) SetDirect(d frameq.Direct) {
+	st.direct = d != nil
+	if d == nil {
+		st.out.SetDirect(nil)
+		return
+	}
+	st.out.SetDirect(func(frame []byte) (taken, owed bool) {
+		if taken, owed = d(frame); taken {
+			st.progress.Store(time.Now().UnixNano())
+		}
+		return taken, owed
+	})
 }
 
 // Mark schedules the history g at the current end of the queue. The actor
@@ -204,6 +225,15 @@ func (st *Stream) Next(ctx context.Context) ([][]byte, error) {
 			batch, err := st.out.Pop(ctx.Done())
 			if err != nil {
 				return nil, err
+			}
+			// The frames the actor wrote while Pop waited came before
+			// the batch: a mark counts them.
+			passed := st.out.Passed()
+			st.popped += passed - st.passed
+			st.passed = passed
+			if len(batch) == 0 && st.direct {
+				// What the actor could not write is the consumer's now.
+				return nil, nil
 			}
 			// A mark may have been set while Pop waited: look again.
 			st.pending = batch

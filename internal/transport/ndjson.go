@@ -112,6 +112,27 @@ func (c *ndjsonConn) WriteBatch(frames [][]byte, first uint64) error {
 	return err
 }
 
+// tryWrite writes frame as a line without waiting (see frameConn).
+func (c *ndjsonConn) tryWrite(frame []byte, stamp func() (uint64, bool)) (taken, owed bool) {
+	if len(frame)+resume.TailMax > netbatch.PieceSize || jsonrpc.HasLineBreak(frame) || !c.wmu.TryLock() {
+		return false, false
+	}
+	defer c.wmu.Unlock()
+	if c.closed || c.cut != nil || !c.w.CanTry() {
+		return false, false
+	}
+	first, ok := stamp()
+	if !ok {
+		return false, false
+	}
+	body, tail := frame, newline
+	if first != 0 {
+		c.tails.Reset(first, "\n")
+		body, tail = c.tails.Next(frame)
+	}
+	return true, !c.w.TryWrite(nil, body, tail)
+}
+
 // writeLocked writes prefix, then frames as lines, in one batch, each
 // write to the socket within timeout; when first is not 0, frames are
 // records with the positions from first on. A frame with line breaks (JSON

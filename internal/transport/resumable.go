@@ -194,7 +194,30 @@ type recordWriter struct {
 	conn frameConn
 	hold *resume.Hold[*hub.Client] // nil: not resumable
 
-	mu sync.Mutex
+	mu  sync.Mutex
+	one [1][]byte // tryWrite's frame, stamped
+}
+
+// tryWrite writes frame for the session while the writer waits for frames
+// (see frameq.Direct), when nothing else is being written and the
+// connection takes it without waiting; on a resumable connection it is
+// stamped as write stamps a batch.
+func (w *recordWriter) tryWrite(frame []byte) (taken, owed bool) {
+	if !w.mu.TryLock() {
+		return false, false
+	}
+	defer w.mu.Unlock()
+	return w.conn.tryWrite(frame, func() (uint64, bool) {
+		if w.hold == nil {
+			return 0, true
+		}
+		if w.hold.Fenced().Err() != nil {
+			return 0, false
+		}
+		w.one[0] = frame
+		defer func() { w.one[0] = nil }()
+		return w.hold.Stamp(w.one[:])
+	})
 }
 
 // write writes frames; after the hold was fenced it writes nothing and

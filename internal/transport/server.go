@@ -420,6 +420,13 @@ type frameConn interface {
 	// connection with the positions from first on, and the calls must not
 	// overlap (recordWriter serialises them).
 	WriteBatch(frames [][]byte, first uint64) error
+	// tryWrite writes frame without waiting, as far as the connection
+	// takes it now, when nothing else is being written to it and it can
+	// (see frameq.Direct): once it is sure to take the frame it calls
+	// stamp, which gives the frame's position on a resumable connection
+	// (0 on another) or refuses it. What the connection did not take goes
+	// before whatever it writes next.
+	tryWrite(frame []byte, stamp func() (first uint64, ok bool)) (taken, owed bool)
 	SetStallTimeout(d time.Duration)
 	// closeFor tells the peer why the hub ends the connection (nil: a
 	// normal close) and closes it.
@@ -465,6 +472,18 @@ func (c wsConn) WriteBatch(frames [][]byte, first uint64) error {
 	c.tails.Reset(first, "")
 	return c.WriteBatchParts(len(frames), func(i int) ([]byte, []byte) {
 		return c.tails.Next(frames[i])
+	})
+}
+
+func (c wsConn) tryWrite(frame []byte, stamp func() (uint64, bool)) (taken, owed bool) {
+	return c.TryWriteText(len(frame)+resume.TailMax, func() ([]byte, []byte, bool) {
+		first, ok := stamp()
+		if !ok || first == 0 {
+			return frame, nil, ok
+		}
+		c.tails.Reset(first, "")
+		body, tail := c.tails.Next(frame)
+		return body, tail, true
 	})
 }
 
@@ -523,6 +542,15 @@ func (s *Server) serveConn(ctx context.Context, conn frameConn, l link, log *slo
 		}
 	})
 	stopFence := watchFence(l.hold, cancel, conn)
+	// While the writer below waits for frames, the session writes them
+	// itself, saving the hand-off: the connection's token is checked as
+	// the writer checks it.
+	l.client.SetDirect(func(frame []byte) (taken, owed bool) {
+		if l.client.Principal().Err() != nil {
+			return false, false
+		}
+		return out.tryWrite(frame)
+	})
 	why := s.writeLoop(ctx, out, l)
 	close(written)
 	stop()
@@ -571,7 +599,8 @@ func (s *Server) serveConn(ctx context.Context, conn frameConn, l link, log *slo
 const closeGrace = time.Second
 
 // writeLoop sends the client its frames, each batch with one flush, and
-// returns why the connection ends (nil: normally).
+// returns why the connection ends (nil: normally). An empty batch writes
+// what the session's direct writes left.
 func (s *Server) writeLoop(ctx context.Context, out *recordWriter, l link) *hub.Disconnect {
 	if err := out.writeKept(l.first); err != nil {
 		return nil

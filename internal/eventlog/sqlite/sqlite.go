@@ -722,8 +722,10 @@ func (s *Store) commit() error {
 	s.mu.Lock()
 	n := min(len(s.pending), maxBatch)
 	batch := s.pending[:n:n]
-	holds := s.holds
-	if len(holds) > 0 {
+	// The held events go to this commit; Hold fills a new map meanwhile.
+	var holds map[string]eventlog.Event
+	if len(s.holds) > 0 {
+		holds = s.holds
 		s.holds = make(map[string]eventlog.Event)
 	}
 	s.mu.Unlock()

@@ -12,7 +12,10 @@ package netbatch
 import (
 	"net"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/acphub/acphub/internal/frameq"
 )
 
 // PieceSize is the most one write to the connection holds.
@@ -26,23 +29,60 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, 0, PieceSize); return &
 // use: its owner serialises its batches.
 type Writer struct {
 	nc          net.Conn
-	bp          *[]byte // the gather buffer, from bufs while a batch runs
+	raw         syscall.RawConn // nc's descriptor, for TryWrite; nil: it has none (TLS)
+	bp          *[]byte         // the gather buffer, from bufs while a batch runs
 	buf         []byte
 	timeout     time.Duration // for each write of the batch; 0 waits for ever
 	hasDeadline bool          // a write deadline is set on nc
 	err         error         // the batch's first error
 	rest        []byte        // after a failed write, what it had not written
+	owed        []byte        // what TryWrite could not write: the next batch's start
 }
 
 // NewWriter returns a Writer to nc.
-func NewWriter(nc net.Conn) *Writer { return &Writer{nc: nc} }
+func NewWriter(nc net.Conn) *Writer {
+	w := &Writer{nc: nc}
+	if sc, ok := nc.(syscall.Conn); ok {
+		w.raw, _ = sc.SyscallConn()
+	}
+	return w
+}
 
 // Begin starts a batch whose every write to the connection must complete
 // within timeout (0: no limit); it fails with os.ErrDeadlineExceeded
-// otherwise.
+// otherwise. The batch starts with what TryWrite owes.
 func (w *Writer) Begin(timeout time.Duration) {
 	w.bp = bufs.Get().(*[]byte)
 	w.buf, w.timeout, w.err, w.rest = (*w.bp)[:0], timeout, nil, nil
+	if len(w.owed) > 0 {
+		_ = w.Add(nil, w.owed, nil)
+		w.owed = nil
+	}
+}
+
+// CanTry reports whether TryWrite can write now: the connection has a
+// descriptor of its own, and TryWrite owes nothing.
+func (w *Writer) CanTry() bool { return w.raw != nil && len(w.owed) == 0 }
+
+// TryWrite writes one frame, head, body and tail, of at most PieceSize
+// bytes, with one system call that does not wait, outside any batch, and
+// keeps what the connection did not take — all of it when it cannot be
+// written now, the connection is broken, or its write deadline passed —
+// for the next batch, which writes it first, as the batch's writes go. It
+// reports whether all of the frame went. The caller checks CanTry first.
+func (w *Writer) TryWrite(head, body, tail []byte) bool {
+	bp := bufs.Get().(*[]byte)
+	b := append(append(append((*bp)[:0], head...), body...), tail...)
+	defer func() {
+		*bp = b[:0]
+		bufs.Put(bp)
+	}()
+	n := frameq.WriteNow(w.raw, b)
+	if n == len(b) {
+		return true
+	}
+	w.owed = append([]byte(nil), b[n:]...)
+	return false
 }
 
 // Add gathers one frame, head, body and tail, for the batch; head and tail

@@ -3,9 +3,11 @@ package netbatch
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -90,4 +92,78 @@ func TestUnwrittenHoldsTheRestOfTheCutFrame(t *testing.T) {
 			t.Errorf("limit %d: written and unwritten make %d bytes, want the %d of both frames", limit, len(got), len(want))
 		}
 	}
+}
+
+// TestTryWriteNeverWaitsAndOwesTheRest fills a socket its peer does not
+// read with TryWrite: each call returns at once, the first that does not
+// fit leaves its rest owed, CanTry is then false, and the next batch
+// writes the owed bytes before its own, so the peer reads every frame
+// whole and in order.
+func TestTryWriteNeverWaitsAndOwesTheRest(t *testing.T) {
+	a, b := unixPair(t)
+	w := NewWriter(a)
+	if !w.CanTry() {
+		t.Fatal("CanTry is false on a Unix socket")
+	}
+	frame := []byte(strings.Repeat("x", 1000) + "\n")
+	sent := 0
+	start := time.Now()
+	for w.TryWrite([]byte("<"), frame[:len(frame)-1], []byte(">\n")) {
+		sent++
+		if sent > 1<<20 {
+			t.Fatal("the socket took 1 GiB unread")
+		}
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("filling the socket took %v", time.Since(start))
+	}
+	if w.CanTry() {
+		t.Fatal("CanTry is true with bytes owed")
+	}
+	got := make(chan string)
+	go func() {
+		all, _ := io.ReadAll(b)
+		got <- string(all)
+	}()
+	w.Begin(10 * time.Second)
+	_ = w.Add(nil, []byte("last\n"), nil)
+	if err := w.End(); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	want := strings.Repeat("<"+strings.Repeat("x", 1000)+">\n", sent+1) + "last\n"
+	if s := <-got; s != want {
+		t.Fatalf("the peer read %d bytes, want %d: %d frames taken whole, then the owed one, then the batch", len(s), len(want), sent)
+	}
+	if !w.CanTry() {
+		t.Fatal("CanTry is false after the batch wrote what was owed")
+	}
+}
+
+// TestTryWriteNeedsADescriptor: a connection without one (TLS) is never
+// tried.
+func TestTryWriteNeedsADescriptor(t *testing.T) {
+	if NewWriter(&fakeConn{}).CanTry() {
+		t.Fatal("CanTry on a connection without a descriptor")
+	}
+}
+
+func unixPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]net.Conn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns[i] = c
+	}
+	return conns[0], conns[1]
 }

@@ -29,6 +29,10 @@ type Tails struct {
 
 const tailHead = `,"_meta":{"` + api.MetaPosition + `":"`
 
+// TailMax bounds the bytes a tail adds to a frame: its head, a 20-digit
+// position, the closing quote and braces, and a line ending.
+const TailMax = len(tailHead) + 20 + len(`"}}`) + 2
+
 // Reset makes Next give positions from first on, each tail followed by
 // end (a line ending, or nothing).
 func (t *Tails) Reset(first uint64, end string) {

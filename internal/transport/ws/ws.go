@@ -246,6 +246,31 @@ func (c *Conn) WriteBatchParts(n int, part func(i int) (body, tail []byte)) erro
 	return c.keepCut(c.w.End())
 }
 
+// TryLimit is the largest message TryWriteText takes.
+const TryLimit = netbatch.PieceSize - 14
+
+// TryWriteText sends a text message of size bytes without waiting, as far
+// as the socket takes it now, when nothing else is being written: the
+// message is what msg returns, body then tail, when it reports ok (msg
+// runs only once the message is known to be taken). What the socket did
+// not take goes before anything else the connection writes. It reports
+// whether it took the message, and whether it left some of it (see
+// netbatch.Writer.TryWrite).
+func (c *Conn) TryWriteText(size int, msg func() (body, tail []byte, ok bool)) (taken, owed bool) {
+	if size > TryLimit || !c.wmu.TryLock() {
+		return false, false
+	}
+	defer c.wmu.Unlock()
+	if c.closed || c.cut != nil || !c.w.CanTry() {
+		return false, false
+	}
+	body, tail, ok := msg()
+	if !ok {
+		return false, false
+	}
+	return true, !c.w.TryWrite(c.header(OpText, len(body)+len(tail)), body, tail)
+}
+
 // keepCut keeps, after the first failed write of data frames, what it did
 // not write: a frame it cut in two must be finished before a control frame
 // may follow (RFC 6455 5.4), and data frames are not written after it.
