@@ -77,6 +77,20 @@ type instance struct {
 	profile func(name, what string) (wait func() error)
 }
 
+// trace starts, with -profile on an acphub, an execution trace of its next
+// second, trace-WHAT-TIME.out; the function it returns waits for it.
+func (in *instance) trace(what string) func(cfg *config) {
+	if in.profile == nil {
+		return func(*config) {}
+	}
+	wait := in.profile(fmt.Sprintf("trace-%s-%s.out", what, time.Now().Format("150405.000")), "trace?seconds=1")
+	return func(cfg *config) {
+		if err := wait(); err != nil {
+			cfg.progress("profile: %v", err)
+		}
+	}
+}
+
 func (in *instance) close() {
 	closeAll(in.clients)
 	in.stop()
@@ -417,16 +431,10 @@ func measurePeer(cfg *config, t *target) (*peerRun, error) {
 			if _, err := fr.run(warmup); err != nil {
 				return err
 			}
-			traced := func() error { return nil }
-			if in.profile != nil {
-				// With -profile: an execution trace of the paced stream.
-				traced = in.profile(fmt.Sprintf("trace-paced-k%d-%s.out", k, time.Now().Format("150405.000")), "trace?seconds=1")
-			}
+			traced := in.trace(fmt.Sprintf("paced-k%d", k))
 			var err error
 			run.paced[k], err = fr.run(floodSpec{n: cfg.pacedN, size: 100, rate: cfg.pacedRate, mode: mode})
-			if perr := traced(); perr != nil {
-				cfg.progress("profile: %v", perr)
-			}
+			traced(cfg)
 			return err
 		})
 		if err != nil {
@@ -437,8 +445,11 @@ func measurePeer(cfg *config, t *target) (*peerRun, error) {
 		if _, err := echoRTT(in.clients[0], 20); err != nil {
 			return err
 		}
+		traced := in.trace("prompt")
 		var err error
-		if run.prompt, err = echoRTT(in.clients[0], cfg.rtts); err != nil {
+		run.prompt, err = echoRTT(in.clients[0], cfg.rtts)
+		traced(cfg)
+		if err != nil {
 			return err
 		}
 		if _, err := fr.run(warmup); err != nil {
@@ -454,8 +465,10 @@ func measurePeer(cfg *config, t *target) (*peerRun, error) {
 		if _, err := permRTT(in.clients, 20); err != nil {
 			return err
 		}
+		traced := in.trace("perm")
 		var err error
 		run.perm, err = permRTT(in.clients, cfg.rtts)
+		traced(cfg)
 		return err
 	})
 	if err != nil {

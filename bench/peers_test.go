@@ -27,7 +27,7 @@ func TestParsePeer(t *testing.T) {
 	}{
 		{"acp-multiplex", nil, "not NAME=COMMAND"},
 		{"acp-multiplex=  ", nil, "not NAME=COMMAND"},
-		{"tmux=/usr/bin/tmux", nil, `unknown peer "tmux" (known: acp-multiplex, hydra-acp)`},
+		{"tmux=/usr/bin/tmux", nil, `unknown peer "tmux" (known: acp-multiplex, acphub, hydra-acp)`},
 		{"acp-multiplex=/other", []peerFlag{p, q}, `peer "acp-multiplex" given twice`},
 	} {
 		if _, err := parsePeer(c.value, c.before); err == nil || !strings.Contains(err.Error(), c.want) {

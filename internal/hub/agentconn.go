@@ -50,7 +50,13 @@ const agentBatch = 64
 
 // readAgent feeds the agent's frames, then its exit, to the actor.
 func (s *Session) readAgent(proc *agent.Process, gen int) {
-	exit := proc.Pump(agentBatch, func(frames [][]byte) { s.postAgent(agentFrames{gen: gen, frames: frames}) }, func() {
+	exit := proc.Pump(agentBatch, func(frames [][]byte) {
+		// A lone frame is handled here when the actor is idle (see inline).
+		msg := agentFrames{gen: gen, frames: frames}
+		if len(frames) > 1 || !s.inline(msg, &s.agentQueued, true) {
+			s.postAgent(msg)
+		}
+	}, func() {
 		s.postAgent(agentDropped{gen: gen, reason: "agent_frame_too_large", message: "a line from the agent exceeded the frame limit and was dropped"})
 	})
 	s.postAgent(agentExited{gen: gen, exit: exit})

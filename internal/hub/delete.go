@@ -144,11 +144,13 @@ func (s *Session) finishDelete() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if r := s.remote; r != nil {
-		go func() { // nothing waits for the workspace's removal
-			ctx, cancel := context.WithTimeout(context.Background(), workspace.Timeout)
-			defer cancel()
-			r.Delete(ctx)
-		}()
+		if remove := r.Delete(); remove != nil {
+			go func() { // nothing waits for the workspace's removal
+				ctx, cancel := context.WithTimeout(context.Background(), workspace.Timeout)
+				defer cancel()
+				remove(ctx)
+			}()
+		}
 	}
 	s.flush()
 	var e *jsonrpc.Error

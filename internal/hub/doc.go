@@ -1,10 +1,13 @@
 // Package hub shares one ACP agent session with many clients.
 //
-// A Hub holds sessions by key. Each Session is an actor: one goroutine owns
-// all of its state (peers, the agent process, cached handshake results,
-// pending calls, the prompt turn and its queue, open agent requests, the
-// next log seq). Transports, the agent reader and timers reach it only
-// through its inbox.
+// A Hub holds sessions by key. Each Session is an actor: whoever holds its
+// actor lock owns all of its state (peers, the agent process, cached
+// handshake results, pending calls, the prompt turn and its queue, open
+// agent requests, the next log seq). That is the session's goroutine,
+// which transports, the agent reader and timers reach through its inbox —
+// or, when the session is idle and nothing waits in the inbox before it,
+// the client's or the agent's reader itself, which handles its frame
+// without the hand-off (see actor.go).
 //
 // # Ordering
 //
@@ -22,7 +25,10 @@
 // log instead, at its own pace, and is given live frames again once it has
 // caught up (see package stream), so the log is the buffer; the agent runs at the
 // pace of the fastest client that reads (see updatePaced). The agent's
-// stdin is queued with a bound (see package agent).
+// stdin is queued with a bound (see package agent). A frame for a client
+// or the agent whose writer waits with nothing to write is written by the
+// actor itself, as far as the socket or pipe takes it without waiting
+// (see frameq.Direct), except in a burst, where the writers batch.
 //
 // # Requests in both directions
 //

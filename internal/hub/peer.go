@@ -204,7 +204,11 @@ func (c *Client) Send(ctx context.Context, frame []byte) error {
 	if m, ok := isFork(frame); ok && !c.p.forkJoin {
 		return c.fork(ctx, m)
 	}
-	return c.p.sess.Load().post(ctx, clientMsg{peer: c.p, frame: frame})
+	s, msg := c.p.sess.Load(), clientMsg{peer: c.p, frame: frame}
+	if s.inline(msg, &s.queued, false) {
+		return nil
+	}
+	return s.post(ctx, msg)
 }
 
 // AfterRemoved arranges for f to run in its own goroutine once the hub has

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +27,7 @@ import (
 const inboxLen = 256
 
 // Session is one hub session: one agent process, one ACP session, many
-// peers. All fields below the mailbox are owned by the actor goroutine.
+// peers. All fields below the mailbox are owned by the actor (see actor.go).
 type Session struct {
 	hub       *Hub
 	cfg       Config
@@ -36,8 +37,17 @@ type Session struct {
 	policy    policy.Policy // client-tool modes for this session's agent
 	log       *slog.Logger
 
-	inbox      chan any      // client messages, joins, leaves, timers
-	agentIn    chan any      // agent frames, then the agent's exit
+	inbox   chan any // client messages, joins, leaves, timers
+	agentIn chan any // agent frames, then the agent's exit
+	// queued and agentQueued count the messages posted to inbox and
+	// agentIn and not yet handled (see inline).
+	queued, agentQueued atomic.Int64
+	// actor is held by whoever acts for the session: the actor goroutine
+	// while it handles messages, or a client's or the agent's reader that
+	// handles its own frame (see inline). All fields below the mailbox are
+	// owned by its holder.
+	actor      sync.Mutex
+	kick       chan struct{} // inline changed what the actor goroutine waits for
 	toolEvents chan any      // self_handle results, git results
 	terminals  chan any      // self_handle terminals' output and exits
 	lagKick    chan struct{} // a lagging consumer asked for more of the log
@@ -63,6 +73,9 @@ type Session struct {
 	// frame in a row: the clients' writers then batch the frames, which
 	// the actor writes itself only one at a time (see Client.SetDirect).
 	burst bool
+	// ended is set when the actor goroutine returned: nothing is handled
+	// any more.
+	ended bool
 
 	// active is set while the session has clients, subscribers or a
 	// running agent; the hub's session limit counts it.
@@ -168,6 +181,7 @@ func newSession(h *Hub, key, agentName string, spec agent.Spec) *Session {
 		inbox:     make(chan any, inboxLen),
 		agentIn:   make(chan any, inboxLen),
 		lagKick:   make(chan struct{}, 1),
+		kick:      make(chan struct{}, 1),
 		lagLimit:  min(h.cfg.ClientQueue/4, maxLagLimit),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -217,12 +231,15 @@ type (
 
 // post hands msg to the actor, waiting while its inbox is full.
 func (s *Session) post(ctx context.Context, msg any) error {
+	s.queued.Add(1)
 	select {
 	case s.inbox <- msg:
 		return nil
 	case <-s.done:
+		s.queued.Add(-1)
 		return ErrSessionGone
 	case <-ctx.Done():
+		s.queued.Add(-1)
 		return ctx.Err()
 	}
 }
@@ -271,9 +288,11 @@ func (s *Session) sync(ctx context.Context) error {
 
 // postAsync hands msg to the actor from a timer, without waiting forever.
 func (s *Session) postAsync(msg any) {
+	s.queued.Add(1)
 	select {
 	case s.inbox <- msg:
 	case <-s.done:
+		s.queued.Add(-1)
 	}
 }
 
@@ -293,66 +312,18 @@ func (s *Session) join(ctx context.Context, opts JoinOptions) (*Client, error) {
 // postAgent hands the actor a message from the agent reader. It waits while
 // the actor is busy or paced (see updatePaced), or the log's queue is full:
 // that is how a flood is held in the pipe.
-func (s *Session) postAgent(msg any) { s.postOn(s.agentIn, msg) }
+func (s *Session) postAgent(msg any) {
+	s.agentQueued.Add(1)
+	if !s.postOn(s.agentIn, msg) {
+		s.agentQueued.Add(-1)
+	}
+}
 
 func (s *Session) stop() {
 	select {
 	case <-s.quit:
 	default:
 		close(s.quit)
-	}
-}
-
-func (s *Session) run() {
-	defer close(s.done)
-	defer s.cfg.Meter.Queues(s.key, 0, 0)
-	if s.prior != nil {
-		s.reopened.from = s.seq
-		s.recordHeld()
-		s.record("", &api.SessionResumed{FromSeq: s.seq})
-		s.endInterrupted()
-		s.flush()
-		s.reopened.to = s.seq
-		s.report()
-	}
-	for {
-		s.burst = false
-		select {
-		case msg := <-s.inbox:
-			s.handle(msg)
-		case msg := <-s.agentChan():
-			s.handle(msg)
-		case msg := <-s.toolEvents:
-			s.handle(msg)
-		case msg := <-s.terminalChan():
-			s.handle(msg)
-		case <-s.lagKick:
-			s.serveLagging()
-		case <-s.paceTimerC():
-			s.paceTick()
-		case <-s.text.Due():
-			s.text.Fired() // the flush below holds the message
-		case <-s.quit:
-			s.shutdown()
-			return
-		}
-		// Handle what is already waiting, up to one inbox's worth, so that
-		// a burst of frames is committed to the log as one batch.
-		for range inboxLen {
-			s.burst = true
-			if s.deleted() || !s.handleWaiting() {
-				break
-			}
-		}
-		if s.deleted() {
-			s.refuseLate()
-			return
-		}
-		s.text.FlushStale()
-		s.flush()
-		s.markCursors()
-		s.report()
-		s.meter()
 	}
 }
 
@@ -421,24 +392,6 @@ func unless(paused bool, ch chan any) chan any {
 		return nil
 	}
 	return ch
-}
-
-// handleWaiting handles one message if one is waiting, and reports whether
-// there was one.
-func (s *Session) handleWaiting() bool {
-	select {
-	case msg := <-s.inbox:
-		s.handle(msg)
-	case msg := <-s.agentChan():
-		s.handle(msg)
-	case msg := <-s.toolEvents:
-		s.handle(msg)
-	case msg := <-s.terminalChan():
-		s.handle(msg)
-	default:
-		return false
-	}
-	return true
 }
 
 func (s *Session) handle(msg any) {

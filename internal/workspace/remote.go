@@ -297,16 +297,21 @@ func (r *Remote) Stop() {
 	}
 }
 
-// Delete removes the workspace at once, without a last push (what the
-// turns pushed stays on the remote): the session is being deleted. It
-// waits for git.
-func (r *Remote) Delete(ctx context.Context) {
+// Delete ends the remote at once, without a last push (what the turns
+// pushed stays on the remote): the session is being deleted. It returns
+// the workspace's removal, which waits for git, for the caller to run
+// where it may wait, or nil when there is nothing to remove (the
+// workspace is lost, or its removal runs already).
+func (r *Remote) Delete() (remove func(ctx context.Context)) {
 	if r.ws == nil || (r.ended && (r.timer == nil || !r.timer.Stop())) {
-		return // lost, or its removal runs already
+		return nil
 	}
 	r.ended = true
-	if err := r.ws.Remove(ctx); err != nil {
-		r.log.Warn("delete: remove the workspace", "dir", r.ws.Dir, "err", err)
+	ws, log := r.ws, r.log
+	return func(ctx context.Context) {
+		if err := ws.Remove(ctx); err != nil {
+			log.Warn("delete: remove the workspace", "dir", ws.Dir, "err", err)
+		}
 	}
 }
 
