@@ -180,6 +180,10 @@ func (s *Session) resolve(r *agentRequest, winner *peer, m *jsonrpc.Message) {
 	if s.agent != nil {
 		s.agent.Send(m.WithID(r.msg.ID))
 	}
+	// The agent has its answer: what the other clients are told now —
+	// each copy withdrawn, then who answered — their writers batch, a
+	// write each, rather than the actor writing every frame on its own.
+	s.burst = true
 	s.withdraw(r)
 	if r.tool != nil {
 		s.toolAnswered(r, winner, m)
