@@ -113,7 +113,7 @@ func (c *ndjsonConn) WriteBatch(frames [][]byte, first uint64) error {
 }
 
 // tryWrite writes frame as a line without waiting (see frameConn).
-func (c *ndjsonConn) tryWrite(frame []byte, stamp func() (uint64, bool)) (taken, owed bool) {
+func (c *ndjsonConn) tryWrite(frame []byte, st stamper) (taken, owed bool) {
 	if len(frame)+resume.TailMax > netbatch.PieceSize || jsonrpc.HasLineBreak(frame) || !c.wmu.TryLock() {
 		return false, false
 	}
@@ -121,7 +121,7 @@ func (c *ndjsonConn) tryWrite(frame []byte, stamp func() (uint64, bool)) (taken,
 	if c.closed || c.cut != nil || !c.w.CanTry() {
 		return false, false
 	}
-	first, ok := stamp()
+	first, ok := st.stamp()
 	if !ok {
 		return false, false
 	}

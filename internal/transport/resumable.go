@@ -207,17 +207,21 @@ func (w *recordWriter) tryWrite(frame []byte) (taken, owed bool) {
 		return false, false
 	}
 	defer w.mu.Unlock()
-	return w.conn.tryWrite(frame, func() (uint64, bool) {
-		if w.hold == nil {
-			return 0, true
-		}
-		if w.hold.Fenced().Err() != nil {
-			return 0, false
-		}
-		w.one[0] = frame
-		defer func() { w.one[0] = nil }()
-		return w.hold.Stamp(w.one[:])
-	})
+	w.one[0] = frame
+	defer func() { w.one[0] = nil }()
+	return w.conn.tryWrite(frame, w)
+}
+
+// stamp gives the frame tryWrite writes its position (see frameConn).
+// w.mu is held.
+func (w *recordWriter) stamp() (uint64, bool) {
+	if w.hold == nil {
+		return 0, true
+	}
+	if w.hold.Fenced().Err() != nil {
+		return 0, false
+	}
+	return w.hold.Stamp(w.one[:])
 }
 
 // write writes frames; after the hold was fenced it writes nothing and

@@ -423,10 +423,10 @@ type frameConn interface {
 	// tryWrite writes frame without waiting, as far as the connection
 	// takes it now, when nothing else is being written to it and it can
 	// (see frameq.Direct): once it is sure to take the frame it calls
-	// stamp, which gives the frame's position on a resumable connection
-	// (0 on another) or refuses it. What the connection did not take goes
-	// before whatever it writes next.
-	tryWrite(frame []byte, stamp func() (first uint64, ok bool)) (taken, owed bool)
+	// st.stamp, which gives the frame's position on a resumable
+	// connection (0 on another) or refuses it. What the connection did not
+	// take goes before whatever it writes next.
+	tryWrite(frame []byte, st stamper) (taken, owed bool)
 	SetStallTimeout(d time.Duration)
 	// closeFor tells the peer why the hub ends the connection (nil: a
 	// normal close) and closes it.
@@ -475,9 +475,14 @@ func (c wsConn) WriteBatch(frames [][]byte, first uint64) error {
 	})
 }
 
-func (c wsConn) tryWrite(frame []byte, stamp func() (uint64, bool)) (taken, owed bool) {
+// stamper gives a frame about to be written its position (recordWriter).
+type stamper interface {
+	stamp() (first uint64, ok bool)
+}
+
+func (c wsConn) tryWrite(frame []byte, st stamper) (taken, owed bool) {
 	return c.TryWriteText(len(frame)+resume.TailMax, func() ([]byte, []byte, bool) {
-		first, ok := stamp()
+		first, ok := st.stamp()
 		if !ok || first == 0 {
 			return frame, nil, ok
 		}
