@@ -689,3 +689,35 @@ func TestStartErrors(t *testing.T) {
 		t.Errorf("Start with no command succeeded")
 	}
 }
+
+// TestInputLargerThanThePipeArrivesWhole sends frames far larger than a
+// pipe holds to an agent that starts reading late: the first is written
+// as far as the pipe takes it at once and the rest owed, and every line
+// arrives whole and in order.
+func TestInputLargerThanThePipeArrivesWhole(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "in")
+	var want []string
+	for i := range 4 {
+		want = append(want, fmt.Sprintf(`{"jsonrpc":"2.0","method":"m","params":{"i":%d,"pad":%q}}`, i, strings.Repeat("x", 200<<10)))
+	}
+	all := strings.Join(want, "\n") + "\n"
+	// It reads nothing for a while, then exactly what it is sent, and exits.
+	p := start(t, shell(fmt.Sprintf("sleep 0.3; head -c %d > %s", len(all), out)), agent.Options{})
+	for _, frame := range want {
+		if err := p.Send([]byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != all {
+		t.Fatalf("the agent read %d bytes, want the %d frames whole and in order (%d bytes)", len(got), len(want), len(all))
+	}
+}
