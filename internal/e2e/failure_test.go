@@ -125,11 +125,17 @@ func TestTransport_AuthAndOrigin(t *testing.T) {
 // the others; it is not disconnected: it reads the log from where it fell
 // behind, rejoins the live stream, and ends with exactly the content the
 // prompting client got, chunk boundaries aside. Both floods: one event per
-// chunk (/flood, with _meta) and coalesced text (/flood-text).
+// chunk (/flood, with _meta) and coalesced text (/flood-text); and a
+// paced stream, whose chunks the session writes to the clients itself
+// while their writers wait, as far as each socket takes them.
 func TestSession_SlowClientReadsTheLogAndMissesNothing(t *testing.T) {
 	t.Parallel()
-	for _, flood := range []string{"/flood", "/flood-text"} {
-		t.Run(flood[1:], func(t *testing.T) {
+	for _, tc := range []struct {
+		flood   string
+		n, size int
+	}{{"/flood 2000 4096", 2000, 4096}, {"/flood-text 2000 4096", 2000, 4096}, {"/flood-text 1000 32768 1000", 1000, 32768}} {
+		flood := tc.flood
+		t.Run(strings.ReplaceAll(flood[1:], " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			// A 2 MiB queue: the slow client reads from the log past 256 KiB.
 			h := startHub(t, "--client-queue", "2097152")
@@ -154,7 +160,7 @@ func TestSession_SlowClientReadsTheLogAndMissesNothing(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}()
-			id := a.prompt(sid, flood+" 2000 4096")
+			id := a.prompt(sid, flood)
 			got := a.untilResponse(id)
 			close(stop)
 			<-paused
@@ -162,8 +168,8 @@ func TestSession_SlowClientReadsTheLogAndMissesNothing(t *testing.T) {
 				t.Fatalf("stopReason %q", r)
 			}
 			want := agentText(got)
-			if len(want) != 2000*4096 {
-				t.Fatalf("the prompting client got %d bytes of agent text, want 2000 chunks of 4096", len(want))
+			if len(want) != tc.n*tc.size {
+				t.Fatalf("the prompting client got %d bytes of agent text, want %d chunks of %d", len(want), tc.n, tc.size)
 			}
 			text := agentText(slow.until(isMethod("_acphub/turn_complete")))
 			if text != want {
