@@ -147,7 +147,7 @@ func Run(ctx context.Context, c *client.Conn, in io.Reader, out io.Writer, o Opt
 func withdrawn(r *client.Restart) [][]byte {
 	frames := make([][]byte, len(r.Withdrawn))
 	for i, id := range r.Withdrawn {
-		frames[i] = jsonrpc.NewNotification(jsonrpc.MethodCancelRequest, map[string]any{"requestId": id})
+		frames[i] = jsonrpc.CancelRequest(id)
 	}
 	return frames
 }

@@ -280,7 +280,7 @@ func (s *Session) agentCancelRequest(m *jsonrpc.Message) {
 // cancelCopy tells p, with $/cancel_request, that its copy n of an agent
 // request is withdrawn.
 func (s *Session) cancelCopy(p *peer, n int64) {
-	s.send(p, jsonrpc.NewNotification(jsonrpc.MethodCancelRequest, map[string]any{"requestId": n}))
+	s.send(p, jsonrpc.CancelRequest(jsonrpc.IntID(n)))
 }
 
 // withdrawCopies takes back the copies a departing peer held, telling it

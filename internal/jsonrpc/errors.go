@@ -90,6 +90,16 @@ func NewNotification(method string, params any) []byte {
 	return build(nil, method, params)
 }
 
+// CancelRequest builds the $/cancel_request notification for the request
+// whose raw id is id. It is built by hand: a session sends one to every
+// client that held a copy of each answered agent request.
+func CancelRequest(id []byte) []byte {
+	out := make([]byte, 0, len(id)+64)
+	out = append(out, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":`...)
+	out = append(out, id...)
+	return append(out, "}}"...)
+}
+
 func build(id []byte, method string, params any) []byte {
 	var p json.RawMessage
 	switch v := params.(type) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -209,5 +210,25 @@ func TestAppendLine(t *testing.T) {
 	got := jsonrpc.AppendLine([]byte("x"), []byte("{\n\"a\":\r\n1}"))
 	if want := "x{ \"a\":  1}\n"; string(got) != want {
 		t.Errorf("AppendLine = %q, want %q", got, want)
+	}
+}
+
+func TestCancelRequest(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{`7`, `"a\"b"`, `-12`} {
+		frame := jsonrpc.CancelRequest([]byte(id))
+		m, err := jsonrpc.Parse(frame)
+		if err != nil {
+			t.Fatalf("id %s: %s does not parse: %v", id, frame, err)
+		}
+		if m.Method != jsonrpc.MethodCancelRequest || m.ID != nil {
+			t.Errorf("id %s: method %q id %s", id, m.Method, m.ID)
+		}
+		var want, got any
+		_ = json.Unmarshal(jsonrpc.NewNotification(jsonrpc.MethodCancelRequest, map[string]json.RawMessage{"requestId": json.RawMessage(id)}), &want)
+		_ = json.Unmarshal(frame, &got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("id %s: %s, want the same as %v", id, frame, want)
+		}
 	}
 }
