@@ -133,6 +133,7 @@ type Store struct {
 	pending      []eventlog.Event
 	bySession    map[string][]eventlog.Event // pending, per session, in seq order
 	holds        map[string]eventlog.Event   // held events not yet committed, the latest per session
+	gathering    bool                        // the writer waits CommitDelay for more (see wakeLocked)
 	pendingBytes int                         // queuedSize of pending
 	lastSeq      map[string]int64            // per session, pending included
 	deletes      []deletion                  // Deletes waiting for the writer
@@ -378,10 +379,7 @@ func (s *Store) Hold(ctx context.Context, ev eventlog.Event) error {
 		return errClosed
 	}
 	s.holds[ev.Session] = ev
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.wakeLocked()
 	return nil
 }
 
@@ -447,11 +445,19 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 		s.bySession[e.Session] = append(s.bySession[e.Session], e)
 	}
 	s.pendingBytes += size
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.wakeLocked()
 	return nil
+}
+
+// wakeLocked wakes the writer for what was just queued, unless it is
+// gathering (it commits that at the end of CommitDelay) and no batch is
+// full: at a paced rate an append costs no hand-off to the writer, only
+// the first of each commit does. s.mu is held.
+func (s *Store) wakeLocked() {
+	if s.gathering && len(s.pending) < maxBatch {
+		return
+	}
+	s.signal()
 }
 
 // queuedSize is what events count against MaxPendingBytes.
@@ -546,6 +552,9 @@ func (s *Store) writer() {
 // gather waits CommitDelay for events to join those queued, returning
 // early once a whole batch is queued or the store is closing.
 func (s *Store) gather() {
+	s.mu.Lock()
+	s.gathering = true // until commit takes the batch
+	s.mu.Unlock()
 	t := time.NewTimer(s.opts.CommitDelay)
 	defer t.Stop()
 	for s.pendingLen() < maxBatch {
@@ -720,6 +729,7 @@ const maxBatch = 4096
 // transaction.
 func (s *Store) commit() error {
 	s.mu.Lock()
+	s.gathering = false // what is queued from now on wakes the writer
 	n := min(len(s.pending), maxBatch)
 	batch := s.pending[:n:n]
 	// The held events go to this commit; Hold fills a new map meanwhile.

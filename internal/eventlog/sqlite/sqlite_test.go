@@ -18,6 +18,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/eventlogtest"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
+	"github.com/acphub/acphub/internal/meter"
 )
 
 func open(t *testing.T, path string) *sqlite.Store {
@@ -449,5 +450,52 @@ func TestOpen_FailedMigrationChangesNothing(t *testing.T) {
 	}
 	if version != 1 || events != 3 || tables != "events events_by_type sessions" {
 		t.Errorf("after a failed migration: layout %d, %d events, %s; want layout 1 as it was", version, events, tables)
+	}
+}
+
+// commits counts the events the store committed (meter.Sink).
+type commits struct {
+	meter.Nop
+	n chan int
+}
+
+func (c commits) LogCommitted(_ time.Duration, n int) { c.n <- n }
+
+// TestStore_CommitsWhatCameWhileItGathered appends events while the
+// writer waits CommitDelay for more — they do not wake it — and then
+// stops: every one is committed without another append to wake the
+// writer, in the commit under way or the next.
+func TestStore_CommitsWhatCameWhileItGathered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := commits{n: make(chan int, 100)}
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName),
+		sqlite.Options{Logger: slog.New(slog.DiscardHandler), Meter: c, CommitDelay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	committed := func(want int) {
+		t.Helper()
+		got := 0
+		deadline := time.After(10 * time.Second)
+		for got < want {
+			select {
+			case n := <-c.n:
+				got += n
+			case <-deadline:
+				t.Fatalf("%d of %d events committed", got, want)
+			}
+		}
+	}
+	seq := int64(1)
+	for _, n := range []int{1, 3, 10} {
+		for range n {
+			if err := s.Append(ctx, eventlogtest.Events("a", seq, 1)); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+		}
+		committed(n)
 	}
 }
