@@ -270,13 +270,19 @@ func startHydra(cfg *config, argv []string, k int) (*instance, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "HYDRA_ACP_HOME="+home, "NO_UPDATE_NOTIFIER=1")
-	log := &tailBuffer{max: 64 << 10}
-	cmd.Stderr = log
-	out, err := cmd.StdoutPipe()
+	log, f, err := newProcLog(home)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stderr = f
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	err = cmd.Start()
+	f.Close() // hydra-acp has its own
+	if err != nil {
 		return nil, err
 	}
 	exited := make(chan struct{})
@@ -295,8 +301,9 @@ func startHydra(cfg *config, argv []string, k int) (*instance, error) {
 		os.RemoveAll(home)
 	}}
 	if err := awaitLine(out, "listening on", 30*time.Second); err != nil {
+		msg := log.String()
 		in.stop()
-		return nil, fmt.Errorf("hydra-acp did not start: %w\n%s", err, log)
+		return nil, fmt.Errorf("hydra-acp did not start: %w\n%s", err, msg)
 	}
 	token, err := os.ReadFile(filepath.Join(home, "auth-token"))
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -42,7 +40,7 @@ type hubProc struct {
 	addr    string
 	token   string
 	dataDir string
-	log     *tailBuffer
+	log     *procLog
 	exited  chan struct{}
 	started time.Time // before exec
 	serving time.Time // when the serving line was read
@@ -80,52 +78,39 @@ func startHub(bin, parent, listen string, extra ...string) (*hubProc, error) {
 func startHubIn(bin, dir, listen string, extra ...string) (*hubProc, error) {
 	args := append([]string{"serve", "--listen", listen, "--data-dir", dir, "--config", filepath.Join(dir, "none.toml"),
 		"--agent-cmd", bin + " demo-agent --delay " + agentDelay}, extra...)
-	h := &hubProc{dataDir: dir, log: &tailBuffer{max: 64 << 10}, exited: make(chan struct{}), grace: 10 * time.Second}
+	log, f, err := newProcLog(dir)
+	if err != nil {
+		return nil, err
+	}
+	h := &hubProc{dataDir: dir, log: log, exited: make(chan struct{}), grace: 10 * time.Second}
 	h.cmd = exec.Command(bin, args...)
-	pr, pw := io.Pipe()
-	h.cmd.Stderr = pw
+	h.cmd.Stderr = f
 	h.started = time.Now()
-	if err := h.cmd.Start(); err != nil {
+	err = h.cmd.Start()
+	f.Close() // the hub has its own
+	if err != nil {
 		return nil, err
 	}
 	h.pid = h.cmd.Process.Pid
 	h.untrack = track(h.halt)
 	go func() {
 		_ = h.cmd.Wait()
-		pw.Close()
 		close(h.exited)
 	}()
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			h.log.WriteString(line + "\n")
-			if m := profilerRE.FindStringSubmatch(line); m != nil {
-				h.debug = m[1]
-			}
-			if m := servingRE.FindStringSubmatch(line); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-		}
-		if !sent {
-			close(found)
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	select {
-	case addr, ok := <-found:
-		if !ok {
-			h.halt()
-			return nil, fmt.Errorf("hub exited before serving:\n%s", h.log)
-		}
-		h.serving = time.Now()
-		h.addr = addr
-	case <-time.After(20 * time.Second):
+	lines, err := log.await(servingRE, h.exited, 20*time.Second)
+	if err != nil {
+		out := log.String()
 		h.stop()
-		return nil, fmt.Errorf("hub did not start:\n%s", h.log)
+		return nil, fmt.Errorf("hub: %w:\n%s", err, out)
+	}
+	h.serving = time.Now()
+	for _, line := range lines {
+		if m := profilerRE.FindStringSubmatch(line); m != nil {
+			h.debug = m[1]
+		}
+		if m := servingRE.FindStringSubmatch(line); m != nil {
+			h.addr = m[1]
+		}
 	}
 	tok, err := os.ReadFile(filepath.Join(dir, "token"))
 	if err != nil {
@@ -358,31 +343,56 @@ func (u usage) cores() float64 {
 	return float64(now.cpu-u.cpu) / float64(wall)
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
+// procLog is a process's stderr, which it writes straight to a file: no
+// goroutine of the tool copies it while the tool measures. A hub logs a
+// line for each prompt (the agent's stderr); copying it through the tool
+// cost the tool as much CPU per prompt round trip as its client did, on
+// the cores the round trip runs on, and a peer whose output goes nowhere
+// paid nothing of the kind.
+type procLog struct{ path string }
+
+// newProcLog creates the log file in dir, for the process to write to.
+func newProcLog(dir string) (*procLog, *os.File, error) {
+	path := filepath.Join(dir, "process.log")
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &procLog{path: path}, f, nil
 }
 
-func (t *tailBuffer) WriteString(s string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, s...)
-	if len(t.buf) > t.max {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+// await reads the log as it grows until a line matches re, and returns the
+// lines to that one; it fails when exited is closed first or after
+// timeout. It looks every 200 µs: a start-up it times is some 15 ms.
+func (l *procLog) await(re *regexp.Regexp, exited <-chan struct{}, timeout time.Duration) ([]string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		b, _ := os.ReadFile(l.path)
+		lines := strings.Split(string(b), "\n")
+		for i, line := range lines[:len(lines)-1] { // the last may be partial
+			if re.MatchString(line) {
+				return lines[:i+1], nil
+			}
+		}
+		select {
+		case <-exited:
+			return nil, errors.New("exited before it served")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("did not serve within %v", timeout)
+		}
+		time.Sleep(200 * time.Microsecond)
 	}
 }
 
-func (t *tailBuffer) Write(b []byte) (int, error) {
-	t.WriteString(string(b))
-	return len(b), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
+// String returns the log's last 64 KiB.
+func (l *procLog) String() string {
+	b, err := os.ReadFile(l.path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[max(0, len(b)-64<<10):])
 }
 
 // selfCPU returns the tool's own CPU time.
