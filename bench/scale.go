@@ -276,6 +276,9 @@ func runScale(cfg *config, n int) (*scaleResult, error) {
 	if n > hub.DefaultMaxSessions {
 		extra = append(extra, "--max-sessions", strconv.Itoa(n))
 	}
+	if cfg.profileDir != "" {
+		extra = append(extra, "--debug-listen", "127.0.0.1:0")
+	}
 	h, err := startHub(cfg.bin, cfg.tmp, "127.0.0.1:0", extra...)
 	if err != nil {
 		return nil, err
@@ -345,7 +348,13 @@ func runScale(cfg *config, n int) (*scaleResult, error) {
 	// From its end on, one session in scaleEvery streams.
 	time.Sleep(time.Until(t0.Add(scaleTurn)))
 	ta, hubA, delA := time.Now(), cpuTime(h.pid), delivered.Load()
-	time.Sleep(time.Until(t0.Add(scaleTurn + (cfg.scaleTime-scaleTurn)/2)))
+	// With -profile, the hub's CPU profile of the first half.
+	half := (cfg.scaleTime - scaleTurn) / 2
+	profiled := cfg.profile(h, fmt.Sprintf("cpu-scale-s%d.pprof", n), fmt.Sprintf("profile?seconds=%d", max(1, int(half.Seconds()))))
+	time.Sleep(time.Until(t0.Add(scaleTurn + half)))
+	if err := profiled(); err != nil {
+		cfg.progress("profile: %v", err)
+	}
 	t1, hub1, del1 := time.Now(), cpuTime(h.pid), delivered.Load()
 	subsCtx, cancelSubs := context.WithCancel(context.Background())
 	defer cancelSubs()

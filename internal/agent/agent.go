@@ -333,12 +333,15 @@ func (p *Process) Send(frame []byte) error {
 	return ErrInputOverflow
 }
 
-// writeNow is the input queue's Direct writer: it writes frame, a line, to
-// the agent's stdin from the session's actor while writeLoop waits, as far
-// as the pipe takes it now, and leaves the rest to writeLoop. A frame
-// pushed to a waiting writeLoop costs no hand-off.
-func (p *Process) writeNow(frame []byte) (taken, owed bool) {
-	p.line = jsonrpc.AppendLine(p.line[:0], frame)
+// writeNow is the input queue's Direct writer: it writes frames, a line
+// each, to the agent's stdin from the session's actor while writeLoop
+// waits, as far as the pipe takes them now, and leaves the rest to
+// writeLoop. A frame pushed to a waiting writeLoop costs no hand-off.
+func (p *Process) writeNow(frames [][]byte) (taken, owed bool) {
+	p.line = p.line[:0]
+	for _, f := range frames {
+		p.line = jsonrpc.AppendLine(p.line, f)
+	}
 	n := frameq.WriteNow(p.stdinRaw, p.line)
 	if n < len(p.line) {
 		p.owed = append(p.owed[:0], p.line[n:]...)

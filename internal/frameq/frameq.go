@@ -17,6 +17,12 @@
 // the frames keep their order; whatever the connection did not take, the
 // Direct writer keeps, and the consumer, woken by an empty Pop, writes it
 // before anything else.
+//
+// A producer that pushes several frames at once, as the actor does in a
+// burst, holds them (Hold) while the consumer waits, and releases them
+// (Release) at the end: the Direct writer then writes them all, with one
+// system call, where waking the consumer for them would cost a hand-off and
+// the consumer's own write.
 package frameq
 
 import (
@@ -46,20 +52,28 @@ type Queue struct {
 	closed bool
 	err    error
 
-	direct  Direct // see SetDirect
-	waiting bool   // the consumer waits in Pop, with nothing of its own to write
-	writing bool   // a push is in direct
-	owed    bool   // direct left bytes for the consumer; Pop returns
-	passed  uint64 // frames direct took since New
+	direct  Direct    // see SetDirect
+	one     [1][]byte // the frame a push gives direct
+	waiting bool      // the consumer waits in Pop, with nothing of its own to write
+	writing bool      // a push is in direct
+	owed    bool      // direct left bytes for the consumer; Pop returns
+	holding bool      // between Hold and Release
+	held    bool      // frames are held for Release: the consumer is not woken
+	passed  uint64    // frames direct took since New
 }
 
-// Direct writes frame for the consumer, from the producer's goroutine,
-// without waiting: as much of it as the connection takes now. It reports
-// whether it took the frame (false: the frame is queued as any other, as
-// when the consumer's connection is closing or its token ended) and,
-// when it did, whether it kept bytes the connection did not take, which
-// the consumer must write before its next frame.
-type Direct func(frame []byte) (taken, owed bool)
+// Direct writes frames, one or more, for the consumer, from the producer's
+// goroutine, without waiting: as much of them as the connection takes now.
+// It reports whether it took the frames, all of them (false: they are
+// queued as any other, as when the consumer's connection is closing or its
+// token ended) and, when it did, whether it kept bytes the connection did
+// not take, which the consumer must write before its next frame. It must
+// not keep frames, the slice, past its return.
+type Direct func(frames [][]byte) (taken, owed bool)
+
+// HoldMax is the most bytes a queue holds (see Hold) before it wakes the
+// consumer after all: a Direct writer takes one write's worth.
+const HoldMax = 32 << 10
 
 // New returns a queue that holds at most limit bytes.
 func New(limit int) *Queue {
@@ -86,7 +100,7 @@ func (q *Queue) push(frame []byte, bounded bool) (int, error) {
 	case bounded && q.bytes+n > q.limit:
 		q.mu.Unlock()
 		return 0, ErrFull
-	case q.waiting && !q.woken && !q.writing && !q.owed && len(q.frames) == 0:
+	case !q.holding && q.passable() && len(q.frames) == 0:
 		if q.pushDirect(frame) {
 			return 0, nil
 		}
@@ -95,41 +109,105 @@ func (q *Queue) push(frame []byte, bounded bool) (int, error) {
 	q.bytes += n
 	q.pushed++
 	queued := q.bytes
+	if q.holding {
+		q.held = q.passable() && (q.held || len(q.frames) == 1) && q.bytes <= HoldMax
+	}
+	wake := !q.held
 	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
+	if wake {
+		q.signal()
 	}
 	return queued, nil
 }
 
+// passable reports whether the consumer waits in Pop, with nothing to
+// write or to look at, so that the producer may write past the queue.
+// q.mu is held.
+func (q *Queue) passable() bool {
+	return q.waiting && !q.woken && !q.writing && !q.owed
+}
+
 // pushDirect offers frame to the consumer's Direct writer. q.mu is held on
 // entry, and on return when it reports false: the frame is to be queued.
-// The consumer stays in Pop while the writer runs (see writing).
 func (q *Queue) pushDirect(frame []byte) bool {
+	q.one[0] = frame
+	taken := q.passDirect(q.one[:])
+	q.one[0] = nil
+	if !taken {
+		return false
+	}
+	q.pushed++
+	q.mu.Unlock()
+	return true
+}
+
+// passDirect gives frames to the Direct writer. q.mu is held on entry and
+// on return. The consumer stays in Pop while the writer runs (see
+// writing), and is woken when it owes bytes, or when something it must
+// see came meanwhile (Pop waits that out).
+func (q *Queue) passDirect(frames [][]byte) bool {
 	q.writing = true
 	direct := q.direct
 	q.mu.Unlock()
-	taken, owed := direct(frame)
+	taken, owed := direct(frames)
 	q.mu.Lock()
 	q.writing = false
 	if !taken {
 		return false
 	}
-	q.pushed++
-	q.passed++
+	q.passed += uint64(len(frames))
 	q.owed = owed
-	// Wake the consumer when it owes bytes, or when something it must see
-	// came while the writer ran (Pop waits that out).
-	wake := owed || q.woken || q.closed
-	q.mu.Unlock()
-	if wake {
-		select {
-		case q.notify <- struct{}{}:
-		default:
-		}
+	if owed || q.woken || q.closed {
+		q.signal()
 	}
 	return true
+}
+
+// Hold starts a run of pushes that, while the consumer waits in Pop, are
+// held without waking it, until Release (or until HoldMax bytes are
+// held): for a producer that pushes several frames at once.
+func (q *Queue) Hold() {
+	q.mu.Lock()
+	q.holding = true
+	q.mu.Unlock()
+}
+
+// Release ends what Hold started: when the consumer still waits, the
+// Direct writer takes the held frames, with one write; otherwise, or when
+// it does not take them, the consumer is woken for them.
+func (q *Queue) Release() {
+	q.mu.Lock()
+	q.holding = false
+	if !q.held {
+		q.mu.Unlock()
+		return
+	}
+	q.held = false
+	if len(q.frames) == 0 {
+		q.mu.Unlock() // the consumer took them
+		return
+	}
+	if q.passable() {
+		frames, bytes := q.frames, q.bytes
+		q.frames, q.bytes = nil, 0
+		if q.passDirect(frames) {
+			clear(frames)
+			q.mu.Unlock()
+			return
+		}
+		// Only the producer pushes, and it is here: nothing came since.
+		q.frames, q.bytes = frames, bytes
+	}
+	q.mu.Unlock()
+	q.signal()
+}
+
+// signal wakes the consumer's current or next Pop.
+func (q *Queue) signal() {
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
 }
 
 // WriteNow is a Direct writer's one system call: it writes b to rc's
@@ -193,10 +271,7 @@ func (q *Queue) Wake() {
 	q.mu.Lock()
 	q.woken = true
 	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
+	q.signal()
 }
 
 // Close stops the queue. Frames already queued are still returned by Pop;
@@ -207,10 +282,7 @@ func (q *Queue) Close(err error) {
 		q.closed, q.err = true, err
 	}
 	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
+	q.signal()
 }
 
 // Abort closes the queue and drops what it holds.

@@ -149,48 +149,54 @@ func TestQueue_PushOverIgnoresTheBound(t *testing.T) {
 
 // wire is a connection both the producer, through a Direct writer, and the
 // consumer write to, under one lock, as the transports do; the direct
-// writer takes some frames whole, leaves part of some (owed) and refuses
+// writer takes some batches whole, leaves part of some (owed) and refuses
 // others.
 type wire struct {
-	mu    sync.Mutex
-	lines []string
-	owed  string // what the direct writer left, for the consumer
-	seen  int    // frames offered to direct
+	mu      sync.Mutex
+	lines   []string
+	owed    []string // what the direct writer left, for the consumer
+	seen    int      // batches offered to direct
+	largest int      // the most frames direct took at once
 }
 
-func (w *wire) direct(frame []byte) (taken, owed bool) {
+func (w *wire) direct(frames [][]byte) (taken, owed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seen++
+	var lines []string
+	for _, f := range frames {
+		lines = append(lines, string(f))
+	}
 	switch {
-	case w.owed != "":
+	case len(w.owed) > 0:
 		return false, false // the consumer writes first
 	case w.seen%7 == 0:
 		return false, false // refused: queued
 	case w.seen%5 == 0:
-		w.owed = string(frame) // all of it left for the consumer
+		w.owed = lines // all of it left for the consumer
 		return true, true
 	}
-	w.lines = append(w.lines, string(frame))
+	w.lines = append(w.lines, lines...)
+	w.largest = max(w.largest, len(lines))
 	return true, false
 }
 
 func (w *wire) write(batch [][]byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.owed != "" {
-		w.lines = append(w.lines, w.owed)
-		w.owed = ""
-	}
+	w.lines = append(w.lines, w.owed...)
+	w.owed = nil
 	for _, f := range batch {
 		w.lines = append(w.lines, string(f))
 	}
 }
 
-// TestQueue_DirectKeepsTheOrder pushes frames from one goroutine while the
+// TestQueue_DirectKeepsTheOrder pushes frames from one goroutine, some
+// one at a time and some held and released eight at a time, while the
 // consumer pops and writes from another: whether a frame went through the
-// Direct writer, whole or in part, or through the queue, the wire has
-// every frame once, in the order pushed, and the direct writer was used.
+// Direct writer, alone or with others, whole or in part, or through the
+// queue, the wire has every frame once, in the order pushed, and the
+// direct writer was used for several at once.
 func TestQueue_DirectKeepsTheOrder(t *testing.T) {
 	t.Parallel()
 	q := frameq.New(1 << 20)
@@ -210,8 +216,15 @@ func TestQueue_DirectKeepsTheOrder(t *testing.T) {
 		}
 	}()
 	for i := range n {
+		held := (i/8)%3 == 1
+		if held && i%8 == 0 {
+			q.Hold()
+		}
 		if _, err := q.Push([]byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
+		}
+		if held && i%8 == 7 {
+			q.Release()
 		}
 		if i%64 == 0 {
 			runtime.Gosched() // let the consumer wait now and then
@@ -227,8 +240,8 @@ func TestQueue_DirectKeepsTheOrder(t *testing.T) {
 			t.Fatalf("frame %d on the wire is %q", i, l)
 		}
 	}
-	if q.Passed() == 0 || q.Pushed() != n {
-		t.Fatalf("Passed %d, Pushed %d: want some frames passed and all %d counted", q.Passed(), q.Pushed(), n)
+	if q.Passed() == 0 || q.Pushed() != n || w.largest < 2 {
+		t.Fatalf("Passed %d, Pushed %d, at most %d at once: want some frames passed, several at once, and all %d counted", q.Passed(), q.Pushed(), w.largest, n)
 	}
 }
 
@@ -241,8 +254,10 @@ func TestQueue_DirectOnlyWhileTheConsumerWaits(t *testing.T) {
 	q := frameq.New(1 << 20)
 	var direct []string
 	owe := false
-	q.SetDirect(func(f []byte) (bool, bool) {
-		direct = append(direct, string(f))
+	q.SetDirect(func(frames [][]byte) (bool, bool) {
+		for _, f := range frames {
+			direct = append(direct, string(f))
+		}
 		return true, owe
 	})
 	q.Push([]byte("queued"))
@@ -278,5 +293,86 @@ func TestQueue_DirectOnlyWhileTheConsumerWaits(t *testing.T) {
 	}
 	if direct[len(direct)-1] != "owed" || q.Passed() != uint64(len(direct)) {
 		t.Fatalf("direct %q, Passed %d", direct, q.Passed())
+	}
+}
+
+// TestQueue_HeldFramesGoInOneWrite: frames pushed after Hold while the consumer
+// waits do not wake it; Release gives them to the Direct writer at once,
+// and the consumer goes on waiting. Without a consumer waiting, or past
+// HoldMax, held frames queue and wake the consumer as Push does.
+func TestQueue_HeldFramesGoInOneWrite(t *testing.T) {
+	t.Parallel()
+	q := frameq.New(1 << 20)
+	var mu sync.Mutex
+	var writes [][]string
+	q.SetDirect(func(frames [][]byte) (bool, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		var w []string
+		for _, f := range frames {
+			w = append(w, string(f))
+		}
+		writes = append(writes, w)
+		return true, false
+	})
+	wrote := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(writes)
+	}
+	// Not waiting: held frames queue, and Pop has them.
+	q.Hold()
+	q.Push([]byte("a"))
+	q.Release()
+	if got, _ := q.Pop(nil); len(got) != 1 || wrote() != 0 {
+		t.Fatalf("Pop = %q, %d direct writes: want the frame queued", got, wrote())
+	}
+	popped := make(chan [][]byte, 1)
+	pop := func() {
+		got, _ := q.Pop(nil)
+		popped <- got
+	}
+	go pop()
+	// Once a push goes direct, the consumer waits.
+	for wrote() == 0 {
+		time.Sleep(time.Millisecond)
+		q.Push([]byte("probe"))
+		if wrote() == 0 {
+			<-popped
+			go pop()
+		}
+	}
+	q.Hold()
+	q.Push([]byte("b"))
+	q.PushOver([]byte("c"))
+	q.Push([]byte("d"))
+	select {
+	case got := <-popped:
+		t.Fatalf("Pop returned %q while the frames were held", got)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if n := wrote(); n != 1 {
+		t.Fatalf("%d direct writes before Release, want the probe's alone", n)
+	}
+	q.Release()
+	mu.Lock()
+	last := writes[len(writes)-1]
+	mu.Unlock()
+	if fmt.Sprint(last) != "[b c d]" {
+		t.Fatalf("Release wrote %q, want the three held frames in one write", last)
+	}
+	select {
+	case got := <-popped:
+		t.Fatalf("Pop returned %q after the held frames were written", got)
+	case <-time.After(20 * time.Millisecond):
+	}
+	// Past HoldMax the consumer is woken, without Release, for what is
+	// held.
+	big := make([]byte, frameq.HoldMax/2)
+	q.Hold()
+	q.Push(big)
+	q.Push(big)
+	if got := <-popped; len(got) != 2 {
+		t.Fatalf("Pop = %d frames past HoldMax, want 2", len(got))
 	}
 }

@@ -21,8 +21,9 @@ import (
 // takes the lock and handles it itself, then ends the batch as run does
 // (inline). It does so only when nothing posted before it is still
 // waiting on the same channel, so each channel's order holds, and for the
-// agent only one frame at a time and not while the session is paced: a
-// flood still goes through run, in batches, while the reader reads on.
+// agent only a few frames at a time (agentInline) and not while the
+// session is paced: a flood still goes through run, in batches, while the
+// reader reads on.
 // That saves the hand-off from one goroutine to the other, the larger part
 // of what a hop between the agent and a client costs when the session is
 // quiet.
@@ -85,6 +86,7 @@ func (s *Session) run() {
 			}
 		}
 		if s.deleted() {
+			s.unhold()
 			s.refuseLate()
 			s.ended = true
 			return
@@ -134,6 +136,7 @@ func (s *Session) endBatch() {
 	s.text.FlushStale()
 	s.flush()
 	s.markCursors()
+	s.unhold()
 	s.report()
 	s.meter()
 }

@@ -48,12 +48,17 @@ func (s *Session) startAgent() error {
 // agentBatch is the most frames the agent reader hands the actor at once.
 const agentBatch = 64
 
+// agentInline is the most frames the agent reader handles itself when the
+// actor is idle (see inline): an answer and the update before it, not a
+// flood.
+const agentInline = 4
+
 // readAgent feeds the agent's frames, then its exit, to the actor.
 func (s *Session) readAgent(proc *agent.Process, gen int) {
 	exit := proc.Pump(agentBatch, func(frames [][]byte) {
-		// A lone frame is handled here when the actor is idle (see inline).
+		// A few frames are handled here when the actor is idle (see inline).
 		msg := agentFrames{gen: gen, frames: frames}
-		if len(frames) > 1 || !s.inline(msg, &s.agentQueued, true) {
+		if len(frames) > agentInline || !s.inline(msg, &s.agentQueued, true) {
 			s.postAgent(msg)
 		}
 	}, func() {

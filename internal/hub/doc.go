@@ -28,7 +28,9 @@
 // stdin is queued with a bound (see package agent). A frame for a client
 // or the agent whose writer waits with nothing to write is written by the
 // actor itself, as far as the socket or pipe takes it without waiting
-// (see frameq.Direct), except in a burst, where the writers batch.
+// (see frameq.Direct); in a burst (several messages or agent frames in one
+// batch), a waiting client's frames are held to the batch's end and
+// written together, with one write.
 //
 // # Requests in both directions
 //

@@ -37,6 +37,7 @@ type peer struct {
 	gone        bool                    // removed from the session
 	dropped     bool                    // overflowed; removed once the current message is handled
 	overNoted   bool                    // in the session's over list (see lagBehind)
+	holding     bool                    // in the session's holding list (see hold)
 	removed     context.Context         // done when gone is set
 	markRemoved context.CancelFunc
 	// marked is the place of a peer given _acphub/seq records (its
@@ -231,23 +232,11 @@ func (c *Client) LeaveBecause(cause error) {
 
 // SetDirect has the session write the client's live frames itself, with d,
 // while the client's writer waits in Next with nothing to write (see
-// frameq.Direct) and the session is not in a burst of frames, which the
-// writer batches better; Next may then return no frames, after which the
-// writer writes what d left, if anything. The writer sets it before its
-// first Next.
-func (c *Client) SetDirect(d frameq.Direct) {
-	if d == nil {
-		c.p.st.SetDirect(nil)
-		return
-	}
-	c.p.st.SetDirect(func(frame []byte) (taken, owed bool) {
-		// The actor pushes, so it runs d, and reads its own burst.
-		if c.p.sess.Load().burst {
-			return false, false
-		}
-		return d(frame)
-	})
-}
+// frameq.Direct): each frame as it comes, or in a burst of frames, those
+// of the burst together at its end. Next may then return no frames, after
+// which the writer writes what d left, if anything. The writer sets it
+// before its first Next.
+func (c *Client) SetDirect(d frameq.Direct) { c.p.st.SetDirect(d) }
 
 // Next returns the next frames for the client, waiting until there are some.
 // It returns an error when the client was removed: ErrSlowClient,

@@ -70,9 +70,11 @@ type Session struct {
 	paceTimer       *time.Timer
 	terminalsPaused bool
 	// burst is set while the actor handles more than one message or agent
-	// frame in a row: the clients' writers then batch the frames, which
-	// the actor writes itself only one at a time (see Client.SetDirect).
-	burst bool
+	// frame in a row: the clients' frames are then held until the batch
+	// ends and written together (hold), rather than each on its own as
+	// they come (see Client.SetDirect).
+	burst   bool
+	holding []*peer // the peers whose frames are held in this batch
 	// ended is set when the actor goroutine returned: nothing is handled
 	// any more.
 	ended bool
@@ -355,6 +357,7 @@ func (s *Session) markCursors() {
 		if frame == nil {
 			frame = stream.SeqFrame(now.seq, now.text)
 		}
+		s.hold(p)
 		if n, err := p.out.PushOver(frame); err == nil {
 			s.checkLag(p, n)
 		}
@@ -591,6 +594,7 @@ func (s *Session) push(p *peer, frame []byte) {
 		s.text.Flush()
 		s.catchUp(p, false)
 	}
+	s.hold(p)
 	n, err := p.out.Push(frame)
 	if err != nil {
 		// Only a client that sends requests and does not read their
@@ -604,6 +608,28 @@ func (s *Session) push(p *peer, frame []byte) {
 		return
 	}
 	s.checkLag(p, n)
+}
+
+// hold has, in a burst, p's frames held until the batch ends (see
+// frameq.Queue.Hold): if p's writer is waiting then, the actor writes them
+// all at once (unhold).
+func (s *Session) hold(p *peer) {
+	if s.burst && !p.holding {
+		p.holding = true
+		p.out.Hold()
+		s.holding = append(s.holding, p)
+	}
+}
+
+// unhold ends the batch's holds: each waiting writer's frames of the
+// burst are written at once, the others woken for them.
+func (s *Session) unhold() {
+	for _, p := range s.holding {
+		p.holding = false
+		p.out.Release()
+	}
+	clear(s.holding)
+	s.holding = s.holding[:0]
 }
 
 // checkLag notes p for lagBehind when its queue holds n bytes, past the
@@ -639,6 +665,7 @@ func (s *Session) broadcast(method string, frame []byte, except *peer) {
 			continue
 		}
 		// Unbounded: lagBehind bounds the queue after each frame.
+		s.hold(p)
 		n, err := p.out.PushOver(frame)
 		if err == nil {
 			s.checkLag(p, n)

@@ -113,8 +113,8 @@ func (st *Stream) SetDirect(d frameq.Direct) {
 		st.out.SetDirect(nil)
 		return
 	}
-	st.out.SetDirect(func(frame []byte) (taken, owed bool) {
-		if taken, owed = d(frame); taken {
+	st.out.SetDirect(func(frames [][]byte) (taken, owed bool) {
+		if taken, owed = d(frames); taken {
 			st.progress.Store(time.Now().UnixNano())
 		}
 		return taken, owed

@@ -112,9 +112,16 @@ func (c *ndjsonConn) WriteBatch(frames [][]byte, first uint64) error {
 	return err
 }
 
-// tryWrite writes frame as a line without waiting (see frameConn).
-func (c *ndjsonConn) tryWrite(frame []byte, st stamper) (taken, owed bool) {
-	if len(frame)+resume.TailMax > netbatch.PieceSize || jsonrpc.HasLineBreak(frame) || !c.wmu.TryLock() {
+// tryWrite writes frames as lines without waiting (see frameConn).
+func (c *ndjsonConn) tryWrite(frames [][]byte, st stamper) (taken, owed bool) {
+	size := 0
+	for _, f := range frames {
+		if jsonrpc.HasLineBreak(f) {
+			return false, false
+		}
+		size += len(f) + resume.TailMax
+	}
+	if size > netbatch.PieceSize || !c.wmu.TryLock() {
 		return false, false
 	}
 	defer c.wmu.Unlock()
@@ -125,12 +132,16 @@ func (c *ndjsonConn) tryWrite(frame []byte, st stamper) (taken, owed bool) {
 	if !ok {
 		return false, false
 	}
-	body, tail := frame, newline
 	if first != 0 {
 		c.tails.Reset(first, "\n")
-		body, tail = c.tails.Next(frame)
 	}
-	return true, !c.w.TryWrite(nil, body, tail)
+	return true, !c.w.TryWrite(len(frames), func(i int) ([]byte, []byte, []byte) {
+		if first == 0 {
+			return nil, frames[i], newline
+		}
+		body, tail := c.tails.Next(frames[i])
+		return nil, body, tail
+	})
 }
 
 // writeLocked writes prefix, then frames as lines, in one batch, each

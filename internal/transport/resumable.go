@@ -194,26 +194,26 @@ type recordWriter struct {
 	conn frameConn
 	hold *resume.Hold[*hub.Client] // nil: not resumable
 
-	mu  sync.Mutex
-	one [1][]byte // tryWrite's frame, stamped
+	mu     sync.Mutex
+	frames [][]byte // tryWrite's frames, stamped
 }
 
-// tryWrite writes frame for the session while the writer waits for frames
-// (see frameq.Direct), when nothing else is being written and the
-// connection takes it without waiting; on a resumable connection it is
-// stamped as write stamps a batch.
-func (w *recordWriter) tryWrite(frame []byte) (taken, owed bool) {
+// tryWrite writes frames for the session while the writer waits for
+// frames (see frameq.Direct), when nothing else is being written and the
+// connection takes them without waiting; on a resumable connection they
+// are stamped as write stamps a batch.
+func (w *recordWriter) tryWrite(frames [][]byte) (taken, owed bool) {
 	if !w.mu.TryLock() {
 		return false, false
 	}
 	defer w.mu.Unlock()
-	w.one[0] = frame
-	defer func() { w.one[0] = nil }()
-	return w.conn.tryWrite(frame, w)
+	w.frames = frames
+	defer func() { w.frames = nil }()
+	return w.conn.tryWrite(frames, w)
 }
 
-// stamp gives the frame tryWrite writes its position (see frameConn).
-// w.mu is held.
+// stamp gives the frames tryWrite writes their positions (see
+// frameConn). w.mu is held.
 func (w *recordWriter) stamp() (uint64, bool) {
 	if w.hold == nil {
 		return 0, true
@@ -221,7 +221,7 @@ func (w *recordWriter) stamp() (uint64, bool) {
 	if w.hold.Fenced().Err() != nil {
 		return 0, false
 	}
-	return w.hold.Stamp(w.one[:])
+	return w.hold.Stamp(w.frames)
 }
 
 // write writes frames; after the hold was fenced it writes nothing and

@@ -420,13 +420,13 @@ type frameConn interface {
 	// connection with the positions from first on, and the calls must not
 	// overlap (recordWriter serialises them).
 	WriteBatch(frames [][]byte, first uint64) error
-	// tryWrite writes frame without waiting, as far as the connection
-	// takes it now, when nothing else is being written to it and it can
-	// (see frameq.Direct): once it is sure to take the frame it calls
-	// st.stamp, which gives the frame's position on a resumable
-	// connection (0 on another) or refuses it. What the connection did not
-	// take goes before whatever it writes next.
-	tryWrite(frame []byte, st stamper) (taken, owed bool)
+	// tryWrite writes frames without waiting, as far as the connection
+	// takes them now, when nothing else is being written to it and it can
+	// (see frameq.Direct): once it is sure to take them it calls
+	// st.stamp, which gives the first frame's position on a resumable
+	// connection (0 on another) or refuses them. What the connection did
+	// not take goes before whatever it writes next.
+	tryWrite(frames [][]byte, st stamper) (taken, owed bool)
 	SetStallTimeout(d time.Duration)
 	// closeFor tells the peer why the hub ends the connection (nil: a
 	// normal close) and closes it.
@@ -480,15 +480,24 @@ type stamper interface {
 	stamp() (first uint64, ok bool)
 }
 
-func (c wsConn) tryWrite(frame []byte, st stamper) (taken, owed bool) {
-	return c.TryWriteText(len(frame)+resume.TailMax, func() ([]byte, []byte, bool) {
-		first, ok := st.stamp()
-		if !ok || first == 0 {
-			return frame, nil, ok
+func (c wsConn) tryWrite(frames [][]byte, st stamper) (taken, owed bool) {
+	size := 0
+	for _, f := range frames {
+		size += len(f) + resume.TailMax
+	}
+	var first uint64
+	return c.TryWriteText(len(frames), size, func() bool {
+		var ok bool
+		first, ok = st.stamp()
+		if ok && first != 0 {
+			c.tails.Reset(first, "")
 		}
-		c.tails.Reset(first, "")
-		body, tail := c.tails.Next(frame)
-		return body, tail, true
+		return ok
+	}, func(i int) ([]byte, []byte) {
+		if first == 0 {
+			return frames[i], nil
+		}
+		return c.tails.Next(frames[i])
 	})
 }
 
@@ -550,11 +559,11 @@ func (s *Server) serveConn(ctx context.Context, conn frameConn, l link, log *slo
 	// While the writer below waits for frames, the session writes them
 	// itself, saving the hand-off: the connection's token is checked as
 	// the writer checks it.
-	l.client.SetDirect(func(frame []byte) (taken, owed bool) {
+	l.client.SetDirect(func(frames [][]byte) (taken, owed bool) {
 		if l.client.Principal().Err() != nil {
 			return false, false
 		}
-		return out.tryWrite(frame)
+		return out.tryWrite(frames)
 	})
 	why := s.writeLoop(ctx, out, l)
 	close(written)

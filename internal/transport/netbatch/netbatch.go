@@ -64,24 +64,29 @@ func (w *Writer) Begin(timeout time.Duration) {
 // descriptor of its own, and TryWrite owes nothing.
 func (w *Writer) CanTry() bool { return w.raw != nil && len(w.owed) == 0 }
 
-// TryWrite writes one frame, head, body and tail, of at most PieceSize
-// bytes, with one system call that does not wait, outside any batch, and
-// keeps what the connection did not take — all of it when it cannot be
-// written now, the connection is broken, or its write deadline passed —
-// for the next batch, which writes it first, as the batch's writes go. It
-// reports whether all of the frame went. The caller checks CanTry first.
-func (w *Writer) TryWrite(head, body, tail []byte) bool {
+// TryWrite writes n frames, part(i) giving frame i's head, body and tail,
+// of at most PieceSize bytes in all, with one system call that does not
+// wait, outside any batch, and keeps what the connection did not take —
+// all of it when it cannot be written now, the connection is broken, or
+// its write deadline passed — for the next batch, which writes it first,
+// as the batch's writes go. It reports whether all of the frames went.
+// The caller checks CanTry first.
+func (w *Writer) TryWrite(n int, part func(i int) (head, body, tail []byte)) bool {
 	bp := bufs.Get().(*[]byte)
-	b := append(append(append((*bp)[:0], head...), body...), tail...)
+	b := (*bp)[:0]
+	for i := range n {
+		head, body, tail := part(i)
+		b = append(append(append(b, head...), body...), tail...)
+	}
 	defer func() {
 		*bp = b[:0]
 		bufs.Put(bp)
 	}()
-	n := frameq.WriteNow(w.raw, b)
-	if n == len(b) {
+	wrote := frameq.WriteNow(w.raw, b)
+	if wrote == len(b) {
 		return true
 	}
-	w.owed = append([]byte(nil), b[n:]...)
+	w.owed = append([]byte(nil), b[wrote:]...)
 	return false
 }
 

@@ -108,7 +108,7 @@ func TestTryWriteNeverWaitsAndOwesTheRest(t *testing.T) {
 	frame := []byte(strings.Repeat("x", 1000) + "\n")
 	sent := 0
 	start := time.Now()
-	for w.TryWrite([]byte("<"), frame[:len(frame)-1], []byte(">\n")) {
+	for w.TryWrite(1, func(int) ([]byte, []byte, []byte) { return []byte("<"), frame[:len(frame)-1], []byte(">\n") }) {
 		sent++
 		if sent > 1<<20 {
 			t.Fatal("the socket took 1 GiB unread")

@@ -246,29 +246,28 @@ func (c *Conn) WriteBatchParts(n int, part func(i int) (body, tail []byte)) erro
 	return c.keepCut(c.w.End())
 }
 
-// TryLimit is the largest message TryWriteText takes.
-const TryLimit = netbatch.PieceSize - 14
+// headerMax is the longest header of a frame the hub writes.
+const headerMax = 14
 
-// TryWriteText sends a text message of size bytes without waiting, as far
-// as the socket takes it now, when nothing else is being written: the
-// message is what msg returns, body then tail, when it reports ok (msg
-// runs only once the message is known to be taken). What the socket did
-// not take goes before anything else the connection writes. It reports
-// whether it took the message, and whether it left some of it (see
-// netbatch.Writer.TryWrite).
-func (c *Conn) TryWriteText(size int, msg func() (body, tail []byte, ok bool)) (taken, owed bool) {
-	if size > TryLimit || !c.wmu.TryLock() {
+// TryWriteText sends n text messages, of size bytes in all, without
+// waiting, as far as the socket takes them now, when nothing else is being
+// written: ready runs once they are known to be taken and says whether to
+// send them; then msg(i) gives message i, body then tail. What the socket
+// did not take goes before anything else the connection writes. It
+// reports whether it took the messages, and whether it left some of them
+// (see netbatch.Writer.TryWrite).
+func (c *Conn) TryWriteText(n, size int, ready func() bool, msg func(i int) (body, tail []byte)) (taken, owed bool) {
+	if size+n*headerMax > netbatch.PieceSize || !c.wmu.TryLock() {
 		return false, false
 	}
 	defer c.wmu.Unlock()
-	if c.closed || c.cut != nil || !c.w.CanTry() {
+	if c.closed || c.cut != nil || !c.w.CanTry() || !ready() {
 		return false, false
 	}
-	body, tail, ok := msg()
-	if !ok {
-		return false, false
-	}
-	return true, !c.w.TryWrite(c.header(OpText, len(body)+len(tail)), body, tail)
+	return true, !c.w.TryWrite(n, func(i int) ([]byte, []byte, []byte) {
+		body, tail := msg(i)
+		return c.header(OpText, len(body)+len(tail)), body, tail
+	})
 }
 
 // keepCut keeps, after the first failed write of data frames, what it did
