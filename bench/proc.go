@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -97,14 +98,22 @@ func startHubIn(bin, dir, listen string, extra ...string) (*hubProc, error) {
 		_ = h.cmd.Wait()
 		close(h.exited)
 	}()
-	lines, err := log.await(servingRE, h.exited, 20*time.Second)
-	if err != nil {
-		out := log.String()
-		h.stop()
-		return nil, fmt.Errorf("hub: %w:\n%s", err, out)
+	// It serves; with --debug-listen, its profiler line may come after.
+	awaited := []*regexp.Regexp{servingRE}
+	if slices.Contains(extra, "--debug-listen") {
+		awaited = append(awaited, profilerRE)
 	}
-	h.serving = time.Now()
-	for _, line := range lines {
+	for _, re := range awaited {
+		if err := log.await(re, h.exited, 20*time.Second); err != nil {
+			out := log.String()
+			h.stop()
+			return nil, fmt.Errorf("hub: %w:\n%s", err, out)
+		}
+		if re == servingRE {
+			h.serving = time.Now()
+		}
+	}
+	for _, line := range strings.Split(log.String(), "\n") {
 		if m := profilerRE.FindStringSubmatch(line); m != nil {
 			h.debug = m[1]
 		}
@@ -361,26 +370,25 @@ func newProcLog(dir string) (*procLog, *os.File, error) {
 	return &procLog{path: path}, f, nil
 }
 
-// await reads the log as it grows until a line matches re, and returns the
-// lines to that one; it fails when exited is closed first or after
-// timeout. It looks every 200 µs: a start-up it times is some 15 ms.
-func (l *procLog) await(re *regexp.Regexp, exited <-chan struct{}, timeout time.Duration) ([]string, error) {
+// await reads the log as it grows until a line matches re; it fails when
+// exited is closed first or after timeout. It looks every 200 µs: a start-up it times is some 15 ms.
+func (l *procLog) await(re *regexp.Regexp, exited <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		b, _ := os.ReadFile(l.path)
 		lines := strings.Split(string(b), "\n")
-		for i, line := range lines[:len(lines)-1] { // the last may be partial
+		for _, line := range lines[:len(lines)-1] { // the last may be partial
 			if re.MatchString(line) {
-				return lines[:i+1], nil
+				return nil
 			}
 		}
 		select {
 		case <-exited:
-			return nil, errors.New("exited before it served")
+			return errors.New("exited first")
 		default:
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("did not serve within %v", timeout)
+			return fmt.Errorf("no line %q within %v", re, timeout)
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
