@@ -96,7 +96,7 @@ type Process struct {
 	// The input queue's Direct writer (see writeNow) and writeLoop share
 	// these, never at once: the queue calls the writer only while
 	// writeLoop waits.
-	stdinRaw syscall.RawConn
+	stdinNow *frameq.Now
 	line     []byte // the writer's line
 	owed     []byte // what the writer left; writeLoop writes it first
 
@@ -174,7 +174,8 @@ func Start(spec Spec, opts Options) (*Process, error) {
 		stderr: newTail(opts.StderrKeep, log),
 		done:   make(chan struct{}),
 	}
-	if p.stdinRaw, err = stdin.SyscallConn(); err == nil {
+	if raw, err := stdin.SyscallConn(); err == nil {
+		p.stdinNow = frameq.NewNow(raw)
 		p.input.SetDirect(p.writeNow)
 	}
 	log.Info("agent started", "pid", cmd.Process.Pid, "command", spec.Command, "args", spec.Args)
@@ -342,7 +343,7 @@ func (p *Process) writeNow(frames [][]byte) (taken, owed bool) {
 	for _, f := range frames {
 		p.line = jsonrpc.AppendLine(p.line, f)
 	}
-	n := frameq.WriteNow(p.stdinRaw, p.line)
+	n := p.stdinNow.Write(p.line)
 	if n < len(p.line) {
 		p.owed = append(p.owed[:0], p.line[n:]...)
 	}

@@ -210,25 +210,43 @@ func (q *Queue) signal() {
 	}
 }
 
-// WriteNow is a Direct writer's one system call: it writes b to rc's
-// descriptor without waiting — a pipe or socket the Go runtime polls, so
-// non-blocking — and returns how much of it went: none when the
-// descriptor takes nothing now, is broken, or its write deadline passed.
-func WriteNow(rc syscall.RawConn, b []byte) int {
-	n := 0
-	var werr error
-	err := rc.Write(func(fd uintptr) bool {
+// Now is a Direct writer's one system call to one descriptor — a pipe or
+// socket the Go runtime polls, so non-blocking — made once per descriptor
+// (NewNow): the function the runtime calls with the descriptor is made
+// then, not at every write. It is not safe for concurrent use.
+type Now struct {
+	rc    syscall.RawConn
+	b     []byte
+	n     int
+	err   error
+	write func(fd uintptr) bool
+}
+
+// NewNow returns a Now writing to rc's descriptor.
+func NewNow(rc syscall.RawConn) *Now {
+	w := &Now{rc: rc}
+	w.write = func(fd uintptr) bool {
 		for {
-			n, werr = syscall.Write(int(fd), b)
-			if !errors.Is(werr, syscall.EINTR) {
+			w.n, w.err = syscall.Write(int(fd), w.b)
+			if !errors.Is(w.err, syscall.EINTR) {
 				return true // done, whatever the result: never wait
 			}
 		}
-	})
-	if err != nil || werr != nil || n < 0 {
+	}
+	return w
+}
+
+// Write writes b without waiting and returns how much of it went: none
+// when the descriptor takes nothing now, is broken, or its write deadline
+// passed.
+func (w *Now) Write(b []byte) int {
+	w.b = b
+	err := w.rc.Write(w.write)
+	w.b = nil
+	if err != nil || w.err != nil || w.n < 0 {
 		return 0
 	}
-	return n
+	return w.n
 }
 
 // SetDirect makes d the consumer's Direct writer, which frames pushed while

@@ -199,7 +199,7 @@ func (w *wire) write(batch [][]byte) {
 // direct writer was used for several at once.
 func TestQueue_DirectKeepsTheOrder(t *testing.T) {
 	t.Parallel()
-	q := frameq.New(1 << 20)
+	q := frameq.New(64 << 20) // room for every frame: the order is the point, not the bound
 	w := &wire{}
 	q.SetDirect(w.direct)
 	const n = 20000

@@ -29,8 +29,8 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, 0, PieceSize); return &
 // use: its owner serialises its batches.
 type Writer struct {
 	nc          net.Conn
-	raw         syscall.RawConn // nc's descriptor, for TryWrite; nil: it has none (TLS)
-	bp          *[]byte         // the gather buffer, from bufs while a batch runs
+	now         *frameq.Now // nc's descriptor, for TryWrite; nil: it has none (TLS)
+	bp          *[]byte     // the gather buffer, from bufs while a batch runs
 	buf         []byte
 	timeout     time.Duration // for each write of the batch; 0 waits for ever
 	hasDeadline bool          // a write deadline is set on nc
@@ -43,7 +43,9 @@ type Writer struct {
 func NewWriter(nc net.Conn) *Writer {
 	w := &Writer{nc: nc}
 	if sc, ok := nc.(syscall.Conn); ok {
-		w.raw, _ = sc.SyscallConn()
+		if raw, err := sc.SyscallConn(); err == nil {
+			w.now = frameq.NewNow(raw)
+		}
 	}
 	return w
 }
@@ -62,7 +64,7 @@ func (w *Writer) Begin(timeout time.Duration) {
 
 // CanTry reports whether TryWrite can write now: the connection has a
 // descriptor of its own, and TryWrite owes nothing.
-func (w *Writer) CanTry() bool { return w.raw != nil && len(w.owed) == 0 }
+func (w *Writer) CanTry() bool { return w.now != nil && len(w.owed) == 0 }
 
 // TryWrite writes n frames, part(i) giving frame i's head, body and tail,
 // of at most PieceSize bytes in all, with one system call that does not
@@ -82,7 +84,7 @@ func (w *Writer) TryWrite(n int, part func(i int) (head, body, tail []byte)) boo
 		*bp = b[:0]
 		bufs.Put(bp)
 	}()
-	wrote := frameq.WriteNow(w.raw, b)
+	wrote := w.now.Write(b)
 	if wrote == len(b) {
 		return true
 	}
