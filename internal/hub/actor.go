@@ -157,7 +157,9 @@ func (s *Session) inline(msg any, queued *atomic.Int64, agent bool) bool {
 	before := s.waits()
 	s.burst = false
 	s.handle(msg)
-	if !s.deleted() {
+	if s.deleted() {
+		s.unhold()
+	} else {
 		s.endBatch()
 	}
 	if s.deleted() || s.waits() != before {

@@ -168,6 +168,9 @@ func (s *Session) detachPeer(p *peer, reason, condition string) {
 		s.startIdleTimer()
 		s.removeIfEmpty()
 	}
+	// What is held for it goes now: a peer that moves is another
+	// session's as soon as the reply to its release is sent.
+	s.unholdPeer(p)
 }
 
 // removeIfEmpty deletes a session its last client left before it ever

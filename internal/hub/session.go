@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -630,6 +631,15 @@ func (s *Session) unhold() {
 	}
 	clear(s.holding)
 	s.holding = s.holding[:0]
+}
+
+// unholdPeer ends p's hold before the batch ends: p leaves the session.
+func (s *Session) unholdPeer(p *peer) {
+	if p.holding {
+		p.holding = false
+		p.out.Release()
+		s.holding = slices.DeleteFunc(s.holding, func(q *peer) bool { return q == p })
+	}
 }
 
 // checkLag notes p for lagBehind when its queue holds n bytes, past the
