@@ -371,3 +371,37 @@ func TestConn_CloseAfterAStalledWriteFinishesTheCutFrame(t *testing.T) {
 	}
 	t.Logf("%d whole messages before the close frame", n)
 }
+
+// TestConn_TryWriteTextSendsSeveralMessagesInOneWrite: TryWriteText writes
+// n messages, each with its own header, body then tail, which a client
+// reads as n messages in order; it takes nothing when ready refuses, or
+// when the messages do not fit one write.
+func TestConn_TryWriteTextSendsSeveralMessagesInOneWrite(t *testing.T) {
+	t.Parallel()
+	bodies := []string{"", "a", strings.Repeat("b", 126), strings.Repeat("c", 1000)}
+	url := server(t, func(c *ws.Conn) {
+		if taken, _ := c.TryWriteText(1, 1, func() bool { return false }, func(int) ([]byte, []byte) { return []byte("x"), nil }); taken {
+			t.Error("TryWriteText took a message its ready refused")
+		}
+		if taken, _ := c.TryWriteText(1, 64<<10, func() bool { return true }, func(int) ([]byte, []byte) { return nil, nil }); taken {
+			t.Error("TryWriteText took messages larger than one write")
+		}
+		size := 0
+		for _, b := range bodies {
+			size += len(b) + 1
+		}
+		taken, owed := c.TryWriteText(len(bodies), size, func() bool { return true }, func(i int) ([]byte, []byte) {
+			return []byte(bodies[i]), []byte("!")
+		})
+		if !taken || owed {
+			t.Errorf("TryWriteText of %d small messages: taken %v, owed %v", len(bodies), taken, owed)
+		}
+		_, _, _ = c.ReadMessage(1024, 4096)
+	})
+	c := dial(t, url)
+	for i, b := range bodies {
+		if got := read(t, c); got != b+"!" {
+			t.Fatalf("message %d: %q, want %q", i, got, b+"!")
+		}
+	}
+}
