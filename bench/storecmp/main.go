@@ -35,6 +35,8 @@ func main() {
 	n := flag.Int("n", 200_000, "events to append")
 	batch := flag.Int("batch", 1024, "events per commit (the SQLite store commits what is queued, up to 4,096)")
 	flag.Parse()
+	fmt.Println("| store | chunk text | events/s | CPU per event |")
+	fmt.Println("|---|---:|---:|---:|")
 	for _, name := range []string{"sqlite", "pebble", "bbolt", "file"} {
 		if err := measure(name, *size, *n, *batch); err != nil {
 			fmt.Fprintln(os.Stderr, "storecmp:", name, err)
