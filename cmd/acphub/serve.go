@@ -449,6 +449,13 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	if serr := srv.Shutdown(shutdownCtx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("stop serving: %w", serr))
 	}
+	if d.sock != nil {
+		// Shutdown closes only the listeners Serve took up; a stop that
+		// comes right after the start can be before the goroutine serving
+		// the socket ran, and the socket file would stay behind. Closing
+		// it again is harmless.
+		_ = d.sock.Close()
+	}
 	d.exports.Stop()
 	<-d.stopped
 	if cerr := d.store.Close(); cerr != nil {
