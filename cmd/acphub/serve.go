@@ -218,7 +218,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 		}
 	}
 	dbPath := filepath.Join(cfg.DataDir, sqlite.FileName)
-	removeNew(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal")
+	removeNew(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal", dbPath+sqlite.QueueSuffix, dbPath+sqlite.OldQueueSuffix)
 	store, err := sqlite.Open(dbPath, sqlite.Options{Logger: log, Meter: m})
 	if err != nil {
 		return nil, err

@@ -153,7 +153,7 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 	goBefore, edBefore := goShown.len(), edShown.len()
 	killedAt := time.Now()
 	h.kill()
-	window := textWindow(h.log.String(), killedAt)
+	window := textWindow
 
 	// Each client says at once that the hub is gone.
 	select {

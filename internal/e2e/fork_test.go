@@ -157,7 +157,6 @@ func TestFork_RemembersThenDiverges(t *testing.T) {
 	checkHistory(c, "session/attach full", inline)
 
 	// kill -9: both sessions come back, each with its memory.
-	h.waitDurable(key)
 	h.kill()
 	h.start()
 	if keys := h.sessionKeys(); !slices.Contains(keys, "p") || !slices.Contains(keys, key) || len(keys) != 2 {

@@ -56,6 +56,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -66,7 +67,8 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultCommitDelay     = 10 * time.Millisecond
+	DefaultSyncDelay       = 10 * time.Millisecond
+	DefaultCommitDelay     = time.Second
 	DefaultMaxPending      = 100_000
 	DefaultMaxPendingBytes = 16 << 20
 )
@@ -80,8 +82,13 @@ const FileName = "acphub.db"
 
 // Options tunes a Store. The zero value is the default.
 type Options struct {
-	// CommitDelay is how long the writer waits, once events are queued,
-	// for more to share their commit; a full batch is committed at once.
+	// SyncDelay is how long the writer waits, once the queue file was
+	// written, for more writes to share its fdatasync.
+	SyncDelay time.Duration
+	// CommitDelay is the longest events wait in the queue for the
+	// database: the writer commits them once the oldest has waited this
+	// long, or at once when the queue holds a full batch, a quarter of a
+	// bound below, or a session to delete.
 	CommitDelay time.Duration
 	// MaxPending bounds the events queued but not committed, and
 	// MaxPendingBytes their size: the length of their data plus
@@ -100,6 +107,7 @@ type Options struct {
 // Store is a SQLite session log.
 type Store struct {
 	db   *sql.DB
+	lock *os.File // the database file, locked (lockFile)
 	opts Options
 	log  *slog.Logger
 	wake chan struct{}
@@ -138,6 +146,28 @@ type Store struct {
 	lastSeq      map[string]int64            // per session, pending included
 	deletes      []deletion                  // Deletes waiting for the writer
 	closed       bool
+
+	// The queue files (queue.go), under mu too. queue is the file
+	// Append and Hold write to, queueSize its length; queueSessions are
+	// the sessions with records in it. old is the queue before the last
+	// rotation while events in it are not all committed: those before
+	// the appended count oldUpTo, which committed reaches when they are.
+	queuePath, oldQueuePath string
+	queue, old              *os.File
+	queueBuf                []byte
+	queueSize               int64
+	queueDirty              bool  // written since the writer last synced it
+	queueErr                error // a write failed and could not be undone
+	queueSessions           map[string]bool
+	oldSessions             map[string]bool
+	appended, committed     uint64
+	oldUpTo                 uint64
+	rotate                  bool      // rotate at the next commit (queueErr)
+	queuedAt                time.Time // when the queue went from empty to not
+	unsynced, synced        map[string]eventlog.LogEnd
+	// Only the writer uses these: old's tail is synced, and names in
+	// the directory changed since the last sync.
+	oldSynced, dirDirty bool
 }
 
 // deletion is a Delete waiting for the writer, which runs it once the
@@ -151,6 +181,9 @@ var _ eventlog.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database at path.
 func Open(path string, opts Options) (*Store, error) {
+	if opts.SyncDelay <= 0 {
+		opts.SyncDelay = DefaultSyncDelay
+	}
 	if opts.CommitDelay <= 0 {
 		opts.CommitDelay = DefaultCommitDelay
 	}
@@ -170,10 +203,21 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := privateFiles(path); err != nil {
 		return nil, fmt.Errorf("open session log: %w", err)
 	}
+	lock, err := lockFile(path)
+	if err != nil {
+		return nil, err
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(OFF)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open session log: %w", err)
+	}
+	// The lock is released once the database is closed: closing another
+	// descriptor of its file would drop SQLite's own locks.
+	closeDB := func() {
+		db.Close()
+		lock.Close()
 	}
 	// Every connection has a page cache of its own (2 MB by default, in
 	// SQLite's memory, not Go's): without a bound, a hundred clients
@@ -182,11 +226,12 @@ func Open(path string, opts Options) (*Store, error) {
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	if err := migrate(db); err != nil {
-		db.Close()
+		closeDB()
 		return nil, fmt.Errorf("open session log %s: %w", path, err)
 	}
 	s := &Store{
 		db:        db,
+		lock:      lock,
 		opts:      opts,
 		log:       opts.Logger.With("subsystem", "eventlog"),
 		wake:      make(chan struct{}, 1),
@@ -198,9 +243,16 @@ func Open(path string, opts Options) (*Store, error) {
 		holds:     make(map[string]eventlog.Event),
 		keys:      make(map[string]int64),
 		heldKeys:  make(map[int64]bool),
+
+		queuePath:     path + QueueSuffix,
+		oldQueuePath:  path + OldQueueSuffix,
+		queueSessions: make(map[string]bool),
+		unsynced:      make(map[string]eventlog.LogEnd),
+		synced:        make(map[string]eventlog.LogEnd),
+		dirDirty:      true, // the queue file is new
 	}
 	if err := s.loadHeldKeys(); err != nil {
-		db.Close()
+		closeDB()
 		return nil, fmt.Errorf("open session log %s: %w", path, err)
 	}
 	for _, p := range []struct {
@@ -216,9 +268,17 @@ func Open(path string, opts Options) (*Store, error) {
 		{&s.voidHeld, `DELETE FROM held WHERE session = ? AND seq <= ?`},
 	} {
 		if *p.stmt, err = db.Prepare(p.query); err != nil {
-			db.Close()
+			closeDB()
 			return nil, fmt.Errorf("open session log %s: %w", path, err)
 		}
+	}
+	if err := s.replayQueue(); err != nil {
+		closeDB()
+		return nil, fmt.Errorf("open session log %s: %w", path, err)
+	}
+	if s.queue, err = openQueue(s.queuePath); err != nil {
+		closeDB()
+		return nil, fmt.Errorf("open session log %s: %w", path, err)
 	}
 	go s.writer()
 	return s, nil
@@ -245,6 +305,28 @@ func privateFiles(path string) error {
 	}
 	return nil
 }
+
+// lockFile takes an exclusive lock on the database file at path for the
+// Store's life: the queue files beside it are the Store's alone, and a
+// second Open of the same database, in this process or another, is
+// refused rather than let it take them.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open session log: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("open session log %s: %w", path, ErrInUse)
+		}
+		return nil, fmt.Errorf("lock session log %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// ErrInUse is returned by Open for a database another Store has open.
+var ErrInUse = errors.New("the database is open in another acphub process or store")
 
 // schemaVersion is the database layout this code writes (PRAGMA
 // user_version).
@@ -369,14 +451,17 @@ func (s *Store) loadHeldKeys() error {
 	return rows.Err()
 }
 
-// Hold implements eventlog.Store. Like Append it queues and returns; the
-// writer commits the latest held event of each session with the events
-// queued before it.
+// Hold implements eventlog.Store. Like Append it writes the event to the
+// queue file and returns; the writer commits the latest held event of each
+// session with the events queued before it.
 func (s *Store) Hold(ctx context.Context, ev eventlog.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errClosed
+	}
+	if err := s.writeQueueLocked(recordHold, []eventlog.Event{ev}); err != nil {
+		return err
 	}
 	s.holds[ev.Session] = ev
 	s.wakeLocked()
@@ -437,6 +522,10 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 		}
 		next[e.Session] = e.Seq
 	}
+	if err := s.writeQueueLocked(recordEvents, events); err != nil {
+		return err
+	}
+	s.appended += uint64(len(events))
 	for k, v := range next {
 		s.lastSeq[k] = v
 	}
@@ -449,15 +538,65 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 	return nil
 }
 
+// writeQueueLocked writes one record of kind with events to the queue
+// file, in one write: once it returns, a kill of the process does not lose
+// them. A write that fails is undone, so that the file still ends in a
+// whole record; one that cannot be undone ends the file's use (the writer
+// rotates it at its next commit). s.mu is held.
+func (s *Store) writeQueueLocked(kind byte, events []eventlog.Event) error {
+	if s.queueErr != nil {
+		return fmt.Errorf("eventlog/sqlite: the queue file failed: %w", s.queueErr)
+	}
+	s.queueBuf = appendRecord(s.queueBuf[:0], kind, events)
+	if _, err := s.queue.Write(s.queueBuf); err != nil {
+		if terr := s.queue.Truncate(s.queueSize); terr != nil {
+			s.queueErr, s.rotate = err, true
+		}
+		return fmt.Errorf("eventlog/sqlite: write the queue file: %w", err)
+	}
+	s.queueSize += int64(len(s.queueBuf))
+	if cap(s.queueBuf) > maxKeptBuf {
+		s.queueBuf = nil
+	}
+	if len(s.pending) == 0 && len(s.holds) == 0 {
+		s.queuedAt = time.Now()
+	}
+	s.queueDirty = true
+	for _, e := range events {
+		s.queueSessions[e.Session] = true
+		if kind == recordEvents {
+			end := s.unsynced[e.Session]
+			end.Seq = e.Seq
+			if e.Seq == 1 {
+				end.First = e.ID
+			}
+			s.unsynced[e.Session] = end
+		}
+	}
+	return nil
+}
+
+// maxKeptBuf bounds the buffer the queue's records are built in that the
+// store keeps between writes.
+const maxKeptBuf = 1 << 20
+
 // wakeLocked wakes the writer for what was just queued, unless it is
-// gathering (it commits that at the end of CommitDelay) and no batch is
-// full: at a paced rate an append costs no hand-off to the writer, only
-// the first of each commit does. s.mu is held.
+// gathering (it syncs that at the end of SyncDelay) and the database need
+// not take the queue at once: at a paced rate an append costs no hand-off
+// to the writer, only the first of each sync does. s.mu is held.
 func (s *Store) wakeLocked() {
-	if s.gathering && len(s.pending) < maxBatch {
+	if s.gathering && !s.fullLocked() {
 		return
 	}
 	s.signal()
+}
+
+// fullLocked reports whether the queue holds a full batch or a quarter of
+// one of its bounds, which the writer commits without waiting for
+// CommitDelay. s.mu is held.
+func (s *Store) fullLocked() bool {
+	return len(s.pending) >= maxBatch || len(s.pending) >= s.opts.MaxPending/4 ||
+		s.pendingBytes >= s.opts.MaxPendingBytes/4
 }
 
 // queuedSize is what events count against MaxPendingBytes.
@@ -516,25 +655,32 @@ func (s *Store) loadLastSeqs(ctx context.Context, events []eventlog.Event) error
 	return nil
 }
 
-// writer commits pending events until Close.
+// writer syncs the queue file and commits its events to the database
+// until Close.
 func (s *Store) writer() {
 	defer close(s.done)
 	backoff := time.Duration(0)
+	due := time.NewTimer(time.Hour)
+	due.Stop()
 	for {
 		select {
 		case <-s.wake:
 			s.gather()
+		case <-due.C:
 		case <-s.quit:
 			s.drain()
 			return
 		}
-		err := s.commit()
+		err := s.sync()
 		if err == nil {
-			err = s.runDeletes()
+			err = s.apply()
+		}
+		if d, ok := s.nextCommit(); ok {
+			due.Reset(d)
 		}
 		if err != nil {
 			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-			s.log.Error("commit session log; retrying", "err", err, "pending", s.pendingLen(), "retry_in", backoff)
+			s.log.Error("write session log; retrying", "err", err, "pending", s.pendingLen(), "retry_in", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-s.quit:
@@ -549,15 +695,16 @@ func (s *Store) writer() {
 	}
 }
 
-// gather waits CommitDelay for events to join those queued, returning
-// early once a whole batch is queued or the store is closing.
+// gather waits SyncDelay for writes to join those in the queue file,
+// returning early once the database should take the queue or the store is
+// closing.
 func (s *Store) gather() {
 	s.mu.Lock()
-	s.gathering = true // until commit takes the batch
+	s.gathering = true // until sync takes the writes
 	s.mu.Unlock()
-	t := time.NewTimer(s.opts.CommitDelay)
+	t := time.NewTimer(s.opts.SyncDelay)
 	defer t.Stop()
-	for s.pendingLen() < maxBatch {
+	for !s.full() {
 		select {
 		case <-t.C:
 			return
@@ -581,13 +728,115 @@ func (s *Store) pendingLen() int {
 	return len(s.pending)
 }
 
+func (s *Store) full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fullLocked()
+}
+
+// sync makes what was written to the queue files durable: the file before
+// the last rotation first, its name's change, then the current file. The
+// sessions' ends it covers become durable (see Durable).
+func (s *Store) sync() error {
+	s.mu.Lock()
+	s.gathering = false // what is written from now on wakes the writer
+	ends := s.unsynced
+	s.unsynced = make(map[string]eventlog.LogEnd)
+	f, dirty, old := s.queue, s.queueDirty, s.old
+	s.queueDirty = false
+	s.mu.Unlock()
+	err := func() error {
+		if old != nil && !s.oldSynced {
+			if err := fdatasync(old); err != nil {
+				return err
+			}
+			s.oldSynced = true
+		}
+		if dirty {
+			if err := fdatasync(f); err != nil {
+				return err
+			}
+		}
+		if s.dirDirty {
+			if err := syncDir(filepath.Dir(s.queuePath)); err != nil {
+				return err
+			}
+			s.dirDirty = false
+		}
+		return nil
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	into := s.synced
+	if err != nil {
+		s.queueDirty = s.queueDirty || dirty
+		into = s.unsynced
+	}
+	for k, e := range ends {
+		end := into[k]
+		end.Seq = max(end.Seq, e.Seq)
+		if e.First != "" && end.First == "" {
+			end.First = e.First
+		}
+		into[k] = end
+	}
+	if err != nil {
+		return fmt.Errorf("sync the queue file: %w", err)
+	}
+	return nil
+}
+
+// apply commits to the database what is due, then runs the deletions it
+// made ready.
+func (s *Store) apply() error {
+	for s.commitDue() {
+		if err := s.commit(); err != nil {
+			return err
+		}
+	}
+	return s.runDeletes()
+}
+
+// commitDue reports whether the writer should commit now: events or held
+// events are queued and the oldest has waited CommitDelay, the queue is
+// full (fullLocked), the store is closing, or a deletion waits for its
+// session's records to leave the queue files.
+func (s *Store) commitDue() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.deletes {
+		if s.queueSessions[d.session] || s.oldSessions[d.session] || len(s.bySession[d.session]) > 0 {
+			return true
+		}
+	}
+	if len(s.pending) == 0 && len(s.holds) == 0 {
+		return false
+	}
+	return s.closed || s.fullLocked() || time.Since(s.queuedAt) >= s.opts.CommitDelay
+}
+
+// nextCommit returns how long until the queue's oldest events have waited
+// CommitDelay, and false when nothing is queued.
+func (s *Store) nextCommit() (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 && len(s.holds) == 0 {
+		return 0, false
+	}
+	return max(time.Until(s.queuedAt.Add(s.opts.CommitDelay)), 0), true
+}
+
 // drain commits what is left when the store closes, giving up after a few
-// failed tries.
+// failed tries, and removes the queue files once the database holds
+// everything; what it could not commit stays in them for the next Open.
 func (s *Store) drain() {
+	if err := s.sync(); err != nil {
+		s.log.Error("sync session log queue at close", "err", err)
+	}
 	for failures := 0; failures < 5; {
-		err := s.commit()
-		if err == nil && s.pendingLen() == 0 {
-			return
+		err := s.apply()
+		if err == nil && !s.commitDue() {
+			break
 		}
 		if err != nil {
 			failures++
@@ -595,18 +844,78 @@ func (s *Store) drain() {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	if n := s.pendingLen(); n > 0 {
-		s.log.Error("session log closed with events not written", "lost", n)
-	}
-	if err := s.runDeletes(); err != nil {
-		s.log.Error("delete a session log at close", "err", err)
-	}
+	s.closeQueue()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range s.deletes {
 		d.done <- errClosed
 	}
 	s.deletes = nil
+}
+
+// closeQueue closes the queue files, and removes them when the database
+// holds all they do. Only drain calls it.
+func (s *Store) closeQueue() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	left := len(s.pending) + len(s.holds)
+	for _, f := range []*os.File{s.old, s.queue} {
+		if f == nil {
+			continue
+		}
+		if err := f.Close(); err != nil {
+			s.log.Error("close session log queue", "err", err)
+		}
+		if left == 0 {
+			if err := os.Remove(f.Name()); err != nil {
+				s.log.Error("remove session log queue", "err", err)
+			}
+		}
+	}
+	if left > 0 {
+		s.log.Error("session log closed with events not in the database; the next start takes them from its queue file", "events", len(s.pending), "held", len(s.holds))
+		return
+	}
+	if err := syncDir(filepath.Dir(s.queuePath)); err != nil {
+		s.log.Error("sync the data directory", "err", err)
+	}
+}
+
+// removeOld removes the queue file before the last rotation once the
+// database holds its events. Only the writer calls it.
+func (s *Store) removeOld() error {
+	s.mu.Lock()
+	old := s.old
+	s.old, s.oldSessions = nil, nil
+	s.mu.Unlock()
+	if err := old.Close(); err != nil {
+		s.log.Warn("close the old session log queue", "err", err)
+	}
+	s.dirDirty = true
+	if err := os.Remove(s.oldQueuePath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove the old queue file: %w", err)
+	}
+	return nil
+}
+
+// rotateLocked moves the queue file to the old one's name and starts a
+// new one, for the events appended from now on. s.mu is held, and there
+// is no old queue file.
+func (s *Store) rotateLocked() error {
+	if err := os.Rename(s.queuePath, s.oldQueuePath); err != nil {
+		return fmt.Errorf("rotate the queue file: %w", err)
+	}
+	f, err := openQueue(s.queuePath)
+	if err != nil {
+		if rerr := os.Rename(s.oldQueuePath, s.queuePath); rerr != nil {
+			s.log.Error("rename the queue file back", "err", rerr)
+		}
+		return fmt.Errorf("rotate the queue file: %w", err)
+	}
+	s.old, s.oldSessions, s.oldUpTo = s.queue, s.queueSessions, s.appended
+	s.queue, s.queueSessions, s.queueSize, s.queueErr, s.rotate = f, make(map[string]bool), 0, nil, false
+	s.oldSynced, s.dirDirty = false, true
+	return nil
 }
 
 var errClosed = errors.New("eventlog/sqlite: store is closed")
@@ -633,12 +942,15 @@ func (s *Store) Delete(ctx context.Context, session string) error {
 }
 
 // runDeletes deletes the sessions asked for whose events are all
-// committed; the others wait for the next commit.
+// committed and out of the queue files; the others wait for the next
+// commit. The queue files' removal is durable before a deletion is: a
+// crash of the machine cannot bring back a file that gives a deleted log
+// events again.
 func (s *Store) runDeletes() error {
 	s.mu.Lock()
 	var ready, waiting []deletion
 	for _, d := range s.deletes {
-		if len(s.bySession[d.session]) == 0 {
+		if len(s.bySession[d.session]) == 0 && !s.queueSessions[d.session] && !s.oldSessions[d.session] {
 			ready = append(ready, d)
 		} else {
 			waiting = append(waiting, d)
@@ -646,6 +958,15 @@ func (s *Store) runDeletes() error {
 	}
 	s.deletes = waiting
 	s.mu.Unlock()
+	if len(ready) > 0 && s.dirDirty {
+		if err := syncDir(filepath.Dir(s.queuePath)); err != nil {
+			s.mu.Lock()
+			s.deletes = append(s.deletes, ready...)
+			s.mu.Unlock()
+			return fmt.Errorf("sync the data directory: %w", err)
+		}
+		s.dirDirty = false
+	}
 	for i, d := range ready {
 		if err := s.deleteSession(d.session); err != nil {
 			s.mu.Lock()
@@ -694,6 +1015,8 @@ func (s *Store) deleteSession(name string) error {
 	delete(s.heldKeys, key)
 	s.mu.Lock()
 	delete(s.lastSeq, name)
+	delete(s.synced, name)
+	delete(s.unsynced, name)
 	s.mu.Unlock()
 	s.infoMu.Lock()
 	delete(s.infos, name)
@@ -726,10 +1049,12 @@ func (s *Store) noteCommitted(batch []eventlog.Event) {
 const maxBatch = 4096
 
 // commit writes the oldest pending events, up to maxBatch, in one
-// transaction.
+// transaction, with the held events. When it takes every pending event,
+// or the queue file has grown past rotateSize or holds a session to
+// delete, it first rotates the queue file; once the database holds every
+// event of the file before the rotation, it removes that file.
 func (s *Store) commit() error {
 	s.mu.Lock()
-	s.gathering = false // what is queued from now on wakes the writer
 	n := min(len(s.pending), maxBatch)
 	batch := s.pending[:n:n]
 	// The held events go to this commit; Hold fills a new map meanwhile.
@@ -738,19 +1063,63 @@ func (s *Store) commit() error {
 		holds = s.holds
 		s.holds = make(map[string]eventlog.Event)
 	}
-	s.mu.Unlock()
-	if len(batch) == 0 && len(holds) == 0 {
-		return nil
+	var err error
+	if s.old == nil && (n == len(s.pending) || s.rotate || s.queueSize >= rotateSize || s.deleteQueuedLocked()) {
+		err = s.rotateLocked()
 	}
+	// Every held event of the old file is in holds or was committed since
+	// its rotation: it goes once the events before oldUpTo are in.
+	removeOld := s.old != nil && s.committed+uint64(n) >= s.oldUpTo
+	s.mu.Unlock()
+	if err != nil {
+		s.restoreHolds(holds)
+		return err
+	}
+	if len(batch) > 0 || len(holds) > 0 {
+		if err := s.commitBatch(batch, holds); err != nil {
+			return err
+		}
+	}
+	if removeOld {
+		return s.removeOld()
+	}
+	return nil
+}
+
+// rotateSize is the queue file's length past which a commit rotates it
+// even though events stay pending: under a flood no commit takes them
+// all, and the file would grow until the flood ends.
+const rotateSize = 64 << 20
+
+// deleteQueuedLocked reports whether a deletion waits for a session with
+// records in the queue file. s.mu is held.
+func (s *Store) deleteQueuedLocked() bool {
+	for _, d := range s.deletes {
+		if s.queueSessions[d.session] {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreHolds puts back held events a failed commit took, unless a newer
+// one came meanwhile.
+func (s *Store) restoreHolds(holds map[string]eventlog.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, ev := range holds {
+		if _, newer := s.holds[k]; !newer {
+			s.holds[k] = ev
+		}
+	}
+}
+
+// commitBatch writes batch and holds in one transaction and drops the
+// batch from the pending events.
+func (s *Store) commitBatch(batch []eventlog.Event, holds map[string]eventlog.Event) error {
 	start := time.Now()
 	if err := s.write(batch, holds); err != nil {
-		s.mu.Lock()
-		for k, ev := range holds {
-			if _, newer := s.holds[k]; !newer {
-				s.holds[k] = ev
-			}
-		}
-		s.mu.Unlock()
+		s.restoreHolds(holds)
 		return err
 	}
 	d := time.Since(start)
@@ -781,13 +1150,13 @@ func (s *Store) commit() error {
 	clear(s.pending[:len(batch)]) // batch too: it shares the array
 	s.pending = s.pending[len(batch):]
 	s.pendingBytes -= size
-	more := len(s.pending) > 0
+	s.committed += uint64(len(batch))
+	if len(s.pending) > 0 {
+		s.queuedAt = time.Now()
+	}
 	s.freeRoom()
 	s.mu.Unlock()
 	s.commitMu.Unlock()
-	if more {
-		s.signal()
-	}
 	return nil
 }
 
@@ -1106,8 +1475,9 @@ func (s *Store) readInfos(ctx context.Context) (map[string]eventlog.SessionInfo,
 	return infos, nil
 }
 
-// Durable implements eventlog.Store: the committed end of each log.
-// Each log's end is a lookup in the primary key's index, not a scan.
+// Durable implements eventlog.Store: the end of each log the database or
+// the synced queue file holds. Each log's end in the database is a lookup
+// in the primary key's index, not a scan.
 func (s *Store) Durable(ctx context.Context) (map[string]eventlog.LogEnd, error) {
 	s.commitMu.RLock()
 	defer s.commitMu.RUnlock()
@@ -1131,7 +1501,22 @@ func (s *Store) Durable(ctx context.Context) (map[string]eventlog.LogEnd, error)
 			out[name] = eventlog.LogEnd{Seq: seq.Int64, First: first.String}
 		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable ends: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, e := range s.synced {
+		end := out[name]
+		if e.Seq > end.Seq {
+			end.Seq = e.Seq
+			if end.First == "" {
+				end.First = e.First
+			}
+			out[name] = end
+		}
+	}
+	return out, nil
 }
 
 // Cursors implements eventlog.Store.
@@ -1154,8 +1539,15 @@ func (s *Store) Cursors(ctx context.Context, consumer string) (map[string]eventl
 }
 
 // SetCursors implements eventlog.Store, in one transaction. A cursor in a
-// session the database holds no log of (deleted meanwhile) is not kept.
+// session with no log (deleted meanwhile) is not kept.
 func (s *Store) SetCursors(ctx context.Context, consumer string, places map[string]eventlog.Cursor) error {
+	// A log whose events are all in the queue has no row in sessions yet.
+	queued := make(map[string]bool)
+	s.mu.Lock()
+	for session := range places {
+		queued[session] = s.lastSeq[session] > 0
+	}
+	s.mu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("set cursors: %w", err)
@@ -1163,9 +1555,9 @@ func (s *Store) SetCursors(ctx context.Context, consumer string, places map[stri
 	defer tx.Rollback()
 	for session, c := range places {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO cursors (consumer, session, seq, id)
-			SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE name = ?)
+			SELECT ?, ?, ?, ? WHERE ? OR EXISTS (SELECT 1 FROM sessions WHERE name = ?)
 			ON CONFLICT (consumer, session) DO UPDATE SET seq = excluded.seq, id = excluded.id`,
-			consumer, session, c.Seq, c.ID, session); err != nil {
+			consumer, session, c.Seq, c.ID, queued[session], session); err != nil {
 			return fmt.Errorf("set cursors: %w", err)
 		}
 	}
@@ -1188,7 +1580,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.quit)
 	<-s.done
-	return s.db.Close()
+	err := s.db.Close()
+	s.lock.Close()
+	return err
 }
 
 // sortByCreated orders sessions by their first event, then by key.

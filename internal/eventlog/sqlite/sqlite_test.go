@@ -499,3 +499,38 @@ func TestStore_CommitsWhatCameWhileItGathered(t *testing.T) {
 		committed(n)
 	}
 }
+
+// TestOpen_RefusesADatabaseInUse opens a database twice: the second Open is
+// refused with ErrInUse and takes nothing from the first, whose queued
+// events are all there once it closes.
+func TestOpen_RefusesADatabaseInUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	s, err := sqlite.Open(path, sqlite.Options{CommitDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := eventlogtest.Events("a", 1, 10)
+	if err := s.Append(ctx, evs[:5]); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := sqlite.Open(path, sqlite.Options{}); !errors.Is(err, sqlite.ErrInUse) {
+		if again != nil {
+			again.Close()
+		}
+		t.Fatalf("a second Open of a database in use: %v, want ErrInUse", err)
+	}
+	if err := s.Append(ctx, evs[5:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	defer s.Close()
+	got, err := s.Read(ctx, "a", 0, 0)
+	if err != nil || len(got) != 10 {
+		t.Fatalf("%d events after the refused Open, %v; want 10", len(got), err)
+	}
+}
