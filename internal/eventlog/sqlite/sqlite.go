@@ -1,29 +1,41 @@
 // Package sqlite is the default eventlog.Store: one SQLite database in the
 // data directory, through a pure-Go driver so the binary stays static.
 //
-// # Group commit and durability
+// # The queue file, group commit and durability
 //
-// Append does not wait for the disk. It validates the events, queues them
-// and returns; one writer goroutine commits what is queued in one
-// transaction. When events arrive the writer waits CommitDelay
-// (DefaultCommitDelay, 10 ms) for more to join them, so a trickle of events
-// — a paced stream, one chunk at a time — shares commits and their fsync
-// instead of paying one each, and under load batches grow by themselves up
-// to 4096 events, which the writer commits at once. Read sees queued events
-// at once, merged with what is committed. The database runs in WAL mode
-// with synchronous=FULL: a committed transaction survives a crash of the
-// process and of the machine.
+// Append does not wait for the disk, nor for the database. It validates
+// the events and writes them, as one checksummed record, to the queue file
+// beside the database (acphub.db-queue, see queue.go) with one write(2),
+// queues them in memory and returns; Hold does the same with its event.
+// Once that write returned the events are the kernel's: a kill of the
+// process, however abrupt, loses none of them. One writer goroutine then
+// does two things. It syncs the queue file (fdatasync) SyncDelay
+// (DefaultSyncDelay, 10 ms) after a write found it idle, so that a paced
+// stream shares one sync among the events of those 10 ms instead of paying
+// one each; and it commits the queued events to the database in one
+// transaction once the oldest has waited CommitDelay (DefaultCommitDelay,
+// 1 s), or at once when 4096 events, a quarter of a bound below, or a
+// session to delete wait. Read sees queued events at once, merged with
+// what is committed. The database runs in WAL mode with synchronous=FULL.
 //
-// The durability window is the time between Append returning and the
-// commit that holds its events: CommitDelay plus the commit in progress and
-// the next one, normally 10 to 20 ms. The writer logs a warning for a
-// commit slower than a second.
+// A commit that takes every queued event first rotates the queue file
+// (renames it acphub.db-queue.old and starts a new one), and removes the
+// old file once the database holds its events; under a flood, where no
+// commit takes them all, the file is rotated past 64 MiB. Open replays what
+// the queue files hold and the database does not, session by session, up
+// to a record a crash cut short or a gap, and removes them; a clean Close
+// leaves none. Open locks the database file: a second store cannot take a
+// live one's queue.
+//
+// The durability window is that of the queue file: against a kill of the
+// process it is nil, and against a crash of the machine it is SyncDelay
+// plus the sync in progress and the next, normally 10 to 20 ms. The writer
+// logs a warning for a commit slower than a second.
 // Under a sustained load above what the disk takes (about 200,000 events a
-// second on a small machine) the queue fills, Append waits, and the window
-// grows with the queue, up to its bounds: MaxPending events and
-// MaxPendingBytes (100,000 events and 16 MiB by default). Events in the
-// window are lost if the process is killed; nothing before it is, and what
-// survives is a gap-free prefix of every session's log.
+// second on a small machine) the queue fills, Append waits, and the
+// database's lag grows with the queue, up to its bounds: MaxPending events
+// and MaxPendingBytes (100,000 events and 16 MiB by default). What survives
+// a crash is a gap-free prefix of every session's log.
 //
 // # Layout
 //
