@@ -174,7 +174,10 @@ func (q *Queue) Hold() {
 
 // Release ends what Hold started: when the consumer still waits, the
 // Direct writer takes the held frames, with one write; otherwise, or when
-// it does not take them, the consumer is woken for them.
+// it does not take them, the consumer is woken for them. It may run
+// beside the producer's next pushes (a producer that releases after
+// giving up the lock that orders its pushes): those go after the held
+// frames, and a Hold among them is ended by it.
 func (q *Queue) Release() {
 	q.mu.Lock()
 	q.holding = false
@@ -195,8 +198,8 @@ func (q *Queue) Release() {
 			q.mu.Unlock()
 			return
 		}
-		// Only the producer pushes, and it is here: nothing came since.
-		q.frames, q.bytes = frames, bytes
+		// Frames pushed while the writer ran go after the held ones.
+		q.frames, q.bytes = append(frames, q.frames...), bytes+q.bytes
 	}
 	q.mu.Unlock()
 	q.signal()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,5 +375,77 @@ func TestQueue_HeldFramesGoInOneWrite(t *testing.T) {
 	q.Push(big)
 	if got := <-popped; len(got) != 2 {
 		t.Fatalf("Pop = %d frames past HoldMax, want 2", len(got))
+	}
+}
+
+// TestQueue_ReleaseBesideTheNextPush releases held frames on one goroutine
+// while the producer pushes its next frame on another, and the Direct
+// writer, busy with the held frames meanwhile, gives them back: the
+// consumer gets the held frames, then the next one, none lost.
+func TestQueue_ReleaseBesideTheNextPush(t *testing.T) {
+	t.Parallel()
+	q := frameq.New(1 << 20)
+	entered, refuse := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	q.SetDirect(func(frames [][]byte) (bool, bool) {
+		switch calls.Add(1) {
+		case 1: // the probe below
+			return true, false
+		case 2: // Release's write: busy until the next push came
+			close(entered)
+			<-refuse
+		}
+		return false, false
+	})
+	popped := make(chan [][]byte, 1)
+	go func() {
+		got, _ := q.Pop(nil)
+		popped <- got
+	}()
+	for calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+		q.Push([]byte("probe"))
+		if calls.Load() == 0 {
+			<-popped
+			go func() {
+				got, _ := q.Pop(nil)
+				popped <- got
+			}()
+		}
+	}
+	q.Hold()
+	q.Push([]byte("a"))
+	q.Push([]byte("b"))
+	released := make(chan struct{})
+	go func() {
+		q.Release()
+		close(released)
+	}()
+	<-entered
+	if _, err := q.Push([]byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	close(refuse)
+	<-released
+	var got []string
+	for len(got) < 3 {
+		var frames [][]byte
+		select {
+		case frames = <-popped:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the consumer got %q, then nothing", got)
+		}
+		for _, f := range frames {
+			got = append(got, string(f))
+		}
+		if len(got) < 3 {
+			go func() {
+				frames, _ := q.Pop(nil)
+				popped <- frames
+			}()
+		}
+	}
+	if fmt.Sprint(got) != "[a b c]" {
+		t.Fatalf("the consumer got %q, want [a b c]", got)
 	}
 }

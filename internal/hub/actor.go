@@ -33,7 +33,7 @@ func (s *Session) run() {
 	defer close(s.done)
 	defer s.cfg.Meter.Queues(s.key, 0, 0)
 	s.actor.Lock()
-	defer s.actor.Unlock()
+	defer s.unlock()
 	if s.prior != nil {
 		s.reopened.from = s.seq
 		s.recordHeld()
@@ -46,7 +46,7 @@ func (s *Session) run() {
 	for {
 		s.burst = false
 		w := s.waits()
-		s.actor.Unlock()
+		s.unlock()
 		select {
 		case msg := <-s.inbox:
 			s.actor.Lock()
@@ -136,7 +136,6 @@ func (s *Session) endBatch() {
 	s.text.FlushStale()
 	s.flush()
 	s.markCursors()
-	s.unhold()
 	s.report()
 	s.meter()
 }
@@ -150,7 +149,7 @@ func (s *Session) inline(msg any, queued *atomic.Int64, agent bool) bool {
 	if queued.Load() != 0 || !s.actor.TryLock() {
 		return false
 	}
-	defer s.actor.Unlock()
+	defer s.unlock()
 	if queued.Load() != 0 || s.ended || s.deleted() || (agent && s.paced) {
 		return false
 	}

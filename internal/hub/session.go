@@ -13,6 +13,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/meter"
 	"github.com/acphub/acphub/internal/ops"
@@ -622,8 +623,28 @@ func (s *Session) hold(p *peer) {
 	}
 }
 
-// unhold ends the batch's holds: each waiting writer's frames of the
-// burst are written at once, the others woken for them.
+// unlock ends the actor's hold on the session, then the batch's holds:
+// each waiting writer's frames of the burst are written at once, the others
+// woken for them. The writes come after the actor lets go, so that the
+// next batch — an agent's request that came meanwhile — need not wait for
+// them: its frames to a held client queue after the held ones
+// (frameq.Queue.Release).
+func (s *Session) unlock() {
+	var buf [16]*frameq.Queue
+	held := buf[:0]
+	for _, p := range s.holding {
+		p.holding = false
+		held = append(held, p.out)
+	}
+	clear(s.holding)
+	s.holding = s.holding[:0]
+	s.actor.Unlock()
+	for _, q := range held {
+		q.Release()
+	}
+}
+
+// unhold ends the batch's holds at once, the actor held: the session ends.
 func (s *Session) unhold() {
 	for _, p := range s.holding {
 		p.holding = false
