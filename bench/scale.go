@@ -523,10 +523,11 @@ func countSessions(h *hubProc) (int, error) {
 	return len(list.Sessions), err
 }
 
-// logSize is the size of the data dir's log, acphub.db with its WAL.
+// logSize is the size of the data dir's log: acphub.db with its WAL and
+// the queue files in front of it.
 func logSize(dir string) int64 {
 	var n int64
-	for _, f := range []string{"acphub.db", "acphub.db-wal"} {
+	for _, f := range []string{"acphub.db", "acphub.db-wal", "acphub.db-queue", "acphub.db-queue.old"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			n += st.Size()
 		}

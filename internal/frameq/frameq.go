@@ -157,7 +157,9 @@ func (q *Queue) passDirect(frames [][]byte) bool {
 	}
 	q.passed += uint64(len(frames))
 	q.owed = owed
-	if owed || q.woken || q.closed {
+	// Frames pushed meanwhile (Release beside the producer's next push)
+	// wait for the consumer, which waits for the writer: wake it for them.
+	if owed || q.woken || q.closed || len(q.frames) > 0 {
 		q.signal()
 	}
 	return true

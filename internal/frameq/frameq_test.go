@@ -379,14 +379,26 @@ func TestQueue_HeldFramesGoInOneWrite(t *testing.T) {
 }
 
 // TestQueue_ReleaseBesideTheNextPush releases held frames on one goroutine
-// while the producer pushes its next frame on another, and the Direct
-// writer, busy with the held frames meanwhile, gives them back: the
-// consumer gets the held frames, then the next one, none lost.
+// while the producer pushes its next frame on another, the Direct writer
+// busy with the held frames meanwhile: whether the writer takes them or
+// gives them back, the consumer gets the held frames, then the next one,
+// none lost and none left waiting.
 func TestQueue_ReleaseBesideTheNextPush(t *testing.T) {
 	t.Parallel()
+	for _, takes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("takes=%v", takes), func(t *testing.T) {
+			t.Parallel()
+			releaseBesideTheNextPush(t, takes)
+		})
+	}
+}
+
+func releaseBesideTheNextPush(t *testing.T, takes bool) {
 	q := frameq.New(1 << 20)
 	entered, refuse := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
+	var mu sync.Mutex
+	var direct []string
 	q.SetDirect(func(frames [][]byte) (bool, bool) {
 		switch calls.Add(1) {
 		case 1: // the probe below
@@ -394,23 +406,30 @@ func TestQueue_ReleaseBesideTheNextPush(t *testing.T) {
 		case 2: // Release's write: busy until the next push came
 			close(entered)
 			<-refuse
+			if !takes {
+				return false, false
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, f := range frames {
+				direct = append(direct, string(f))
+			}
+			return true, false
 		}
 		return false, false
 	})
 	popped := make(chan [][]byte, 1)
-	go func() {
+	pop := func() {
 		got, _ := q.Pop(nil)
 		popped <- got
-	}()
+	}
+	go pop()
 	for calls.Load() == 0 {
 		time.Sleep(time.Millisecond)
 		q.Push([]byte("probe"))
 		if calls.Load() == 0 {
 			<-popped
-			go func() {
-				got, _ := q.Pop(nil)
-				popped <- got
-			}()
+			go pop()
 		}
 	}
 	q.Hold()
@@ -425,9 +444,13 @@ func TestQueue_ReleaseBesideTheNextPush(t *testing.T) {
 	if _, err := q.Push([]byte("c")); err != nil {
 		t.Fatal(err)
 	}
+	// The consumer, woken for c, finds the writer busy and waits for it.
+	time.Sleep(20 * time.Millisecond)
 	close(refuse)
 	<-released
-	var got []string
+	mu.Lock()
+	got := direct
+	mu.Unlock()
 	for len(got) < 3 {
 		var frames [][]byte
 		select {
@@ -439,13 +462,10 @@ func TestQueue_ReleaseBesideTheNextPush(t *testing.T) {
 			got = append(got, string(f))
 		}
 		if len(got) < 3 {
-			go func() {
-				frames, _ := q.Pop(nil)
-				popped <- frames
-			}()
+			go pop()
 		}
 	}
 	if fmt.Sprint(got) != "[a b c]" {
-		t.Fatalf("the consumer got %q, want [a b c]", got)
+		t.Fatalf("the frames went out as %q, want [a b c]", got)
 	}
 }
