@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,7 +194,10 @@ func TestStore_KilledWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if os.Getenv("ACPHUB_KILLED_SCENARIO") == "deleted" {
+	switch os.Getenv("ACPHUB_KILLED_SCENARIO") {
+	case "full":
+		fillTheDisk(t, s, path)
+	case "deleted":
 		must(s.Append(ctx, eventlogtest.Events("a", 1, 3)))
 		b := eventlogtest.Events("b", 1, 5)
 		must(s.Append(ctx, b[:3]))
@@ -214,4 +219,95 @@ func TestStore_KilledWriter(t *testing.T) {
 		fmt.Println(seq)
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestStore_AFullDiskRefusesAnAppendAndLosesNothing fills the disk under a
+// writer in a child process (a file size limit): the Append the queue file
+// cannot take is refused with the disk's error, and so is its retry, not
+// taken as a gap. With room again the log goes on from the refused event.
+// After the kill every acknowledged event is in the log — the refused
+// write left no part of a record in the queue file for the replay to stop
+// at — and nothing else.
+func TestStore_AFullDiskRefusesAnAppendAndLosesNothing(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	acked := 0
+	var refused string
+	killed(t, path, "full", func(line string) bool {
+		switch {
+		case strings.HasPrefix(line, "refused "):
+			refused = line
+			return true
+		case strings.HasPrefix(line, "retried:"):
+			t.Errorf("the retry of the refused Append: %s, want it refused by the disk again", line)
+			return true
+		case line == "ready":
+			return false
+		}
+		acked++
+		return true
+	})
+	if !strings.Contains(refused, "file too large") || !strings.Contains(refused, "queue file") {
+		t.Fatalf("the writer said %q, want the queue file's write refused", refused)
+	}
+	got := readAll(t, path, "full")
+	if len(got) != acked {
+		t.Fatalf("%d events acknowledged before the disk filled, %d in the log after the kill", acked, len(got))
+	}
+	t.Logf("%d events acknowledged; %s", acked, refused)
+}
+
+// fillTheDisk is the child's part of
+// TestStore_AFullDiskRefusesAnAppendAndLosesNothing: it limits the size of
+// the files it writes a few kilobytes past the queue file's, appends until
+// an Append is refused, retries it once, then lifts the limit and appends
+// five more.
+func fillTheDisk(t *testing.T, s *sqlite.Store, path string) {
+	ctx := context.Background()
+	signal.Ignore(syscall.SIGXFSZ)
+	st, err := os.Stat(path + sqlite.QueueSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var was syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+		t.Fatal(err)
+	}
+	full := was
+	full.Cur = uint64(st.Size()) + 8<<10
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
+		t.Fatal(err)
+	}
+	var last []eventlog.Event
+	for seq := int64(1); ; seq++ {
+		evs := eventlogtest.Events("full", seq, 1)
+		if last != nil {
+			evs[0].ParentID = &last[0].ID
+		}
+		evs[0].Data = []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, seq, strings.Repeat("x", 300)))
+		if err := s.Append(ctx, evs); err != nil {
+			fmt.Println("refused", err)
+			if err := s.Append(ctx, evs); err == nil || errors.Is(err, eventlog.ErrSeqGap) {
+				fmt.Println("retried:", err)
+			}
+			break
+		}
+		last = evs
+		fmt.Println(seq)
+	}
+	// Room again: the log goes on from the refused event.
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+		t.Fatal(err)
+	}
+	for seq, n := last[0].Seq+1, 0; n < 5; seq, n = seq+1, n+1 {
+		evs := eventlogtest.Events("full", seq, 1)
+		evs[0].ParentID = &last[0].ID
+		if err := s.Append(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+		last = evs
+		fmt.Println(seq)
+	}
+	fmt.Println("ready")
+	select {}
 }

@@ -550,48 +550,6 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 	return nil
 }
 
-// writeQueueLocked writes one record of kind with events to the queue
-// file, in one write: once it returns, a kill of the process does not lose
-// them. A write that fails is undone, so that the file still ends in a
-// whole record; one that cannot be undone ends the file's use (the writer
-// rotates it at its next commit). s.mu is held.
-func (s *Store) writeQueueLocked(kind byte, events []eventlog.Event) error {
-	if s.queueErr != nil {
-		return fmt.Errorf("eventlog/sqlite: the queue file failed: %w", s.queueErr)
-	}
-	s.queueBuf = appendRecord(s.queueBuf[:0], kind, events)
-	if _, err := s.queue.Write(s.queueBuf); err != nil {
-		if terr := s.queue.Truncate(s.queueSize); terr != nil {
-			s.queueErr, s.rotate = err, true
-		}
-		return fmt.Errorf("eventlog/sqlite: write the queue file: %w", err)
-	}
-	s.queueSize += int64(len(s.queueBuf))
-	if cap(s.queueBuf) > maxKeptBuf {
-		s.queueBuf = nil
-	}
-	if len(s.pending) == 0 && len(s.holds) == 0 {
-		s.queuedAt = time.Now()
-	}
-	s.queueDirty = true
-	for _, e := range events {
-		s.queueSessions[e.Session] = true
-		if kind == recordEvents {
-			end := s.unsynced[e.Session]
-			end.Seq = e.Seq
-			if e.Seq == 1 {
-				end.First = e.ID
-			}
-			s.unsynced[e.Session] = end
-		}
-	}
-	return nil
-}
-
-// maxKeptBuf bounds the buffer the queue's records are built in that the
-// store keeps between writes.
-const maxKeptBuf = 1 << 20
-
 // wakeLocked wakes the writer for what was just queued, unless it is
 // gathering (it syncs that at the end of SyncDelay) and the database need
 // not take the queue at once: at a paced rate an append costs no hand-off
@@ -746,58 +704,6 @@ func (s *Store) full() bool {
 	return s.fullLocked()
 }
 
-// sync makes what was written to the queue files durable: the file before
-// the last rotation first, its name's change, then the current file. The
-// sessions' ends it covers become durable (see Durable).
-func (s *Store) sync() error {
-	s.mu.Lock()
-	s.gathering = false // what is written from now on wakes the writer
-	ends := s.unsynced
-	s.unsynced = make(map[string]eventlog.LogEnd)
-	f, dirty, old := s.queue, s.queueDirty, s.old
-	s.queueDirty = false
-	s.mu.Unlock()
-	err := func() error {
-		if old != nil && !s.oldSynced {
-			if err := fdatasync(old); err != nil {
-				return err
-			}
-			s.oldSynced = true
-		}
-		if dirty {
-			if err := fdatasync(f); err != nil {
-				return err
-			}
-		}
-		if s.dirDirty {
-			if err := syncDir(filepath.Dir(s.queuePath)); err != nil {
-				return err
-			}
-			s.dirDirty = false
-		}
-		return nil
-	}()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	into := s.synced
-	if err != nil {
-		s.queueDirty = s.queueDirty || dirty
-		into = s.unsynced
-	}
-	for k, e := range ends {
-		end := into[k]
-		end.Seq = max(end.Seq, e.Seq)
-		if e.First != "" && end.First == "" {
-			end.First = e.First
-		}
-		into[k] = end
-	}
-	if err != nil {
-		return fmt.Errorf("sync the queue file: %w", err)
-	}
-	return nil
-}
-
 // apply commits to the database what is due, then runs the deletions it
 // made ready.
 func (s *Store) apply() error {
@@ -863,71 +769,6 @@ func (s *Store) drain() {
 		d.done <- errClosed
 	}
 	s.deletes = nil
-}
-
-// closeQueue closes the queue files, and removes them when the database
-// holds all they do. Only drain calls it.
-func (s *Store) closeQueue() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	left := len(s.pending) + len(s.holds)
-	for _, f := range []*os.File{s.old, s.queue} {
-		if f == nil {
-			continue
-		}
-		if err := f.Close(); err != nil {
-			s.log.Error("close session log queue", "err", err)
-		}
-		if left == 0 {
-			if err := os.Remove(f.Name()); err != nil {
-				s.log.Error("remove session log queue", "err", err)
-			}
-		}
-	}
-	if left > 0 {
-		s.log.Error("session log closed with events not in the database; the next start takes them from its queue file", "events", len(s.pending), "held", len(s.holds))
-		return
-	}
-	if err := syncDir(filepath.Dir(s.queuePath)); err != nil {
-		s.log.Error("sync the data directory", "err", err)
-	}
-}
-
-// removeOld removes the queue file before the last rotation once the
-// database holds its events. Only the writer calls it.
-func (s *Store) removeOld() error {
-	s.mu.Lock()
-	old := s.old
-	s.old, s.oldSessions = nil, nil
-	s.mu.Unlock()
-	if err := old.Close(); err != nil {
-		s.log.Warn("close the old session log queue", "err", err)
-	}
-	s.dirDirty = true
-	if err := os.Remove(s.oldQueuePath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove the old queue file: %w", err)
-	}
-	return nil
-}
-
-// rotateLocked moves the queue file to the old one's name and starts a
-// new one, for the events appended from now on. s.mu is held, and there
-// is no old queue file.
-func (s *Store) rotateLocked() error {
-	if err := os.Rename(s.queuePath, s.oldQueuePath); err != nil {
-		return fmt.Errorf("rotate the queue file: %w", err)
-	}
-	f, err := openQueue(s.queuePath)
-	if err != nil {
-		if rerr := os.Rename(s.oldQueuePath, s.queuePath); rerr != nil {
-			s.log.Error("rename the queue file back", "err", rerr)
-		}
-		return fmt.Errorf("rotate the queue file: %w", err)
-	}
-	s.old, s.oldSessions, s.oldUpTo = s.queue, s.queueSessions, s.appended
-	s.queue, s.queueSessions, s.queueSize, s.queueErr, s.rotate = f, make(map[string]bool), 0, nil, false
-	s.oldSynced, s.dirDirty = false, true
-	return nil
 }
 
 var errClosed = errors.New("eventlog/sqlite: store is closed")
@@ -1096,22 +937,6 @@ func (s *Store) commit() error {
 		return s.removeOld()
 	}
 	return nil
-}
-
-// rotateSize is the queue file's length past which a commit rotates it
-// even though events stay pending: under a flood no commit takes them
-// all, and the file would grow until the flood ends.
-const rotateSize = 64 << 20
-
-// deleteQueuedLocked reports whether a deletion waits for a session with
-// records in the queue file. s.mu is held.
-func (s *Store) deleteQueuedLocked() bool {
-	for _, d := range s.deletes {
-		if s.queueSessions[d.session] {
-			return true
-		}
-	}
-	return false
 }
 
 // restoreHolds puts back held events a failed commit took, unless a newer
