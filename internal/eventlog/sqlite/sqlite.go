@@ -327,15 +327,30 @@ func lockFile(path string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open session log: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+	// A process forked from one that had the file open shares its lock
+	// until it runs its program (close-on-exec): a store closed and opened
+	// again while its process starts another finds the lock held for that
+	// moment. Another store holds it for good.
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return f, nil
+		case !errors.Is(err, syscall.EWOULDBLOCK):
+			f.Close()
+			return nil, fmt.Errorf("lock session log %s: %w", path, err)
+		case time.Now().After(deadline):
+			f.Close()
 			return nil, fmt.Errorf("open session log %s: %w", path, ErrInUse)
 		}
-		return nil, fmt.Errorf("lock session log %s: %w", path, err)
+		time.Sleep(10 * time.Millisecond)
 	}
-	return f, nil
 }
+
+// lockWait is how long Open waits for the database's lock before it
+// refuses it as in use.
+const lockWait = 2 * time.Second
 
 // ErrInUse is returned by Open for a database another Store has open.
 var ErrInUse = errors.New("the database is open in another acphub process or store")
