@@ -3,8 +3,10 @@ package sqlite_test
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
@@ -310,4 +312,33 @@ func fillTheDisk(t *testing.T, s *sqlite.Store, path string) {
 	}
 	fmt.Println("ready")
 	select {}
+}
+
+// TestOpen_RefusesAQueueRecordItCannotRead writes a queue file whose
+// record has a sound checksum but a kind this store does not know (a newer
+// acphub's, or damage the checksum missed): Open refuses with an error
+// naming the file, rather than drop the events after it, and leaves the
+// file where it is for a store that can read it.
+func TestOpen_RefusesAQueueRecordItCannotRead(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	body := []byte{9, 'x'}
+	rec := binary.LittleEndian.AppendUint32(nil, uint32(len(body)))
+	rec = binary.LittleEndian.AppendUint32(rec, crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+	rec = append(rec, body...)
+	queue := path + sqlite.QueueSuffix
+	if err := os.WriteFile(queue, rec, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(path, sqlite.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open took a queue file with a record of unknown kind")
+	}
+	if !strings.Contains(err.Error(), "unknown kind 9") || !strings.Contains(err.Error(), queue) {
+		t.Fatalf("Open: %v; want the record's kind and the file named", err)
+	}
+	if b, err := os.ReadFile(queue); err != nil || len(b) != len(rec) {
+		t.Fatalf("the queue file after the refused Open: %d bytes, %v; want it as it was", len(b), err)
+	}
 }
