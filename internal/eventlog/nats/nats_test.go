@@ -1,0 +1,210 @@
+package nats_test
+
+import (
+	"context"
+	"errors"
+	"path"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/eventlog/eventlogtest"
+	natslog "github.com/acphub/acphub/internal/eventlog/nats"
+)
+
+// startServer runs a NATS server with JetStream in this process, on a
+// loopback port and a temporary directory, until the test ends.
+func startServer(t *testing.T) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+func TestStore(t *testing.T) {
+	srv := startServer(t)
+	eventlogtest.Run(t, func(t *testing.T) eventlog.Store {
+		// Each test has streams of its own.
+		prefix := strings.ToUpper(path.Base(t.Name()))
+		s, err := natslog.Open(context.Background(), srv.ClientURL(), natslog.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// open opens a store on srv with the given prefix, closed when the test
+// ends.
+func open(t *testing.T, srv *server.Server, prefix string) *natslog.Store {
+	t.Helper()
+	s, err := natslog.Open(context.Background(), srv.ClientURL(), natslog.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestAppend_AnotherWriterIsRefused has two stores — two hub nodes — write
+// one session's log: the one whose view of its end is stale is refused,
+// stores nothing, and appends again once it has read the end anew.
+func TestAppend_AnotherWriterIsRefused(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a, b := open(t, srv, "W"), open(t, srv, "W")
+	evs := eventlogtest.Events("s", 1, 6)
+	if err := a.Append(ctx, evs[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Append(ctx, evs[3:4]); err != nil {
+		t.Fatalf("a second writer that read the log's end: %v", err)
+	}
+	stale := eventlogtest.Events("s", 4, 1) // a's next event, written without knowing b's
+	if err := a.Append(ctx, stale); !errors.Is(err, natslog.ErrConflict) {
+		t.Fatalf("an append on a stale end: %v, want ErrConflict", err)
+	}
+	got, err := b.Read(ctx, "s", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[3].ID != evs[3].ID {
+		t.Fatalf("the log holds %d events, the 4th %v; want b's 4th", len(got), got[len(got)-1].ID)
+	}
+	if err := a.Append(ctx, evs[4:]); err != nil {
+		t.Fatalf("the refused writer, after reading the end again: %v", err)
+	}
+	got, _ = b.Read(ctx, "s", 0, 0)
+	eventlogtest.CheckChain(t, got)
+	if len(got) != 6 {
+		t.Fatalf("%d events, want 6", len(got))
+	}
+}
+
+// TestAppend_RacingWritersNeverBothWin has two stores append the next
+// events of one log at once, round after round: each round exactly one
+// wins, and the log stays one gap-free chain.
+func TestAppend_RacingWritersNeverBothWin(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	stores := []*natslog.Store{open(t, srv, "R"), open(t, srv, "R")}
+	if err := stores[0].Append(ctx, eventlogtest.Events("race", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 50 {
+		last, _, err := stores[0].Last(ctx, "race", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, len(stores))
+		for i, s := range stores {
+			batch := eventlogtest.Events("race", last.Seq+1, 1+i) // one event, and two
+			batch[0].ParentID = &last.ID
+			wg.Go(func() { errs[i] = s.Append(ctx, batch) })
+		}
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, natslog.ErrConflict), errors.Is(err, eventlog.ErrSeqGap):
+			default:
+				t.Fatalf("round %d, writer %d: %v", round, i, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d writers appended (%v), want 1", round, won, errs)
+		}
+	}
+	got, err := stores[1].Read(ctx, "race", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventlogtest.CheckChain(t, got)
+}
+
+// TestStore_NamesAndTypesAnyString keeps sessions and event types whose
+// names are no subject tokens — dots, wildcards, spaces, an empty type —
+// apart and whole.
+func TestStore_NamesAndTypesAnyString(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	s := open(t, srv, "N")
+	names := []string{"a.b", "a", "*", ">", "a b", "ünï", "a.>", ""}
+	types := []string{"agent.message", "odd type", "_x", "a..b", "*", ""}
+	for _, name := range names {
+		evs := eventlogtest.Events(name, 1, len(types))
+		for i := range evs {
+			evs[i].Type = types[i]
+		}
+		if err := s.Append(ctx, evs); err != nil {
+			t.Fatalf("session %q: %v", name, err)
+		}
+	}
+	for _, name := range names {
+		got, err := s.Read(ctx, name, 0, 0)
+		if err != nil || len(got) != len(types) {
+			t.Fatalf("session %q: %d events (%v), want %d", name, len(got), err, len(types))
+		}
+		for i, typ := range types {
+			if got[i].Type != typ || got[i].Session != name {
+				t.Fatalf("session %q event %d: %q of %q", name, i, got[i].Type, got[i].Session)
+			}
+			only, err := s.ReadTypes(ctx, name, 0, []string{typ}, 0)
+			if err != nil || len(only) != 1 || only[0].Seq != int64(i+1) {
+				t.Fatalf("session %q, type %q: %d events (%v), want seq %d alone", name, typ, len(only), err, i+1)
+			}
+		}
+	}
+	list, err := s.Sessions(ctx)
+	if err != nil || len(list) != len(names) {
+		t.Fatalf("Sessions: %d (%v), want %d", len(list), err, len(names))
+	}
+}
+
+// TestAppend_LongerThanABatch appends more events than one atomic batch
+// carries, in one Append, and reads them back, also from the middle.
+func TestAppend_LongerThanABatch(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	s := open(t, srv, "L")
+	evs := eventlogtest.Events("long", 1, 2500)
+	other := eventlogtest.Events("other", 1, 300)
+	if err := s.Append(ctx, append(append([]eventlog.Event(nil), evs[:1200]...), other...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, evs[1200:]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Read(ctx, "long", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventlogtest.CheckChain(t, got)
+	if len(got) != len(evs) {
+		t.Fatalf("%d events, want %d", len(got), len(evs))
+	}
+	for _, after := range []int64{1, 999, 1000, 1199, 1200, 2499} {
+		got, err := s.Read(ctx, "long", after, 3)
+		if err != nil || len(got) == 0 || got[0].Seq != after+1 {
+			t.Fatalf("Read after %d: %d events (%v)", after, len(got), err)
+		}
+	}
+}
