@@ -25,6 +25,7 @@ import (
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/config"
+	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/export"
 	"github.com/acphub/acphub/internal/hub"
@@ -78,6 +79,10 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.DurationVar(&cfg.WorkspaceRetention.Duration, "workspace-retention", cfg.WorkspaceRetention.Duration, "remote sessions: keep a workspace this long after its session is closed (0: remove it at once)")
 	fs.DurationVar(&cfg.ExitWhenIdle.Duration, "exit-when-idle", cfg.ExitWhenIdle.Duration, "exit after no client has been connected for this long (0: never)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "loopback address serving Go's profiler at /debug/pprof/ (empty: off)")
+	fs.StringVar(&cfg.Store, "store", cfg.Store, "where session logs are kept: empty for SQLite in the data dir, or a NATS server's URL (nats://host:4222, tls://…) for JetStream (see docs/cluster.md)")
+	fs.StringVar(&cfg.NATSCreds, "nats-creds", cfg.NATSCreds, "--store nats: the NATS credentials file (a user JWT and its seed)")
+	fs.StringVar(&cfg.NATSCA, "nats-ca", cfg.NATSCA, "--store nats: a PEM file of the CAs the NATS server's certificate must chain to")
+	fs.IntVar(&cfg.NATSReplicas, "nats-replicas", cfg.NATSReplicas, "--store nats: replicas of each stream acphub creates (default 1)")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "loopback address serving the Prometheus metrics at /metrics without a token (empty: off; /metrics on --listen needs a token with the manage right)")
 }
 
@@ -103,7 +108,7 @@ type daemon struct {
 	hub *hub.Hub
 	// sessions is the hub-wide session stream, closed after the hub.
 	sessions *lifecycle.Stream
-	store    *sqlite.Store
+	store    eventlog.Store
 	exports  *export.Set      // the exporters, run behind the sessions
 	notifier *notify.Notifier // notifications, on the session stream
 	stopped  chan struct{}    // closed when the notifier has returned
@@ -217,9 +222,11 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 			undo = append(undo, removeMissing(paths...))
 		}
 	}
-	dbPath := filepath.Join(cfg.DataDir, sqlite.FileName)
-	removeNew(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal", dbPath+sqlite.QueueSuffix, dbPath+sqlite.OldQueueSuffix)
-	store, err := sqlite.Open(dbPath, sqlite.Options{Logger: log, Meter: m})
+	if cfg.Store == "" {
+		dbPath := filepath.Join(cfg.DataDir, sqlite.FileName)
+		removeNew(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal", dbPath+sqlite.QueueSuffix, dbPath+sqlite.OldQueueSuffix)
+	}
+	store, err := openStore(cfg, log, m)
 	if err != nil {
 		return nil, err
 	}

@@ -108,6 +108,13 @@ type Config struct {
 	ExitWhenIdle       Duration         `toml:"exit_when_idle"`
 	DebugListen        string           `toml:"debug_listen"`
 	MetricsListen      string           `toml:"metrics_listen"`
+	// Store is where session logs are kept: "" for SQLite in the data
+	// dir, or a NATS server's URL (nats://, tls://) for JetStream, with
+	// the credentials file, CA file and stream replicas below.
+	Store        string `toml:"store"`
+	NATSCreds    string `toml:"nats_creds"`
+	NATSCA       string `toml:"nats_ca"`
+	NATSReplicas int    `toml:"nats_replicas"`
 	Agents             map[string]Agent `toml:"agents"`
 	// PassEnv names variables of the hub's environment, or prefixes
 	// written NAME_*, that every agent inherits besides agent.DefaultPass.

@@ -7,36 +7,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/eventlogtest"
 	natslog "github.com/acphub/acphub/internal/eventlog/nats"
+	"github.com/acphub/acphub/internal/testutil/natstest"
 )
 
-// startServer runs a NATS server with JetStream in this process, on a
-// loopback port and a temporary directory, until the test ends.
-func startServer(t *testing.T) *server.Server {
-	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
-}
-
 func TestStore(t *testing.T) {
-	srv := startServer(t)
+	srv := natstest.Start(t)
 	eventlogtest.Run(t, func(t *testing.T) eventlog.Store {
 		// Each test has streams of its own.
 		prefix := strings.ToUpper(path.Base(t.Name()))
@@ -65,7 +46,7 @@ func open(t *testing.T, srv *server.Server, prefix string) *natslog.Store {
 // one session's log: the one whose view of its end is stale is refused,
 // stores nothing, and appends again once it has read the end anew.
 func TestAppend_AnotherWriterIsRefused(t *testing.T) {
-	srv := startServer(t)
+	srv := natstest.Start(t)
 	ctx := context.Background()
 	a, b := open(t, srv, "W"), open(t, srv, "W")
 	evs := eventlogtest.Events("s", 1, 6)
@@ -100,7 +81,7 @@ func TestAppend_AnotherWriterIsRefused(t *testing.T) {
 // events of one log at once, round after round: each round exactly one
 // wins, and the log stays one gap-free chain.
 func TestAppend_RacingWritersNeverBothWin(t *testing.T) {
-	srv := startServer(t)
+	srv := natstest.Start(t)
 	ctx := context.Background()
 	stores := []*natslog.Store{open(t, srv, "R"), open(t, srv, "R")}
 	if err := stores[0].Append(ctx, eventlogtest.Events("race", 1, 1)); err != nil {
@@ -144,7 +125,7 @@ func TestAppend_RacingWritersNeverBothWin(t *testing.T) {
 // names are no subject tokens — dots, wildcards, spaces, an empty type —
 // apart and whole.
 func TestStore_NamesAndTypesAnyString(t *testing.T) {
-	srv := startServer(t)
+	srv := natstest.Start(t)
 	ctx := context.Background()
 	s := open(t, srv, "N")
 	names := []string{"a.b", "a", "*", ">", "a b", "ünï", "a.>", ""}
@@ -182,7 +163,7 @@ func TestStore_NamesAndTypesAnyString(t *testing.T) {
 // TestAppend_LongerThanABatch appends more events than one atomic batch
 // carries, in one Append, and reads them back, also from the middle.
 func TestAppend_LongerThanABatch(t *testing.T) {
-	srv := startServer(t)
+	srv := natstest.Start(t)
 	ctx := context.Background()
 	s := open(t, srv, "L")
 	evs := eventlogtest.Events("long", 1, 2500)
