@@ -98,24 +98,24 @@ type Config struct {
 	// Remote sessions: the schemes and hosts a remote may use (nil: the
 	// default schemes, any host), the result branch prefix, the commits'
 	// author, and whether results are pushed.
-	RemoteSchemes      []string         `toml:"remote_schemes"`
-	RemoteHosts        []string         `toml:"remote_hosts"`
-	BranchPrefix       string           `toml:"branch_prefix"`
-	GitAuthorName      string           `toml:"git_author_name"`
-	GitAuthorEmail     string           `toml:"git_author_email"`
-	NoPush             bool             `toml:"no_push"`
-	WorkspaceRetention Duration         `toml:"workspace_retention"`
-	ExitWhenIdle       Duration         `toml:"exit_when_idle"`
-	DebugListen        string           `toml:"debug_listen"`
-	MetricsListen      string           `toml:"metrics_listen"`
+	RemoteSchemes      []string `toml:"remote_schemes"`
+	RemoteHosts        []string `toml:"remote_hosts"`
+	BranchPrefix       string   `toml:"branch_prefix"`
+	GitAuthorName      string   `toml:"git_author_name"`
+	GitAuthorEmail     string   `toml:"git_author_email"`
+	NoPush             bool     `toml:"no_push"`
+	WorkspaceRetention Duration `toml:"workspace_retention"`
+	ExitWhenIdle       Duration `toml:"exit_when_idle"`
+	DebugListen        string   `toml:"debug_listen"`
+	MetricsListen      string   `toml:"metrics_listen"`
 	// Store is where session logs are kept: "" for SQLite in the data
 	// dir, or a NATS server's URL (nats://, tls://) for JetStream, with
 	// the credentials file, CA file and stream replicas below.
-	Store        string `toml:"store"`
-	NATSCreds    string `toml:"nats_creds"`
-	NATSCA       string `toml:"nats_ca"`
-	NATSReplicas int    `toml:"nats_replicas"`
-	Agents             map[string]Agent `toml:"agents"`
+	Store        string           `toml:"store"`
+	NATSCreds    string           `toml:"nats_creds"`
+	NATSCA       string           `toml:"nats_ca"`
+	NATSReplicas int              `toml:"nats_replicas"`
+	Agents       map[string]Agent `toml:"agents"`
 	// PassEnv names variables of the hub's environment, or prefixes
 	// written NAME_*, that every agent inherits besides agent.DefaultPass.
 	PassEnv []string `toml:"pass_env"`

@@ -304,9 +304,8 @@ func (s *Store) publish(ctx context.Context, events []eventlog.Event) error {
 		}
 	}
 	s.mu.Unlock()
-	id := eventlog.NewID()
 	checked := make(map[string]bool, len(known))
-	var ack *natsclient.Msg
+	msgs := make([]*natsclient.Msg, len(events))
 	for i, e := range events {
 		body, err := json.Marshal(e.Event)
 		if err != nil {
@@ -315,51 +314,67 @@ func (s *Store) publish(ctx context.Context, events []eventlog.Event) error {
 		m := natsclient.NewMsg(s.eventSubject(e.Session, e.Type))
 		m.Data = body
 		m.Header.Set(seqHeader, strconv.FormatInt(e.Seq, 10))
-		m.Header.Set("Nats-Batch-Id", id)
-		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
 		if !checked[e.Session] {
 			checked[e.Session] = true
 			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(known[e.Session].stream, 10))
 			m.Header.Set(expectedSubjectHeader, s.logSubject(e.Session))
 		}
-		if i < len(events)-1 {
-			if err := s.nc.PublishMsg(m); err != nil {
-				return fmt.Errorf("eventlog/nats: append to session %q: %w", e.Session, err)
-			}
-			continue
-		}
-		m.Header.Set("Nats-Batch-Commit", "1")
-		if ack, err = s.nc.RequestMsgWithContext(ctx, m); err != nil {
-			s.forget(known)
-			return fmt.Errorf("eventlog/nats: append to session %q: %w", e.Session, err)
-		}
+		msgs[i] = m
 	}
-	var a pubAck
-	if err := json.Unmarshal(ack.Data, &a); err != nil {
+	last, err := s.commitBatch(ctx, msgs)
+	if err != nil {
+		// Stored or not, what this store knew of the ends is to be read
+		// again.
 		s.forget(known)
-		return fmt.Errorf("eventlog/nats: append: the server's answer %.100q: %w", ack.Data, err)
-	}
-	if a.Error != nil {
-		s.forget(known)
+		var apiErr *jetstream.APIError
 		// 10071 names the sequence it found; 10164 is the same refusal
 		// where the server cannot name it (a batch already writing that
 		// subject, on a replicated stream).
-		if a.Error.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || a.Error.ErrorCode == errWrongLastSequenceConstant {
-			return fmt.Errorf("%w (%s)", ErrConflict, a.Error.Description)
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == errWrongLastSequenceConstant) {
+			return fmt.Errorf("%w (%s)", ErrConflict, apiErr.Description)
 		}
-		return fmt.Errorf("eventlog/nats: append: %w", a.Error)
-	}
-	if a.Size != len(events) {
-		s.forget(known)
-		return fmt.Errorf("eventlog/nats: append: the server stored %d of a batch of %d", a.Size, len(events))
+		return fmt.Errorf("eventlog/nats: append to session %q: %w", events[0].Session, err)
 	}
 	s.mu.Lock()
-	first := a.Sequence - uint64(len(events)) + 1
+	first := last - uint64(len(events)) + 1
 	for i, e := range events {
 		s.known[e.Session] = logEnd{seq: uint64(e.Seq), stream: first + uint64(i)}
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// commitBatch publishes msgs, at most maxBatch, as one atomic batch and
+// returns the stream sequence of the last, which the server gave the
+// batch's messages in order. A refusal is a *jetstream.APIError.
+func (s *Store) commitBatch(ctx context.Context, msgs []*natsclient.Msg) (uint64, error) {
+	id := eventlog.NewID()
+	for i, m := range msgs {
+		m.Header.Set("Nats-Batch-Id", id)
+		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+		if i < len(msgs)-1 {
+			if err := s.nc.PublishMsg(m); err != nil {
+				return 0, err
+			}
+		}
+	}
+	commit := msgs[len(msgs)-1]
+	commit.Header.Set("Nats-Batch-Commit", "1")
+	reply, err := s.nc.RequestMsgWithContext(ctx, commit)
+	if err != nil {
+		return 0, err
+	}
+	var a pubAck
+	if err := json.Unmarshal(reply.Data, &a); err != nil {
+		return 0, fmt.Errorf("the server's answer %.100q: %w", reply.Data, err)
+	}
+	if a.Error != nil {
+		return 0, a.Error
+	}
+	if a.Size != len(msgs) {
+		return 0, fmt.Errorf("the server stored %d of a batch of %d", a.Size, len(msgs))
+	}
+	return a.Sequence, nil
 }
 
 // errWrongLastSequenceConstant is JetStream's "wrong last sequence" error
@@ -563,22 +578,13 @@ func (s *Store) Sessions(ctx context.Context) ([]eventlog.SessionInfo, error) {
 	}
 	out := make([]eventlog.SessionInfo, 0, len(names))
 	for session := range names {
-		first, err := s.firstAt(ctx, s.logSubject(session), 1)
+		first, last, ok, err := s.bounds(ctx, session)
 		if err != nil {
 			return nil, err
 		}
-		last, ok, err := s.Last(ctx, session, "")
-		if err != nil {
-			return nil, err
+		if ok {
+			out = append(out, eventlog.SessionInfo{Session: session, LastSeq: last.Seq, Created: first.Timestamp, Updated: last.Timestamp})
 		}
-		if first == nil || !ok {
-			continue // deleted meanwhile
-		}
-		ev, err := decodeEvent(session, first.Subject, first.Data)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, eventlog.SessionInfo{Session: session, LastSeq: last.Seq, Created: ev.Timestamp, Updated: last.Timestamp})
 	}
 	slices.SortFunc(out, func(a, b eventlog.SessionInfo) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
@@ -587,6 +593,20 @@ func (s *Store) Sessions(ctx context.Context) ([]eventlog.SessionInfo, error) {
 		return strings.Compare(a.Session, b.Session)
 	})
 	return out, nil
+}
+
+// bounds returns the first and last events of session's log, and false
+// when it has none (deleted since it was listed).
+func (s *Store) bounds(ctx context.Context, session string) (first, last eventlog.Event, ok bool, err error) {
+	m, err := s.firstAt(ctx, s.logSubject(session), 1)
+	if m == nil || err != nil {
+		return first, last, false, err
+	}
+	if first, err = decodeEvent(session, m.Subject, m.Data); err != nil {
+		return first, last, false, err
+	}
+	last, ok, err = s.Last(ctx, session, "")
+	return first, last, ok, err
 }
 
 // sessionNames returns the sessions that have events.
@@ -618,22 +638,13 @@ func (s *Store) Durable(ctx context.Context) (map[string]eventlog.LogEnd, error)
 	}
 	out := make(map[string]eventlog.LogEnd, len(names))
 	for session := range names {
-		first, err := s.firstAt(ctx, s.logSubject(session), 1)
+		first, last, ok, err := s.bounds(ctx, session)
 		if err != nil {
 			return nil, err
 		}
-		last, ok, err := s.Last(ctx, session, "")
-		if err != nil {
-			return nil, err
+		if ok {
+			out[session] = eventlog.LogEnd{Seq: last.Seq, First: first.ID}
 		}
-		if first == nil || !ok {
-			continue
-		}
-		ev, err := decodeEvent(session, first.Subject, first.Data)
-		if err != nil {
-			return nil, err
-		}
-		out[session] = eventlog.LogEnd{Seq: last.Seq, First: ev.ID}
 	}
 	return out, nil
 }
@@ -701,28 +712,14 @@ func (s *Store) SetCursors(ctx context.Context, consumer string, places map[stri
 	})
 	for start := 0; start < len(sessions); start += maxBatch {
 		chunk := sessions[start:min(start+maxBatch, len(sessions))]
-		id := eventlog.NewID()
+		msgs := make([]*natsclient.Msg, len(chunk))
 		for i, session := range chunk {
 			c := places[session]
-			m := natsclient.NewMsg(s.cursorSubject(consumer, session))
-			m.Data, _ = json.Marshal(cursor{Seq: c.Seq, ID: c.ID})
-			m.Header.Set("Nats-Batch-Id", id)
-			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
-			if i < len(chunk)-1 {
-				if err := s.nc.PublishMsg(m); err != nil {
-					return fmt.Errorf("eventlog/nats: set cursors of %q: %w", consumer, err)
-				}
-				continue
-			}
-			m.Header.Set("Nats-Batch-Commit", "1")
-			ack, err := s.nc.RequestMsgWithContext(ctx, m)
-			if err != nil {
-				return fmt.Errorf("eventlog/nats: set cursors of %q: %w", consumer, err)
-			}
-			var a pubAck
-			if err := json.Unmarshal(ack.Data, &a); err != nil || a.Error != nil {
-				return fmt.Errorf("eventlog/nats: set cursors of %q: the server answered %.200q", consumer, ack.Data)
-			}
+			msgs[i] = natsclient.NewMsg(s.cursorSubject(consumer, session))
+			msgs[i].Data, _ = json.Marshal(cursor{Seq: c.Seq, ID: c.ID})
+		}
+		if _, err := s.commitBatch(ctx, msgs); err != nil {
+			return fmt.Errorf("eventlog/nats: set cursors of %q: %w", consumer, err)
 		}
 	}
 	return nil
