@@ -253,11 +253,77 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 		ends[e.Session] = end
 	}
 	for start := 0; start < len(events); start += maxBatch {
-		if err := s.publish(ctx, events[start:min(start+maxBatch, len(events))]); err != nil {
+		if err := s.publishAgain(ctx, events[start:min(start+maxBatch, len(events))]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// answerWait is how long a batch's commit waits for the server's answer
+// before the batch is looked for and tried again (see publishAgain).
+const answerWait = 2 * time.Second
+
+// retryFor bounds how long an Append tries again after a batch got no
+// answer: a replicated stream elects a new leader within seconds.
+const retryFor = 30 * time.Second
+
+// publishAgain is publish, tried again while the server does not answer —
+// a stream electing a leader, a connection to another server of the
+// cluster being made — until ctx ends or retryFor has passed. Before each
+// try it reads where the batch's first session's log ends: a batch the
+// server stored without its answer reaching the store is not stored
+// twice.
+func (s *Store) publishAgain(ctx context.Context, events []eventlog.Event) error {
+	deadline := time.Now().Add(retryFor)
+	wait := 50 * time.Millisecond
+	for {
+		err := s.publish(ctx, events)
+		var apiErr *jetstream.APIError
+		if err == nil || errors.Is(err, ErrConflict) || errors.As(err, &apiErr) && apiErr.Code != 503 || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		s.log.Warn("session log append got no answer; trying again", "err", err, "in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+		wait = min(2*wait, time.Second)
+		stored, err := s.stored(ctx, events)
+		if err != nil {
+			continue // the server does not answer yet
+		}
+		if stored {
+			return nil
+		}
+	}
+}
+
+// stored reports whether events, a batch whose publish got no answer, are
+// in the logs (true), or none of them is (false); a log that ends
+// elsewhere is ErrConflict.
+func (s *Store) stored(ctx context.Context, events []eventlog.Event) (bool, error) {
+	first := events[0]
+	end, err := s.end(ctx, first.Session) // publish forgot what it knew
+	if err != nil {
+		return false, err
+	}
+	lastOfFirst := first.Seq
+	for _, e := range events {
+		if e.Session == first.Session {
+			lastOfFirst = e.Seq
+		}
+	}
+	switch int64(end.seq) {
+	case lastOfFirst:
+		// The batch was stored whole: the other sessions' ends are read
+		// again by their next Append.
+		return true, nil
+	case first.Seq - 1:
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: session %q ends at %d after a batch of %d..%d got no answer", ErrConflict, first.Session, end.seq, first.Seq, lastOfFirst)
 }
 
 // end returns where session's log ends: as this store last saw it, or
@@ -360,6 +426,8 @@ func (s *Store) commitBatch(ctx context.Context, msgs []*natsclient.Msg) (uint64
 	}
 	commit := msgs[len(msgs)-1]
 	commit.Header.Set("Nats-Batch-Commit", "1")
+	ctx, cancel := context.WithTimeout(ctx, answerWait)
+	defer cancel()
 	reply, err := s.nc.RequestMsgWithContext(ctx, commit)
 	if err != nil {
 		return 0, err

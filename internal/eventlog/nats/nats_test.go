@@ -3,9 +3,13 @@ package nats_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path"
 	"strings"
 	"sync"
+	"time"
+
+	natsclient "github.com/nats-io/nats.go"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -13,6 +17,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/eventlogtest"
 	natslog "github.com/acphub/acphub/internal/eventlog/nats"
+	"github.com/acphub/acphub/internal/testutil"
 	"github.com/acphub/acphub/internal/testutil/natstest"
 )
 
@@ -187,5 +192,83 @@ func TestAppend_LongerThanABatch(t *testing.T) {
 		if err != nil || len(got) == 0 || got[0].Seq != after+1 {
 			t.Fatalf("Read after %d: %d events (%v)", after, len(got), err)
 		}
+	}
+}
+
+// TestStore_ReplicatedLosesNothingWhenAServerStops appends to three
+// sessions on a three-server JetStream cluster with streams of three
+// replicas and stops the log stream's leader in the middle: every Append
+// succeeds — those that got no answer while a new leader was elected
+// tried again, once the log said they were not stored — and every event is
+// in the logs, once, in order.
+func TestStore_ReplicatedLosesNothingWhenAServerStops(t *testing.T) {
+	servers := natstest.StartCluster(t, 3)
+	var s *natslog.Store
+	testutil.WaitFor(t, 30*time.Second, "the store to open on the cluster", func() bool {
+		var err error
+		s, err = natslog.Open(context.Background(), natstest.URLs(servers), natslog.Options{Prefix: "C", Replicas: 3},
+			natsclient.MaxReconnects(-1), natsclient.ReconnectWait(50*time.Millisecond))
+		return err == nil
+	})
+	t.Cleanup(func() { s.Close() })
+	const sessions, batches, per = 3, 40, 5
+	var stopOnce sync.Once
+	var wg sync.WaitGroup
+	acked := make([][]eventlog.Event, sessions)
+	for i := range sessions {
+		wg.Go(func() {
+			key := fmt.Sprintf("s%d", i)
+			evs := eventlogtest.Events(key, 1, batches*per)
+			for b := 0; b < batches; {
+				if b == batches/3 {
+					stopOnce.Do(func() { streamLeader(servers, "C_LOG").Shutdown() })
+				}
+				batch := evs[b*per : (b+1)*per]
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := s.Append(ctx, batch)
+				cancel()
+				if err == nil {
+					acked[i] = append(acked[i], batch...)
+					b++
+					continue
+				}
+				t.Errorf("%s: append of %d..%d: %v", key, batch[0].Seq, batch[per-1].Seq, err)
+				return
+			}
+		})
+	}
+	wg.Wait()
+	for i := range sessions {
+		key := fmt.Sprintf("s%d", i)
+		got, err := s.Read(context.Background(), key, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventlogtest.CheckChain(t, got)
+		if len(got) != batches*per {
+			t.Fatalf("%s: %d events, want %d", key, len(got), batches*per)
+		}
+		have := make(map[string]bool, len(got))
+		for _, e := range got {
+			have[e.ID] = true
+		}
+		for _, e := range acked[i] {
+			if !have[e.ID] {
+				t.Fatalf("%s: acknowledged event %d is not in the log", key, e.Seq)
+			}
+		}
+	}
+}
+
+// streamLeader returns the server that leads stream, in the global
+// account.
+func streamLeader(servers []*server.Server, stream string) *server.Server {
+	for {
+		for _, srv := range servers {
+			if srv.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+				return srv
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -3,6 +3,9 @@
 package natstest
 
 import (
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,4 +30,66 @@ func Start(tb testing.TB) *server.Server {
 	}
 	tb.Cleanup(srv.Shutdown)
 	return srv
+}
+
+// StartCluster runs n NATS servers with JetStream in one cluster, routed
+// to each other on loopback ports, until the test ends, and returns them
+// once JetStream has a meta leader.
+func StartCluster(tb testing.TB, n int) []*server.Server {
+	tb.Helper()
+	ports := make([]int, n)
+	routes := make([]string, n)
+	for i := range ports {
+		ports[i] = freePort(tb)
+		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i])
+	}
+	servers := make([]*server.Server, n)
+	for i := range servers {
+		srv, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1),
+			Host:       "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
+			Cluster: server.ClusterOpts{Name: "acphub", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+			NoLog:   true, NoSigs: true,
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		srv.Start()
+		tb.Cleanup(srv.Shutdown)
+		servers[i] = srv
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, srv := range servers {
+			if srv.JetStreamIsLeader() {
+				return servers
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the %d NATS servers elected no JetStream leader within 30 s", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// URLs returns the client URLs of servers, comma-separated, as nats.go
+// takes a list of servers.
+func URLs(servers []*server.Server) string {
+	urls := make([]string, len(servers))
+	for i, srv := range servers {
+		urls[i] = srv.ClientURL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// freePort returns a loopback port nothing listened on a moment ago.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
