@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
 	"github.com/acphub/acphub/api"
-	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/termtext"
 )
 
@@ -25,19 +22,11 @@ var exportCommands = []command{
 
 // runExport runs acphub export SUBCOMMAND.
 func runExport(ctx context.Context, args []string, stdio Stdio) error {
-	if len(args) > 0 && args[0] == "status" {
-		return runListing(ctx, "export status", args[1:], stdio, "/api/exporters", printExporters)
-	}
-	for i, a := range args {
-		if a == "status" {
-			rest := append([]string{"export", a}, args[:i]...)
-			return usageError{fmt.Errorf("the subcommand comes first: %s", pasteCommand(append(rest, args[i+1:]...)...))}
-		}
-	}
-	if _, _, err := parseFlags("export", args, 0, stdio.Err, func(*flag.FlagSet, *config.Config) {}); err != nil {
-		return err
-	}
-	return usageError{errors.New(`missing the subcommand: status; run "acphub export -h" for usage`)}
+	return runSubcommand(ctx, "export", args, stdio, map[string]func(context.Context, []string, Stdio) error{
+		"status": func(ctx context.Context, args []string, stdio Stdio) error {
+			return runListing(ctx, "export status", args, stdio, "/api/exporters", printExporters)
+		},
+	})
 }
 
 // printExporters prints GET /api/exporters as a table. A last error can

@@ -61,21 +61,7 @@ func runSessions(ctx context.Context, args []string, stdio Stdio) error {
 
 // runDelete deletes a session.
 func runDelete(ctx context.Context, args []string, stdio Stdio) error {
-	var addr string
-	cfg, fs, err := parseFlags("delete", args, 1, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
-		bindClient(fs, cfg, &addr)
-	})
-	if err != nil {
-		return err
-	}
-	if fs.NArg() == 0 {
-		return usageError{errors.New(`missing SESSION, the session to delete; run "acphub delete -h" for usage`)}
-	}
-	key := fs.Arg(0)
-	if err := checkSession(key); err != nil {
-		return err
-	}
-	target, err := clientTarget(cfg, fs, addr)
+	key, target, err := sessionCommand("delete", "the session to delete", args, stdio)
 	if err != nil {
 		return err
 	}
@@ -84,6 +70,28 @@ func runDelete(ctx context.Context, args []string, stdio Stdio) error {
 	}
 	fmt.Fprintf(stdio.Out, "Session %s deleted: its clients were disconnected, its workspace and log removed.\n", key)
 	return nil
+}
+
+// sessionCommand parses the command line of the client command name, which
+// takes one SESSION — what says what it is for — and returns the session's
+// key and the hub to ask.
+func sessionCommand(name, what string, args []string, stdio Stdio) (string, *hubTarget, error) {
+	var addr string
+	cfg, fs, err := parseFlags(name, args, 1, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
+		bindClient(fs, cfg, &addr)
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	if fs.NArg() == 0 {
+		return "", nil, usageError{fmt.Errorf(`missing SESSION, %s; run "acphub %s -h" for usage`, what, name)}
+	}
+	key := fs.Arg(0)
+	if err := checkSession(key); err != nil {
+		return "", nil, err
+	}
+	target, err := clientTarget(cfg, fs, addr)
+	return key, target, err
 }
 
 // usageText shows an agent's usage_update in a word: the context used of

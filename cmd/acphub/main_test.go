@@ -120,6 +120,7 @@ func TestUsageLinesNameTheArguments(t *testing.T) {
 		"log":        "usage: acphub log [flags] SESSION\n\n",
 		"delete":     "usage: acphub delete [flags] SESSION\n\nRefused while a turn runs",
 		"fork":       "usage: acphub fork [flags] SESSION\n\nRefused while a turn runs",
+		"session":    "usage: acphub session [flags] export|import\n\nexport writes a session's whole log as one file",
 		"export":     "usage: acphub export [flags] status\n\nstatus shows each exporter",
 		"schema":     "usage: acphub schema [events|api]\n\nPrints the session-event schema (events), the API schema (api), or both.\n",
 		"demo-agent": "usage: acphub demo-agent [flags]\n\nThe built-in demo ACP agent, on stdio.",

@@ -43,30 +43,9 @@ var tokenCommands = []command{
 
 // runToken runs acphub token create|list|revoke.
 func runToken(ctx context.Context, args []string, stdio Stdio) error {
-	sub := ""
-	if len(args) > 0 {
-		sub = args[0]
-	}
-	switch sub {
-	case "create":
-		return runTokenCreate(ctx, args[1:], stdio)
-	case "list":
-		return runTokenList(ctx, args[1:], stdio)
-	case "revoke":
-		return runTokenRevoke(ctx, args[1:], stdio)
-	}
-	// The subcommand later on: say where it goes.
-	for i, a := range args {
-		if a == "create" || a == "list" || a == "revoke" {
-			rest := append([]string{"token", a}, args[:i]...)
-			return usageError{fmt.Errorf("the subcommand comes first: %s", pasteCommand(append(rest, args[i+1:]...)...))}
-		}
-	}
-	// No subcommand: the usage for -h, else what is missing.
-	if _, _, err := parseFlags("token", args, 0, stdio.Err, func(*flag.FlagSet, *config.Config) {}); err != nil {
-		return err
-	}
-	return usageError{errors.New(`missing the subcommand: create, list or revoke; run "acphub token -h" for usage`)}
+	return runSubcommand(ctx, "token", args, stdio, map[string]func(context.Context, []string, Stdio) error{
+		"create": runTokenCreate, "list": runTokenList, "revoke": runTokenRevoke,
+	})
 }
 
 func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {

@@ -80,6 +80,8 @@ func RPCError(err error) *jsonrpc.Error {
 		return jsonrpc.NewError(api.CodeTooManySessions, api.ReasonTooManySessions, "The hub holds as many active sessions as it may", nil)
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrSessionGone), errors.Is(err, context.Canceled):
 		return jsonrpc.NewError(api.CodeShuttingDown, api.ReasonShuttingDown, "The hub is stopping", nil)
+	case errors.Is(err, errImporting):
+		return jsonrpc.NewError(api.CodeKeyTaken, api.ReasonKeyTaken, "The session is being imported: try again in a moment", nil)
 	case errors.Is(err, ErrAgentMismatch):
 		return jsonrpc.NewError(jsonrpc.CodeInvalidParams, api.ReasonBadParams,
 			"Invalid params: params._meta."+api.MetaKey+": "+strings.TrimPrefix(err.Error(), "hub: "), map[string]any{"field": "_meta." + api.MetaKey})

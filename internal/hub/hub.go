@@ -121,6 +121,7 @@ type Hub struct {
 	// deletions counts the sessions of each key deleted: a log read
 	// before one may be the deleted session's (see open).
 	deletions map[string]int
+	importing map[string]bool // keys whose log Import is writing
 	closed    bool
 	wg        sync.WaitGroup
 }
@@ -128,7 +129,7 @@ type Hub struct {
 // New returns a Hub. Sessions are created on first Join.
 func New(cfg Config) *Hub {
 	cfg = cfg.withDefaults()
-	return &Hub{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*Session), deletions: make(map[string]int), handshakes: agent.NewHandshakes()}
+	return &Hub{cfg: cfg, log: cfg.Logger, sessions: make(map[string]*Session), deletions: make(map[string]int), importing: make(map[string]bool), handshakes: agent.NewHandshakes()}
 }
 
 // JoinOptions says who joins and how.
@@ -270,6 +271,9 @@ func (h *Hub) open(key, agentName string, create bool) (*Session, error) {
 	}
 	if h.deletions[key] != deletions {
 		return nil, errDeletedMeanwhile
+	}
+	if h.importing[key] {
+		return nil, errImporting
 	}
 	if s := h.sessions[key]; s != nil {
 		// Opened by someone else meanwhile.

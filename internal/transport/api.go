@@ -16,7 +16,9 @@ import (
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/auth"
+	"github.com/acphub/acphub/internal/bundle"
 	"github.com/acphub/acphub/internal/hub"
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // sseHeartbeat is how often an idle event stream sends a comment, so
@@ -47,15 +49,48 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, _ url.Val
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	refuseRPC(w, e, http.StatusInternalServerError)
+}
+
+// refuseRPC answers a request the hub refused with e, with the HTTP status
+// of its code, or otherwise.
+func refuseRPC(w http.ResponseWriter, e *jsonrpc.Error, otherwise int) {
 	status := map[int64]int{
 		api.CodeUnknownSession: http.StatusNotFound,
 		api.CodeTurnRunning:    http.StatusConflict,
+		api.CodeKeyTaken:       http.StatusConflict,
+		api.CodeForbidden:      http.StatusForbidden,
 		api.CodeShuttingDown:   http.StatusServiceUnavailable,
 	}[e.Code]
 	if status == 0 {
-		status = http.StatusInternalServerError
+		status = otherwise
 	}
 	refuse(status, e.Reason(), "", "%s", e.Message).write(w)
+}
+
+// MaxImport bounds the body of an import: the bundle of one session.
+const MaxImport = 1 << 30
+
+// importSession serves POST /api/sessions/{key}/import: the body is a
+// session bundle (see package bundle), read whole and checked before
+// anything is written.
+func (s *Server) importSession(w http.ResponseWriter, r *http.Request, _ url.Values) {
+	key, who := r.PathValue("key"), principal(r)
+	_, events, err := bundle.Read(http.MaxBytesReader(w, r.Body, MaxImport))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			refuse(http.StatusRequestEntityTooLarge, api.ReasonBadParams, "", "a bundle is at most %d bytes", MaxImport).write(w)
+			return
+		}
+		refuse(http.StatusBadRequest, api.ReasonBadParams, "", "%s", err).write(w)
+		return
+	}
+	if e := s.opts.Hub.Import(r.Context(), key, events, who); e != nil {
+		refuseRPC(w, e, http.StatusUnprocessableEntity)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"session": key, "events": len(events)})
 }
 
 // listExporters serves GET /api/exporters.

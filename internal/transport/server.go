@@ -115,6 +115,7 @@ func NewServer(opts Options) *Server {
 		s.handle("/api/sessions/events", route{right: auth.Read, serve: s.sessionStream})
 	}
 	s.handle("/api/sessions/{key}", route{methods: []string{http.MethodDelete}, right: auth.Manage, scope: scopeKey, serve: s.deleteSession})
+	s.handle("/api/sessions/{key}/import", route{methods: []string{http.MethodPost}, right: auth.Create, scope: scopeKey, serve: s.importSession})
 	s.handle("/api/sessions/{key}/events", route{right: auth.Read, scope: scopeKey, params: eventParams, serve: s.sessionEvents})
 	s.tokenRoutes()
 	for _, p := range web.Paths {
