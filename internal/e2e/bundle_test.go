@@ -1,8 +1,10 @@
 package e2e_test
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -35,6 +37,21 @@ func TestSession_ExportImportCarriesItToAnotherHub(t *testing.T) {
 	}
 	if list := mustCLI(t, b.clientArgs("sessions", "--json")...); strings.Contains(list, `"key"`) {
 		t.Fatalf("a refused import left a session:\n%s", list)
+	}
+	// A token that may not create sessions may not import one.
+	observer := regexp.MustCompile(`(?m)^  (acphub_\S+)$`).FindStringSubmatch(mustCLI(t, b.tokenArgs("create", "--name", "watcher", "--role", "observer")...))
+	if observer == nil {
+		t.Fatal("acphub token create printed no token")
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+b.addr+"/api/sessions/t/import", strings.NewReader(bundle))
+	req.Header.Set("Authorization", "Bearer "+observer[1])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("an observer's import: %s, want 403", resp.Status)
 	}
 	out := mustCLI(t, append([]string{"session"}, b.clientArgs("import", file, "--as", "t")...)...)
 	if !strings.Contains(out, "Session t imported") {
