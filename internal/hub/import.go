@@ -72,6 +72,11 @@ func (h *Hub) writeImport(ctx context.Context, key string, events []api.Event) *
 		if errors.Is(err, eventlog.ErrSeqGap) {
 			return jsonrpc.KeyTaken(key) // a session of the key began meanwhile
 		}
+		// A store that writes a long log in several batches may have
+		// written some: the key was free, and is again.
+		if derr := h.cfg.Store.Delete(context.WithoutCancel(ctx), key); derr != nil {
+			h.log.Error("delete the part of an imported log that was written", "session", key, "err", derr)
+		}
 		return RPCError(fmt.Errorf("write the imported log: %w", err))
 	}
 	return nil
