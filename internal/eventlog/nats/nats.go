@@ -505,7 +505,7 @@ func (s *Store) read(ctx context.Context, session, subject string, after int64, 
 		return nil, err
 	}
 	var out []eventlog.Event
-	err = s.getBatch(ctx, subject, start, limit, func(m *natsclient.Msg) error {
+	err = s.getBatch(ctx, s.events, subject, start, limit, func(m *natsclient.Msg) error {
 		ev, err := decodeEvent(session, m.Subject, m.Data)
 		if err != nil {
 			return err
@@ -754,7 +754,8 @@ type cursor struct {
 func (s *Store) Cursors(ctx context.Context, consumer string) (map[string]eventlog.Cursor, error) {
 	out := make(map[string]eventlog.Cursor)
 	prefix := s.prefix + ".cursor." + token(consumer) + "."
-	err := s.getLast(ctx, prefix+"*", func(m *natsclient.Msg) error {
+	// One message per subject (the stream keeps the last): read them all.
+	err := s.getBatch(ctx, s.cursors, prefix+"*", 1, 0, func(m *natsclient.Msg) error {
 		session, ok := untoken(strings.TrimPrefix(m.Subject, prefix))
 		var c cursor
 		if !ok || json.Unmarshal(m.Data, &c) != nil {
@@ -796,19 +797,26 @@ func (s *Store) SetCursors(ctx context.Context, consumer string, places map[stri
 // ---------------------------------------------------------------------------
 // Batched direct gets.
 
-// getBatch calls f with the messages on subject from stream sequence start
-// on, up to limit of them (all when limit <= 0), oldest first, a direct get
-// of up to maxBatch messages at a time.
-func (s *Store) getBatch(ctx context.Context, subject string, start uint64, limit int, f func(*natsclient.Msg) error) error {
+// batchBytes bounds what one batched direct get answers: without it, the
+// server would send up to its max_pending at once (64 MiB by default),
+// past what it lets a client have queued.
+const batchBytes = 1 << 20
+
+// getBatch calls f with the messages of st on subject from stream
+// sequence start on, up to limit of them (all when limit <= 0), oldest
+// first, a batched direct get of up to maxBatch messages or batchBytes at
+// a time: each message says how many more match, and the next batch
+// follows one cut short by its bytes.
+func (s *Store) getBatch(ctx context.Context, st jetstream.Stream, subject string, start uint64, limit int, f func(*natsclient.Msg) error) error {
 	for n := 0; limit <= 0 || n < limit; {
 		want := maxBatch
 		if limit > 0 {
 			want = min(want, limit-n)
 		}
-		req := map[string]any{"seq": start, "next_by_subj": subject, "batch": want}
-		got, next, err := s.direct(ctx, s.events, req, f)
+		req := map[string]any{"seq": start, "next_by_subj": subject, "batch": want, "max_bytes": batchBytes}
+		got, next, pending, err := s.direct(ctx, st, req, f)
 		n += got
-		if err != nil || got < want || next == 0 {
+		if err != nil || got == 0 || pending == 0 {
 			return err
 		}
 		start = next
@@ -816,61 +824,58 @@ func (s *Store) getBatch(ctx context.Context, subject string, start uint64, limi
 	return nil
 }
 
-// getLast calls f with the last message of each subject that matches
-// subject, a wildcard, in the cursor stream.
-func (s *Store) getLast(ctx context.Context, subject string, f func(*natsclient.Msg) error) error {
-	_, _, err := s.direct(ctx, s.cursors, map[string]any{"multi_last": []string{subject}}, f)
-	return err
-}
-
 // direct makes one batched direct get of st and calls f with each message
-// it returns; it returns how many there were and the stream sequence after
-// the last.
-func (s *Store) direct(ctx context.Context, st jetstream.Stream, req map[string]any, f func(*natsclient.Msg) error) (int, uint64, error) {
+// it returns; it returns how many there were, the stream sequence after
+// the last, and how many more match after it.
+func (s *Store) direct(ctx context.Context, st jetstream.Stream, req map[string]any, f func(*natsclient.Msg) error) (n int, next, pending uint64, err error) {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	inbox := s.nc.NewRespInbox()
 	sub, err := s.nc.SubscribeSync(inbox)
 	if err != nil {
-		return 0, 0, fmt.Errorf("eventlog/nats: read: %w", err)
+		return 0, 0, 0, fmt.Errorf("eventlog/nats: read: %w", err)
 	}
 	defer sub.Unsubscribe()
 	name := st.CachedInfo().Config.Name
 	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+name, inbox, body); err != nil {
-		return 0, 0, fmt.Errorf("eventlog/nats: read: %w", err)
+		return 0, 0, 0, fmt.Errorf("eventlog/nats: read: %w", err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
-	n, next := 0, uint64(0)
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return n, 0, fmt.Errorf("eventlog/nats: read %s: %w", name, err)
+			return n, 0, 0, fmt.Errorf("eventlog/nats: read %s: %w", name, err)
 		}
 		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 			switch m.Header.Get("Status") {
 			case "204": // the batch's end
-				return n, next, nil
+				return n, next, pending, nil
 			case "404": // nothing matched
-				return n, 0, nil
+				return n, 0, 0, nil
 			}
-			return n, 0, fmt.Errorf("eventlog/nats: read %s: %s %s", name, m.Header.Get("Status"), m.Header.Get("Description"))
+			return n, 0, 0, fmt.Errorf("eventlog/nats: read %s: %s %s", name, m.Header.Get("Status"), m.Header.Get("Description"))
 		}
 		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		if err != nil {
-			return n, 0, fmt.Errorf("eventlog/nats: read %s: a message without its sequence", name)
+			return n, 0, 0, fmt.Errorf("eventlog/nats: read %s: a message without its sequence", name)
 		}
+		pending, _ = strconv.ParseUint(m.Header.Get(numPendingHeader), 10, 64)
 		m.Subject = m.Header.Get(jetstream.SubjectHeader)
 		if err := f(m); err != nil {
-			return n, 0, err
+			return n, 0, 0, err
 		}
 		n, next = n+1, seq+1
 	}
 }
+
+// numPendingHeader says, on each message of a batched direct get, how many
+// more match.
+const numPendingHeader = "Nats-Num-Pending"
 
 var _ eventlog.Store = (*Store)(nil)

@@ -2,6 +2,7 @@ package nats_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -270,5 +271,40 @@ func streamLeader(servers []*server.Server, stream string) *server.Server {
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRead_PastWhatOneAnswerCarries reads more events than one batched
+// answer of the server carries by their bytes, and more cursors than it
+// returns for one wildcard's last messages (1,024).
+func TestRead_PastWhatOneAnswerCarries(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	s := open(t, srv, "B")
+	evs := eventlogtest.Events("big", 1, 600)
+	for i := range evs {
+		evs[i].Data = json.RawMessage(`{"method":"_test/n","params":{"pad":"` + strings.Repeat("x", 16<<10) + `"}}`)
+	}
+	if err := s.Append(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Read(ctx, "big", 0, 0)
+	if err != nil || len(got) != len(evs) {
+		t.Fatalf("Read of 600 events of 16 KiB: %d (%v)", len(got), err)
+	}
+	eventlogtest.CheckChain(t, got)
+	if got, err := s.Read(ctx, "big", 100, 450); err != nil || len(got) != 450 || got[0].Seq != 101 {
+		t.Fatalf("Read after 100, 450 of them: %d (%v)", len(got), err)
+	}
+	places := make(map[string]eventlog.Cursor)
+	for i := range 1500 {
+		places[fmt.Sprintf("s%d", i)] = eventlog.Cursor{Seq: int64(i), ID: "id"}
+	}
+	if err := s.SetCursors(ctx, "x", places); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Cursors(ctx, "x")
+	if err != nil || len(c) != len(places) || c["s1499"].Seq != 1499 {
+		t.Fatalf("Cursors of 1500 sessions: %d (%v)", len(c), err)
 	}
 }
