@@ -335,12 +335,12 @@ func (s *Store) end(ctx context.Context, session string) (logEnd, error) {
 	if ok {
 		return end, nil
 	}
-	m, err := s.events.GetLastMsgForSubject(ctx, s.logSubject(session))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return logEnd{}, nil
-	}
+	m, err := s.leaderLast(ctx, s.logSubject(session))
 	if err != nil {
 		return logEnd{}, fmt.Errorf("eventlog/nats: read the end of session %q: %w", session, err)
+	}
+	if m == nil {
+		return logEnd{}, nil
 	}
 	seq, err := msgSeq(m)
 	if err != nil {
@@ -351,6 +351,49 @@ func (s *Store) end(ctx context.Context, session string) (logEnd, error) {
 	s.known[session] = end
 	s.mu.Unlock()
 	return end, nil
+}
+
+// leaderLast returns the last message on subject as the log stream's
+// leader has it, or nil. Direct gets, which every replica answers, may
+// come from one that is behind: where the store learns the end it appends
+// after, it asks the leader.
+func (s *Store) leaderLast(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	body, _ := json.Marshal(map[string]string{"last_by_subj": subject})
+	ctx, cancel := context.WithTimeout(ctx, answerWait)
+	defer cancel()
+	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.events.CachedInfo().Config.Name, body)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &r); err != nil {
+		return nil, fmt.Errorf("the server's answer %.100q: %w", reply.Data, err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, nil
+		}
+		return nil, r.Error
+	}
+	if r.Message == nil {
+		return nil, fmt.Errorf("the server's answer %.100q has no message", reply.Data)
+	}
+	m := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Sequence, Data: r.Message.Data, Time: r.Message.Time}
+	if len(r.Message.Header) > 0 {
+		if m.Header, err = natsclient.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // pubAck is the server's answer to a batch's commit.
@@ -475,9 +518,30 @@ func msgSeq(m *jetstream.RawStreamMsg) (uint64, error) {
 // ---------------------------------------------------------------------------
 // Reading.
 
-// Read implements eventlog.Store.
+// Read implements eventlog.Store. A replica that answers may be behind
+// the leader: a read that ends before the last event this store appended
+// to the session is made again, for up to answerWait, so that the events
+// an Append of this store stored are read as soon as it returned.
 func (s *Store) Read(ctx context.Context, session string, after int64, limit int) ([]eventlog.Event, error) {
-	return s.read(ctx, session, s.logSubject(session), after, limit)
+	s.mu.Lock()
+	end := int64(s.known[session].seq)
+	s.mu.Unlock()
+	deadline := time.Now().Add(answerWait)
+	for {
+		out, err := s.read(ctx, session, s.logSubject(session), after, limit)
+		if err != nil || limit > 0 && len(out) >= limit || max(after, lastSeq(out)) >= end || time.Now().After(deadline) {
+			return out, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lastSeq is the seq of the last of events, or 0.
+func lastSeq(events []eventlog.Event) int64 {
+	if len(events) == 0 {
+		return 0
+	}
+	return events[len(events)-1].Seq
 }
 
 // ReadTypes implements eventlog.Store: each type's subject is read, and the
