@@ -313,6 +313,7 @@ func TestAttach_EditorsStartingAtOnceShareOneHub(t *testing.T) {
 	for i := range 3 {
 		eds = append(eds, runProc(t, h.attachArgs("race", fmt.Sprintf("editor-%d", i))...))
 	}
+	h.starters = eds
 	var sids []string
 	for _, ed := range eds {
 		ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
@@ -476,7 +477,8 @@ func freeAddr(t *testing.T) string {
 	return ""
 }
 
-// stopPIDFile stops the hub whose pid is in path and waits for it to go.
+// stopPIDFile stops the hub whose pid is in path, and one that took its
+// place meanwhile, and waits for the file to go.
 func stopPIDFile(t *testing.T, path string) {
 	pid, err := readPIDFile(path)
 	if err != nil {
@@ -488,6 +490,12 @@ func stopPIDFile(t *testing.T, path string) {
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(path); os.IsNotExist(err) {
 			return
+		}
+		// A hub an editor started that came up late, once the first had
+		// stopped, may serve the data dir now, under a pid file of its own.
+		if next, err := readPIDFile(path); err == nil && next != pid {
+			pid = next
+			_ = syscall.Kill(pid, syscall.SIGTERM)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

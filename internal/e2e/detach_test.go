@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +26,27 @@ type autoHub struct {
 	t       *testing.T
 	addr    string
 	dataDir string
+	// starters are the editors that may have started a hub: every hub
+	// they say they started is stopped too, one that came up late among
+	// them (after the first had stopped) included.
+	starters []*proc
+}
+
+// startedHub is what attach says when it started a hub.
+var startedHub = regexp.MustCompile(`started one \(pid (\d+),`)
+
+// stopPID stops the process pid, not this one's child, and waits for it to
+// be gone.
+func stopPID(t *testing.T, pid int) {
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(testTimeout)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Errorf("hub %d did not stop within %s of SIGTERM", pid, testTimeout)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func newAutoHub(t *testing.T) *autoHub {
@@ -35,6 +58,12 @@ func newAutoHub(t *testing.T) *autoHub {
 	}
 	t.Cleanup(func() {
 		stopPIDFile(t, h.path("hub.pid"))
+		for _, ed := range h.starters {
+			for _, m := range startedHub.FindAllStringSubmatch(ed.err.String(), -1) {
+				pid, _ := strconv.Atoi(m[1])
+				stopPID(t, pid)
+			}
+		}
 		checkEventLog(t, h.dataDir)
 		if t.Failed() {
 			b, _ := os.ReadFile(h.path("hub.log"))
