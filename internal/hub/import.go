@@ -25,6 +25,9 @@ func (h *Hub) Import(ctx context.Context, key string, events []api.Event, who *a
 	if f := who.Allow(auth.Need{Right: auth.Create, Session: key}); f != nil {
 		return ForbiddenError(f)
 	}
+	if len(events) == 0 {
+		return jsonrpc.BadField("events", "a session bundle with no events makes no session")
+	}
 	if h.cfg.Store == nil {
 		return RPCError(errors.New("this hub keeps no session log to import into"))
 	}

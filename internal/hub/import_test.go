@@ -12,6 +12,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog/eventlogtest"
 	"github.com/acphub/acphub/internal/eventlog/mem"
 	"github.com/acphub/acphub/internal/hub"
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // halfStore writes the first half of an Append, then fails: a store that
@@ -47,6 +48,9 @@ func TestImport_LeavesNothingWhenTheLogIsWrittenInPart(t *testing.T) {
 	}
 	if got, err := store.Read(context.Background(), "k", 0, 0); err != nil || len(got) != 0 {
 		t.Fatalf("the refused import left %d events (%v)", len(got), err)
+	}
+	if e := h.Import(context.Background(), "k", nil, owner); e == nil || e.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("an import of no events: %v, want invalid params", e)
 	}
 	if e := h.Import(context.Background(), "k", events, &auth.Principal{Name: "watcher", Role: auth.Observer}); e == nil || e.Code != api.CodeForbidden {
 		t.Fatalf("an observer's import: %v, want forbidden", e)

@@ -56,11 +56,12 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, _ url.Val
 // of its code, or otherwise.
 func refuseRPC(w http.ResponseWriter, e *jsonrpc.Error, otherwise int) {
 	status := map[int64]int{
-		api.CodeUnknownSession: http.StatusNotFound,
-		api.CodeTurnRunning:    http.StatusConflict,
-		api.CodeKeyTaken:       http.StatusConflict,
-		api.CodeForbidden:      http.StatusForbidden,
-		api.CodeShuttingDown:   http.StatusServiceUnavailable,
+		jsonrpc.CodeInvalidParams: http.StatusBadRequest,
+		api.CodeUnknownSession:    http.StatusNotFound,
+		api.CodeTurnRunning:       http.StatusConflict,
+		api.CodeKeyTaken:          http.StatusConflict,
+		api.CodeForbidden:         http.StatusForbidden,
+		api.CodeShuttingDown:      http.StatusServiceUnavailable,
 	}[e.Code]
 	if status == 0 {
 		status = otherwise
