@@ -1,0 +1,371 @@
+// Package cluster decides which hub node runs each session, when several
+// nodes serve one set of sessions from one NATS JetStream (see
+// docs/cluster.md).
+//
+// # Leases
+//
+// The node that runs a session's agent holds the session's lease: a key of
+// the KV bucket PREFIX_LEASES, created with Create (which only one node
+// wins) and a per-key TTL. The holder renews it well inside the TTL, each
+// renewal a publish to the key's subject that names the revision it
+// replaces (Nats-Expected-Last-Subject-Sequence) and sets the TTL again
+// (Nats-TTL) — a write no other node's can overtake — and gives it up with
+// a delete that names its revision. A node that dies stops renewing: the
+// server removes the key when its TTL runs out, and another node may take
+// it.
+//
+// The revision Create gave a lease is its epoch: a session's next holder
+// always has a greater one. The hub writes it into the session's log as
+// the first thing it does with a session it takes (session.resumed), and
+// each append names the end of the log its writer last saw: a node that
+// was paused past its lease and wakes finds the log moved on, and its
+// appends are refused (see package eventlog/nats). A holder also stops
+// trusting its lease on its own clock before the server lets it go: Valid
+// turns false once a TTL has passed since the last renewal was sent.
+//
+// # Finding the holder alive
+//
+// Every node answers a ping on its own subject. A node that finds a lease
+// held by a node that does not answer (killed, paused, cut off) waits for
+// the lease to run out and takes it; one held by a node that answers is
+// that node's.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	natsclient "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultLeaseTTL is how long a lease outlives its holder's last renewal.
+const DefaultLeaseTTL = 10 * time.Second
+
+// minLeaseTTL is the shortest TTL the server keeps a key for.
+const minLeaseTTL = time.Second
+
+// pingWait bounds how long a node waits for another's answer to a ping.
+const pingWait = 500 * time.Millisecond
+
+// Options configures a Cluster.
+type Options struct {
+	// Node names this node to the others: in leases, in errors, in
+	// `acphub cluster status`. Required.
+	Node string
+	// Prefix names the bucket (PREFIX_LEASES) and starts the node
+	// subjects (lower-cased). Default ACPHUB.
+	Prefix string
+	// Replicas of the bucket. Default 1.
+	Replicas int
+	// LeaseTTL is how long a lease outlives its holder's last renewal,
+	// at least a second. Default DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// Logger receives the cluster's own messages. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Cluster is this node's part of a cluster: the leases it holds and the
+// answer to other nodes' pings.
+type Cluster struct {
+	nc       *natsclient.Conn
+	js       jetstream.JetStream
+	kv       jetstream.KeyValue
+	bucket   string
+	prefix   string
+	node     string
+	instance string // this process, among every process that ever was a node
+	ttl      time.Duration
+	log      *slog.Logger
+	ping     *natsclient.Subscription
+}
+
+// holder is the value of a lease's key.
+type holder struct {
+	Node     string    `json:"node"`
+	Instance string    `json:"instance"`
+	Since    time.Time `json:"since"`
+}
+
+// New joins the cluster on nc, which stays the caller's to close: it
+// creates the lease bucket if there is none and answers pings until Close.
+func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) {
+	if o.Node == "" {
+		return nil, errors.New("cluster: a node needs a name")
+	}
+	if o.Prefix == "" {
+		o.Prefix = "ACPHUB"
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.LeaseTTL < minLeaseTTL {
+		return nil, fmt.Errorf("cluster: a lease TTL of %s is under the server's %s", o.LeaseTTL, minLeaseTTL)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	c := &Cluster{
+		nc: nc, js: js, bucket: o.Prefix + "_LEASES", prefix: strings.ToLower(o.Prefix),
+		node: o.Node, instance: rand.Text(), ttl: o.LeaseTTL, log: o.Logger.With("node", o.Node),
+	}
+	c.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         c.bucket,
+		Description:    "acphub: which node runs each session",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       max(o.Replicas, 1),
+		LimitMarkerTTL: o.LeaseTTL,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: bucket %s: %w", c.bucket, err)
+	}
+	c.ping, err = nc.Subscribe(c.pingSubject(c.instance), func(m *natsclient.Msg) { _ = m.Respond([]byte(c.node)) })
+	if err != nil {
+		return nil, fmt.Errorf("cluster: answer pings: %w", err)
+	}
+	return c, nil
+}
+
+// Node returns this node's name.
+func (c *Cluster) Node() string { return c.node }
+
+// Close stops answering pings. The leases still held run out; give them up
+// first (Lease.Release) to hand their sessions over at once.
+func (c *Cluster) Close() error { return c.ping.Unsubscribe() }
+
+func (c *Cluster) pingSubject(instance string) string {
+	return c.prefix + ".node." + instance + ".ping"
+}
+
+// leaseKey is the KV key of session's lease: the name in unpadded
+// base64url behind an "n", which any name can be.
+func leaseKey(session string) string {
+	return "n" + base64.RawURLEncoding.EncodeToString([]byte(session))
+}
+
+// HeldError is Acquire's refusal: another node holds the lease, or this
+// node does under another Lease (a second opening of one session).
+type HeldError struct {
+	Session string
+	Node    string // the holder
+	Here    bool   // the holder is this process
+}
+
+func (e *HeldError) Error() string {
+	if e.Here {
+		return fmt.Sprintf("cluster: session %q is being opened on this node", e.Session)
+	}
+	return fmt.Sprintf("cluster: session %q runs on node %s", e.Session, e.Node)
+}
+
+// Holder returns the node that holds the lease.
+func (e *HeldError) Holder() string { return e.Node }
+
+// Acquire takes session's lease for this node. When another node holds
+// it and wait is set, Acquire asks that node whether it is alive: one that
+// does not answer has its lease waited out (until ctx ends), one that
+// answers keeps it. The refusal is a *HeldError.
+func (c *Cluster) Acquire(ctx context.Context, session string, wait bool) (*Lease, error) {
+	key := leaseKey(session)
+	value, _ := json.Marshal(holder{Node: c.node, Instance: c.instance, Since: time.Now().UTC()})
+	poll := min(max(c.ttl/10, 50*time.Millisecond), 500*time.Millisecond)
+	checked := "" // the holder found not to answer
+	for {
+		sent := time.Now()
+		rev, err := c.kv.Create(ctx, key, value, jetstream.KeyTTL(c.ttl))
+		if err == nil {
+			return c.newLease(session, key, value, rev, sent), nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("cluster: take the lease of session %q: %w", session, err)
+		}
+		h, err := c.holder(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+			continue // it ran out or was given up meanwhile
+		case err != nil:
+			return nil, fmt.Errorf("cluster: read the lease of session %q: %w", session, err)
+		}
+		held := &HeldError{Session: session, Node: h.Node, Here: h.Instance == c.instance}
+		if !wait || held.Here {
+			return nil, held
+		}
+		if h.Instance != checked {
+			if c.alive(ctx, h.Instance) {
+				return nil, held
+			}
+			checked = h.Instance
+			c.log.Info("the node holding a session's lease does not answer; waiting for the lease to run out", "session", session, "holder", h.Node)
+		}
+		select {
+		case <-time.After(poll):
+		case <-ctx.Done():
+			return nil, held
+		}
+	}
+}
+
+// holder reads who holds the lease key.
+func (c *Cluster) holder(ctx context.Context, key string) (holder, error) {
+	e, err := c.kv.Get(ctx, key)
+	if err != nil {
+		return holder{}, err
+	}
+	var h holder
+	if err := json.Unmarshal(e.Value(), &h); err != nil {
+		return holder{}, fmt.Errorf("the lease holds %.100q: %w", e.Value(), err)
+	}
+	return h, nil
+}
+
+// alive reports whether the process instance answers a ping.
+func (c *Cluster) alive(ctx context.Context, instance string) bool {
+	ctx, cancel := context.WithTimeout(ctx, pingWait)
+	defer cancel()
+	_, err := c.nc.RequestWithContext(ctx, c.pingSubject(instance), nil)
+	return err == nil
+}
+
+// Lease is a session's lease, held by this node until it is lost or
+// released.
+type Lease struct {
+	c       *Cluster
+	session string
+	key     string
+	value   []byte
+	epoch   uint64
+
+	mu       sync.Mutex
+	rev      uint64    // the revision the next renewal replaces
+	deadline time.Time // when the lease may have run out, by this node's clock
+	lost     chan struct{}
+	done     bool // lost or released: renewals stop
+	stop     chan struct{}
+	stopped  chan struct{}
+}
+
+func (c *Cluster) newLease(session, key string, value []byte, rev uint64, sent time.Time) *Lease {
+	l := &Lease{
+		c: c, session: session, key: key, value: value, epoch: rev,
+		rev: rev, deadline: sent.Add(c.ttl),
+		lost: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	go l.renew()
+	return l
+}
+
+// Epoch returns the revision Create gave the lease: greater than that of
+// every lease of the session before it.
+func (l *Lease) Epoch() uint64 { return l.epoch }
+
+// Node returns the name of the node that holds it.
+func (l *Lease) Node() string { return l.c.node }
+
+// Lost is closed when the lease is lost: a renewal was refused (another
+// node holds it now) or none succeeded within a TTL.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Valid reports whether the lease is still this node's by this node's
+// clock: less than a TTL has passed since its last renewal was sent, and
+// it was neither lost nor released.
+func (l *Lease) Valid() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.done && time.Now().Before(l.deadline)
+}
+
+// renew renews the lease every third of its TTL until it is released or
+// lost, trying again sooner while a renewal goes unanswered.
+func (l *Lease) renew() {
+	defer close(l.stopped)
+	every := l.c.ttl / 3
+	timer := time.NewTimer(every)
+	defer timer.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-timer.C:
+		}
+		l.mu.Lock()
+		rev, deadline := l.rev, l.deadline
+		l.mu.Unlock()
+		if !time.Now().Before(deadline) {
+			l.lose("no renewal succeeded within the lease's TTL")
+			return
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), min(every, time.Until(deadline)))
+		ack, err := l.c.js.Publish(ctx, "$KV."+l.c.bucket+"."+l.key, l.value,
+			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.c.ttl))
+		cancel()
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			l.mu.Lock()
+			l.rev, l.deadline = ack.Sequence, sent.Add(l.c.ttl)
+			l.mu.Unlock()
+			timer.Reset(every)
+		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+			l.lose("another node holds it: " + apiErr.Description)
+			return
+		default:
+			l.c.log.Warn("a session's lease was not renewed; trying again", "session", l.session, "err", err)
+			timer.Reset(min(every, 200*time.Millisecond))
+		}
+	}
+}
+
+// lose marks the lease lost.
+func (l *Lease) lose(why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return
+	}
+	l.done = true
+	close(l.lost)
+	l.c.log.Warn("lost a session's lease", "session", l.session, "epoch", l.epoch, "why", why)
+}
+
+// Release gives the lease up: renewals stop, and the key is deleted if
+// this node still holds it, so that another node may take the session at
+// once. It waits for the server's answer until ctx ends.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	already := l.done
+	l.done = true
+	l.mu.Unlock()
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.stopped
+	if already {
+		return nil
+	}
+	l.mu.Lock()
+	rev := l.rev
+	l.mu.Unlock()
+	if err := l.c.kv.Delete(ctx, l.key, jetstream.LastRevision(rev)); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return nil // another node holds it already
+		}
+		return fmt.Errorf("cluster: give up the lease of session %q: %w", l.session, err)
+	}
+	return nil
+}
