@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	natsclient "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/acphub/acphub/internal/cluster"
 	"github.com/acphub/acphub/internal/testutil/natstest"
