@@ -93,9 +93,13 @@ func (v *SessionCreated) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SessionCreated) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
-// SessionResumed: A hub started after a stop reopened the session from its log.
+// SessionResumed: A hub reopened the session from its log: after a stop of the hub, or, in a cluster, a node that took it from another (one that stopped, died or lost its lease).
 type SessionResumed struct {
 	FromSeq int64 `json:"fromSeq"`
+	// The cluster node that took the session (--node); absent on a hub that is no cluster's node.
+	Node string `json:"node,omitempty"`
+	// The epoch of the node's lease on the session: greater than that of every node that ran it before. Absent with node.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -105,6 +109,14 @@ func (v *SessionResumed) AppendJSON(b []byte) []byte {
 	b = append(b, '{')
 	b = member(b, &n, "fromSeq")
 	b = strconv.AppendInt(b, v.FromSeq, 10)
+	if v.Node != "" {
+		b = member(b, &n, "node")
+		b = appendString(b, v.Node)
+	}
+	if v.Epoch != 0 {
+		b = member(b, &n, "epoch")
+		b = strconv.AppendInt(b, v.Epoch, 10)
+	}
 	return append(b, '}')
 }
 

@@ -83,6 +83,8 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.StringVar(&cfg.NATSCreds, "nats-creds", cfg.NATSCreds, "--store nats: the NATS credentials file (a user JWT and its seed)")
 	fs.StringVar(&cfg.NATSCA, "nats-ca", cfg.NATSCA, "--store nats: a PEM file of the CAs the NATS server's certificate must chain to")
 	fs.IntVar(&cfg.NATSReplicas, "nats-replicas", cfg.NATSReplicas, "--store nats: replicas of each stream acphub creates (default 1)")
+	fs.StringVar(&cfg.Node, "node", cfg.Node, "--store nats: this hub's name among the cluster's nodes (default: the host's name)")
+	fs.DurationVar(&cfg.LeaseTTL.Duration, "lease-ttl", cfg.LeaseTTL.Duration, "--store nats: how long a session stays with a node that stopped answering before another node takes it (0: 10s; at least 1s)")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "loopback address serving the Prometheus metrics at /metrics without a token (empty: off; /metrics on --listen needs a token with the manage right)")
 }
 
@@ -226,7 +228,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 		dbPath := filepath.Join(cfg.DataDir, sqlite.FileName)
 		removeNew(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal", dbPath+sqlite.QueueSuffix, dbPath+sqlite.OldQueueSuffix)
 	}
-	store, err := openStore(cfg, log, m)
+	store, leases, err := openStore(cfg, log, m)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +236,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	// The session stream starts with the sessions of the log; the ones
 	// that change from now on are told by their actors.
 	sessions = lifecycle.New(0)
-	hcfg.Store, hcfg.Watcher = store, sessions
+	hcfg.Store, hcfg.Leases, hcfg.Watcher = store, leases, sessions
 	h := hub.New(hcfg)
 	known, err := h.List(context.Background(), nil)
 	if err != nil {

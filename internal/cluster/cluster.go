@@ -161,11 +161,11 @@ func leaseKey(session string) string {
 type HeldError struct {
 	Session string
 	Node    string // the holder
-	Here    bool   // the holder is this process
+	here    bool   // the holder is this process
 }
 
 func (e *HeldError) Error() string {
-	if e.Here {
+	if e.here {
 		return fmt.Sprintf("cluster: session %q is being opened on this node", e.Session)
 	}
 	return fmt.Sprintf("cluster: session %q runs on node %s", e.Session, e.Node)
@@ -173,6 +173,9 @@ func (e *HeldError) Error() string {
 
 // Holder returns the node that holds the lease.
 func (e *HeldError) Holder() string { return e.Node }
+
+// Here reports whether the holder is this very process.
+func (e *HeldError) Here() bool { return e.here }
 
 // Acquire takes session's lease for this node. When another node holds
 // it and wait is set, Acquire asks that node whether it is alive: one that
@@ -199,8 +202,8 @@ func (c *Cluster) Acquire(ctx context.Context, session string, wait bool) (*Leas
 		case err != nil:
 			return nil, fmt.Errorf("cluster: read the lease of session %q: %w", session, err)
 		}
-		held := &HeldError{Session: session, Node: h.Node, Here: h.Instance == c.instance}
-		if !wait || held.Here {
+		held := &HeldError{Session: session, Node: h.Node, here: h.Instance == c.instance}
+		if !wait || held.here {
 			return nil, held
 		}
 		if h.Instance != checked {

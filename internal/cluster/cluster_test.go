@@ -49,7 +49,7 @@ func acquire(t *testing.T, c *cluster.Cluster, session string, wait bool, within
 func held(t *testing.T, err error, node string, here bool) {
 	t.Helper()
 	var h *cluster.HeldError
-	if !errors.As(err, &h) || h.Node != node || h.Here != here {
+	if !errors.As(err, &h) || h.Node != node || h.Here() != here {
 		t.Fatalf("got %v; want the lease held by %s (here %v)", err, node, here)
 	}
 }

@@ -111,11 +111,16 @@ type Config struct {
 	// Store is where session logs are kept: "" for SQLite in the data
 	// dir, or a NATS server's URL (nats://, tls://) for JetStream, with
 	// the credentials file, CA file and stream replicas below.
-	Store        string           `toml:"store"`
-	NATSCreds    string           `toml:"nats_creds"`
-	NATSCA       string           `toml:"nats_ca"`
-	NATSReplicas int              `toml:"nats_replicas"`
-	Agents       map[string]Agent `toml:"agents"`
+	Store        string `toml:"store"`
+	NATSCreds    string `toml:"nats_creds"`
+	NATSCA       string `toml:"nats_ca"`
+	NATSReplicas int    `toml:"nats_replicas"`
+	// Node names this hub among the nodes of a cluster (--store nats);
+	// LeaseTTL is how long a session's lease outlives its node's last
+	// renewal (docs/cluster.md).
+	Node     string           `toml:"node"`
+	LeaseTTL Duration         `toml:"lease_ttl"`
+	Agents   map[string]Agent `toml:"agents"`
 	// PassEnv names variables of the hub's environment, or prefixes
 	// written NAME_*, that every agent inherits besides agent.DefaultPass.
 	PassEnv []string `toml:"pass_env"`

@@ -17,7 +17,7 @@ import (
 func TestServe_StoreOnNATS(t *testing.T) {
 	t.Parallel()
 	nats := natstest.Start(t)
-	h := startHub(t, "--store", nats.ClientURL())
+	h := startHub(t, "--store", nats.ClientURL(), "--lease-ttl", "1s")
 	a := h.dial("s", "peer=a")
 	sid := a.handshake()
 	mustStop(t, "prompt", lastOf(a.untilResponse(a.prompt(sid, "/echo kept in nats"))), "end_turn")
@@ -26,7 +26,7 @@ func TestServe_StoreOnNATS(t *testing.T) {
 	}
 	h.kill()
 
-	other := startHub(t, "--store", nats.ClientURL())
+	other := startHub(t, "--store", nats.ClientURL(), "--lease-ttl", "1s")
 	b := other.dial("s", "peer=b")
 	sid = b.handshake()
 	got := b.until(isMethod("_acphub/turn_complete"))

@@ -106,6 +106,21 @@ type SessionInfo struct {
 // last one stored for its session.
 var ErrSeqGap = errors.New("eventlog: seq does not continue the log")
 
+// ErrConflict is returned by the Append of a store several processes write
+// (see Shared) when another writer appended to one of the sessions' logs
+// since this one last read its end: the events are not stored.
+var ErrConflict = errors.New("eventlog: another writer appended to the session's log")
+
+// Shared is a Store that several processes share — the nodes of a
+// cluster — each session's log written by one of them at a time.
+type Shared interface {
+	Store
+	// Sync forgets what this process knew of session's log and waits
+	// until its reads see the log as its last writer left it: the new
+	// writer of a session calls it before it reads the log it takes over.
+	Sync(ctx context.Context, session string) error
+}
+
 // NewID returns a random UUID (version 4) for an event. Event ids must be
 // unique, not secret: they come from math/rand/v2's generator (ChaCha8,
 // seeded from the operating system), which costs a fraction of a system

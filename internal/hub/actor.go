@@ -3,8 +3,6 @@ package hub
 import (
 	"sync/atomic"
 	"time"
-
-	"github.com/acphub/acphub/api"
 )
 
 // The actor
@@ -31,19 +29,27 @@ import (
 // run is the session's goroutine.
 func (s *Session) run() {
 	defer close(s.done)
+	defer s.hub.releaseLease(s.lease)
 	defer s.cfg.Meter.Queues(s.key, 0, 0)
 	s.actor.Lock()
 	defer s.unlock()
 	if s.prior != nil {
 		s.reopened.from = s.seq
 		s.recordHeld()
-		s.record("", &api.SessionResumed{FromSeq: s.seq})
+		s.record("", s.resumed())
 		s.endInterrupted()
 		s.flush()
 		s.reopened.to = s.seq
 		s.report()
 	}
 	for {
+		if s.fenced() {
+			s.moveAway()
+			s.unhold()
+			s.refuseLate()
+			s.ended = true
+			return
+		}
 		s.burst = false
 		w := s.waits()
 		s.unlock()
@@ -71,6 +77,8 @@ func (s *Session) run() {
 			s.text.Fired() // the batch's end holds the message
 		case <-s.kick:
 			s.actor.Lock() // look at what to wait for again
+		case <-s.leaseLost():
+			s.actor.Lock() // fenced now
 		case <-s.quit:
 			s.actor.Lock()
 			s.shutdown()
@@ -81,17 +89,13 @@ func (s *Session) run() {
 		// a burst of frames is committed to the log as one batch.
 		for range inboxLen {
 			s.burst = true
-			if s.deleted() || !s.handleWaiting() {
+			if s.fenced() || !s.handleWaiting() {
 				break
 			}
 		}
-		if s.deleted() {
-			s.unhold()
-			s.refuseLate()
-			s.ended = true
-			return
+		if !s.fenced() {
+			s.endBatch()
 		}
-		s.endBatch()
 	}
 }
 
@@ -150,18 +154,18 @@ func (s *Session) inline(msg any, queued *atomic.Int64, agent bool) bool {
 		return false
 	}
 	defer s.unlock()
-	if queued.Load() != 0 || s.ended || s.deleted() || (agent && s.paced) {
+	if queued.Load() != 0 || s.ended || s.fenced() || (agent && s.paced) {
 		return false
 	}
 	before := s.waits()
 	s.burst = false
 	s.handle(msg)
-	if s.deleted() {
+	if s.fenced() {
 		s.unhold()
 	} else {
 		s.endBatch()
 	}
-	if s.deleted() || s.waits() != before {
+	if s.fenced() || s.waits() != before {
 		// run waits for other things now, or is to end.
 		select {
 		case s.kick <- struct{}{}:

@@ -35,7 +35,6 @@ type deleteMsg struct {
 // deletion is a deletion under way: what waits for its outcome.
 type deletion struct {
 	answers []func(*jsonrpc.Error)
-	done    bool // the session is deleted: the actor returns
 }
 
 // Delete deletes session key for who, who must hold manage over it (nil:
@@ -135,11 +134,10 @@ func (s *Session) remove(answer func(*jsonrpc.Error)) {
 // finishDelete ends the session being deleted and removes its log and
 // workspace (see remove). It runs once.
 func (s *Session) finishDelete() {
-	d := s.deleting
-	if d.done {
+	if s.away != nil {
 		return
 	}
-	d.done = true // from here on the session records into no log (see flush)
+	s.away = ErrDeleted // from here on the session records into no log (see flush)
 	s.endAgent()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
@@ -165,24 +163,49 @@ func (s *Session) finishDelete() {
 	if e == nil && s.cfg.Watcher != nil {
 		s.cfg.Watcher.Changed(s.summary(api.StateDeleted))
 	}
-	for _, answer := range d.answers {
+	for _, answer := range s.deleting.answers {
 		answer(e)
 	}
-	for _, p := range append([]*peer(nil), s.peers...) {
-		s.removePeer(p, ErrDeleted)
-	}
-	for _, t := range append([]*tail(nil), s.tails...) {
-		s.removeTail(t, ErrDeleted)
-	}
+	s.disconnectAll(ErrDeleted)
 	s.log.Info("session deleted")
 }
 
-// deleted reports whether the session was deleted: its actor returns.
-func (s *Session) deleted() bool { return s.deleting != nil && s.deleting.done }
+// letGo ends the session on this hub without another write to its log,
+// which another node writes now (cause ErrMoved; see lease.go): the agent
+// and its terminals are stopped, a remote session's workspace kept, the
+// hub forgets the session, and every client and subscriber is ended with
+// cause.
+func (s *Session) letGo(cause *Disconnect) {
+	s.away = cause
+	s.moved.Store(true)
+	s.endAgent()
+	if s.remote != nil {
+		s.remote.Stop()
+	}
+	s.flush()
+	s.hub.forget(s)
+	if d := s.deleting; d != nil {
+		for _, answer := range d.answers {
+			answer(RPCError(ErrSessionGone))
+		}
+	}
+	s.disconnectAll(cause)
+}
 
-// refuseLate ends what reached a deleted session's inbox before it
-// returned: a client that moved in is disconnected as the others were,
-// joins and subscriptions are refused, deletions answered.
+// disconnectAll ends every client and subscriber of the session with
+// cause.
+func (s *Session) disconnectAll(cause *Disconnect) {
+	for _, p := range append([]*peer(nil), s.peers...) {
+		s.removePeer(p, cause)
+	}
+	for _, t := range append([]*tail(nil), s.tails...) {
+		s.removeTail(t, cause)
+	}
+}
+
+// refuseLate ends what reached the inbox of a session deleted or let go
+// before its actor returned: a client that moved in is disconnected as the
+// others were, joins and subscriptions are refused, deletions answered.
 func (s *Session) refuseLate() {
 	for {
 		select {
@@ -190,14 +213,18 @@ func (s *Session) refuseLate() {
 			switch m := msg.(type) {
 			case adoptMsg:
 				s.adopt(m.peer)
-				s.removePeer(m.peer, ErrDeleted)
+				s.removePeer(m.peer, s.away)
 			case joinMsg:
 				m.reply <- joinReply{nil, ErrSessionGone}
 			case tailMsg:
 				s.addTail(m)
-				s.removeTail(s.tails[len(s.tails)-1], ErrDeleted)
+				s.removeTail(s.tails[len(s.tails)-1], s.away)
 			case deleteMsg:
-				m.reply <- nil
+				if s.away == ErrDeleted {
+					m.reply <- nil
+				} else {
+					m.reply <- RPCError(ErrSessionGone)
+				}
 			}
 		default:
 			return

@@ -80,6 +80,8 @@ func RPCError(err error) *jsonrpc.Error {
 		return jsonrpc.NewError(api.CodeTooManySessions, api.ReasonTooManySessions, "The hub holds as many active sessions as it may", nil)
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrSessionGone), errors.Is(err, context.Canceled):
 		return jsonrpc.NewError(api.CodeShuttingDown, api.ReasonShuttingDown, "The hub is stopping", nil)
+	case errors.Is(err, ErrElsewhere):
+		return jsonrpc.NewError(api.CodeSessionElsewhere, api.ReasonSessionElsewhere, "The session runs on another node: "+strings.TrimPrefix(err.Error(), ErrElsewhere.Error()+": "), nil)
 	case errors.Is(err, errImporting):
 		return jsonrpc.NewError(api.CodeKeyTaken, api.ReasonKeyTaken, "The session is being imported: try again in a moment", nil)
 	case errors.Is(err, ErrAgentMismatch):

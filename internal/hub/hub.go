@@ -39,8 +39,11 @@ type Config struct {
 	DefaultAgent string
 	AgentOptions agent.Options
 
-	Store  eventlog.Store // the session log
-	Policy policy.Policy  // client-tool modes
+	Store eventlog.Store // the session log
+	// Leases, when set, make the hub one node of a cluster that shares
+	// Store: it runs the sessions whose lease it takes (see lease.go).
+	Leases Leases
+	Policy policy.Policy // client-tool modes
 	// Policies are the client-tool modes of agents that differ from
 	// Policy, by agent name.
 	Policies map[string]policy.Policy
@@ -193,18 +196,24 @@ func (h *Hub) Join(ctx context.Context, key string, opts JoinOptions) (*Client, 
 		return nil, f
 	}
 	create := opts.Principal.Can(auth.Create)
-	s, err := h.session(key, opts.Agent, create)
-	if errors.Is(err, ErrUnknownSession) && !create {
-		// Joining a session that is not there would create it, and start
-		// its agent.
-		f := opts.Principal.Allow(auth.Need{Right: auth.Create, Session: key})
-		f.Text = fmt.Sprintf("no session is named %q, and joining would create it: %s", key, f.Text)
-		return nil, f
+	for {
+		s, err := h.session(key, opts.Agent, create)
+		if errors.Is(err, ErrUnknownSession) && !create {
+			// Joining a session that is not there would create it, and
+			// start its agent.
+			f := opts.Principal.Allow(auth.Need{Right: auth.Create, Session: key})
+			f.Text = fmt.Sprintf("no session is named %q, and joining would create it: %s", key, f.Text)
+			return nil, f
+		}
+		if err != nil {
+			return nil, err
+		}
+		c, err := s.join(ctx, opts)
+		if errors.Is(err, ErrSessionGone) && s.moved.Load() && ctx.Err() == nil {
+			continue // let go meanwhile: open it again, wherever it runs
+		}
+		return c, err
 	}
-	if err != nil {
-		return nil, err
-	}
-	return s.join(ctx, opts)
 }
 
 // existing returns the session key, opening it from its log when the hub
@@ -216,9 +225,14 @@ func (h *Hub) existing(key string) (*Session, error) {
 // session returns the session key: held, reopened from its log, or —
 // when create is set — new, with agentName or the default agent.
 func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
+	deadline := time.Now().Add(storeTimeout)
 	for {
-		s, err := h.open(key, agentName, create)
-		if !errors.Is(err, errDeletedMeanwhile) {
+		s, err := h.open(key, agentName, create, true)
+		switch {
+		case errors.Is(err, errDeletedMeanwhile):
+		case errors.Is(err, errOpening) && time.Now().Before(deadline):
+			time.Sleep(10 * time.Millisecond) // until the other opening ends
+		default:
 			return s, err
 		}
 	}
@@ -228,19 +242,29 @@ func (h *Hub) session(key, agentName string, create bool) (*Session, error) {
 // its log, which may be the deleted one's: read it again.
 var errDeletedMeanwhile = errors.New("hub: deleted while opened")
 
-// open is session, once.
-func (h *Hub) open(key, agentName string, create bool) (*Session, error) {
+// open is session, once. On a cluster's node it takes the session's lease
+// first, waiting for that of a node that does not answer to run out when
+// wait is set.
+func (h *Hub) open(key, agentName string, create, wait bool) (*Session, error) {
 	if s, err := h.held(key, agentName); s != nil || err != nil {
 		return s, err
 	}
 	h.mu.Lock()
 	deletions := h.deletions[key]
 	h.mu.Unlock()
+	lease, err := h.lease(key, wait)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if lease != nil {
+			h.releaseLease(lease) // the session did not take it
+		}
+	}()
 	// Read the log without holding the lock: other sessions' joins go on.
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	var p *sessionlog.State
-	var err error
 	if h.cfg.Store != nil {
 		p, err = sessionlog.Read(ctx, h.cfg.Store, key)
 	}
@@ -286,6 +310,7 @@ func (h *Hub) open(key, agentName string, create bool) (*Session, error) {
 		return nil, ErrTooMany
 	}
 	s := newSession(h, key, agentName, spec)
+	s.lease, lease = lease, nil
 	if p != nil {
 		s.restore(p)
 	}

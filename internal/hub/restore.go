@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,19 +16,28 @@ import (
 // of the log, and keeps the messages it was streaming: each session a stop
 // cut short (sessionlog.CutShort) is opened, which writes the turn's end
 // (see endInterrupted) and the message (recordHeld). It returns how many
-// turns it ended. Run it once at start, before clients connect.
+// turns it ended. Run it once at start, before clients connect. On a
+// cluster's node, the sessions another node holds, or held until it
+// stopped answering, are left to the node that takes them next.
 func (h *Hub) Recover(ctx context.Context) (int, error) {
 	if h.cfg.Store == nil {
 		return 0, nil
 	}
-	keys, n, err := sessionlog.CutShort(ctx, h.cfg.Store)
+	cuts, err := sessionlog.CutShort(ctx, h.cfg.Store)
 	if err != nil {
 		return 0, err
 	}
-	for _, key := range keys {
-		s, err := h.existing(key)
+	n := 0
+	for _, cut := range cuts {
+		s, err := h.open(cut.Key, "", false, false)
+		if errors.Is(err, ErrElsewhere) {
+			continue
+		}
 		if err != nil {
-			return 0, fmt.Errorf("open session %q: %w", key, err)
+			return 0, fmt.Errorf("open session %q: %w", cut.Key, err)
+		}
+		if cut.Interrupted {
+			n++
 		}
 		// The actor writes the end as it starts; wait for it, so the end is
 		// in the log when Recover returns.

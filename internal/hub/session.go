@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -143,8 +144,17 @@ type Session struct {
 	reopened struct{ from, to int64 }
 
 	idleTimer *time.Timer
-	deleting  *deletion          // a deletion under way, or nil
-	origin    *api.SessionForked // where a fork's history starts (see fork.go), or nil
+	deleting  *deletion // a deletion under way, or nil
+	// lease is the session's lease on a cluster's node, or nil (see
+	// lease.go); refused is set when the log refused an append of this
+	// node's, which another node writes now.
+	lease   Lease
+	refused bool
+	// away is why the session was let go — deleted, or moved to another
+	// node — or nil; moved is set once it was, for Join.
+	away   *Disconnect
+	moved  atomic.Bool
+	origin *api.SessionForked // where a fork's history starts (see fork.go), or nil
 	// forkWaiters are the replies of the fork's session/fork sent again
 	// while it was being made (the same operation id).
 	forkWaiters []chan<- *jsonrpc.Error
@@ -400,6 +410,9 @@ func unless(paused bool, ch chan any) chan any {
 }
 
 func (s *Session) handle(msg any) {
+	if s.fenced() {
+		return // let go: refuseLate answers what waits
+	}
 	switch m := msg.(type) {
 	case clientMsg:
 		if !m.peer.gone {
@@ -529,9 +542,9 @@ func (s *Session) logged() {
 // flush commits the recorded events, then holds the message being
 // collected (see holdMessage).
 func (s *Session) flush() {
-	if s.deleted() {
-		// The log is gone: what the session's end records (its clients
-		// leaving) goes to no log.
+	if s.fenced() {
+		// The log is gone, or another node's: what the session's end
+		// records (its clients leaving) goes to no log.
 		clear(s.unflushed)
 		s.unflushed = s.unflushed[:0]
 		return
@@ -543,6 +556,12 @@ func (s *Session) flush() {
 	}
 	if err := s.cfg.Store.Append(context.Background(), s.unflushed); err != nil {
 		s.log.Error("append to session log", "err", err, "events", len(s.unflushed))
+		if s.lease != nil && (errors.Is(err, eventlog.ErrConflict) || errors.Is(err, eventlog.ErrSeqGap)) {
+			// Another node wrote the log since: it holds the lease now.
+			// The actor lets the session go once it is done with what it
+			// handles (see fenced).
+			s.refused = true
+		}
 	}
 	clear(s.unflushed)
 	s.unflushed = s.unflushed[:0]

@@ -156,32 +156,35 @@ func Interrupted(ctx context.Context, store eventlog.Store, key string) (*api.Tu
 	return &api.TurnCompleted{SessionID: d.SessionID, Peer: started.Peer, StopReason: "cancelled", Interrupted: true, OperationID: d.OperationID}, nil
 }
 
+// Cut is a session whose log a stop of the hub cut short (see CutShort).
+type Cut struct {
+	Key         string
+	Interrupted bool // a turn is open in it (see Interrupted)
+}
+
 // CutShort lists the sessions in store whose log a stop of the hub cut
 // short, to be reopened at start: those with a turn Interrupted shows
-// open (interrupted counts them), and those the store holds a message of
-// (eventlog.Store.Held).
-func CutShort(ctx context.Context, store eventlog.Store) (keys []string, interrupted int, err error) {
+// open, and those the store holds a message of (eventlog.Store.Held).
+func CutShort(ctx context.Context, store eventlog.Store) ([]Cut, error) {
 	infos, err := store.Sessions(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list the logged sessions: %w", err)
+		return nil, fmt.Errorf("list the logged sessions: %w", err)
 	}
+	var cuts []Cut
 	for _, info := range infos {
 		open, err := Interrupted(ctx, store, info.Session)
 		if err != nil {
-			return keys, interrupted, err
+			return cuts, err
 		}
 		_, held, err := store.Held(ctx, info.Session)
 		if err != nil {
-			return keys, interrupted, err
-		}
-		if open != nil {
-			interrupted++
+			return cuts, err
 		}
 		if open != nil || held {
-			keys = append(keys, info.Session)
+			cuts = append(cuts, Cut{Key: info.Session, Interrupted: open != nil})
 		}
 	}
-	return keys, interrupted, nil
+	return cuts, nil
 }
 
 // Summary describes a session the hub does not hold, whose log info

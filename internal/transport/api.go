@@ -62,6 +62,7 @@ func refuseRPC(w http.ResponseWriter, e *jsonrpc.Error, otherwise int) {
 		api.CodeKeyTaken:          http.StatusConflict,
 		api.CodeForbidden:         http.StatusForbidden,
 		api.CodeShuttingDown:      http.StatusServiceUnavailable,
+		api.CodeSessionElsewhere:  http.StatusServiceUnavailable,
 	}[e.Code]
 	if status == 0 {
 		status = otherwise

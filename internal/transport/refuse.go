@@ -133,6 +133,7 @@ var hubRefusals = []struct {
 	{hub.ErrTooMany, http.StatusServiceUnavailable, api.ReasonTooManySessions, "", "the hub holds as many active sessions as it may"},
 	{hub.ErrClosed, http.StatusServiceUnavailable, api.ReasonShuttingDown, "", "the hub is stopping"},
 	{hub.ErrSessionGone, http.StatusServiceUnavailable, api.ReasonShuttingDown, "", "the hub is stopping"},
+	{hub.ErrElsewhere, http.StatusServiceUnavailable, api.ReasonSessionElsewhere, "", ""},
 }
 
 // hubRefusal is the refusal of a request the hub failed; an error it does

@@ -26,7 +26,7 @@
 // session's log (Nats-Expected-Last-Subject-Sequence, checked against the
 // session's wildcard subject), so that a second writer of the same log —
 // another node, a node that lost its lease while paused — is refused
-// rather than interleaved: Append returns ErrConflict, and the store reads
+// rather than interleaved: Append returns eventlog.ErrConflict, and the store reads
 // the log's end from the server again before its next Append. A batch
 // holds at most maxBatch events; a longer Append is several batches, each
 // atomic and checked, in order.
@@ -54,11 +54,6 @@ import (
 
 	"github.com/acphub/acphub/internal/eventlog"
 )
-
-// ErrConflict is returned by Append when another writer appended to one of
-// the sessions' logs since this store last read its end: the events are
-// not stored.
-var ErrConflict = errors.New("eventlog/nats: another writer appended to the session's log")
 
 // Options configure a Store.
 type Options struct {
@@ -280,7 +275,7 @@ func (s *Store) publishAgain(ctx context.Context, events []eventlog.Event) error
 	for {
 		err := s.publish(ctx, events)
 		var apiErr *jetstream.APIError
-		if err == nil || errors.Is(err, ErrConflict) || errors.As(err, &apiErr) && apiErr.Code != 503 || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || errors.Is(err, eventlog.ErrConflict) || errors.As(err, &apiErr) && apiErr.Code != 503 || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 		s.log.Warn("session log append got no answer; trying again", "err", err, "in", wait)
@@ -302,7 +297,7 @@ func (s *Store) publishAgain(ctx context.Context, events []eventlog.Event) error
 
 // stored reports whether events, a batch whose publish got no answer, are
 // in the logs (true), or none of them is (false); a log that ends
-// elsewhere is ErrConflict.
+// elsewhere is eventlog.ErrConflict.
 func (s *Store) stored(ctx context.Context, events []eventlog.Event) (bool, error) {
 	first := events[0]
 	end, err := s.end(ctx, first.Session) // publish forgot what it knew
@@ -323,7 +318,7 @@ func (s *Store) stored(ctx context.Context, events []eventlog.Event) (bool, erro
 	case first.Seq - 1:
 		return false, nil
 	}
-	return false, fmt.Errorf("%w: session %q ends at %d after a batch of %d..%d got no answer", ErrConflict, first.Session, end.seq, first.Seq, lastOfFirst)
+	return false, fmt.Errorf("%w: session %q ends at %d after a batch of %d..%d got no answer", eventlog.ErrConflict, first.Session, end.seq, first.Seq, lastOfFirst)
 }
 
 // end returns where session's log ends: as this store last saw it, or
@@ -440,7 +435,7 @@ func (s *Store) publish(ctx context.Context, events []eventlog.Event) error {
 		// where the server cannot name it (a batch already writing that
 		// subject, on a replicated stream).
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == errWrongLastSequenceConstant) {
-			return fmt.Errorf("%w (%s)", ErrConflict, apiErr.Description)
+			return fmt.Errorf("%w (%s)", eventlog.ErrConflict, apiErr.Description)
 		}
 		return fmt.Errorf("eventlog/nats: append to session %q: %w", events[0].Session, err)
 	}
@@ -513,6 +508,34 @@ func msgSeq(m *jetstream.RawStreamMsg) (uint64, error) {
 		return 0, fmt.Errorf("eventlog/nats: message %d of %s has no event seq", m.Sequence, m.Subject)
 	}
 	return seq, nil
+}
+
+// Sync implements eventlog.Shared: it reads where session's log ends from
+// the log stream's leader, then waits until the replica that answers this
+// store's reads has that end too. Read waits for it as it does for this
+// store's own appends.
+func (s *Store) Sync(ctx context.Context, session string) error {
+	s.mu.Lock()
+	delete(s.known, session)
+	s.mu.Unlock()
+	end, err := s.end(ctx, session)
+	if err != nil {
+		return err
+	}
+	for {
+		last, ok, err := s.Last(ctx, session, "")
+		if err != nil {
+			return err
+		}
+		if !ok && end.seq == 0 || ok && uint64(last.Seq) >= end.seq {
+			return nil
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("eventlog/nats: session %q: the log read here ends at %d, the leader's at %d: %w", session, last.Seq, end.seq, ctx.Err())
+		}
+	}
 }
 
 // ---------------------------------------------------------------------------

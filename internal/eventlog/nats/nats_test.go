@@ -63,7 +63,7 @@ func TestAppend_AnotherWriterIsRefused(t *testing.T) {
 		t.Fatalf("a second writer that read the log's end: %v", err)
 	}
 	stale := eventlogtest.Events("s", 4, 1) // a's next event, written without knowing b's
-	if err := a.Append(ctx, stale); !errors.Is(err, natslog.ErrConflict) {
+	if err := a.Append(ctx, stale); !errors.Is(err, eventlog.ErrConflict) {
 		t.Fatalf("an append on a stale end: %v, want ErrConflict", err)
 	}
 	got, err := b.Read(ctx, "s", 0, 0)
@@ -111,7 +111,7 @@ func TestAppend_RacingWritersNeverBothWin(t *testing.T) {
 			switch {
 			case err == nil:
 				won++
-			case errors.Is(err, natslog.ErrConflict), errors.Is(err, eventlog.ErrSeqGap):
+			case errors.Is(err, eventlog.ErrConflict), errors.Is(err, eventlog.ErrSeqGap):
 			default:
 				t.Fatalf("round %d, writer %d: %v", round, i, err)
 			}

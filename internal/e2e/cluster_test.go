@@ -1,0 +1,272 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/eventlog"
+	natslog "github.com/acphub/acphub/internal/eventlog/nats"
+	"github.com/acphub/acphub/internal/testutil/natstest"
+)
+
+// startNode starts a hub that is the node name of the cluster on the NATS
+// servers at url, with a lease TTL of ttl and the demo agent pausing delay
+// between steps.
+func startNode(t *testing.T, url, name string, ttl, delay time.Duration, args ...string) *hubProc {
+	t.Helper()
+	return startHub(t, append([]string{"--store", url, "--node", name, "--lease-ttl", ttl.String(), "--agent-cmd", demoAgentCmd(delay)}, args...)...)
+}
+
+// clusterLog reads session's log from the JetStream at url, checks each
+// event against the event schema and the log for a gap-free chain, and
+// returns it.
+func clusterLog(t *testing.T, url, session string) []eventlog.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	store, err := natslog.Open(ctx, url, natslog.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	events, err := store.Read(ctx, session, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range validateEvents(events) {
+		t.Error(e)
+	}
+	if msg := chainError(t, events); msg != "" {
+		t.Errorf("the log of session %q is not a chain: %s", session, msg)
+	}
+	return events
+}
+
+// resumedBy returns the session.resumed events of events by node.
+func resumedBy(t *testing.T, events []eventlog.Event) map[string][]api.SessionResumed {
+	t.Helper()
+	by := map[string][]api.SessionResumed{}
+	for _, e := range events {
+		if e.Type != api.EventSessionResumed {
+			continue
+		}
+		var r api.SessionResumed
+		if err := json.Unmarshal(e.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		by[r.Node] = append(by[r.Node], r)
+	}
+	return by
+}
+
+// loggedText returns the texts of the agent messages in events, each
+// message's chunks joined.
+func loggedText(t *testing.T, events []eventlog.Event) string {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range events {
+		if e.Type != api.EventAgentMessage {
+			continue
+		}
+		b.WriteString(messageText(t, e.Data))
+	}
+	return b.String()
+}
+
+// messageText is the text of an agent.message event's data.
+func messageText(t *testing.T, data []byte) string {
+	t.Helper()
+	var m struct {
+		Params struct {
+			Update struct {
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Params.Update.Content.Text
+}
+
+// chunksOnce checks that text holds "chunk 1 ", "chunk 2 ", ... in order,
+// each once, and returns how many.
+func chunksOnce(t *testing.T, text string) int {
+	t.Helper()
+	n := 0
+	for _, m := range regexp.MustCompile(`chunk (\d+) `).FindAllStringSubmatch(text, -1) {
+		n++
+		if m[1] != fmt.Sprint(n) {
+			t.Fatalf("chunk %s where chunk %d was due: %q", m[1], n, text)
+		}
+	}
+	return n
+}
+
+// TestCluster_ANodeKilledMidTurnHandsTheSessionOn: node a runs a session
+// and is killed with kill -9 in the middle of a turn. A client of node c
+// finds the session once a's lease ran out: the turn ended, interrupted,
+// every chunk the log acknowledged once and in order, and the session
+// takes the client's next prompt on c. The log says c took it, with an
+// epoch past a's.
+func TestCluster_ANodeKilledMidTurnHandsTheSessionOn(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 2*time.Second, 20*time.Millisecond)
+	c := startNode(t, url, "c", 2*time.Second, 20*time.Millisecond)
+
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	ca.prompt(sid, "/slow 400")
+	for range 20 {
+		ca.until(isUpdate("agent_message_chunk"))
+	}
+	a.kill()
+
+	cc := c.dial("s", "peer=on-c")
+	if got := cc.handshake(); got != sid {
+		t.Fatalf("node c gave the session id %q, node a %q", got, sid)
+	}
+	replay := cc.until(isMethod("_acphub/turn_complete"))
+	replayed := chunksOnce(t, strings.Join(chunkTexts(replay), ""))
+	mustStop(t, "a prompt on node c", lastOf(cc.untilResponse(cc.prompt(sid, "/echo on c"))), "end_turn")
+
+	events := clusterLog(t, url, "s")
+	if logged := chunksOnce(t, loggedText(t, events)); logged != replayed {
+		t.Errorf("the log holds %d chunks, node c replayed %d", logged, replayed)
+	}
+	interrupted := 0
+	for _, e := range events {
+		var d api.TurnCompleted
+		if e.Type == api.EventTurnCompleted && json.Unmarshal(e.Data, &d) == nil && d.Interrupted {
+			interrupted++
+		}
+	}
+	if interrupted != 1 {
+		t.Errorf("the log ends %d turns as interrupted, want the one the kill cut short", interrupted)
+	}
+	by := resumedBy(t, events)
+	if len(by["c"]) != 1 {
+		t.Fatalf("node c took the session %d times: %+v", len(by["c"]), by)
+	}
+	if e := by["c"][0].Epoch; e < 2 {
+		t.Errorf("node c's epoch is %d, not past node a's", e)
+	}
+}
+
+// TestCluster_APausedNodeCannotWrite: node a is paused (SIGSTOP) in the
+// middle of a turn, for longer than its lease. Node c takes the session
+// and runs a turn of its own; when a goes on (SIGCONT), it writes nothing
+// more to the session's log — its agent's output of the old turn is not in
+// it — and disconnects its client, saying the session moved.
+func TestCluster_APausedNodeCannotWrite(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 2*time.Second, 20*time.Millisecond)
+	c := startNode(t, url, "c", 2*time.Second, 20*time.Millisecond)
+
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	ca.prompt(sid, "/slow 400")
+	for range 10 {
+		ca.until(isUpdate("agent_message_chunk"))
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = a.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+
+	cc := c.dial("s", "peer=on-c")
+	cc.handshake()
+	cc.until(isMethod("_acphub/turn_complete"))
+	mustStop(t, "a prompt on node c", lastOf(cc.untilResponse(cc.prompt(sid, "/echo on c"))), "end_turn")
+	before := clusterLog(t, url, "s")
+
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	a.waitLog(`lost the session's lease|letting it go`)
+	// a's client is let go with the reason; what it read meanwhile is
+	// nothing the log has not.
+	deadline := time.After(testTimeout)
+	for open := true; open; {
+		select {
+		case _, open = <-ca.frames:
+		case <-deadline:
+			t.Fatal("node a kept its client after it lost the session's lease")
+		}
+	}
+	if err := <-ca.closed; !strings.Contains(fmt.Sprint(err), "the session moved to another node") {
+		t.Errorf("node a closed its client with %v, want the session moved", err)
+	}
+
+	// c goes on with the session; the log has nothing of a's since c took it.
+	mustStop(t, "another prompt on node c", lastOf(cc.untilResponse(cc.prompt(sid, "/echo again on c"))), "end_turn")
+	after := clusterLog(t, url, "s")
+	took := 0
+	for i, e := range after {
+		if e.Type == api.EventSessionResumed {
+			took = i
+		}
+	}
+	if took == 0 || !strings.Contains(string(after[took].Data), `"node":"c"`) {
+		t.Fatalf("the last session.resumed of the log is not node c's: %s", after[took].Data)
+	}
+	if text := loggedText(t, after[took:]); strings.Contains(text, "chunk ") {
+		t.Errorf("node a's turn wrote to the log after node c took the session: %q", text)
+	}
+	if !strings.Contains(loggedText(t, after[len(before):]), "again on c") || len(after) <= len(before) {
+		t.Errorf("node c's second turn is not in the log")
+	}
+	chunksOnce(t, loggedText(t, after))
+}
+
+// TestCluster_AStoppedNodeHandsOverAtOnce: a node stopped with SIGTERM
+// gives its sessions' leases up, so that another node takes them without
+// waiting for the lease to run out (30 s here, past the test's wait).
+// Meanwhile, a session that a live node runs is refused on the other node
+// with session_elsewhere, naming the node.
+func TestCluster_AStoppedNodeHandsOverAtOnce(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(sid, "/echo on a"))), "end_turn")
+
+	_, err := c.tryDial("s", "peer=on-c", nil)
+	if err == nil || !strings.Contains(err.Error(), "status 503") || !strings.Contains(err.Error(), api.ReasonSessionElsewhere) || !strings.Contains(err.Error(), "node a") {
+		t.Fatalf("node c served a session node a runs: %v", err)
+	}
+	status, body := c.apiDo(http.MethodDelete, "/api/sessions/s", c.token, nil)
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), api.ReasonSessionElsewhere) || !strings.Contains(string(body), "node a") {
+		t.Fatalf("a deletion on node c of node a's session: %d %s", status, body)
+	}
+
+	a.stop()
+	cc := c.dial("s", "peer=on-c")
+	cc.handshake()
+	mustStop(t, "a prompt on node c", lastOf(cc.untilResponse(cc.prompt(sid, "/echo on c"))), "end_turn")
+	by := resumedBy(t, clusterLog(t, url, "s"))
+	if len(by["c"]) != 1 {
+		t.Fatalf("node c took the session %d times: %+v", len(by["c"]), by)
+	}
+}
