@@ -243,6 +243,9 @@ func summary(ev api.Event) string {
 		}
 		return d.StopReason
 	case *api.SessionResumed:
+		if d.Node != "" {
+			return fmt.Sprintf("node %s took the session (lease epoch %d); the log went on after seq %d", d.Node, d.Epoch, d.FromSeq)
+		}
 		return fmt.Sprintf("the hub started again; the log went on after seq %d", d.FromSeq)
 	case *api.PermissionResolved:
 		return fmt.Sprintf("%s → %s", d.Title, outcomeText(d))
