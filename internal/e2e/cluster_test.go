@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -269,4 +271,45 @@ func TestCluster_AStoppedNodeHandsOverAtOnce(t *testing.T) {
 	if len(by["c"]) != 1 {
 		t.Fatalf("node c took the session %d times: %+v", len(by["c"]), by)
 	}
+}
+
+// TestCluster_AnOperationRetriedOnAnotherNodeTakesEffectOnce: the
+// operations of a node killed with kill -9 keep their outcomes on the node
+// that takes the session: a prompt sent again there under its operation id
+// gets the outcome of its turn — the one the kill cut short cancelled, the
+// finished one as it ended — and does not run again.
+func TestCluster_AnOperationRetriedOnAnotherNodeTakesEffectOnce(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 2*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 2*time.Second, 5*time.Millisecond)
+	outcomesSurviveAKill(t, a, func() *hubProc {
+		a.kill()
+		return c
+	}, "node c took the session (lease epoch ")
+}
+
+// TestCluster_ClientsOfAKilledNodeComeBackOnAnother: the chat, an
+// editor's attach and the Go client stream a turn from node a, through an
+// address that fronts the cluster; a is killed with kill -9 and the
+// address sent to node c. Each client says it lost the hub, comes back on
+// c on its own, shows every chunk it showed before once and the rest of
+// what the log holds, and learns that the turn was interrupted; the prompt
+// ran once. The nodes share their owner token, as the nodes of one
+// deployment do; the clients are given it in $ACPHUB_TOKEN, since a hub
+// behind a front address cannot prove it holds the token of a data dir
+// for the connection the client made.
+func TestCluster_ClientsOfAKilledNodeComeBackOnAnother(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 2*time.Second, 5*time.Millisecond)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(a.token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startHubIn(t, dir, "--store", url, "--node", "c", "--lease-ttl", "2s", "--agent-cmd", demoAgentCmd(5*time.Millisecond))
+	front := newProxy(t, a.addr)
+	crashMidTurn(t, front.addr(), a, []string{"ACPHUB_TOKEN=" + a.token}, a.kill, func() *hubProc {
+		front.point(c.addr)
+		return c
+	})
 }

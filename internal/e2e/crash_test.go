@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -74,6 +76,22 @@ func (s *shownChunks) check(t *testing.T, who string, least int) {
 func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 	addr := freeAddr(t)
 	h := startHub(t, "--listen", addr, "--agent-cmd", demoAgentCmd(5*time.Millisecond))
+	crashMidTurn(t, addr, h, nil, h.kill, func() *hubProc {
+		h.start()
+		return h
+	})
+}
+
+// crashMidTurn is TestCrash_NothingRunsTwiceNothingShownIsLost with the
+// clients dialing addr with h's token and data dir, chat and attach with
+// env besides their environment: kill kills the hub that serves there with
+// kill -9, back makes a hub serve there again and returns it.
+func crashMidTurn(t *testing.T, addr string, h *hubProc, env []string, kill func(), back func() *hubProc) {
+	client := func(args ...string) *proc {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		return startProc(t, cmd)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*testTimeout)
 	defer cancel()
 
@@ -106,7 +124,7 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 	}
 
 	// An editor through acphub attach.
-	ed := runProc(t, h.clientArgs("attach", "--session", "s", "--peer", "editor", "--no-start")...)
+	ed := client(clientArgs(addr, h.dataDir, "attach", "--session", "s", "--peer", "editor", "--no-start")...)
 	ed.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 	ed.write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
 	ed.expectMsg(func(m msg) bool { return string(m.ID) == "2" })
@@ -125,7 +143,7 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 	}()
 
 	// The chat that prompts.
-	chat := runProc(t, h.clientArgs("chat", "--session", "s", "--peer", "alice")...)
+	chat := client(clientArgs(addr, h.dataDir, "chat", "--session", "s", "--peer", "alice")...)
 	chat.expect("connected: session")
 	var chatOut strings.Builder
 	var chatMu sync.Mutex
@@ -152,7 +170,7 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 	time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
 	goBefore, edBefore := goShown.len(), edShown.len()
 	killedAt := time.Now()
-	h.kill()
+	kill()
 	window := textWindow
 
 	// Each client says at once that the hub is gone.
@@ -170,7 +188,7 @@ func TestCrash_NothingRunsTwiceNothingShownIsLost(t *testing.T) {
 		return strings.Contains(ed.err.String(), "acphub: lost the hub at "+addr)
 	})
 	time.Sleep(300 * time.Millisecond)
-	h.start()
+	h = back()
 
 	// Each learns that the turn was interrupted: the chat from its prompt's
 	// outcome, the others from the turn's end in the history they get.

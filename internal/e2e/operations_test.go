@@ -197,6 +197,17 @@ func (c *client) outcome(sid, op string) msg {
 func TestOperations_OutcomesSurviveAKill(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
+	outcomesSurviveAKill(t, h, func() *hubProc {
+		h.kill()
+		h.start()
+		return h
+	}, "the hub started again; the log went on after seq ")
+}
+
+// outcomesSurviveAKill is TestOperations_OutcomesSurviveAKill with h the
+// hub that runs the turns and kill the kill -9 that returns the hub that
+// serves the session next, whose acphub log says so with reopened.
+func outcomesSurviveAKill(t *testing.T, h *hubProc, kill func() *hubProc, reopened string) {
 	a := h.dial("s", "peer=a")
 	sid := a.handshake()
 	done := lastOf(a.untilResponse(a.promptOp(sid, "/echo before", "op-done")))
@@ -204,8 +215,7 @@ func TestOperations_OutcomesSurviveAKill(t *testing.T) {
 	a.promptOp(sid, "/slow 1000", "op-cut")
 	a.until(isUpdate("agent_message_chunk"))
 	time.Sleep(2 * durabilityWait) // the turn's start is on disk
-	h.kill()
-	h.start()
+	h = kill()
 
 	b := h.dial("s", "peer=b&replay=skip")
 	b.handshake()
@@ -238,7 +248,7 @@ func TestOperations_OutcomesSurviveAKill(t *testing.T) {
 	// acphub log says it in words.
 	out, _, err := runCLI(t, h.clientArgs("log", "s")...)
 	if err != nil || !strings.Contains(out, "cancelled (interrupted: the hub stopped during the turn)") ||
-		!strings.Contains(out, "the hub started again; the log went on after seq ") {
+		!strings.Contains(out, reopened) {
 		t.Errorf("acphub log: %v\n%s\nwant the interrupted turn and the restart said in words", err, out)
 	}
 	if starts := countType(h.readLog("s"), "turn.started"); starts != 2 {
