@@ -313,3 +313,31 @@ func TestCluster_ClientsOfAKilledNodeComeBackOnAnother(t *testing.T) {
 		return c
 	})
 }
+
+// TestCluster_ANATSServerStoppedMidTurnLosesNothing: a node keeps its
+// logs on three NATS servers with three replicas; the server that leads
+// the log stream stops in the middle of a turn. The turn goes on to its
+// end, the client sees every chunk once, and the log holds every chunk
+// once, in order.
+func TestCluster_ANATSServerStoppedMidTurnLosesNothing(t *testing.T) {
+	t.Parallel()
+	servers := natstest.StartCluster(t, 3)
+	url := natstest.URLs(servers)
+	a := startNode(t, url, "a", 10*time.Second, 5*time.Millisecond, "--nats-replicas", "3")
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	id := ca.prompt(sid, "/slow 300")
+	got := ca.until(isUpdate("agent_message_chunk"))
+	for range 30 {
+		got = append(got, ca.until(isUpdate("agent_message_chunk"))...)
+	}
+	natstest.StreamLeader(servers, "ACPHUB_LOG").Shutdown()
+	got = append(got, ca.untilResponse(id)...)
+	mustStop(t, "the turn the server's stop cut across", lastOf(got), "end_turn")
+	if n := chunksOnce(t, strings.Join(chunkTexts(got), "")); n != 300 {
+		t.Errorf("the client was shown %d chunks, want 300", n)
+	}
+	if n := chunksOnce(t, loggedText(t, clusterLog(t, url, "s"))); n != 300 {
+		t.Errorf("the log holds %d chunks, want 300", n)
+	}
+}

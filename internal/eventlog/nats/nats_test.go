@@ -222,7 +222,7 @@ func TestStore_ReplicatedLosesNothingWhenAServerStops(t *testing.T) {
 			evs := eventlogtest.Events(key, 1, batches*per)
 			for b := 0; b < batches; {
 				if b == batches/3 {
-					stopOnce.Do(func() { streamLeader(servers, "C_LOG").Shutdown() })
+					stopOnce.Do(func() { natstest.StreamLeader(servers, "C_LOG").Shutdown() })
 				}
 				batch := evs[b*per : (b+1)*per]
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -258,19 +258,6 @@ func TestStore_ReplicatedLosesNothingWhenAServerStops(t *testing.T) {
 				t.Fatalf("%s: acknowledged event %d is not in the log", key, e.Seq)
 			}
 		}
-	}
-}
-
-// streamLeader returns the server that leads stream, in the global
-// account.
-func streamLeader(servers []*server.Server, stream string) *server.Server {
-	for {
-		for _, srv := range servers {
-			if srv.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
-				return srv
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

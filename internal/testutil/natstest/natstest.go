@@ -73,6 +73,19 @@ func StartCluster(tb testing.TB, n int) []*server.Server {
 	}
 }
 
+// StreamLeader returns the server of servers that leads stream, in the
+// global account, once one does.
+func StreamLeader(servers []*server.Server, stream string) *server.Server {
+	for {
+		for _, srv := range servers {
+			if srv.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+				return srv
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // URLs returns the client URLs of servers, comma-separated, as nats.go
 // takes a list of servers.
 func URLs(servers []*server.Server) string {
