@@ -152,6 +152,7 @@ func commands() []command {
 		{name: "delete", args: "SESSION", summary: "delete a session: its agent, clients, workspace and log", run: runDelete,
 			about: "Refused while a turn runs: cancel it first. Needs a token with the manage right."},
 		{name: "session", args: "export|import", summary: "carry a session to another hub: its log as one file, and back", run: runSession, about: "export writes a session's whole log as one file; import makes the session from it, on\nthis hub or another. See \"acphub session export -h\" and \"acphub session import -h\"."},
+		{name: "cluster", args: "status", summary: "show the nodes of a cluster and which runs each session", run: runCluster, about: clusterAbout},
 		{name: "export", args: "status", summary: "show where the exporters are in the sessions' logs", run: runExport, about: exportAbout},
 		{name: "schema", args: "[events|api]", summary: "print the published JSON Schemas", run: runSchema,
 			about: "Prints the session-event schema (events), the API schema (api), or both."},
@@ -166,7 +167,7 @@ func commands() []command {
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("acphub "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	all := slices.Concat(commands(), tokenCommands, exportCommands, sessionCommands)
+	all := slices.Concat(commands(), tokenCommands, exportCommands, sessionCommands, clusterCommands)
 	c := all[slices.IndexFunc(all, func(c command) bool { return c.name == name })]
 	fs.Usage = func() {
 		w := fs.Output()

@@ -122,6 +122,7 @@ func TestUsageLinesNameTheArguments(t *testing.T) {
 		"fork":       "usage: acphub fork [flags] SESSION\n\nRefused while a turn runs",
 		"session":    "usage: acphub session [flags] export|import\n\nexport writes a session's whole log as one file",
 		"export":     "usage: acphub export [flags] status\n\nstatus shows each exporter",
+		"cluster":    "usage: acphub cluster [flags] status\n\nReads the cluster's state from its NATS servers",
 		"schema":     "usage: acphub schema [events|api]\n\nPrints the session-event schema (events), the API schema (api), or both.\n",
 		"demo-agent": "usage: acphub demo-agent [flags]\n\nThe built-in demo ACP agent, on stdio.",
 		"version":    "usage: acphub version\n",

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,9 +80,7 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.DurationVar(&cfg.WorkspaceRetention.Duration, "workspace-retention", cfg.WorkspaceRetention.Duration, "remote sessions: keep a workspace this long after its session is closed (0: remove it at once)")
 	fs.DurationVar(&cfg.ExitWhenIdle.Duration, "exit-when-idle", cfg.ExitWhenIdle.Duration, "exit after no client has been connected for this long (0: never)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "loopback address serving Go's profiler at /debug/pprof/ (empty: off)")
-	fs.StringVar(&cfg.Store, "store", cfg.Store, "where session logs are kept: empty for SQLite in the data dir, or a NATS server's URL (nats://host:4222, tls://…) for JetStream (see docs/cluster.md)")
-	fs.StringVar(&cfg.NATSCreds, "nats-creds", cfg.NATSCreds, "--store nats: the NATS credentials file (a user JWT and its seed)")
-	fs.StringVar(&cfg.NATSCA, "nats-ca", cfg.NATSCA, "--store nats: a PEM file of the CAs the NATS server's certificate must chain to")
+	bindNATS(fs, cfg)
 	fs.IntVar(&cfg.NATSReplicas, "nats-replicas", cfg.NATSReplicas, "--store nats: replicas of each stream acphub creates (default 1)")
 	fs.StringVar(&cfg.Node, "node", cfg.Node, "--store nats: this hub's name among the cluster's nodes (default: the host's name)")
 	fs.DurationVar(&cfg.LeaseTTL.Duration, "lease-ttl", cfg.LeaseTTL.Duration, "--store nats: how long a session stays with a node that stopped answering before another node takes it (0: 10s; at least 1s)")
@@ -228,7 +227,14 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 		dbPath := filepath.Join(cfg.DataDir, sqlite.FileName)
 		removeNew(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal", dbPath+sqlite.QueueSuffix, dbPath+sqlite.OldQueueSuffix)
 	}
-	store, leases, err := openStore(cfg, log, m)
+	// The cluster's status counts the clients of the hub made below.
+	var made atomic.Pointer[hub.Hub]
+	store, leases, err := openStore(cfg, log, m, func() int {
+		if h := made.Load(); h != nil {
+			return h.Clients()
+		}
+		return 0
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +244,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	sessions = lifecycle.New(0)
 	hcfg.Store, hcfg.Leases, hcfg.Watcher = store, leases, sessions
 	h := hub.New(hcfg)
+	made.Store(h)
 	known, err := h.List(context.Background(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("list the sessions of the log: %w", err)

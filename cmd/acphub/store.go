@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -29,32 +30,22 @@ const natsConnectTimeout = 10 * time.Second
 // by default, or JetStream on the NATS server of --store, with this node's
 // part of the cluster (the leases that decide which node runs each
 // session) on the same connection.
-func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink) (eventlog.Store, hub.Leases, error) {
+// clients counts the node's connected clients, for the cluster's status.
+func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink, clients func() int) (eventlog.Store, hub.Leases, error) {
 	if cfg.Store == "" {
 		s, err := sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log, Meter: m})
 		return s, nil, err
 	}
-	u, err := url.Parse(cfg.Store)
-	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
-		return nil, nil, fmt.Errorf("--store %q: want empty (SQLite in the data dir) or a NATS server's URL, nats://HOST:PORT or tls://HOST:PORT", cfg.Store)
-	}
 	node := cfg.Node
 	if node == "" {
+		var err error
 		if node, err = os.Hostname(); err != nil {
 			return nil, nil, fmt.Errorf("--node: none given, and the host has no name: %w", err)
 		}
 	}
-	opts := []natsclient.Option{natsclient.Name("acphub " + node), natsclient.Timeout(natsConnectTimeout), natsclient.MaxReconnects(-1)}
-	if cfg.NATSCreds != "" {
-		opts = append(opts, natsclient.UserCredentials(cfg.NATSCreds))
-	}
-	if cfg.NATSCA != "" {
-		opts = append(opts, natsclient.RootCAs(cfg.NATSCA))
-	}
-	fail := func(err error) error { return fmt.Errorf("--store %s: %w", u.Redacted(), err) }
-	nc, err := natsclient.Connect(cfg.Store, opts...)
+	nc, fail, err := natsConnect(cfg, "acphub "+node)
 	if err != nil {
-		return nil, nil, fail(err)
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), natsConnectTimeout)
 	defer cancel()
@@ -63,12 +54,40 @@ func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink) (eventlog.Sto
 		nc.Close()
 		return nil, nil, fail(err)
 	}
-	c, err := cluster.New(ctx, nc, cluster.Options{Node: node, Replicas: cfg.NATSReplicas, LeaseTTL: cfg.LeaseTTL.Duration, Logger: log})
+	c, err := cluster.New(ctx, nc, cluster.Options{Node: node, Replicas: cfg.NATSReplicas, LeaseTTL: cfg.LeaseTTL.Duration, Logger: log, Clients: clients})
 	if err != nil {
 		nc.Close()
 		return nil, nil, fail(err)
 	}
 	return &nodeStore{s, c, nc}, leases{c}, nil
+}
+
+// natsConnect connects to the NATS servers of --store as name. fail
+// names the servers (credentials redacted) in an error.
+func natsConnect(cfg *config.Config, name string) (nc *natsclient.Conn, fail func(error) error, err error) {
+	u, err := url.Parse(cfg.Store)
+	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
+		return nil, nil, fmt.Errorf("--store %q: want empty (SQLite in the data dir) or a NATS server's URL, nats://HOST:PORT or tls://HOST:PORT", cfg.Store)
+	}
+	fail = func(err error) error { return fmt.Errorf("--store %s: %w", u.Redacted(), err) }
+	opts := []natsclient.Option{natsclient.Name(name), natsclient.Timeout(natsConnectTimeout), natsclient.MaxReconnects(-1)}
+	if cfg.NATSCreds != "" {
+		opts = append(opts, natsclient.UserCredentials(cfg.NATSCreds))
+	}
+	if cfg.NATSCA != "" {
+		opts = append(opts, natsclient.RootCAs(cfg.NATSCA))
+	}
+	if nc, err = natsclient.Connect(cfg.Store, opts...); err != nil {
+		return nil, nil, fail(err)
+	}
+	return nc, fail, nil
+}
+
+// bindNATS binds the flags that reach the NATS servers of a cluster.
+func bindNATS(fs *flag.FlagSet, cfg *config.Config) {
+	fs.StringVar(&cfg.Store, "store", cfg.Store, "where session logs are kept: empty for SQLite in the data dir, or a NATS server's URL (nats://host:4222, tls://…) for JetStream (see docs/cluster.md)")
+	fs.StringVar(&cfg.NATSCreds, "nats-creds", cfg.NATSCreds, "--store nats: the NATS credentials file (a user JWT and its seed)")
+	fs.StringVar(&cfg.NATSCA, "nats-ca", cfg.NATSCA, "--store nats: a PEM file of the CAs the NATS server's certificate must chain to")
 }
 
 // nodeStore is the JetStream store of a cluster's node, which owns the

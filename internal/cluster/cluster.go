@@ -71,6 +71,9 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Logger receives the cluster's own messages. Default slog.Default().
 	Logger *slog.Logger
+	// Clients, when set, counts the clients connected to this node, for
+	// `acphub cluster status`.
+	Clients func() int
 }
 
 // Cluster is this node's part of a cluster: the leases it holds and the
@@ -85,14 +88,21 @@ type Cluster struct {
 	instance string // this process, among every process that ever was a node
 	ttl      time.Duration
 	log      *slog.Logger
-	ping     *natsclient.Subscription
+	since    time.Time
+	clients  func() int
+	subs     []*natsclient.Subscription // pings, status requests
+
+	mu   sync.Mutex
+	held map[string]*Lease // the leases this node holds, by session
 }
 
-// holder is the value of a lease's key.
+// holder is the value of a lease's key. Epoch is the lease's epoch from
+// its first renewal on (Create gives it).
 type holder struct {
 	Node     string    `json:"node"`
 	Instance string    `json:"instance"`
 	Since    time.Time `json:"since"`
+	Epoch    uint64    `json:"epoch,omitempty"`
 }
 
 // New joins the cluster on nc, which stays the caller's to close: it
@@ -120,6 +130,7 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 	c := &Cluster{
 		nc: nc, js: js, bucket: o.Prefix + "_LEASES", prefix: strings.ToLower(o.Prefix),
 		node: o.Node, instance: rand.Text(), ttl: o.LeaseTTL, log: o.Logger.With("node", o.Node),
+		since: time.Now().UTC(), clients: o.Clients, held: make(map[string]*Lease),
 	}
 	c.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         c.bucket,
@@ -132,9 +143,16 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bucket %s: %w", c.bucket, err)
 	}
-	c.ping, err = nc.Subscribe(c.pingSubject(c.instance), func(m *natsclient.Msg) { _ = m.Respond([]byte(c.node)) })
-	if err != nil {
-		return nil, fmt.Errorf("cluster: answer pings: %w", err)
+	for subject, answer := range map[string]natsclient.MsgHandler{
+		c.pingSubject(c.instance): func(m *natsclient.Msg) { _ = m.Respond([]byte(c.node)) },
+		statusSubject(o.Prefix):   c.answerStatus,
+	} {
+		sub, err := nc.Subscribe(subject, answer)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("cluster: answer %s: %w", subject, err)
+		}
+		c.subs = append(c.subs, sub)
 	}
 	return c, nil
 }
@@ -142,9 +160,15 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 // Node returns this node's name.
 func (c *Cluster) Node() string { return c.node }
 
-// Close stops answering pings. The leases still held run out; give them up
-// first (Lease.Release) to hand their sessions over at once.
-func (c *Cluster) Close() error { return c.ping.Unsubscribe() }
+// Close stops answering other nodes. The leases still held run out; give
+// them up first (Lease.Release) to hand their sessions over at once.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, sub := range c.subs {
+		errs = append(errs, sub.Unsubscribe())
+	}
+	return errors.Join(errs...)
+}
 
 func (c *Cluster) pingSubject(instance string) string {
 	return c.prefix + ".node." + instance + ".ping"
@@ -154,6 +178,13 @@ func (c *Cluster) pingSubject(instance string) string {
 // base64url behind an "n", which any name can be.
 func leaseKey(session string) string {
 	return "n" + base64.RawURLEncoding.EncodeToString([]byte(session))
+}
+
+// sessionOf is the session whose lease key is key.
+func sessionOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "n")
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	return string(b), ok && err == nil
 }
 
 // HeldError is Acquire's refusal: another node holds the lease, or this
@@ -183,35 +214,38 @@ func (e *HeldError) Here() bool { return e.here }
 // answers keeps it. The refusal is a *HeldError.
 func (c *Cluster) Acquire(ctx context.Context, session string, wait bool) (*Lease, error) {
 	key := leaseKey(session)
-	value, _ := json.Marshal(holder{Node: c.node, Instance: c.instance, Since: time.Now().UTC()})
+	h := holder{Node: c.node, Instance: c.instance, Since: time.Now().UTC()}
+	value, _ := json.Marshal(h)
 	poll := min(max(c.ttl/10, 50*time.Millisecond), 500*time.Millisecond)
 	checked := "" // the holder found not to answer
 	for {
 		sent := time.Now()
 		rev, err := c.kv.Create(ctx, key, value, jetstream.KeyTTL(c.ttl))
 		if err == nil {
+			h.Epoch = rev
+			value, _ = json.Marshal(h) // what the renewals write
 			return c.newLease(session, key, value, rev, sent), nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("cluster: take the lease of session %q: %w", session, err)
 		}
-		h, err := c.holder(ctx, key)
+		holder, err := c.holder(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 			continue // it ran out or was given up meanwhile
 		case err != nil:
 			return nil, fmt.Errorf("cluster: read the lease of session %q: %w", session, err)
 		}
-		held := &HeldError{Session: session, Node: h.Node, here: h.Instance == c.instance}
+		held := &HeldError{Session: session, Node: holder.Node, here: holder.Instance == c.instance}
 		if !wait || held.here {
 			return nil, held
 		}
-		if h.Instance != checked {
-			if c.alive(ctx, h.Instance) {
+		if holder.Instance != checked {
+			if c.alive(ctx, holder.Instance) {
 				return nil, held
 			}
-			checked = h.Instance
-			c.log.Info("the node holding a session's lease does not answer; waiting for the lease to run out", "session", session, "holder", h.Node)
+			checked = holder.Instance
+			c.log.Info("the node holding a session's lease does not answer; waiting for the lease to run out", "session", session, "holder", holder.Node)
 		}
 		select {
 		case <-time.After(poll):
@@ -266,8 +300,20 @@ func (c *Cluster) newLease(session, key string, value []byte, rev uint64, sent t
 		rev: rev, deadline: sent.Add(c.ttl),
 		lost: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
+	c.mu.Lock()
+	c.held[session] = l
+	c.mu.Unlock()
 	go l.renew()
 	return l
+}
+
+// forget drops l from the leases the node holds.
+func (c *Cluster) forget(l *Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held[l.session] == l {
+		delete(c.held, l.session)
+	}
 }
 
 // Epoch returns the revision Create gave the lease: greater than that of
@@ -341,6 +387,7 @@ func (l *Lease) lose(why string) {
 	}
 	l.done = true
 	close(l.lost)
+	l.c.forget(l)
 	l.c.log.Warn("lost a session's lease", "session", l.session, "epoch", l.epoch, "why", why)
 }
 
@@ -358,6 +405,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		close(l.stop)
 	}
 	<-l.stopped
+	l.c.forget(l)
 	if already {
 		return nil
 	}

@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/cluster"
 	"github.com/acphub/acphub/internal/eventlog"
 	natslog "github.com/acphub/acphub/internal/eventlog/nats"
 	"github.com/acphub/acphub/internal/testutil/natstest"
@@ -184,9 +186,7 @@ func TestCluster_APausedNodeCannotWrite(t *testing.T) {
 	for range 10 {
 		ca.until(isUpdate("agent_message_chunk"))
 	}
-	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	a.pause()
 	stopped := true
 	defer func() {
 		if stopped {
@@ -339,5 +339,86 @@ func TestCluster_ANATSServerStoppedMidTurnLosesNothing(t *testing.T) {
 	}
 	if n := chunksOnce(t, loggedText(t, clusterLog(t, url, "s"))); n != 300 {
 		t.Errorf("the log holds %d chunks, want 300", n)
+	}
+}
+
+// TestCluster_StatusShowsNodesAndLeases: acphub cluster status, given the
+// NATS servers alone, lists the nodes that answer with their sessions and
+// clients, and every session's lease with its node and epoch; a node that
+// was killed still holds its lease, marked as not answering, until it
+// runs out.
+func TestCluster_StatusShowsNodesAndLeases(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	ca := a.dial("s.1", "peer=on-a")
+	ca.handshake()
+	cc := c.dial("t", "peer=on-c")
+	cc.handshake()
+
+	status := func() cluster.Status {
+		t.Helper()
+		out, stderr, err := runCLI(t, "cluster", "status", "--store", url, "--json", "--config", emptyConfig(t, t.TempDir()))
+		if err != nil {
+			t.Fatalf("acphub cluster status: %v\n%s", err, stderr)
+		}
+		var st cluster.Status
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("acphub cluster status --json printed %q: %v", out, err)
+		}
+		return st
+	}
+	st := status()
+	if len(st.Nodes) != 2 || st.Nodes[0].Node != "a" || st.Nodes[1].Node != "c" ||
+		!slices.Equal(st.Nodes[0].Sessions, []string{"s.1"}) || !slices.Equal(st.Nodes[1].Sessions, []string{"t"}) ||
+		st.Nodes[0].Clients != 1 || st.Nodes[1].Clients != 1 {
+		t.Errorf("nodes %+v, want a with s.1 and c with t, one client each", st.Nodes)
+	}
+	if len(st.Leases) != 2 || st.Leases[0].Session != "s.1" || st.Leases[0].Node != "a" || st.Leases[1].Node != "c" || st.Leases[0].Epoch == 0 {
+		t.Errorf("leases %+v, want s.1 on a and t on c", st.Leases)
+	}
+
+	a.kill()
+	out, stderr, err := runCLI(t, "cluster", "status", "--store", url, "--config", emptyConfig(t, t.TempDir()))
+	if err != nil {
+		t.Fatalf("acphub cluster status: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"NODE", "c ", "s.1", "a (not answering: another node takes it when the lease runs out)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("acphub cluster status after a's kill printed\n%s\nwithout %q", out, want)
+		}
+	}
+}
+
+// pause stops the hub with SIGSTOP and waits until every thread of it is
+// stopped: the signal is delivered after kill(2) returns.
+func (h *hubProc) pause() {
+	h.t.Helper()
+	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		h.t.Fatal(err)
+	}
+	tasks := fmt.Sprintf("/proc/%d/task", h.cmd.Process.Pid)
+	deadline := time.Now().Add(testTimeout)
+	for {
+		stopped := true
+		entries, err := os.ReadDir(tasks)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for _, e := range entries {
+			stat, err := os.ReadFile(filepath.Join(tasks, e.Name(), "stat"))
+			// The state follows the command's closing parenthesis.
+			if i := strings.LastIndexByte(string(stat), ')'); err == nil && (i < 0 || i+2 >= len(stat) || stat[i+2] != 'T') {
+				stopped = false
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the hub's threads did not all stop within %s of SIGSTOP", testTimeout)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

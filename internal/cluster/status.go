@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	natsclient "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// NodeStatus is what a node says of itself to `acphub cluster status`.
+type NodeStatus struct {
+	Node     string    `json:"node"`
+	Instance string    `json:"instance"` // the process
+	Since    time.Time `json:"since"`    // when it joined the cluster
+	Sessions []string  `json:"sessions"` // whose lease it holds
+	Clients  int       `json:"clients"`  // connected to it, every session
+}
+
+// LeaseStatus is one session's lease as the bucket holds it.
+type LeaseStatus struct {
+	Session  string    `json:"session"`
+	Node     string    `json:"node"`
+	Instance string    `json:"instance"`
+	Epoch    uint64    `json:"epoch"` // the revision its holder took it at
+	Since    time.Time `json:"since"` // when its holder took it
+}
+
+// Status is the cluster as `acphub cluster status` shows it: the nodes
+// that answered, and every lease.
+type Status struct {
+	Nodes  []NodeStatus  `json:"nodes"`
+	Leases []LeaseStatus `json:"leases"`
+}
+
+// statusWait is how long Status waits for the nodes' answers.
+const statusWait = 500 * time.Millisecond
+
+func statusSubject(prefix string) string { return strings.ToLower(prefix) + ".nodes.status" }
+
+// answerStatus answers the cluster's status requests for this node.
+func (c *Cluster) answerStatus(m *natsclient.Msg) {
+	st := NodeStatus{Node: c.node, Instance: c.instance, Since: c.since, Sessions: []string{}}
+	c.mu.Lock()
+	for session := range c.held {
+		st.Sessions = append(st.Sessions, session)
+	}
+	c.mu.Unlock()
+	slices.Sort(st.Sessions)
+	if c.clients != nil {
+		st.Clients = c.clients()
+	}
+	b, _ := json.Marshal(st)
+	_ = m.Respond(b)
+}
+
+// ReadStatus asks every node of the cluster on nc (whose names start with
+// prefix, "" for ACPHUB) how it is, waiting statusWait for their answers,
+// and reads every lease.
+func ReadStatus(ctx context.Context, nc *natsclient.Conn, prefix string) (Status, error) {
+	if prefix == "" {
+		prefix = "ACPHUB"
+	}
+	st := Status{Nodes: []NodeStatus{}, Leases: []LeaseStatus{}}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return st, err
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(statusSubject(prefix), inbox, nil); err != nil {
+		return st, err
+	}
+	deadline := time.Now().Add(statusWait)
+	for {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if errors.Is(err, natsclient.ErrTimeout) {
+			break
+		}
+		if err != nil {
+			return st, err
+		}
+		var n NodeStatus
+		if json.Unmarshal(m.Data, &n) == nil {
+			st.Nodes = append(st.Nodes, n)
+		}
+	}
+	slices.SortFunc(st.Nodes, func(a, b NodeStatus) int { return strings.Compare(a.Node+a.Instance, b.Node+b.Instance) })
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return st, err
+	}
+	kv, err := js.KeyValue(ctx, prefix+"_LEASES")
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return st, nil // no node ever ran
+	}
+	if err != nil {
+		return st, fmt.Errorf("cluster: bucket %s_LEASES: %w", prefix, err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return st, fmt.Errorf("cluster: list the leases: %w", err)
+	}
+	for key := range keys.Keys() {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue // given up meanwhile
+		}
+		if err != nil {
+			return st, fmt.Errorf("cluster: read a lease: %w", err)
+		}
+		var h holder
+		session, ok := sessionOf(key)
+		if !ok || json.Unmarshal(e.Value(), &h) != nil {
+			continue // not a lease acphub wrote
+		}
+		if h.Epoch == 0 {
+			h.Epoch = e.Revision() // not renewed yet: Create's revision
+		}
+		st.Leases = append(st.Leases, LeaseStatus{Session: session, Node: h.Node, Instance: h.Instance, Epoch: h.Epoch, Since: h.Since})
+	}
+	slices.SortFunc(st.Leases, func(a, b LeaseStatus) int { return strings.Compare(a.Session, b.Session) })
+	return st, nil
+}
