@@ -110,6 +110,7 @@ type daemon struct {
 	// sessions is the hub-wide session stream, closed after the hub.
 	sessions *lifecycle.Stream
 	store    eventlog.Store
+	tokens   *auth.Store      // closed before the store, whose connection it may use
 	exports  *export.Set      // the exporters, run behind the sessions
 	notifier *notify.Notifier // notifications, on the session stream
 	stopped  chan struct{}    // closed when the notifier has returned
@@ -229,7 +230,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	}
 	// The cluster's status counts the clients of the hub made below.
 	var made atomic.Pointer[hub.Hub]
-	store, leases, err := openStore(cfg, log, m, func() int {
+	store, node, err := openStore(cfg, log, m, func() int {
 		if h := made.Load(); h != nil {
 			return h.Clients()
 		}
@@ -242,7 +243,10 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	// The session stream starts with the sessions of the log; the ones
 	// that change from now on are told by their actors.
 	sessions = lifecycle.New(0)
-	hcfg.Store, hcfg.Leases, hcfg.Watcher = store, leases, sessions
+	hcfg.Store, hcfg.Watcher = store, sessions
+	if node != nil {
+		hcfg.Leases = leases{node}
+	}
 	h := hub.New(hcfg)
 	made.Store(h)
 	known, err := h.List(context.Background(), nil)
@@ -283,16 +287,22 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	// The token list last: opening it writes it again (without the tokens
 	// that expired), which a start that fails must not do to a data dir
 	// a hub served from.
-	tokens, err := auth.Open(cfg.DataDir, token)
+	var tokens *auth.Store
+	if node != nil {
+		tokens, err = auth.OpenBacking(node.Tokens(), token)
+	} else {
+		tokens, err = auth.Open(cfg.DataDir, token)
+	}
 	if err != nil {
 		return nil, err
 	}
+	undo = append(undo, tokens.Close)
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Exporters: exports, Meter: m, Metrics: m.Handler(), Logger: log,
 		MaxPending: cfg.MaxUnauthenticated, PendingTimeout: cfg.UnauthenticatedTimeout.Duration,
 	})
-	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, sides: sides}, nil
+	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, tokens: tokens, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, sides: sides}, nil
 }
 
 // removeMissing returns a func that removes those of paths that do not
@@ -474,6 +484,7 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	}
 	d.exports.Stop()
 	<-d.stopped
+	d.tokens.Close()
 	if cerr := d.store.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close session log: %w", cerr))
 	}

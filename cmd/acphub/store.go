@@ -29,9 +29,9 @@ const natsConnectTimeout = 10 * time.Second
 // openStore opens the session log store cfg names: SQLite in the data dir
 // by default, or JetStream on the NATS server of --store, with this node's
 // part of the cluster (the leases that decide which node runs each
-// session) on the same connection.
-// clients counts the node's connected clients, for the cluster's status.
-func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink, clients func() int) (eventlog.Store, hub.Leases, error) {
+// session, the tokens every node takes) on the same connection; clients
+// counts the node's connected clients, for the cluster's status.
+func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink, clients func() int) (eventlog.Store, *cluster.Cluster, error) {
 	if cfg.Store == "" {
 		s, err := sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log, Meter: m})
 		return s, nil, err
@@ -59,7 +59,7 @@ func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink, clients func(
 		nc.Close()
 		return nil, nil, fail(err)
 	}
-	return &nodeStore{s, c, nc}, leases{c}, nil
+	return &nodeStore{s, c, nc}, c, nil
 }
 
 // natsConnect connects to the NATS servers of --store as name. fail

@@ -75,77 +75,186 @@ type file struct {
 const maxLinks = 8
 
 // Store is the tokens of a hub: the data dir's owner token and the tokens
-// made with Create, kept hashed in <data-dir>/tokens.json (mode 0600).
-// It is safe for concurrent use. A change is written to the disk before
-// it takes effect, and while it is written the store answers from what it
-// had: readers never wait for the disk (see update).
+// made with Create, kept hashed in <data-dir>/tokens.json (mode 0600), or,
+// on the nodes of a cluster, where they all read them (a Backing). It is
+// safe for concurrent use. A change is written before it takes effect, and
+// while it is written the store answers from what it had: readers never
+// wait for the disk (see update).
 type Store struct {
-	path  string
-	owner []byte // the owner token
-	key   []byte // signs cookies
-	now   func() time.Time
+	backing Backing
+	owner   []byte // the owner token
+	now     func() time.Time
+	stop    func() // ends the watch of the backing
 
 	wmu sync.Mutex // serialises changes: held across their write
 
-	mu      sync.Mutex               // guards f and revoked; never held across I/O
+	mu      sync.Mutex               // guards what follows; never held across I/O
 	f       file                     // replaced whole by a change, never edited in place
+	version uint64                   // f's version in the backing
+	key     []byte                   // signs cookies: f's CookieKey
 	revoked map[string]chan struct{} // by token name, made on first use (see principal)
 }
+
+// A Backing keeps a token store's file where the processes that share the
+// store read it: the data dir's tokens.json for one hub, or a key every
+// node of a cluster reads.
+type Backing interface {
+	// Load returns the file and its version; nil and 0 when there is
+	// none yet.
+	Load() ([]byte, uint64, error)
+	// Save replaces the file, if its version is still version (0: there
+	// is none), and returns the new version; ErrStale when another
+	// process changed it since.
+	Save(b []byte, version uint64) (uint64, error)
+	// Watch calls changed, one call at a time, with the file and its
+	// version each time another process changes it, until stop is
+	// called.
+	Watch(changed func(b []byte, version uint64)) (stop func(), err error)
+	// String names where the file is, for errors.
+	String() string
+}
+
+// ErrStale is Backing.Save's refusal of a write over a version another
+// process replaced.
+var ErrStale = errors.New("auth: the token store changed meanwhile")
 
 // Open reads the token store of dir, creating it on first use. owner is
 // the data dir's token, which acts as the owner.
 func Open(dir, owner string) (*Store, error) {
-	return open(dir, owner, time.Now)
+	return OpenBacking(dataDirFile{filepath.Join(dir, File)}, owner)
 }
 
-// open is Open with the store's clock, which decides what has expired
-// from the first read of the file on.
-func open(dir, owner string, now func() time.Time) (*Store, error) {
-	s := &Store{path: filepath.Join(dir, File), owner: []byte(owner), now: now, revoked: make(map[string]chan struct{})}
-	b, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read %s: %w", s.path, err)
-	default:
+// OpenBacking opens the token store that backing keeps, creating it on
+// first use, and follows the changes other processes make to it until
+// Close. owner is this process's owner token.
+func OpenBacking(backing Backing, owner string) (*Store, error) {
+	return open(backing, owner, time.Now)
+}
+
+// open is OpenBacking with the store's clock, which decides what has
+// expired from the first read of the file on.
+func open(backing Backing, owner string, now func() time.Time) (*Store, error) {
+	s := &Store{backing: backing, owner: []byte(owner), now: now, revoked: make(map[string]chan struct{})}
+	b, version, err := backing.Load()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", backing, err)
+	}
+	if b != nil {
 		if err := json.Unmarshal(b, &s.f); err != nil {
-			return nil, fmt.Errorf("read %s: %w (move it away to start with no tokens but the owner's)", s.path, err)
+			return nil, fmt.Errorf("read %s: %w (move it away to start with no tokens but the owner's)", backing, err)
 		}
 	}
-	if s.key, err = hex.DecodeString(s.f.CookieKey); err != nil || len(s.key) < 32 {
-		s.key = random(32)
-		s.f.CookieKey = hex.EncodeToString(s.key)
+	s.version = version
+	if key, err := hex.DecodeString(s.f.CookieKey); err != nil || len(key) < 32 {
+		s.f.CookieKey = hex.EncodeToString(random(32))
 	}
-	s.f.prune(s.now())
-	if err := s.write(&s.f); err != nil {
+	s.key, _ = hex.DecodeString(s.f.CookieKey)
+	if err := s.update(func(*file) error { return nil }); err != nil {
 		return nil, err
+	}
+	if s.stop, err = backing.Watch(s.changed); err != nil {
+		return nil, fmt.Errorf("follow %s: %w", backing, err)
 	}
 	return s, nil
 }
 
-// update makes a change to the store: change edits a copy of the file
-// (without expired entries), which is written, and only then becomes the
-// store's; installed, when not nil, runs as it does, under mu. Readers go
-// on with the old file meanwhile.
-func (s *Store) update(change func(f *file) error, installed func()) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.mu.Lock()
-	next := file{CookieKey: s.f.CookieKey, Tokens: slices.Clone(s.f.Tokens), Links: slices.Clone(s.f.Links)}
-	s.mu.Unlock()
-	next.prune(s.now())
-	if err := change(&next); err != nil {
-		return err
-	}
-	if err := s.write(&next); err != nil {
-		return err
+// Close stops following the changes other processes make.
+func (s *Store) Close() { s.stop() }
+
+// changed installs the file another process wrote.
+func (s *Store) changed(b []byte, version uint64) {
+	var f file
+	if json.Unmarshal(b, &f) != nil {
+		return // not one the store wrote: the next write replaces it
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.f = next
-	if installed != nil {
-		installed()
+	if version > s.version {
+		s.install(f, version)
 	}
+}
+
+// install makes f, of version, the store's file: the watchers of the
+// tokens it no longer has, or has anew under their name, are told they
+// ended. The caller holds mu.
+func (s *Store) install(f file, version uint64) {
+	for name, c := range s.revoked {
+		was, now := s.f.find(name), f.find(name)
+		if now < 0 || was < 0 || f.Tokens[now].Hash != s.f.Tokens[was].Hash {
+			close(c)
+			delete(s.revoked, name)
+		}
+	}
+	s.f, s.version = f, version
+	if key, err := hex.DecodeString(f.CookieKey); err == nil && len(key) >= 32 {
+		s.key = key
+	}
+}
+
+// update makes a change to the store: change edits a copy of the file
+// (without expired entries), which is written, and only then becomes the
+// store's, its revoked tokens' watchers told. Readers go on with the old
+// file meanwhile. When another process changed the file since the store
+// last read it, the change is made again on what it wrote; a change that
+// fails (a link or a token not found) is tried once more on the file as
+// it is now, which another process may have changed a moment ago.
+func (s *Store) update(change func(f *file) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	reloaded := false
+	for {
+		s.mu.Lock()
+		next := file{CookieKey: s.f.CookieKey, Tokens: slices.Clone(s.f.Tokens), Links: slices.Clone(s.f.Links)}
+		version := s.version
+		s.mu.Unlock()
+		next.prune(s.now())
+		if err := change(&next); err != nil {
+			if reloaded {
+				return err
+			}
+			if err := s.reload(); err != nil {
+				return err
+			}
+			reloaded = true
+			continue
+		}
+		b, err := json.MarshalIndent(&next, "", "  ")
+		if err != nil {
+			return err
+		}
+		saved, err := s.backing.Save(append(b, '\n'), version)
+		if errors.Is(err, ErrStale) {
+			if err := s.reload(); err != nil {
+				return err
+			}
+			reloaded = true
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", s.backing, err)
+		}
+		s.mu.Lock()
+		s.install(next, saved)
+		s.mu.Unlock()
+		return nil
+	}
+}
+
+// reload reads the file another process wrote.
+func (s *Store) reload() error {
+	b, version, err := s.backing.Load()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", s.backing, err)
+	}
+	var f file
+	if b != nil {
+		if err := json.Unmarshal(b, &f); err != nil {
+			return fmt.Errorf("read %s: %w", s.backing, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.install(f, version)
 	return nil
 }
 
@@ -178,12 +287,6 @@ func (s *Store) Create(name string, role Role, ttl time.Duration, sessions []str
 		}
 		f.Tokens = append(f.Tokens, t)
 		return nil
-	}, func() {
-		if c := s.revoked[name]; c != nil {
-			// A token of that name that ended: its watchers are done.
-			close(c)
-			delete(s.revoked, name)
-		}
 	})
 	if err != nil {
 		return "", Token{}, err
@@ -215,11 +318,6 @@ func (s *Store) Revoke(name string, by *Principal) error {
 		f.Tokens = slices.Delete(f.Tokens, i, i+1)
 		f.Links = slices.DeleteFunc(f.Links, func(l link) bool { return l.Name == name })
 		return nil
-	}, func() {
-		if c := s.revoked[name]; c != nil {
-			close(c)
-			delete(s.revoked, name)
-		}
 	})
 }
 
@@ -293,7 +391,7 @@ func (s *Store) Link(name string, ttl time.Duration) (string, time.Time, error) 
 		}
 		f.Links = append(f.Links, link{Hash: hash(code), Name: name, Expires: expires})
 		return nil
-	}, nil)
+	})
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -313,7 +411,7 @@ func (s *Store) Redeem(code string) (*Principal, string, time.Time, error) {
 		name = f.Links[i].Name
 		f.Links = slices.Delete(f.Links, i, i+1)
 		return nil
-	}, nil)
+	})
 	if err != nil {
 		return nil, "", time.Time{}, err
 	}
@@ -401,18 +499,28 @@ func (f *file) prune(now time.Time) {
 	f.Links = slices.DeleteFunc(f.Links, func(l link) bool { return !now.Before(l.Expires) || slices.Contains(ended, l.Name) })
 }
 
-// write writes f to the store's file, mode 0600, replacing it whole.
-func (s *Store) write(f *file) error {
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return err
+// dataDirFile is the Backing of a single hub: <data-dir>/tokens.json,
+// which no other process writes.
+type dataDirFile struct{ path string }
+
+func (d dataDirFile) String() string { return d.path }
+
+func (d dataDirFile) Load() ([]byte, uint64, error) {
+	b, err := os.ReadFile(d.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.path), ".tokens-*")
+	return b, 0, err
+}
+
+// Save writes b to the file, mode 0600, replacing it whole.
+func (d dataDirFile) Save(b []byte, _ uint64) (uint64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(d.path), ".tokens-*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
+		return 0, err
 	}
 	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(append(b, '\n'))
+	_, err = tmp.Write(b)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -420,13 +528,12 @@ func (s *Store) write(f *file) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), s.path)
+		err = os.Rename(tmp.Name(), d.path)
 	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
-	}
-	return nil
+	return 0, err
 }
+
+func (dataDirFile) Watch(func([]byte, uint64)) (func(), error) { return func() {}, nil }
 
 func hash(secret string) string {
 	h := sha256.Sum256([]byte(secret))

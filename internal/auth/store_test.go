@@ -16,7 +16,7 @@ func openStore(t *testing.T, dir string) (*Store, *time.Time) {
 	// The store's clock is the test's from the start: Open drops what
 	// has expired by it, so a pinned date never meets the real clock.
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	s, err := open(dir, "the-owner-token", func() time.Time { return now })
+	s, err := open(dataDirFile{filepath.Join(dir, File)}, "the-owner-token", func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,18 +79,21 @@ type Options struct {
 // Cluster is this node's part of a cluster: the leases it holds and the
 // answer to other nodes' pings.
 type Cluster struct {
-	nc       *natsclient.Conn
-	js       jetstream.JetStream
-	kv       jetstream.KeyValue
-	bucket   string
-	prefix   string
-	node     string
-	instance string // this process, among every process that ever was a node
-	ttl      time.Duration
-	log      *slog.Logger
-	since    time.Time
-	clients  func() int
-	subs     []*natsclient.Subscription // pings, status requests
+	nc     *natsclient.Conn
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue // the leases
+	auth   jetstream.KeyValue // the token store (see Tokens)
+	bucket string
+	prefix string // lower-cased, for subjects
+	// prefixName starts the buckets' names.
+	prefixName string
+	node       string
+	instance   string // this process, among every process that ever was a node
+	ttl        time.Duration
+	log        *slog.Logger
+	since      time.Time
+	clients    func() int
+	subs       []*natsclient.Subscription // pings, status requests
 
 	mu   sync.Mutex
 	held map[string]*Lease // the leases this node holds, by session
@@ -128,7 +131,7 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c := &Cluster{
-		nc: nc, js: js, bucket: o.Prefix + "_LEASES", prefix: strings.ToLower(o.Prefix),
+		nc: nc, js: js, bucket: o.Prefix + "_LEASES", prefix: strings.ToLower(o.Prefix), prefixName: o.Prefix,
 		node: o.Node, instance: rand.Text(), ttl: o.LeaseTTL, log: o.Logger.With("node", o.Node),
 		since: time.Now().UTC(), clients: o.Clients, held: make(map[string]*Lease),
 	}
@@ -142,6 +145,16 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bucket %s: %w", c.bucket, err)
+	}
+	c.auth, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      o.Prefix + "_AUTH",
+		Description: "acphub: the tokens every node takes",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(o.Replicas, 1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: bucket %s_AUTH: %w", o.Prefix, err)
 	}
 	for subject, answer := range map[string]natsclient.MsgHandler{
 		c.pingSubject(c.instance): func(m *natsclient.Msg) { _ = m.Respond([]byte(c.node)) },

@@ -19,6 +19,7 @@ import (
 	"github.com/acphub/acphub/internal/cluster"
 	"github.com/acphub/acphub/internal/eventlog"
 	natslog "github.com/acphub/acphub/internal/eventlog/nats"
+	"github.com/acphub/acphub/internal/testutil"
 	"github.com/acphub/acphub/internal/testutil/natstest"
 )
 
@@ -420,5 +421,45 @@ func (h *hubProc) pause() {
 			h.t.Fatalf("the hub's threads did not all stop within %s of SIGSTOP", testTimeout)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCluster_TokensWorkOnEveryNode: a token made on node a works on node
+// c, whose owner token is its own; revoked on c, it ends at once the
+// connection a client holds with it on a, and a refuses it afterwards.
+func TestCluster_TokensWorkOnEveryNode(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	tok := a.newToken("ci", "controller")
+	bearer := http.Header{"Authorization": {"Bearer " + tok}}
+	var cc *client
+	testutil.WaitFor(t, testTimeout, "node c to take node a's token", func() bool {
+		var err error
+		cc, err = c.tryDial("t", "peer=on-c", bearer)
+		return err == nil
+	})
+	sid := cc.handshake()
+	mustStop(t, "a prompt on node c with node a's token", lastOf(cc.untilResponse(cc.prompt(sid, "/echo hi"))), "end_turn")
+
+	ca := a.dialAs(tok, "s", "peer=on-a")
+	ca.handshake()
+	if status, body := c.apiDo(http.MethodDelete, "/api/tokens/ci", c.token, nil); status != http.StatusNoContent {
+		t.Fatalf("revoke the token on node c: %d %s", status, body)
+	}
+	deadline := time.After(testTimeout)
+	for open := true; open; {
+		select {
+		case _, open = <-ca.frames:
+		case <-deadline:
+			t.Fatal("node a kept the connection of a token revoked on node c")
+		}
+	}
+	if err := <-ca.closed; !strings.Contains(fmt.Sprint(err), "its token was revoked") {
+		t.Errorf("node a closed the connection with %v, want its token revoked", err)
+	}
+	if _, err := a.tryDial("s", "peer=again", bearer); err == nil || !strings.Contains(err.Error(), "status 401") {
+		t.Errorf("node a took a token revoked on node c: %v", err)
 	}
 }
