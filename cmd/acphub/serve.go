@@ -29,6 +29,7 @@ import (
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
 	"github.com/acphub/acphub/internal/export"
+	"github.com/acphub/acphub/internal/forward"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/lifecycle"
 	"github.com/acphub/acphub/internal/meter"
@@ -110,16 +111,19 @@ type daemon struct {
 	// sessions is the hub-wide session stream, closed after the hub.
 	sessions *lifecycle.Stream
 	store    eventlog.Store
-	tokens   *auth.Store      // closed before the store, whose connection it may use
-	exports  *export.Set      // the exporters, run behind the sessions
-	notifier *notify.Notifier // notifications, on the session stream
-	stopped  chan struct{}    // closed when the notifier has returned
-	server   *transport.Server
-	token    string
-	ln       net.Listener
-	sock     net.Listener // the data dir's Unix socket; nil when its path is too long
-	tls      *tls.Config
-	sides    []*sideServer // --debug-listen, --metrics-listen
+	tokens   *auth.Store // closed before the store, whose connection it may use
+	// forwarded serves the clients other nodes forward to this node's
+	// sessions, or is nil.
+	forwarded *forward.Server
+	exports   *export.Set      // the exporters, run behind the sessions
+	notifier  *notify.Notifier // notifications, on the session stream
+	stopped   chan struct{}    // closed when the notifier has returned
+	server    *transport.Server
+	token     string
+	ln        net.Listener
+	sock      net.Listener // the data dir's Unix socket; nil when its path is too long
+	tls       *tls.Config
+	sides     []*sideServer // --debug-listen, --metrics-listen
 }
 
 // newDaemon makes a hub of cfg so that a start that fails leaves the
@@ -246,6 +250,10 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	hcfg.Store, hcfg.Watcher = store, sessions
 	if node != nil {
 		hcfg.Leases = leases{node}
+		hcfg.Forwarder = forward.NewForwarder(node.Conn(), func(ctx context.Context, key string) (string, error) {
+			_, instance, err := node.Holder(ctx, key)
+			return instance, err
+		}, forward.Options{Logger: log})
 	}
 	h := hub.New(hcfg)
 	made.Store(h)
@@ -297,12 +305,19 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 		return nil, err
 	}
 	undo = append(undo, tokens.Close)
+	var forwarded *forward.Server
+	if node != nil {
+		if forwarded, err = forward.Serve(node.Conn(), h, tokens, node.Instance(), forward.Options{Logger: log}); err != nil {
+			return nil, fmt.Errorf("serve the clients other nodes forward: %w", err)
+		}
+		undo = append(undo, forwarded.Close)
+	}
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Exporters: exports, Meter: m, Metrics: m.Handler(), Logger: log,
 		MaxPending: cfg.MaxUnauthenticated, PendingTimeout: cfg.UnauthenticatedTimeout.Duration,
 	})
-	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, tokens: tokens, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, sides: sides}, nil
+	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, tokens: tokens, forwarded: forwarded, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, sides: sides}, nil
 }
 
 // removeMissing returns a func that removes those of paths that do not
@@ -484,6 +499,9 @@ func (d *daemon) run(ctx context.Context, ready func()) error {
 	}
 	d.exports.Stop()
 	<-d.stopped
+	if d.forwarded != nil {
+		d.forwarded.Close()
+	}
 	d.tokens.Close()
 	if cerr := d.store.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close session log: %w", cerr))

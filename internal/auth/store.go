@@ -359,6 +359,25 @@ func (s *Store) principal(t Token) *Principal {
 	return &Principal{Name: t.Name, Role: role, Sessions: t.Sessions, Expires: t.Expires, Revoked: c, token: t.Hash}
 }
 
+// ByID returns the principal whose ID is id (see Principal.ID) as this
+// store has it, or nil when its token does not work here: how a node of a
+// cluster takes a principal another node authenticated, with this node's
+// word on whether it is revoked. The owner of any node is the owner: the
+// nodes of a cluster trust each other (docs/cluster.md).
+func (s *Store) ByID(id string) *Principal {
+	name, tokenHash, _ := strings.Cut(id, "\x00")
+	if name == OwnerName {
+		return ownerPrincipal()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.f.find(name)
+	if i < 0 || subtle.ConstantTimeCompare([]byte(s.f.Tokens[i].Hash), []byte(tokenHash)) != 1 {
+		return nil
+	}
+	return s.principal(s.f.Tokens[i])
+}
+
 // ownerPrincipal is the principal of the data dir's token: the owner, as
 // on the Unix socket.
 func ownerPrincipal() *Principal { p := *Local; return &p }

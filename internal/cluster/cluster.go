@@ -173,6 +173,23 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 // Node returns this node's name.
 func (c *Cluster) Node() string { return c.node }
 
+// Conn returns the node's connection to NATS.
+func (c *Cluster) Conn() *natsclient.Conn { return c.nc }
+
+// Instance returns this process's name in the cluster, unique among every
+// process that ever was one of its nodes.
+func (c *Cluster) Instance() string { return c.instance }
+
+// Holder returns the node and the process that hold session's lease; ""
+// when none does.
+func (c *Cluster) Holder(ctx context.Context, session string) (node, instance string, err error) {
+	h, err := c.holder(ctx, leaseKey(session))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return "", "", nil
+	}
+	return h.Node, h.Instance, err
+}
+
 // Close stops answering other nodes. The leases still held run out; give
 // them up first (Lease.Release) to hand their sessions over at once.
 func (c *Cluster) Close() error {

@@ -244,8 +244,8 @@ func TestCluster_APausedNodeCannotWrite(t *testing.T) {
 // TestCluster_AStoppedNodeHandsOverAtOnce: a node stopped with SIGTERM
 // gives its sessions' leases up, so that another node takes them without
 // waiting for the lease to run out (30 s here, past the test's wait).
-// Meanwhile, a session that a live node runs is refused on the other node
-// with session_elsewhere, naming the node.
+// Meanwhile, deleting a session a live node runs is refused on the other
+// node with session_elsewhere, naming the node.
 func TestCluster_AStoppedNodeHandsOverAtOnce(t *testing.T) {
 	t.Parallel()
 	url := natstest.Start(t).ClientURL()
@@ -254,11 +254,6 @@ func TestCluster_AStoppedNodeHandsOverAtOnce(t *testing.T) {
 	ca := a.dial("s", "peer=on-a")
 	sid := ca.handshake()
 	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(sid, "/echo on a"))), "end_turn")
-
-	_, err := c.tryDial("s", "peer=on-c", nil)
-	if err == nil || !strings.Contains(err.Error(), "status 503") || !strings.Contains(err.Error(), api.ReasonSessionElsewhere) || !strings.Contains(err.Error(), "node a") {
-		t.Fatalf("node c served a session node a runs: %v", err)
-	}
 	status, body := c.apiDo(http.MethodDelete, "/api/sessions/s", c.token, nil)
 	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), api.ReasonSessionElsewhere) || !strings.Contains(string(body), "node a") {
 		t.Fatalf("a deletion on node c of node a's session: %d %s", status, body)
@@ -271,6 +266,60 @@ func TestCluster_AStoppedNodeHandsOverAtOnce(t *testing.T) {
 	by := resumedBy(t, clusterLog(t, url, "s"))
 	if len(by["c"]) != 1 {
 		t.Fatalf("node c took the session %d times: %+v", len(by["c"]), by)
+	}
+}
+
+// TestCluster_AClientOfAnotherNodeSharesTheSession: node a runs a
+// session; a client that reaches node c for it is served there, forwarded
+// to a. It gets the session's history, prompts and sees its whole turn,
+// sees the turns of a's client, answers a permission request the agent
+// sends to both (the other's copy withdrawn), and leaving is told to a's
+// client. The session never moved: the log has no session.resumed.
+func TestCluster_AClientOfAnotherNodeSharesTheSession(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(sid, "/echo before c"))), "end_turn")
+
+	cc := c.dial("s", "peer=on-c")
+	if got := cc.handshake(); got != sid {
+		t.Fatalf("node c gave the session id %q, node a %q", got, sid)
+	}
+	if text := agentText(cc.until(isMethod(api.MethodTurnComplete))); text != "before c" {
+		t.Errorf("node c's client got the history %q", text)
+	}
+	ca.until(isMethod(api.MethodPeerJoined))
+
+	got := cc.untilResponse(cc.prompt(sid, "/slow 40"))
+	mustStop(t, "a prompt through node c", lastOf(got), "end_turn")
+	if n := chunksOnce(t, strings.Join(chunkTexts(got), "")); n != 40 {
+		t.Errorf("node c's client saw %d chunks of its turn, want 40", n)
+	}
+	if n := chunksOnce(t, strings.Join(chunkTexts(ca.until(isMethod(api.MethodTurnComplete))), "")); n != 40 {
+		t.Errorf("node a's client saw %d chunks of node c's client's turn, want 40", n)
+	}
+	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(sid, "/echo from a"))), "end_turn")
+	if text := agentText(cc.until(isMethod(api.MethodTurnComplete))); text != "from a" {
+		t.Errorf("node c's client saw node a's client's turn as %q", text)
+	}
+
+	id := ca.prompt(sid, "/permission")
+	ask := cc.until(isMethod("session/request_permission"))
+	ca.until(isMethod("session/request_permission"))
+	cc.respond(lastOf(ask).ID, allowAnswer)
+	ca.until(isMethod("$/cancel_request"))
+	mustStop(t, "the turn node c's client allowed", lastOf(ca.untilResponse(id)), "end_turn")
+
+	cc.close()
+	left := ca.until(isMethod(api.MethodPeerLeft))
+	if !strings.Contains(string(lastOf(left).Params), `"peer":"on-c"`) {
+		t.Errorf("node a's client was told %s, want on-c left", lastOf(left).raw)
+	}
+	if by := resumedBy(t, clusterLog(t, url, "s")); len(by) != 0 {
+		t.Errorf("the session moved: %+v", by)
 	}
 }
 

@@ -41,9 +41,12 @@ type Config struct {
 
 	Store eventlog.Store // the session log
 	// Leases, when set, make the hub one node of a cluster that shares
-	// Store: it runs the sessions whose lease it takes (see lease.go).
-	Leases Leases
-	Policy policy.Policy // client-tool modes
+	// Store: it runs the sessions whose lease it takes (see lease.go),
+	// and Forwarder joins its clients to the sessions other nodes run
+	// (see forward.go).
+	Leases    Leases
+	Forwarder Forwarder
+	Policy    policy.Policy // client-tool modes
 	// Policies are the client-tool modes of agents that differ from
 	// Policy, by agent name.
 	Policies map[string]policy.Policy
@@ -187,8 +190,21 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 func ValidKey(s string) bool { return validName.MatchString(s) }
 
 // Join attaches a new client to the session key, creating the session on
-// first use. The client must Leave when its connection ends.
+// first use. The client must Leave when its connection ends. On a
+// cluster's node, a session another node runs is joined there (see
+// forward.go).
 func (h *Hub) Join(ctx context.Context, key string, opts JoinOptions) (*Client, error) {
+	return h.join(ctx, key, opts, true)
+}
+
+// JoinHere is Join of a session this node runs, or takes: one another node
+// runs is ErrElsewhere. It serves the joins other nodes forward.
+func (h *Hub) JoinHere(ctx context.Context, key string, opts JoinOptions) (*Client, error) {
+	return h.join(ctx, key, opts, false)
+}
+
+// join is Join, forwarding a join to another node when forward is set.
+func (h *Hub) join(ctx context.Context, key string, opts JoinOptions, forward bool) (*Client, error) {
 	if opts.Peer != "" && !ValidKey(opts.Peer) {
 		return nil, ErrBadPeerID
 	}
@@ -196,8 +212,19 @@ func (h *Hub) Join(ctx context.Context, key string, opts JoinOptions) (*Client, 
 		return nil, f
 	}
 	create := opts.Principal.Can(auth.Create)
-	for {
+	for try := 1; ; try++ {
 		s, err := h.session(key, opts.Agent, create)
+		if errors.Is(err, ErrElsewhere) && forward {
+			c, ferr := h.forward(ctx, key, opts)
+			switch {
+			case c != nil:
+				return c, nil
+			case ferr != nil && moving(ferr) && try < joinTries && ctx.Err() == nil:
+				continue
+			case ferr != nil:
+				return nil, ferr
+			}
+		}
 		if errors.Is(err, ErrUnknownSession) && !create {
 			// Joining a session that is not there would create it, and
 			// start its agent.

@@ -185,23 +185,43 @@ func (s *Session) removeIfEmpty() {
 	s.remove(func(*jsonrpc.Error) {})
 }
 
-// Client is a transport's handle on one peer of a session.
+// Client is a transport's handle on one peer of a session: of this hub's
+// own, or of one another node of the cluster runs (forwarded).
 type Client struct {
 	p *peer
+	f *forwarded // set for a session another node runs, p then nil
 }
 
 // Peer returns the peer id.
-func (c *Client) Peer() string { return c.p.id }
+func (c *Client) Peer() string {
+	if c.f != nil {
+		return c.f.peer
+	}
+	return c.p.id
+}
 
 // Principal returns whom the client acts for: the token it joined with.
-func (c *Client) Principal() *auth.Principal { return c.p.who }
+func (c *Client) Principal() *auth.Principal {
+	if c.f != nil {
+		return c.f.who
+	}
+	return c.p.who
+}
 
 // Session returns the session key.
-func (c *Client) Session() string { return c.p.sess.Load().key }
+func (c *Client) Session() string {
+	if c.f != nil {
+		return c.f.key
+	}
+	return c.p.sess.Load().key
+}
 
 // Send hands one frame from the client to the session. It blocks only while
 // the session's inbox is full.
 func (c *Client) Send(ctx context.Context, frame []byte) error {
+	if c.f != nil {
+		return c.f.link.Send(ctx, frame)
+	}
 	if target, ok := c.moveTarget(ctx, frame); ok {
 		return c.move(ctx, target, frame)
 	}
@@ -221,6 +241,9 @@ func (c *Client) Send(ctx context.Context, frame []byte) error {
 // transport blocked writing to a client that stopped reading uses it to
 // give up, without a goroutine per idle client.
 func (c *Client) AfterRemoved(f func()) (stop func() bool) {
+	if c.f != nil {
+		return context.AfterFunc(c.f.link.Removed(), f)
+	}
 	return context.AfterFunc(c.p.removed, f)
 }
 
@@ -230,6 +253,10 @@ func (c *Client) Leave() { c.LeaveBecause(nil) }
 // LeaveBecause detaches the client for cause, a *Disconnect the others are
 // told in _acphub/peer_left (ErrStalled), or nil for a client that left.
 func (c *Client) LeaveBecause(cause error) {
+	if c.f != nil {
+		c.f.link.Leave(cause)
+		return
+	}
 	_ = c.p.sess.Load().post(context.Background(), leaveMsg{peer: c.p, cause: cause})
 }
 
@@ -239,11 +266,20 @@ func (c *Client) LeaveBecause(cause error) {
 // of the burst together at its end. Next may then return no frames, after
 // which the writer writes what d left, if anything. The writer sets it
 // before its first Next.
-func (c *Client) SetDirect(d frameq.Direct) { c.p.st.SetDirect(d) }
+func (c *Client) SetDirect(d frameq.Direct) {
+	if c.f == nil {
+		c.p.st.SetDirect(d)
+	}
+}
 
 // Next returns the next frames for the client, waiting until there are some.
 // It returns an error when the client was removed: ErrSlowClient,
 // ErrSessionGone, or frameq.ErrClosed after Leave or when ctx ends. Only
 // one goroutine may call Next, and the slice it returns is valid only until
 // its next call (the frames themselves stay valid).
-func (c *Client) Next(ctx context.Context) ([][]byte, error) { return c.p.st.Next(ctx) }
+func (c *Client) Next(ctx context.Context) ([][]byte, error) {
+	if c.f != nil {
+		return c.f.link.Next(ctx)
+	}
+	return c.p.st.Next(ctx)
+}

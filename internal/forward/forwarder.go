@@ -1,0 +1,238 @@
+package forward
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	natsclient "github.com/nats-io/nats.go"
+
+	"github.com/acphub/acphub/internal/frameq"
+	"github.com/acphub/acphub/internal/hub"
+)
+
+// Holder says which process runs a session: its instance, "" for none.
+type Holder func(ctx context.Context, session string) (instance string, err error)
+
+// Forwarder is the hub.Forwarder of a node: it joins the clients the node
+// reached to the sessions other nodes run.
+type Forwarder struct {
+	nc     *natsclient.Conn
+	holder Holder
+	prefix string
+	log    *slog.Logger
+}
+
+// NewForwarder returns the Forwarder of a node on nc; holder finds the
+// process that runs a session (cluster.Cluster.Holder).
+func NewForwarder(nc *natsclient.Conn, holder Holder, o Options) *Forwarder {
+	return &Forwarder{nc: nc, holder: holder, prefix: o.Prefix, log: o.logger()}
+}
+
+// errStopped is why a forwarded client's connection ends when the node
+// that runs its session stops answering: it comes back, as after any cut.
+var errStopped = &hub.Disconnect{Text: "the node that runs the session stopped answering", Condition: "temporarily_unavailable"}
+
+// Join implements hub.Forwarder.
+func (f *Forwarder) Join(ctx context.Context, key string, opts hub.JoinOptions) (hub.Link, string, error) {
+	instance, err := f.holder(ctx, key)
+	if err != nil {
+		return nil, "", fmt.Errorf("find the node that runs session %q: %w", key, err)
+	}
+	if instance == "" {
+		return nil, "", fmt.Errorf("%w: %q: no node runs it now", hub.ErrUnknownSession, key)
+	}
+	who := opts.Principal
+	req := joinRequest{Session: key, Peer: opts.Peer, Agent: opts.Agent, Replay: uint8(opts.Replay), Cursor: opts.Cursor}
+	if who != nil {
+		req.Principal = principal{ID: who.ID(), Name: who.Name, Role: who.Role.String(), Sessions: who.Sessions, Expires: who.Expires}
+	} else {
+		req.Principal = principal{ID: "owner\x00", Name: "owner", Role: "owner"}
+	}
+	b, _ := json.Marshal(req)
+	prefix := subjectPrefix(f.prefix, instance)
+	jctx, cancel := context.WithTimeout(ctx, callWait)
+	defer cancel()
+	m, err := f.nc.RequestWithContext(jctx, prefix+"join", b)
+	if errors.Is(err, natsclient.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// The holder stopped, or is paused: the session is to be taken.
+		return nil, "", fmt.Errorf("%w: %q: its node does not answer", hub.ErrSessionGone, key)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if err := refusal(m); err != nil {
+		return nil, "", err
+	}
+	var a joinAnswer
+	if err := json.Unmarshal(m.Data, &a); err != nil || a.Link == "" {
+		return nil, "", fmt.Errorf("forward: the running node's answer %.100q", m.Data)
+	}
+	l := &link{nc: f.nc, subject: prefix + "link." + a.Link + ".", log: f.log.With("session", key, "peer", a.Peer)}
+	l.removed, l.remove = context.WithCancelCause(context.Background())
+	l.pinger = &closer{f: l.keep()}
+	return l, a.Peer, nil
+}
+
+// link is the reaching node's end of a link: a hub.Link.
+type link struct {
+	nc      *natsclient.Conn
+	subject string // the link's, to the operation
+	log     *slog.Logger
+	removed context.Context
+	remove  context.CancelCauseFunc
+	pinger  *closer // stops the pings
+
+	mu    sync.Mutex // Next's: one caller
+	batch uint64     // the last batch received
+	buf   []byte     // frame bytes received and not returned (a frame cut across answers)
+
+	sendMu sync.Mutex
+	seq    uint64 // the last frame sent
+}
+
+// keep pings the running node every pingEvery until the link ends, so that
+// it keeps the link while the client reads nothing; a ping it does not
+// take ends the link. It returns what stops the pings.
+func (l *link) keep() func() {
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(pingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-l.removed.Done():
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(l.removed, callWait)
+			m, err := l.nc.RequestWithContext(ctx, l.subject+"ping", nil)
+			cancel()
+			switch {
+			case err == nil:
+				if rerr := refusal(m); rerr != nil {
+					l.fail(rerr)
+				}
+			case l.removed.Err() == nil:
+				l.log.Warn("the node that runs the session did not answer a ping", "err", err)
+			}
+		}
+	}()
+	return func() { close(stop) }
+}
+
+// fail ends the link for cause, which Next returns from now on.
+func (l *link) fail(cause error) {
+	l.remove(cause)
+	l.pinger.close()
+}
+
+// Removed implements hub.Link.
+func (l *link) Removed() context.Context { return l.removed }
+
+// Next implements hub.Link: the frames of the next batches, once each, in
+// order.
+func (l *link) Next(ctx context.Context) ([][]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		if frames, rest := cutFrames(l.buf); len(frames) > 0 {
+			l.buf = rest
+			return frames, nil
+		}
+		if l.removed.Err() != nil {
+			return nil, context.Cause(l.removed)
+		}
+		want := l.batch + 1
+		m, err := l.ask(ctx, want)
+		if err != nil {
+			return nil, err
+		}
+		l.batch = want
+		l.buf = append(l.buf, m.Data...)
+		if v := m.Header.Get(removedHeader); v != "" {
+			var w wireError
+			cause := error(frameq.ErrClosed)
+			if json.Unmarshal([]byte(v), &w) == nil {
+				cause = w.decode()
+			}
+			l.fail(cause)
+		}
+	}
+}
+
+// ask asks for batch want, again when an answer is lost, until the running
+// node answers or is taken to have stopped.
+func (l *link) ask(ctx context.Context, want uint64) (*natsclient.Msg, error) {
+	for try := 0; ; try++ {
+		m := natsclient.NewMsg(l.subject + "next")
+		m.Header.Set(batchHeader, strconv.FormatUint(want, 10))
+		actx, cancel := context.WithTimeout(ctx, answerDue)
+		a, err := l.nc.RequestMsgWithContext(actx, m)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil, frameq.ErrClosed
+		case l.removed.Err() != nil:
+			return nil, context.Cause(l.removed)
+		case err == nil:
+			if rerr := refusal(a); rerr != nil {
+				l.fail(rerr)
+				return nil, rerr
+			}
+			return a, nil
+		case try >= 1 || errors.Is(err, natsclient.ErrNoResponders):
+			l.log.Warn("the node that runs the session stopped answering", "err", err)
+			l.fail(errStopped)
+			return nil, errStopped
+		}
+	}
+}
+
+// Send implements hub.Link: the frame reaches the session once.
+func (l *link) Send(ctx context.Context, frame []byte) error {
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	l.seq++
+	m := natsclient.NewMsg(l.subject + "send")
+	m.Header.Set(seqHeader, strconv.FormatUint(l.seq, 10))
+	m.Data = frame
+	for try := 0; ; try++ {
+		sctx, cancel := context.WithTimeout(ctx, callWait)
+		a, err := l.nc.RequestMsgWithContext(sctx, m)
+		cancel()
+		switch {
+		case err == nil:
+			return refusal(a)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case try >= 1 || errors.Is(err, natsclient.ErrNoResponders):
+			l.fail(errStopped)
+			return errStopped
+		}
+	}
+}
+
+// Leave implements hub.Link.
+func (l *link) Leave(cause error) {
+	if l.removed.Err() != nil {
+		return
+	}
+	l.fail(frameq.ErrClosed)
+	var body []byte
+	if cause != nil {
+		body, _ = json.Marshal(encodeError(cause))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callWait)
+	defer cancel()
+	if _, err := l.nc.RequestWithContext(ctx, l.subject+"leave", body); err != nil {
+		l.log.Warn("tell the node that runs the session the client left", "err", err)
+	}
+}
