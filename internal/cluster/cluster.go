@@ -167,6 +167,12 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 		}
 		c.subs = append(c.subs, sub)
 	}
+	// The server has the subscriptions when New returns: a ping or a
+	// status request right after finds them.
+	if err := nc.Flush(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	return c, nil
 }
 

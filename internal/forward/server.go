@@ -58,6 +58,12 @@ func Serve(nc *natsclient.Conn, h *hub.Hub, tokens *auth.Store, instance string,
 		return nil, err
 	}
 	s.sub = sub
+	// The server has the subscription when Serve returns: another node's
+	// join right after finds it.
+	if err := nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
 	return s, nil
 }
 
