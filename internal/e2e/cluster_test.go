@@ -512,3 +512,21 @@ func TestCluster_TokensWorkOnEveryNode(t *testing.T) {
 		t.Errorf("node a took a token revoked on node c: %v", err)
 	}
 }
+
+// TestCluster_AForwardedClientResumesAfterCuts: the Go client reaches
+// node c for a session node a runs, and its connection to c is cut 30
+// times at random moments of turns — mid-stream, before a prompt's answer,
+// around a permission answer. Each time it resumes on c, which kept its
+// link to a: every turn's text whole, each prompt and each answer taken
+// once.
+func TestCluster_AForwardedClientResumesAfterCuts(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	a.dial("s", "peer=on-a").handshake()
+	resumesAfterRandomCuts(t, c, 30)
+	if by := resumedBy(t, clusterLog(t, url, "s")); len(by) != 0 {
+		t.Errorf("the session moved: %+v", by)
+	}
+}

@@ -224,6 +224,12 @@ func goPrompt(ctx context.Context, t *testing.T, s *hubclient.Session, prompt st
 // permission request.
 func TestGoClient_ResumesAfterRandomCuts(t *testing.T) {
 	h := startHub(t)
+	resumesAfterRandomCuts(t, h, 100)
+}
+
+// resumesAfterRandomCuts is TestGoClient_ResumesAfterRandomCuts with the
+// Go client reaching the hub h, cut that many times.
+func resumesAfterRandomCuts(t *testing.T, h *hubProc, cuts int) {
 	p := newCutProxy(t, h.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*testTimeout)
 	defer cancel()
@@ -236,7 +242,6 @@ func TestGoClient_ResumesAfterRandomCuts(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
-	const cuts = 100
 	permissions := 0
 	for i := range cuts {
 		var done <-chan *api.PromptResult
