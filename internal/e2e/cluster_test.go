@@ -530,3 +530,49 @@ func TestCluster_AForwardedClientResumesAfterCuts(t *testing.T) {
 		t.Errorf("the session moved: %+v", by)
 	}
 }
+
+// TestCluster_TwoNodesOpeningOneSessionAtOnce: clients reach two nodes for
+// one new session at the same moment, many times over. Each time one node
+// runs it and the other forwards its client there: both clients share one
+// session (one ACP session id, each sees the other's turn), and its log
+// is one chain that no second node wrote.
+func TestCluster_TwoNodesOpeningOneSessionAtOnce(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	for i := range 10 {
+		key := fmt.Sprintf("race-%d", i)
+		clients := make([]*client, 2)
+		errs := make(chan error, 2)
+		for j, h := range []*hubProc{a, c} {
+			go func() {
+				var err error
+				clients[j], err = h.tryDial(key, fmt.Sprintf("peer=p%d", j), nil)
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+		}
+		sids := []string{clients[0].handshake(), clients[1].handshake()}
+		if sids[0] != sids[1] {
+			t.Fatalf("%s: the clients of the two nodes got the sessions %q and %q", key, sids[0], sids[1])
+		}
+		mustStop(t, "a prompt", lastOf(clients[1].untilResponse(clients[1].prompt(sids[1], "/echo "+key))), "end_turn")
+		if text := agentText(clients[0].until(isMethod(api.MethodTurnComplete))); text != key {
+			t.Errorf("%s: the other node's client saw the turn as %q", key, text)
+		}
+		created := 0
+		for _, e := range clusterLog(t, url, key) {
+			if e.Type == api.EventSessionCreated {
+				created++
+			}
+		}
+		if created != 1 {
+			t.Errorf("%s: the log holds %d session.created", key, created)
+		}
+	}
+}
