@@ -249,6 +249,9 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	sessions = lifecycle.New(0)
 	hcfg.Store, hcfg.Watcher = store, sessions
 	if node != nil {
+		if hcfg.Watcher, err = node.ShareSummaries(sessions); err != nil {
+			return nil, err
+		}
 		hcfg.Leases = leases{node}
 		hcfg.Forwarder = forward.NewForwarder(node.Conn(), func(ctx context.Context, key string) (string, error) {
 			_, instance, err := node.Holder(ctx, key)

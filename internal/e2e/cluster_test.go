@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/cluster"
 	"github.com/acphub/acphub/internal/eventlog"
@@ -574,5 +576,50 @@ func TestCluster_TwoNodesOpeningOneSessionAtOnce(t *testing.T) {
 		if created != 1 {
 			t.Errorf("%s: the log holds %d session.created", key, created)
 		}
+	}
+}
+
+// TestCluster_TheDashboardOnAnotherNode: a browser signed in to node c
+// opens a session node a runs, from c's inbox. From the page it prompts
+// and allows the agent's edit, as on a's own dashboard, and a's editor is
+// told the page chose. Then a is killed in the middle of a turn: the page
+// stays on c, which takes the session; it shows no chunk twice and loses
+// none it showed, says the turn was interrupted, and its next prompt runs
+// on c.
+func TestCluster_TheDashboardOnAnotherNode(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 2*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 2*time.Second, 5*time.Millisecond)
+	ed := a.dial("s", "peer=editor")
+	sid := ed.handshake()
+	p := newProxy(t, c.addr)
+	ctx := openSession(t, c, p, c.token, "s")
+
+	run(t, ctx, "prompt",
+		chromedp.SendKeys(`textarea`, "Fix the login bug"),
+		chromedp.Click(`button[type=submit]`),
+		chromedp.WaitVisible(`button[data-option="allow"]`))
+	run(t, ctx, "allow", chromedp.Click(`button[data-option="allow"]`))
+	waitJS(t, ctx, "the agent's answer", pageAgentText+`.includes('the edit was allowed')`)
+	resolved := lastOf(ed.until(isMethod(api.MethodPermissionResolved)))
+	if !strings.Contains(string(resolved.Params), `"peer":"web-`) {
+		t.Errorf("node a's editor was told %s, want the page chose", resolved.raw)
+	}
+
+	ed.prompt(sid, "/slow 400")
+	waitJS(t, ctx, "the second turn's chunk 50", `[...document.querySelectorAll('.item.agent')].at(-1).textContent.startsWith('chunk 1 chunk 2 ') && `+pageAgentText+`.includes('chunk 50 ')`)
+	shown := chunksShown(t, ctx)
+	a.kill()
+	waitJS(t, ctx, "the interrupted turn's end", `[...document.querySelectorAll('.item.note')].some(e => e.textContent.includes('interrupted by a hub restart'))`)
+	if n := chunksShown(t, ctx); n < shown {
+		t.Errorf("after node a's kill the page shows %d chunks, fewer than the %d it showed", n, shown)
+	}
+	waitJS(t, ctx, "the page to be live again", `document.querySelector('.conn').textContent === 'live'`)
+	run(t, ctx, "prompt on c",
+		chromedp.SendKeys(`textarea`, "/echo now on c"),
+		chromedp.Click(`button[type=submit]`))
+	waitJS(t, ctx, "the prompt's answer from node c", pageAgentText+`.includes('now on c')`)
+	if by := resumedBy(t, clusterLog(t, url, "s")); len(by["c"]) != 1 {
+		t.Errorf("node c took the session %d times: %+v", len(by["c"]), by)
 	}
 }
