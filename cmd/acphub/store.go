@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	natsclient "github.com/nats-io/nats.go"
@@ -65,11 +66,15 @@ func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink, clients func(
 // natsConnect connects to the NATS servers of --store as name. fail
 // names the servers (credentials redacted) in an error.
 func natsConnect(cfg *config.Config, name string) (nc *natsclient.Conn, fail func(error) error, err error) {
-	u, err := url.Parse(cfg.Store)
-	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
-		return nil, nil, fmt.Errorf("--store %q: want empty (SQLite in the data dir) or a NATS server's URL, nats://HOST:PORT or tls://HOST:PORT", cfg.Store)
+	var named []string // the servers, credentials redacted
+	for s := range strings.SplitSeq(cfg.Store, ",") {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
+			return nil, nil, fmt.Errorf("--store %q: want empty (SQLite in the data dir) or NATS servers' URLs, nats://HOST:PORT or tls://HOST:PORT, separated by commas", cfg.Store)
+		}
+		named = append(named, u.Redacted())
 	}
-	fail = func(err error) error { return fmt.Errorf("--store %s: %w", u.Redacted(), err) }
+	fail = func(err error) error { return fmt.Errorf("--store %s: %w", strings.Join(named, ","), err) }
 	opts := []natsclient.Option{natsclient.Name(name), natsclient.Timeout(natsConnectTimeout), natsclient.MaxReconnects(-1)}
 	if cfg.NATSCreds != "" {
 		opts = append(opts, natsclient.UserCredentials(cfg.NATSCreds))
@@ -85,7 +90,7 @@ func natsConnect(cfg *config.Config, name string) (nc *natsclient.Conn, fail fun
 
 // bindNATS binds the flags that reach the NATS servers of a cluster.
 func bindNATS(fs *flag.FlagSet, cfg *config.Config) {
-	fs.StringVar(&cfg.Store, "store", cfg.Store, "where session logs are kept: empty for SQLite in the data dir, or a NATS server's URL (nats://host:4222, tls://…) for JetStream (see docs/cluster.md)")
+	fs.StringVar(&cfg.Store, "store", cfg.Store, "where session logs are kept: empty for SQLite in the data dir, or NATS servers' URLs (nats://host:4222, tls://…, separated by commas) for JetStream and a cluster (see docs/cluster.md)")
 	fs.StringVar(&cfg.NATSCreds, "nats-creds", cfg.NATSCreds, "--store nats: the NATS credentials file (a user JWT and its seed)")
 	fs.StringVar(&cfg.NATSCA, "nats-ca", cfg.NATSCA, "--store nats: a PEM file of the CAs the NATS server's certificate must chain to")
 }

@@ -46,8 +46,9 @@ func TestServe_StoreOnNATS(t *testing.T) {
 func TestServe_RefusesAStoreItCannotUse(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ store, want string }{
-		{"postgres://db/acphub", "want empty (SQLite in the data dir) or a NATS server's URL"},
-		{"nats://", "want empty (SQLite in the data dir) or a NATS server's URL"},
+		{"postgres://db/acphub", "want empty (SQLite in the data dir) or NATS servers' URLs"},
+		{"nats://", "want empty (SQLite in the data dir) or NATS servers' URLs"},
+		{"nats://127.0.0.1:4222,postgres://db", "want empty (SQLite in the data dir) or NATS servers' URLs"},
 		{"nats://127.0.0.1:1", "--store nats://127.0.0.1:1"},
 	} {
 		dir := t.TempDir()
