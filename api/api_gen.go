@@ -2651,7 +2651,7 @@ var Errors = []ErrorInfo{
 	{Code: -32603, Reason: "internal", Message: "Internal error", Description: "The hub failed at what was asked for a reason of its own (a session log it could not delete); message says what. Trying again may work.", Condition: "", Retryable: true},
 	{Code: -32050, Reason: "too_many_sessions", Message: "Too many sessions", Description: "The standard /acp endpoint: session/new, session/load or session/attach needs a hub session while the hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Code: -32051, Reason: "shutting_down", Message: "The hub is stopping", Description: "The standard /acp endpoint: the hub is stopping and opens no session.", Condition: "temporarily_unavailable", Retryable: true},
-	{Code: -32052, Reason: "session_elsewhere", Message: "The session runs on another node", Description: "A cluster node (docs/cluster.md): the session runs on another node, which answers; message names it. A node that holds a session's lease and stops answering has it taken when the lease runs out, so trying again after the lease's TTL may find it here.", Condition: "temporarily_unavailable", Retryable: true},
+	{Code: -32052, Reason: "session_elsewhere", Message: "The session runs on another node", Description: "A cluster node (docs/cluster.md): what the node does not forward yet (deleting, forking, the standard endpoint's session methods) of a session another node runs, which answers; message names it. A node that holds a session's lease and stops answering has it taken when the lease runs out, so trying again after the lease's TTL may find it here.", Condition: "temporarily_unavailable", Retryable: true},
 }
 
 // HTTPErrors lists every refusal of an HTTP request, with its status and
@@ -2691,7 +2691,7 @@ var HTTPErrors = []HTTPErrorInfo{
 	{Status: 500, Reason: "internal", Description: "The hub could not read its log or open the session; its log says why.", Condition: "", Retryable: true},
 	{Status: 503, Reason: "too_many_sessions", Description: "The hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Status: 503, Reason: "shutting_down", Description: "The hub is stopping.", Condition: "temporarily_unavailable", Retryable: true},
-	{Status: 503, Reason: "session_elsewhere", Description: "A cluster node: the session runs on another node, which answers; message names it.", Condition: "temporarily_unavailable", Retryable: true},
+	{Status: 503, Reason: "session_elsewhere", Description: "A cluster node: what the node does not forward yet (deleting, the event stream) of a session another node runs, which answers; message names it.", Condition: "temporarily_unavailable", Retryable: true},
 	{Status: 400, Reason: "bad_resume", Description: "/acp: a resume without position, a position that is not a decimal string, or resume=CREDENTIAL with session, peer, agent or replay (param names which).", Condition: "", Retryable: false},
 	{Status: 409, Reason: "position_unknown", Description: "/acp resume, or Last-Event-ID of the standard endpoint's event stream: the position is ahead of what the hub sent the connection, or behind what it still keeps: start over (docs/resume.md).", Condition: "cursor_gap", Retryable: false},
 	{Status: 410, Reason: "resume_unknown", Description: "/acp resume: no such connection (a wrong credential, the resume window passed, the client said goodbye, the hub restarted): start over (docs/resume.md).", Condition: "cursor_gap", Retryable: false},
