@@ -348,6 +348,11 @@ func run(args []string) error {
 	if !cfg.skip["dashboard"] {
 		rep.dashboard = runDashboard(cfg)
 	}
+	if !cfg.skip["cluster"] {
+		if rep.cluster, err = runCluster(cfg); err != nil {
+			rep.fail("cluster", err)
+		}
+	}
 	rep.elapsed = time.Since(rep.started)
 	text := rep.markdown()
 	fmt.Print(text)
@@ -358,7 +363,7 @@ func run(args []string) error {
 }
 
 // sections are the parts of the run -skip and -only name.
-var sections = []string{"relay", "matrix", "ref", "rtt", "stopped", "join", "wide", "attach", "resume", "long", "replay", "idle", "export", "peers", "scale", "dashboard"}
+var sections = []string{"relay", "matrix", "ref", "rtt", "stopped", "join", "wide", "attach", "resume", "long", "replay", "idle", "export", "peers", "scale", "dashboard", "cluster"}
 
 // skipped returns the sections to leave out: those of skip, or, with
 // only, every section only does not name.

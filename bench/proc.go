@@ -182,8 +182,17 @@ func (h *hubProc) stop() {
 // halt ends the hub with SIGTERM, SIGKILL after h.grace, and kills and
 // reaps the agents it left running; the data dir stays.
 func (h *hubProc) halt() {
+	h.end(syscall.SIGTERM)
+}
+
+// kill is halt with SIGKILL at once: the hub does nothing more.
+func (h *hubProc) kill() {
+	h.end(syscall.SIGKILL)
+}
+
+func (h *hubProc) end(sig syscall.Signal) {
 	agents := children(h.pid)
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	_ = h.cmd.Process.Signal(sig)
 	select {
 	case <-h.exited:
 	case <-time.After(h.grace):

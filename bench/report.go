@@ -34,6 +34,7 @@ type report struct {
 	scale   []*scaleResult
 	// dashboard is the time the dashboard takes to open a long session.
 	dashboard *dashResult
+	cluster   *clusterResult
 
 	verdicts []verdict
 	failures []string // scenarios that could not run to the end
@@ -254,6 +255,9 @@ func (r *report) markdown() string {
 	}
 	if r.dashboard != nil {
 		r.dashboardSection(p)
+	}
+	if r.cluster != nil {
+		r.clusterSection(p)
 	}
 	if len(r.failures) > 0 {
 		p("### Runs that failed\n\n")

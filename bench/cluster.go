@@ -1,0 +1,250 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// The cluster section: hubs on a NATS JetStream server (docs/cluster.md),
+// against a single hub with its SQLite log, in the same run.
+
+// clusterResult is the cluster section's figures.
+type clusterResult struct {
+	size int
+	// The paced run and the flood of one client prompting: on a single
+	// hub (SQLite), on a node with the NATS store, and through another
+	// node that forwards it to that one.
+	single, owner, forwarded clusterRow
+	// failover is, by lease TTL, the time from a kill -9 of the node that
+	// runs a session to the answer of a prompt sent through another node.
+	failover []failoverResult
+}
+
+type clusterRow struct {
+	paced, flood *floodResult
+	prompt       latencies // /echo x round trips
+}
+
+type failoverResult struct {
+	ttl  time.Duration
+	took []time.Duration // one per run, sorted
+}
+
+// failoverRuns is how many kills each TTL's failover figure is the median of.
+const failoverRuns = 3
+
+// natsServer is a NATS server with JetStream, run from the nats-server
+// module this module requires.
+type natsServer struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// startNATS builds nats-server into dir, once, and runs it on a free
+// loopback port with its store in dir.
+func startNATS(dir string) (*natsServer, error) {
+	bin := filepath.Join(dir, "nats-server")
+	if _, err := os.Stat(bin); err != nil {
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("go build nats-server: %w", err)
+		}
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	store, err := os.MkdirTemp(dir, "nats-")
+	if err != nil {
+		return nil, err
+	}
+	s := &natsServer{cmd: exec.Command(bin, "-a", "127.0.0.1", "-p", port, "-js", "-sd", store), url: "nats://" + addr}
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("nats-server did not listen on %s within 20 s: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *natsServer) stop() {
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+}
+
+// node starts a hub that is the node name of the cluster on s.
+func (c *config) node(s *natsServer, name string, ttl time.Duration) (*hubProc, error) {
+	return c.startHub("--store", s.url, "--node", name, "--lease-ttl", ttl.String())
+}
+
+func runCluster(cfg *config) (*clusterResult, error) {
+	res := &clusterResult{size: 100}
+	spec := func(paced bool) floodSpec {
+		if paced {
+			return floodSpec{n: cfg.pacedN, size: res.size, rate: cfg.pacedRate, mode: cfg.modes[0]}
+		}
+		return floodSpec{n: cfg.floodN(1, res.size), size: res.size, mode: cfg.modes[0]}
+	}
+	// measure runs the rows' runs with client c of a session whose hub is
+	// proc.
+	measure := func(row *clusterRow, proc int, c *client) error {
+		fr := &floodRun{proc: proc, clients: []*client{c}, readers: []int{0}}
+		if _, err := fr.run(floodSpec{n: warmupChunks, size: res.size, mode: cfg.modes[0]}); err != nil {
+			return err
+		}
+		var err error
+		if row.prompt, err = echoRTT(c, cfg.rtts); err != nil {
+			return err
+		}
+		if row.paced, err = fr.run(spec(true)); err != nil {
+			return err
+		}
+		row.flood, err = fr.run(spec(false))
+		return err
+	}
+
+	if err := withHub(cfg, 1, func(h *hubProc, clients []*client) error {
+		return measure(&res.single, h.pid, clients[0])
+	}); err != nil {
+		return nil, fmt.Errorf("single hub: %w", err)
+	}
+	s, err := startNATS(cfg.tmp)
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop()
+	a, err := cfg.node(s, "a", 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer a.stop()
+	b, err := cfg.node(s, "b", 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer b.stop()
+	onA, _, err := joinClients(a, "bench", 1)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(onA)
+	if err := measure(&res.owner, a.pid, onA[0]); err != nil {
+		return nil, fmt.Errorf("a client on the node that runs the session: %w", err)
+	}
+	closeAll(onA) // the forwarded client is measured alone
+	onB, err := joinAs(b, "bench", "far")
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll([]*client{onB})
+	if err := measure(&res.forwarded, a.pid, onB); err != nil {
+		return nil, fmt.Errorf("a client forwarded by another node: %w", err)
+	}
+	cfg.progress("cluster: paced p50 %v single, %v on the node, %v forwarded; flood %.0f/s, %.0f/s, %.0f/s",
+		res.single.paced.lat.p50, res.owner.paced.lat.p50, res.forwarded.paced.lat.p50,
+		res.single.flood.minRate(), res.owner.flood.minRate(), res.forwarded.flood.minRate())
+
+	for _, ttl := range []time.Duration{2 * time.Second, 10 * time.Second} {
+		f := failoverResult{ttl: ttl}
+		for i := range failoverRuns {
+			took, err := failover(cfg, s, ttl, fmt.Sprintf("failover-%s-%d", ttl, i))
+			if err != nil {
+				return nil, fmt.Errorf("failover, TTL %s: %w", ttl, err)
+			}
+			f.took = append(f.took, took)
+		}
+		slices.Sort(f.took)
+		cfg.progress("cluster: failover with a lease TTL of %s: median %v", ttl, f.took[len(f.took)/2])
+		res.failover = append(res.failover, f)
+	}
+	return res, nil
+}
+
+// failover measures one failover of session key: a node runs it (its
+// agent started, its ACP session made), and is killed with kill -9; the clock runs from the kill to the answer of a
+// prompt a client sends through another node, which waits for the lease to
+// run out, takes the session and starts its agent.
+func failover(cfg *config, s *natsServer, ttl time.Duration, key string) (time.Duration, error) {
+	a, err := cfg.node(s, "a-"+key, ttl)
+	if err != nil {
+		return 0, err
+	}
+	defer a.stop()
+	b, err := cfg.node(s, "b-"+key, ttl)
+	if err != nil {
+		return 0, err
+	}
+	defer b.stop()
+	onA, _, err := joinClients(a, key, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer closeAll(onA)
+	a.kill()
+	killed := time.Now()
+	onB, err := joinAs(b, key, "far")
+	if err != nil {
+		return 0, err
+	}
+	defer closeAll([]*client{onB})
+	if _, err := echoRTT(onB, 1); err != nil {
+		return 0, err
+	}
+	return time.Since(killed), nil
+}
+
+// joinAs connects a client to session key of h as peer, with initialize
+// and session/new.
+func joinAs(h *hubProc, key, peer string) (*client, error) {
+	t, err := dial(h, key, peer)
+	if err != nil {
+		return nil, err
+	}
+	c := &client{name: peer, t: t}
+	if err := c.handshake(); err != nil {
+		t.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// clusterSection writes the cluster section.
+func (r *report) clusterSection(p func(string, ...any)) {
+	c := r.cluster
+	p("### Cluster: hubs on NATS JetStream\n\n")
+	p("One client prompting on session `bench`, S=%d B, `%s`: on a single hub with its SQLite log; on node a of a cluster "+
+		"whose log is on a NATS JetStream server (`nats-server -js`, one process on this machine, built from the module acphub requires); "+
+		"and on node b, which forwards it to a (docs/cluster.md). Each ratio is to the single hub of this run.\n\n", c.size, r.cfg.modes[0].command())
+	p("| where the client is | prompt round trip p50 / p99 / max | paced %d/s p50 / p99 / max | paced p50 ÷ single | flood | flood ÷ single |\n", r.cfg.pacedRate)
+	p("|---|---:|---:|---:|---:|---:|\n")
+	for _, row := range []struct {
+		name string
+		row  clusterRow
+	}{{"single hub, SQLite", c.single}, {"node a, which runs the session (NATS store)", c.owner}, {"node b, forwarded to a", c.forwarded}} {
+		p("| %s | %s | %s | %.2f× | %.0f/s | %.2f× |\n", row.name, lats(row.row.prompt), lats(row.row.paced.lat),
+			float64(row.row.paced.lat.p50)/float64(c.single.paced.lat.p50),
+			row.row.flood.minRate(), row.row.flood.minRate()/c.single.flood.minRate())
+	}
+	p("\n| lease TTL | failover: kill -9 of the running node → a prompt through another node answered (median of %d; min, max) |\n|---:|---:|\n", failoverRuns)
+	for _, f := range c.failover {
+		p("| %s | %s (%s, %s) |\n", f.ttl, dur(f.took[len(f.took)/2]), dur(f.took[0]), dur(f.took[len(f.took)-1]))
+	}
+	p("\n")
+}
