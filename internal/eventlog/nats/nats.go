@@ -20,8 +20,8 @@
 //
 // # Appending
 //
-// An Append is one atomic batch (JetStream's atomic publish): all its
-// events are stored, or none. The first event of each session in it
+// An Append is one atomic batch (JetStream's atomic publish), or one
+// message when it is one event: all its events are stored, or none. The first event of each session in it
 // carries the stream sequence the store last saw at the end of that
 // session's log (Nats-Expected-Last-Subject-Sequence, checked against the
 // session's wildcard subject), so that a second writer of the same log —
@@ -451,19 +451,26 @@ func (s *Store) publish(ctx context.Context, events []eventlog.Event) error {
 // commitBatch publishes msgs, at most maxBatch, as one atomic batch and
 // returns the stream sequence of the last, which the server gave the
 // batch's messages in order. A refusal is a *jetstream.APIError.
+//
+// One message is published as it is, which is atomic by itself: a
+// server stages every atomic batch of an unreplicated file stream in a
+// store of its own on disk, which costs milliseconds, and most of a
+// session's appends are of one event.
 func (s *Store) commitBatch(ctx context.Context, msgs []*natsclient.Msg) (uint64, error) {
-	id := eventlog.NewID()
-	for i, m := range msgs {
-		m.Header.Set("Nats-Batch-Id", id)
-		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
-		if i < len(msgs)-1 {
-			if err := s.nc.PublishMsg(m); err != nil {
-				return 0, err
+	if len(msgs) > 1 {
+		id := eventlog.NewID()
+		for i, m := range msgs {
+			m.Header.Set("Nats-Batch-Id", id)
+			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+			if i < len(msgs)-1 {
+				if err := s.nc.PublishMsg(m); err != nil {
+					return 0, err
+				}
 			}
 		}
+		msgs[len(msgs)-1].Header.Set("Nats-Batch-Commit", "1")
 	}
 	commit := msgs[len(msgs)-1]
-	commit.Header.Set("Nats-Batch-Commit", "1")
 	ctx, cancel := context.WithTimeout(ctx, answerWait)
 	defer cancel()
 	reply, err := s.nc.RequestMsgWithContext(ctx, commit)
@@ -477,7 +484,7 @@ func (s *Store) commitBatch(ctx context.Context, msgs []*natsclient.Msg) (uint64
 	if a.Error != nil {
 		return 0, a.Error
 	}
-	if a.Size != len(msgs) {
+	if len(msgs) > 1 && a.Size != len(msgs) {
 		return 0, fmt.Errorf("the server stored %d of a batch of %d", a.Size, len(msgs))
 	}
 	return a.Sequence, nil
