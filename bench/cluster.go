@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -16,13 +18,21 @@ import (
 // clusterResult is the cluster section's figures.
 type clusterResult struct {
 	size int
-	// The paced run and the flood of one client prompting: on a single
-	// hub (SQLite), on a node with the NATS store, and through another
-	// node that forwards it to that one.
-	single, owner, forwarded clusterRow
+	// The runs of one client prompting: on a single hub (SQLite), then,
+	// for each set of NATS servers, on a node with the NATS store and
+	// through another node that forwards it to that one.
+	single clusterRow
+	stores []storeRows
 	// failover is, by lease TTL, the time from a kill -9 of the node that
-	// runs a session to the answer of a prompt sent through another node.
+	// runs a session to the answer of a prompt sent through another node,
+	// on one NATS server.
 	failover []failoverResult
+}
+
+// storeRows are the runs on one set of NATS servers.
+type storeRows struct {
+	servers          int // each stream has as many replicas
+	owner, forwarded clusterRow
 }
 
 type clusterRow struct {
@@ -38,16 +48,17 @@ type failoverResult struct {
 // failoverRuns is how many kills each TTL's failover figure is the median of.
 const failoverRuns = 3
 
-// natsServer is a NATS server with JetStream, run from the nats-server
-// module this module requires.
-type natsServer struct {
-	cmd *exec.Cmd
-	url string
+// natsServers are NATS servers with JetStream in one cluster, run from the
+// nats-server module this module requires.
+type natsServers struct {
+	cmds     []*exec.Cmd
+	url      string // every server's, comma-separated
+	replicas int    // the replicas of the streams hubs make on them
 }
 
-// startNATS builds nats-server into dir, once, and runs it on a free
-// loopback port with its store in dir.
-func startNATS(dir string) (*natsServer, error) {
+// startNATS builds nats-server into dir, once, and runs n servers in one
+// cluster on free loopback ports, their stores in dir.
+func startNATS(dir string, n int) (*natsServers, error) {
 	bin := filepath.Join(dir, "nats-server")
 	if _, err := os.Stat(bin); err != nil {
 		cmd := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
@@ -56,42 +67,96 @@ func startNATS(dir string) (*natsServer, error) {
 			return nil, fmt.Errorf("go build nats-server: %w", err)
 		}
 	}
-	addr, err := freePort()
-	if err != nil {
-		return nil, err
+	clients, routes := make([]string, n), make([]string, n)
+	for i := range n {
+		var err error
+		if clients[i], err = freePort(); err != nil {
+			return nil, err
+		}
+		if routes[i], err = freePort(); err != nil {
+			return nil, err
+		}
 	}
-	_, port, _ := net.SplitHostPort(addr)
-	store, err := os.MkdirTemp(dir, "nats-")
-	if err != nil {
-		return nil, err
+	s := &natsServers{replicas: n}
+	for i := range n {
+		store, err := os.MkdirTemp(dir, "nats-")
+		if err != nil {
+			return nil, err
+		}
+		_, port, _ := net.SplitHostPort(clients[i])
+		args := []string{"-a", "127.0.0.1", "-p", port, "-js", "-sd", store, "-n", fmt.Sprintf("n%d", i+1)}
+		if n > 1 {
+			var others []string
+			for j, r := range routes {
+				if j != i {
+					others = append(others, "nats://"+r)
+				}
+			}
+			args = append(args, "--cluster_name", "bench", "--cluster", "nats://"+routes[i], "--routes", strings.Join(others, ","))
+		}
+		cmd := exec.Command(bin, args...)
+		if err := cmd.Start(); err != nil {
+			s.stop()
+			return nil, err
+		}
+		s.cmds = append(s.cmds, cmd)
+		if s.url != "" {
+			s.url += ","
+		}
+		s.url += "nats://" + clients[i]
 	}
-	s := &natsServer{cmd: exec.Command(bin, "-a", "127.0.0.1", "-p", port, "-js", "-sd", store), url: "nats://" + addr}
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
+	for _, addr := range clients {
+		if err := awaitListener(addr); err != nil {
+			s.stop()
+			return nil, err
+		}
 	}
+	return s, nil
+}
+
+// awaitJetStream waits until the servers of s answer JetStream's API — a
+// cluster has elected its leader — by asking them the cluster's status
+// with bin, an acphub binary.
+func (s *natsServers) awaitJetStream(bin string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := exec.Command(bin, "cluster", "status", "--store", s.url, "--config", os.DevNull).CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("JetStream did not answer within 60 s: %s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// awaitListener waits until something listens on addr.
+func awaitListener(addr string) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return s, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("nats-server did not listen on %s within 20 s: %w", addr, err)
+			return fmt.Errorf("nats-server did not listen on %s within 20 s: %w", addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-func (s *natsServer) stop() {
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+func (s *natsServers) stop() {
+	for _, cmd := range s.cmds {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
 }
 
 // node starts a hub that is the node name of the cluster on s.
-func (c *config) node(s *natsServer, name string, ttl time.Duration) (*hubProc, error) {
-	return c.startHub("--store", s.url, "--node", name, "--lease-ttl", ttl.String())
+func (c *config) node(s *natsServers, name string, ttl time.Duration) (*hubProc, error) {
+	return c.startHub("--store", s.url, "--node", name, "--lease-ttl", ttl.String(), "--nats-replicas", strconv.Itoa(s.replicas))
 }
 
 func runCluster(cfg *config) (*clusterResult, error) {
@@ -125,42 +190,24 @@ func runCluster(cfg *config) (*clusterResult, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("single hub: %w", err)
 	}
-	s, err := startNATS(cfg.tmp)
+	for _, servers := range []int{1, 3} {
+		rows, err := runStore(cfg, servers, measure)
+		if err != nil {
+			return nil, fmt.Errorf("%d NATS servers: %w", servers, err)
+		}
+		cfg.progress("cluster, %d NATS servers: paced p50 %v single, %v on the node, %v forwarded; flood %.0f/s, %.0f/s, %.0f/s", servers,
+			res.single.paced.lat.p50, rows.owner.paced.lat.p50, rows.forwarded.paced.lat.p50,
+			res.single.flood.minRate(), rows.owner.flood.minRate(), rows.forwarded.flood.minRate())
+		res.stores = append(res.stores, rows)
+	}
+	s, err := startNATS(cfg.tmp, 1)
 	if err != nil {
 		return nil, err
 	}
 	defer s.stop()
-	a, err := cfg.node(s, "a", 10*time.Second)
-	if err != nil {
+	if err := s.awaitJetStream(cfg.bin); err != nil {
 		return nil, err
 	}
-	defer a.stop()
-	b, err := cfg.node(s, "b", 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer b.stop()
-	onA, _, err := joinClients(a, "bench", 1)
-	if err != nil {
-		return nil, err
-	}
-	defer closeAll(onA)
-	if err := measure(&res.owner, a.pid, onA[0]); err != nil {
-		return nil, fmt.Errorf("a client on the node that runs the session: %w", err)
-	}
-	closeAll(onA) // the forwarded client is measured alone
-	onB, err := joinAs(b, "bench", "far")
-	if err != nil {
-		return nil, err
-	}
-	defer closeAll([]*client{onB})
-	if err := measure(&res.forwarded, a.pid, onB); err != nil {
-		return nil, fmt.Errorf("a client forwarded by another node: %w", err)
-	}
-	cfg.progress("cluster: paced p50 %v single, %v on the node, %v forwarded; flood %.0f/s, %.0f/s, %.0f/s",
-		res.single.paced.lat.p50, res.owner.paced.lat.p50, res.forwarded.paced.lat.p50,
-		res.single.flood.minRate(), res.owner.flood.minRate(), res.forwarded.flood.minRate())
-
 	for _, ttl := range []time.Duration{2 * time.Second, 10 * time.Second} {
 		f := failoverResult{ttl: ttl}
 		for i := range failoverRuns {
@@ -177,11 +224,53 @@ func runCluster(cfg *config) (*clusterResult, error) {
 	return res, nil
 }
 
+// runStore measures, on n NATS servers, a client on the node that runs its
+// session and one that another node forwards.
+func runStore(cfg *config, n int, measure func(row *clusterRow, proc int, c *client) error) (storeRows, error) {
+	rows := storeRows{servers: n}
+	s, err := startNATS(cfg.tmp, n)
+	if err != nil {
+		return rows, err
+	}
+	defer s.stop()
+	if err := s.awaitJetStream(cfg.bin); err != nil {
+		return rows, err
+	}
+	a, err := cfg.node(s, "a", 10*time.Second)
+	if err != nil {
+		return rows, err
+	}
+	defer a.stop()
+	b, err := cfg.node(s, "b", 10*time.Second)
+	if err != nil {
+		return rows, err
+	}
+	defer b.stop()
+	onA, _, err := joinClients(a, "bench", 1)
+	if err != nil {
+		return rows, err
+	}
+	defer closeAll(onA)
+	if err := measure(&rows.owner, a.pid, onA[0]); err != nil {
+		return rows, fmt.Errorf("a client on the node that runs the session: %w", err)
+	}
+	closeAll(onA) // the forwarded client is measured alone
+	onB, err := joinAs(b, "bench", "far")
+	if err != nil {
+		return rows, err
+	}
+	defer closeAll([]*client{onB})
+	if err := measure(&rows.forwarded, a.pid, onB); err != nil {
+		return rows, fmt.Errorf("a client forwarded by another node: %w", err)
+	}
+	return rows, nil
+}
+
 // failover measures one failover of session key: a node runs it (its
 // agent started, its ACP session made), and is killed with kill -9; the clock runs from the kill to the answer of a
 // prompt a client sends through another node, which waits for the lease to
 // run out, takes the session and starts its agent.
-func failover(cfg *config, s *natsServer, ttl time.Duration, key string) (time.Duration, error) {
+func failover(cfg *config, s *natsServers, ttl time.Duration, key string) (time.Duration, error) {
 	a, err := cfg.node(s, "a-"+key, ttl)
 	if err != nil {
 		return 0, err
@@ -230,19 +319,25 @@ func (r *report) clusterSection(p func(string, ...any)) {
 	c := r.cluster
 	p("### Cluster: hubs on NATS JetStream\n\n")
 	p("One client prompting on session `bench`, S=%d B, `%s`: on a single hub with its SQLite log; on node a of a cluster "+
-		"whose log is on a NATS JetStream server (`nats-server -js`, one process on this machine, built from the module acphub requires); "+
+		"whose log is on NATS JetStream (`nats-server -js`, processes on this machine built from the module acphub requires: one, then three in one cluster with streams of three replicas); "+
 		"and on node b, which forwards it to a (docs/cluster.md). Each ratio is to the single hub of this run.\n\n", c.size, r.cfg.modes[0].command())
 	p("| where the client is | prompt round trip p50 / p99 / max | paced %d/s p50 / p99 / max | paced p50 ÷ single | flood | flood ÷ single |\n", r.cfg.pacedRate)
 	p("|---|---:|---:|---:|---:|---:|\n")
-	for _, row := range []struct {
-		name string
-		row  clusterRow
-	}{{"single hub, SQLite", c.single}, {"node a, which runs the session (NATS store)", c.owner}, {"node b, forwarded to a", c.forwarded}} {
-		p("| %s | %s | %s | %.2f× | %.0f/s | %.2f× |\n", row.name, lats(row.row.prompt), lats(row.row.paced.lat),
-			float64(row.row.paced.lat.p50)/float64(c.single.paced.lat.p50),
-			row.row.flood.minRate(), row.row.flood.minRate()/c.single.flood.minRate())
+	row := func(name string, row clusterRow) {
+		p("| %s | %s | %s | %.2f× | %.0f/s | %.2f× |\n", name, lats(row.prompt), lats(row.paced.lat),
+			float64(row.paced.lat.p50)/float64(c.single.paced.lat.p50),
+			row.flood.minRate(), row.flood.minRate()/c.single.flood.minRate())
 	}
-	p("\n| lease TTL | failover: kill -9 of the running node → a prompt through another node answered (median of %d; min, max) |\n|---:|---:|\n", failoverRuns)
+	row("single hub, SQLite", c.single)
+	for _, st := range c.stores {
+		where := "1 NATS server"
+		if st.servers > 1 {
+			where = fmt.Sprintf("%d NATS servers, replicas %d", st.servers, st.servers)
+		}
+		row("node a, which runs the session ("+where+")", st.owner)
+		row("node b, forwarded to a ("+where+")", st.forwarded)
+	}
+	p("\n| lease TTL | failover on 1 NATS server: kill -9 of the running node → a prompt through another node answered (median of %d; min, max) |\n|---:|---:|\n", failoverRuns)
 	for _, f := range c.failover {
 		p("| %s | %s (%s, %s) |\n", f.ttl, dur(f.took[len(f.took)/2]), dur(f.took[0]), dur(f.took[len(f.took)-1]))
 	}

@@ -204,3 +204,35 @@ func testTakenLeaseIsLost(t *testing.T, servers []*server.Server, replicas int) 
 		t.Error("the old holder's release ended the new holder's lease")
 	}
 }
+
+// TestReadStatus_WithoutANode: the status of a cluster no node ever ran,
+// and of one whose nodes all stopped, is empty, not an error.
+func TestReadStatus_WithoutANode(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	nc, err := natsclient.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := context.Background()
+	st, err := cluster.ReadStatus(ctx, nc, "")
+	if err != nil || len(st.Nodes) != 0 || len(st.Leases) != 0 {
+		t.Fatalf("the status of a cluster no node ran: %+v, %v", st, err)
+	}
+	a, stop := node(t, url, "a", 1)
+	l, err := acquire(t, a, "s", false, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := cluster.ReadStatus(ctx, nc, ""); err != nil || len(st.Nodes) != 1 || len(st.Leases) != 1 || st.Leases[0].Epoch != l.Epoch() {
+		t.Fatalf("the status with node a holding s: %+v, %v", st, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if st, err := cluster.ReadStatus(ctx, nc, ""); err != nil || len(st.Nodes) != 0 || len(st.Leases) != 0 {
+		t.Fatalf("the status once every node stopped: %+v, %v", st, err)
+	}
+}

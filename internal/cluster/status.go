@@ -79,8 +79,8 @@ func ReadStatus(ctx context.Context, nc *natsclient.Conn, prefix string) (Status
 	deadline := time.Now().Add(statusWait)
 	for {
 		m, err := sub.NextMsg(time.Until(deadline))
-		if errors.Is(err, natsclient.ErrTimeout) {
-			break
+		if errors.Is(err, natsclient.ErrTimeout) || errors.Is(err, natsclient.ErrNoResponders) {
+			break // every node that runs answered, or none runs
 		}
 		if err != nil {
 			return st, err
