@@ -248,15 +248,17 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	// that change from now on are told by their actors.
 	sessions = lifecycle.New(0)
 	hcfg.Store, hcfg.Watcher = store, sessions
+	var reaching *forward.Forwarder // forwards the clients it reaches to other nodes
 	if node != nil {
 		if hcfg.Watcher, err = node.ShareSummaries(sessions); err != nil {
 			return nil, err
 		}
 		hcfg.Leases = leases{node}
-		hcfg.Forwarder = forward.NewForwarder(node.Conn(), func(ctx context.Context, key string) (string, error) {
+		reaching = forward.NewForwarder(node.Conn(), func(ctx context.Context, key string) (string, error) {
 			_, instance, err := node.Holder(ctx, key)
 			return instance, err
 		}, forward.Options{Logger: log})
+		hcfg.Forwarder = reaching
 	}
 	h := hub.New(hcfg)
 	made.Store(h)
@@ -314,6 +316,10 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 			return nil, fmt.Errorf("serve the clients other nodes forward: %w", err)
 		}
 		undo = append(undo, forwarded.Close)
+		m.ServeNode(func() metrics.Node {
+			held, lost := node.Leases()
+			return metrics.Node{Leases: held, LeasesLost: lost, Reached: reaching.Links(), Served: forwarded.Links()}
+		})
 	}
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,

@@ -97,6 +97,7 @@ type Cluster struct {
 
 	mu   sync.Mutex
 	held map[string]*Lease // the leases this node holds, by session
+	lost int64             // leases lost since New
 }
 
 // holder is the value of a lease's key. Epoch is the lease's epoch from
@@ -178,6 +179,14 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 
 // Node returns this node's name.
 func (c *Cluster) Node() string { return c.node }
+
+// Leases returns how many leases the node holds, and how many it lost
+// since New.
+func (c *Cluster) Leases() (held int, lost int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held), c.lost
+}
 
 // Conn returns the node's connection to NATS.
 func (c *Cluster) Conn() *natsclient.Conn { return c.nc }
@@ -424,6 +433,9 @@ func (l *Lease) lose(why string) {
 	l.done = true
 	close(l.lost)
 	l.c.forget(l)
+	l.c.mu.Lock()
+	l.c.lost++
+	l.c.mu.Unlock()
 	l.c.log.Warn("lost a session's lease", "session", l.session, "epoch", l.epoch, "why", why)
 }
 

@@ -221,6 +221,9 @@ func TestCluster_APausedNodeCannotWrite(t *testing.T) {
 	if err := <-ca.closed; !strings.Contains(fmt.Sprint(err), "the session moved to another node") {
 		t.Errorf("node a closed its client with %v, want the session moved", err)
 	}
+	testutil.WaitFor(t, testTimeout, "node a to count the lease it lost", func() bool {
+		return scrape(t, "http://"+a.addr+"/metrics", http.Header{"Authorization": {"Bearer " + a.token}})["acphub_cluster_leases_lost_total"] == 1
+	})
 
 	// c goes on with the session; the log has nothing of a's since c took it.
 	mustStop(t, "another prompt on node c", lastOf(cc.untilResponse(cc.prompt(sid, "/echo again on c"))), "end_turn")
@@ -621,5 +624,40 @@ func TestCluster_TheDashboardOnAnotherNode(t *testing.T) {
 	waitJS(t, ctx, "the prompt's answer from node c", pageAgentText+`.includes('now on c')`)
 	if by := resumedBy(t, clusterLog(t, url, "s")); len(by["c"]) != 1 {
 		t.Errorf("node c took the session %d times: %+v", len(by["c"]), by)
+	}
+}
+
+// TestCluster_NodesServeTheirMetrics: each node's /metrics has the cluster
+// metrics docs/metrics.md lists, for that node: the node that runs a
+// session holds its lease and serves the link of a client another node
+// forwards, which that node holds.
+func TestCluster_NodesServeTheirMetrics(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	a.dial("s", "peer=on-a").handshake()
+	c.dial("s", "peer=on-c").handshake()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := regexp.MustCompile("(?m)^\\| `(acphub_cluster_[a-z_]+)` \\|").FindAllStringSubmatch(string(b), -1)
+	if len(documented) < 3 {
+		t.Fatalf("docs/metrics.md lists %d cluster metrics", len(documented))
+	}
+	for _, tt := range []struct {
+		h                 *hubProc
+		leases, forwarded float64
+	}{{a, 1, 1}, {c, 0, 1}} {
+		got := scrape(t, "http://"+tt.h.addr+"/metrics", http.Header{"Authorization": {"Bearer " + tt.h.token}})
+		for _, m := range documented {
+			if _, ok := got[m[1]]; !ok {
+				t.Errorf("%s: /metrics has no %s", tt.h.addr, m[1])
+			}
+		}
+		if got["acphub_cluster_leases"] != tt.leases || got["acphub_cluster_forwarded_clients"] != tt.forwarded {
+			t.Errorf("%s: leases %v, forwarded clients %v; want %v and %v", tt.h.addr, got["acphub_cluster_leases"], got["acphub_cluster_forwarded_clients"], tt.leases, tt.forwarded)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	natsclient "github.com/nats-io/nats.go"
@@ -26,7 +27,11 @@ type Forwarder struct {
 	holder Holder
 	prefix string
 	log    *slog.Logger
+	links  atomic.Int64 // open
 }
+
+// Links returns how many links the Forwarder holds open.
+func (f *Forwarder) Links() int { return int(f.links.Load()) }
 
 // NewForwarder returns the Forwarder of a node on nc; holder finds the
 // process that runs a session (cluster.Cluster.Holder).
@@ -75,6 +80,8 @@ func (f *Forwarder) Join(ctx context.Context, key string, opts hub.JoinOptions) 
 	}
 	l := &link{nc: f.nc, subject: prefix + "link." + a.Link + ".", log: f.log.With("session", key, "peer", a.Peer)}
 	l.removed, l.remove = context.WithCancelCause(context.Background())
+	f.links.Add(1)
+	context.AfterFunc(l.removed, func() { f.links.Add(-1) })
 	l.pinger = &closer{f: l.keep()}
 	return l, a.Peer, nil
 }

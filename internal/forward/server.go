@@ -67,6 +67,13 @@ func Serve(nc *natsclient.Conn, h *hub.Hub, tokens *auth.Store, instance string,
 	return s, nil
 }
 
+// Links returns how many links the server serves.
+func (s *Server) Links() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.links)
+}
+
 // Close stops answering; the clients of the links still open leave their
 // sessions.
 func (s *Server) Close() {

@@ -24,10 +24,20 @@ type Sources struct {
 	Exporters func() []api.ExporterStatus // nil: no exporters
 }
 
+// Node is a cluster node's part of the cluster (docs/cluster.md).
+type Node struct {
+	Leases     int   // sessions whose lease the node holds: the sessions it runs
+	LeasesLost int64 // leases it lost since it started
+	// Forwarded clients: the links the node holds for clients it reached
+	// (Reached), and serves for the sessions it runs (Served).
+	Reached, Served int
+}
+
 // Metrics is a meter.Sink that Prometheus scrapes.
 type Metrics struct {
-	reg *prometheus.Registry
-	src Sources
+	reg  *prometheus.Registry
+	src  Sources
+	node func() Node // nil: the hub is no cluster's node
 
 	frames       *prometheus.CounterVec
 	frameBytes   *prometheus.CounterVec
@@ -90,6 +100,10 @@ func New(src Sources) *Metrics {
 		scraped{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// ServeNode adds the metrics of a cluster's node, which node reads at each
+// scrape. Call it before the metrics are served.
+func (m *Metrics) ServeNode(node func() Node) { m.node = node }
 
 // Handler serves the metrics in Prometheus' text format.
 func (m *Metrics) Handler() http.Handler {
@@ -182,16 +196,26 @@ var (
 	expLagSecDesc   = prometheus.NewDesc("acphub_exporter_lag_seconds", "Age of the oldest event an exporter gathered and has not had acknowledged.", []string{"exporter"}, nil)
 	expExportedDesc = prometheus.NewDesc("acphub_exporter_exported_events_total", "Events an exporter's receiver acknowledged since the hub started.", []string{"exporter"}, nil)
 	expFailDesc     = prometheus.NewDesc("acphub_exporter_failures_total", "Failed delivery attempts of an exporter since the hub started.", []string{"exporter"}, nil)
+	leasesDesc      = prometheus.NewDesc("acphub_cluster_leases", "Sessions whose lease this cluster node holds: the sessions it runs.", nil, nil)
+	leasesLostDesc  = prometheus.NewDesc("acphub_cluster_leases_lost_total", "Leases this cluster node lost since it started: a renewal refused, or none within the lease's TTL.", nil, nil)
+	forwardedDesc   = prometheus.NewDesc("acphub_cluster_forwarded_clients", "Forwarded clients: links this cluster node holds for clients it reached (side reached), and serves for the sessions it runs (side served).", []string{"side"}, nil)
 )
 
 func (scraped) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sessionsDesc, waitingDesc, queuedDesc, laggingDesc, usedDesc, sizeDesc, costDesc, costTotalDesc, expLagDesc, expLagSecDesc, expExportedDesc, expFailDesc} {
+	for _, d := range []*prometheus.Desc{sessionsDesc, waitingDesc, queuedDesc, laggingDesc, usedDesc, sizeDesc, costDesc, costTotalDesc, expLagDesc, expLagSecDesc, expExportedDesc, expFailDesc, leasesDesc, leasesLostDesc, forwardedDesc} {
 		ch <- d
 	}
 }
 
 func (s scraped) Collect(ch chan<- prometheus.Metric) {
 	m := s.m
+	if m.node != nil {
+		n := m.node()
+		ch <- prometheus.MustNewConstMetric(leasesDesc, prometheus.GaugeValue, float64(n.Leases))
+		ch <- prometheus.MustNewConstMetric(leasesLostDesc, prometheus.CounterValue, float64(n.LeasesLost))
+		ch <- prometheus.MustNewConstMetric(forwardedDesc, prometheus.GaugeValue, float64(n.Reached), "reached")
+		ch <- prometheus.MustNewConstMetric(forwardedDesc, prometheus.GaugeValue, float64(n.Served), "served")
+	}
 	states := map[string]float64{api.StateIdle: 0, api.StateRunning: 0, api.StateRequiresAction: 0, api.StateAgentExited: 0, api.StateStopped: 0}
 	var waiting float64
 	costs := map[string]float64{}
