@@ -250,7 +250,10 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	hcfg.Store, hcfg.Watcher = store, sessions
 	var reaching *forward.Forwarder // forwards the clients it reaches to other nodes
 	if node != nil {
-		if hcfg.Watcher, err = node.ShareSummaries(sessions); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), natsConnectTimeout)
+		hcfg.Watcher, err = node.ShareSummaries(ctx, sessions)
+		cancel()
+		if err != nil {
 			return nil, err
 		}
 		hcfg.Leases = leases{node}

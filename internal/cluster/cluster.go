@@ -94,6 +94,8 @@ type Cluster struct {
 	since      time.Time
 	clients    func() int
 	subs       []*natsclient.Subscription // pings, status requests
+	stops      []func()                   // end the watches
+	replicas   int                        // of the buckets
 
 	mu   sync.Mutex
 	held map[string]*Lease // the leases this node holds, by session
@@ -134,7 +136,7 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 	c := &Cluster{
 		nc: nc, js: js, bucket: o.Prefix + "_LEASES", prefix: strings.ToLower(o.Prefix), prefixName: o.Prefix,
 		node: o.Node, instance: rand.Text(), ttl: o.LeaseTTL, log: o.Logger.With("node", o.Node),
-		since: time.Now().UTC(), clients: o.Clients, held: make(map[string]*Lease),
+		since: time.Now().UTC(), clients: o.Clients, held: make(map[string]*Lease), replicas: max(o.Replicas, 1),
 	}
 	c.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         c.bucket,
@@ -208,6 +210,9 @@ func (c *Cluster) Holder(ctx context.Context, session string) (node, instance st
 // Close stops answering other nodes. The leases still held run out; give
 // them up first (Lease.Release) to hand their sessions over at once.
 func (c *Cluster) Close() error {
+	for _, stop := range c.stops {
+		stop()
+	}
 	var errs []error
 	for _, sub := range c.subs {
 		errs = append(errs, sub.Unsubscribe())

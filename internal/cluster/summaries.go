@@ -1,10 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
-	natsclient "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/acphub/acphub/api"
 )
@@ -14,49 +15,75 @@ type Watcher interface {
 	Changed(sum *api.SessionSummary)
 }
 
-// sharedWatcher tells a node's session stream its own sessions' summaries
-// and every other node's.
-type sharedWatcher struct {
-	c     *Cluster
-	local Watcher
+// registered is a session's summary in the bucket PREFIX_SESSIONS, with
+// the process that wrote it.
+type registered struct {
+	Instance string              `json:"instance"`
+	Node     string              `json:"node"`
+	Summary  *api.SessionSummary `json:"summary"`
 }
 
-func (c *Cluster) summarySubject(instance string) string {
-	return c.prefix + ".sessions." + instance
+// sharedWatcher tells a node's session stream its own sessions' summaries
+// and writes them where every node reads them.
+type sharedWatcher struct {
+	c       *Cluster
+	local   Watcher
+	subject string // the bucket's keys, but for the key
 }
 
 // ShareSummaries returns the Watcher of this node's hub: it tells local,
 // the node's session stream (the dashboard's inbox, notifications, the
 // session stream of the API), each summary of the node's sessions and
-// publishes it to the other nodes, and it tells local every summary the
-// other nodes publish, until Close — so that every node lists every
-// session as the node that runs it sees it. A summary published while
-// another node was not connected is not told to it again: its list has
-// that session as its log described it when it started.
-func (c *Cluster) ShareSummaries(local Watcher) (Watcher, error) {
-	sub, err := c.nc.Subscribe(c.summarySubject("*"), func(m *natsclient.Msg) {
-		if m.Subject == c.summarySubject(c.instance) {
-			return // this node's own
-		}
-		var sum api.SessionSummary
-		if json.Unmarshal(m.Data, &sum) == nil && sum.Key != "" {
-			local.Changed(&sum)
-		}
+// writes it to the KV bucket PREFIX_SESSIONS, one key per session; and it
+// tells local every summary of the bucket another node wrote — those there
+// when it starts, then each as it comes — so that every node lists every
+// session as the node that runs it last saw it.
+//
+// A summary is written without waiting for the server's answer: the
+// session's actor reports it, and the next one replaces it.
+func (c *Cluster) ShareSummaries(ctx context.Context, local Watcher) (Watcher, error) {
+	bucket := c.prefixName + "_SESSIONS"
+	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "acphub: each session's summary, as the node that runs it reports it",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.replicas,
 	})
 	if err != nil {
+		return nil, fmt.Errorf("cluster: bucket %s: %w", bucket, err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(wctx)
+	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("cluster: follow the other nodes' sessions: %w", err)
 	}
-	c.subs = append(c.subs, sub)
-	if err := c.nc.Flush(); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	return sharedWatcher{c, local}, nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range w.Updates() {
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue // the end of the initial values; a key removed
+			}
+			var r registered
+			if json.Unmarshal(e.Value(), &r) == nil && r.Instance != c.instance && r.Summary != nil && r.Summary.Key != "" {
+				local.Changed(r.Summary)
+			}
+		}
+	}()
+	c.stops = append(c.stops, func() {
+		cancel()
+		_ = w.Stop()
+		<-done
+	})
+	return sharedWatcher{c: c, local: local, subject: "$KV." + bucket + "."}, nil
 }
 
 // Changed implements Watcher.
 func (w sharedWatcher) Changed(sum *api.SessionSummary) {
 	w.local.Changed(sum)
-	if b, err := json.Marshal(sum); err == nil {
-		_ = w.c.nc.Publish(w.c.summarySubject(w.c.instance), b)
+	if b, err := json.Marshal(registered{Instance: w.c.instance, Node: w.c.node, Summary: sum}); err == nil {
+		_ = w.c.nc.Publish(w.subject+leaseKey(sum.Key), b)
 	}
 }

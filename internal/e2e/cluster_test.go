@@ -661,3 +661,31 @@ func TestCluster_NodesServeTheirMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestCluster_ANodeStartedLaterListsEverySessionLive: node c starts after
+// node a made a session and a client joined it there. c's session stream
+// (the dashboard's inbox) has the session as a sees it, with its client,
+// not as its log alone says (stopped), and follows it from then on.
+func TestCluster_ANodeStartedLaterListsEverySessionLive(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	st := c.openSessionStream("", "")
+	var got api.SessionChange
+	for _, ch := range st.synced() {
+		if ch.Session.Key == "s" {
+			got = ch
+		}
+	}
+	for got.Session.Key != "s" || len(got.Session.Peers) == 0 {
+		got = st.change()
+	}
+	if got.Session.State != api.StateIdle || got.Session.Peers[0].ClientID != "on-a" {
+		t.Errorf("node c lists s as %+v, want idle with node a's client", got.Session)
+	}
+	ca.prompt(sid, "/slow 200")
+	st.untilState("s", api.StateRunning)
+}
