@@ -30,7 +30,11 @@ import (
 // between steps.
 func startNode(t *testing.T, url, name string, ttl, delay time.Duration, args ...string) *hubProc {
 	t.Helper()
-	return startHub(t, append([]string{"--store", url, "--node", name, "--lease-ttl", ttl.String(), "--agent-cmd", demoAgentCmd(delay)}, args...)...)
+	// The nodes' demo agents share a state dir, as agents on shared
+	// storage would: a fork's agent finds its parent's session.
+	agent := demoAgentCmd(delay) + " --state-dir " + filepath.Join(os.TempDir(), "acphub-e2e-cluster-"+t.Name())
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(os.TempDir(), "acphub-e2e-cluster-"+t.Name())) })
+	return startHub(t, append([]string{"--store", url, "--node", name, "--lease-ttl", ttl.String(), "--agent-cmd", agent}, args...)...)
 }
 
 // clusterLog reads session's log from the JetStream at url, checks each
@@ -249,20 +253,31 @@ func TestCluster_APausedNodeCannotWrite(t *testing.T) {
 // TestCluster_AStoppedNodeHandsOverAtOnce: a node stopped with SIGTERM
 // gives its sessions' leases up, so that another node takes them without
 // waiting for the lease to run out (30 s here, past the test's wait).
-// Meanwhile, deleting a session a live node runs is refused on the other
-// node with session_elsewhere, naming the node.
+// Meanwhile, a session a live node runs is deleted through the other
+// node: the running node deletes it, and its client is told.
 func TestCluster_AStoppedNodeHandsOverAtOnce(t *testing.T) {
 	t.Parallel()
 	url := natstest.Start(t).ClientURL()
 	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
 	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	gone := a.dial("gone", "peer=on-a")
+	gone.handshake()
+	if status, body := c.apiDo(http.MethodDelete, "/api/sessions/gone", c.token, nil); status != http.StatusNoContent {
+		t.Fatalf("a deletion on node c of node a's session: %d %s", status, body)
+	}
+	for open := true; open; {
+		_, open = <-gone.frames
+	}
+	if err := <-gone.closed; !strings.Contains(fmt.Sprint(err), "the session was deleted") {
+		t.Errorf("node a's client of the deleted session was closed with %v", err)
+	}
+	if events := clusterLog(t, url, "gone"); len(events) != 0 {
+		t.Errorf("the deleted session's log holds %d events", len(events))
+	}
+
 	ca := a.dial("s", "peer=on-a")
 	sid := ca.handshake()
 	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(sid, "/echo on a"))), "end_turn")
-	status, body := c.apiDo(http.MethodDelete, "/api/sessions/s", c.token, nil)
-	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), api.ReasonSessionElsewhere) || !strings.Contains(string(body), "node a") {
-		t.Fatalf("a deletion on node c of node a's session: %d %s", status, body)
-	}
 
 	a.stop()
 	cc := c.dial("s", "peer=on-c")
@@ -325,6 +340,15 @@ func TestCluster_AClientOfAnotherNodeSharesTheSession(t *testing.T) {
 	}
 	if by := resumedBy(t, clusterLog(t, url, "s")); len(by) != 0 {
 		t.Errorf("the session moved: %+v", by)
+	}
+
+	// acphub fork, given node c, forks node a's session there.
+	out, stderr, err := runCLI(t, c.clientArgs("fork", "s", "--key", "s-fork")...)
+	if err != nil || !strings.Contains(out, "Session s-fork forked from s ") {
+		t.Fatalf("acphub fork through node c: %v %q\n%s", err, out, stderr)
+	}
+	if forked := clusterLog(t, url, "s-fork"); len(forked) == 0 || forked[0].Type != api.EventSessionForked {
+		t.Errorf("the fork's log does not start with session.forked: %d events", len(forked))
 	}
 }
 

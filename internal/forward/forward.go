@@ -50,6 +50,7 @@ import (
 
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/hub"
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // Timings of a link.
@@ -57,9 +58,12 @@ const (
 	pollWait  = 10 * time.Second       // a next request waits this long for frames
 	answerDue = pollWait + time.Second // … and its answer this long
 	callWait  = 5 * time.Second        // other requests wait this long for their answer
-	pingEvery = 5 * time.Second        // the reaching node keeps a link with a ping this often
-	linkIdle  = 4 * pingEvery          // a link asked nothing for this long ends
-	maxChunk  = 256 << 10              // frame bytes in one answer
+	// A deletion waits for the agent's answer to session/close, 5 s, and
+	// for the log to be deleted.
+	deleteWait = 30 * time.Second
+	pingEvery  = 5 * time.Second // the reaching node keeps a link with a ping this often
+	linkIdle   = 4 * pingEvery   // a link asked nothing for this long ends
+	maxChunk   = 256 << 10       // frame bytes in one answer
 )
 
 // Headers of the link's messages.
@@ -94,6 +98,17 @@ type joinRequest struct {
 	Replay    uint8     `json:"replay"`
 	Cursor    bool      `json:"cursor,omitempty"`
 	Principal principal `json:"principal"`
+}
+
+// deleteRequest is a forwarded deletion; deleteAnswer its answer, the
+// running hub's error or none.
+type deleteRequest struct {
+	Session   string    `json:"session"`
+	Principal principal `json:"principal"`
+}
+
+type deleteAnswer struct {
+	Error *jsonrpc.Error `json:"error,omitempty"`
 }
 
 // joinAnswer is its answer.

@@ -13,8 +13,10 @@ import (
 
 	natsclient "github.com/nats-io/nats.go"
 
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // Holder says which process runs a session: its instance, "" for none.
@@ -52,26 +54,10 @@ func (f *Forwarder) Join(ctx context.Context, key string, opts hub.JoinOptions) 
 	if instance == "" {
 		return nil, "", fmt.Errorf("%w: %q: no node runs it now", hub.ErrUnknownSession, key)
 	}
-	who := opts.Principal
-	req := joinRequest{Session: key, Peer: opts.Peer, Agent: opts.Agent, Replay: uint8(opts.Replay), Cursor: opts.Cursor}
-	if who != nil {
-		req.Principal = principal{ID: who.ID(), Name: who.Name, Role: who.Role.String(), Sessions: who.Sessions, Expires: who.Expires}
-	} else {
-		req.Principal = principal{ID: "owner\x00", Name: "owner", Role: "owner"}
-	}
-	b, _ := json.Marshal(req)
+	req := joinRequest{Session: key, Peer: opts.Peer, Agent: opts.Agent, Replay: uint8(opts.Replay), Cursor: opts.Cursor, Principal: wirePrincipal(opts.Principal)}
 	prefix := subjectPrefix(f.prefix, instance)
-	jctx, cancel := context.WithTimeout(ctx, callWait)
-	defer cancel()
-	m, err := f.nc.RequestWithContext(jctx, prefix+"join", b)
-	if errors.Is(err, natsclient.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		// The holder stopped, or is paused: the session is to be taken.
-		return nil, "", fmt.Errorf("%w: %q: its node does not answer", hub.ErrSessionGone, key)
-	}
+	m, err := f.call(ctx, prefix+"join", key, req, callWait)
 	if err != nil {
-		return nil, "", err
-	}
-	if err := refusal(m); err != nil {
 		return nil, "", err
 	}
 	var a joinAnswer
@@ -84,6 +70,54 @@ func (f *Forwarder) Join(ctx context.Context, key string, opts hub.JoinOptions) 
 	context.AfterFunc(l.removed, func() { f.links.Add(-1) })
 	l.pinger = &closer{f: l.keep()}
 	return l, a.Peer, nil
+}
+
+// call sends a request of key's session to its running node, whose
+// subject it is, and returns the answer; a running node that does not
+// answer is hub.ErrSessionGone: the session is to be taken.
+func (f *Forwarder) call(ctx context.Context, subject, key string, req any, wait time.Duration) (*natsclient.Msg, error) {
+	b, _ := json.Marshal(req)
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	m, err := f.nc.RequestWithContext(cctx, subject, b)
+	if errors.Is(err, natsclient.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return nil, fmt.Errorf("%w: %q: its node does not answer", hub.ErrSessionGone, key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := refusal(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// wirePrincipal is who as a request carries it; nil is the owner.
+func wirePrincipal(who *auth.Principal) principal {
+	if who == nil {
+		return principal{ID: auth.OwnerName + "\x00", Name: auth.OwnerName, Role: auth.Owner.String()}
+	}
+	return principal{ID: who.ID(), Name: who.Name, Role: who.Role.String(), Sessions: who.Sessions, Expires: who.Expires}
+}
+
+// Delete implements hub.Forwarder.
+func (f *Forwarder) Delete(ctx context.Context, key string, who *auth.Principal) *jsonrpc.Error {
+	instance, err := f.holder(ctx, key)
+	if err == nil && instance == "" {
+		return nil // no node runs it: the deletion here finds it
+	}
+	var m *natsclient.Msg
+	if err == nil {
+		m, err = f.call(ctx, subjectPrefix(f.prefix, instance)+"delete", key, deleteRequest{Session: key, Principal: wirePrincipal(who)}, deleteWait)
+	}
+	if err != nil {
+		return hub.RPCError(err)
+	}
+	var a deleteAnswer
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		return hub.RPCError(fmt.Errorf("forward: the running node's answer %.100q", m.Data))
+	}
+	return a.Error
 }
 
 // link is the reaching node's end of a link: a hub.Link.

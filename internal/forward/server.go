@@ -92,8 +92,12 @@ func (s *Server) Close() {
 // request waits, and the others must not wait behind it.
 func (s *Server) route(m *natsclient.Msg) {
 	rest := strings.TrimPrefix(m.Subject, s.prefix)
-	if rest == "join" {
+	switch rest {
+	case "join":
 		go s.join(m)
+		return
+	case "delete":
+		go s.delete(m)
 		return
 	}
 	id, op, ok := strings.Cut(strings.TrimPrefix(rest, "link."), ".")
@@ -127,9 +131,9 @@ func (s *Server) join(m *natsclient.Msg) {
 		refuse(m, err)
 		return
 	}
-	who := s.tokens.ByID(req.Principal.ID)
-	if who == nil {
-		refuse(m, &auth.Forbidden{Ended: true, Text: "its token does not work on the node that runs the session"})
+	who, err := s.principal(req.Principal)
+	if err != nil {
+		refuse(m, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callWait)
@@ -151,6 +155,33 @@ func (s *Server) join(m *natsclient.Msg) {
 	if err := m.Respond(b); err != nil {
 		s.end(l, nil)
 	}
+}
+
+// delete deletes a session of this hub for a client another node reached.
+func (s *Server) delete(m *natsclient.Msg) {
+	var req deleteRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		refuse(m, err)
+		return
+	}
+	who, err := s.principal(req.Principal)
+	if err != nil {
+		refuse(m, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deleteWait)
+	defer cancel()
+	b, _ := json.Marshal(deleteAnswer{Error: s.hub.DeleteHere(ctx, req.Session, who)})
+	_ = m.Respond(b)
+}
+
+// principal is p as this node's token store has it: a token it does not
+// hold (revoked, expired) is refused as unauthenticated.
+func (s *Server) principal(p principal) (*auth.Principal, error) {
+	if who := s.tokens.ByID(p.ID); who != nil {
+		return who, nil
+	}
+	return nil, &auth.Forbidden{Ended: true, Text: "its token does not work on the node that runs the session"}
 }
 
 // end ends link l: its client leaves for cause.

@@ -41,11 +41,29 @@ type deletion struct {
 // the hub's own process). The error is the one to answer a client with:
 // unknown_session, turn_running, forbidden, or an internal error when the
 // log could not be deleted.
+//
+// On a cluster's node, a session another node runs is deleted there (see
+// forward.go).
 func (h *Hub) Delete(ctx context.Context, key string, who *auth.Principal) *jsonrpc.Error {
+	return h.delete(ctx, key, who, true)
+}
+
+// DeleteHere is Delete of a session this node runs, or takes: one another
+// node runs is session_elsewhere. It serves the deletions other nodes
+// forward.
+func (h *Hub) DeleteHere(ctx context.Context, key string, who *auth.Principal) *jsonrpc.Error {
+	return h.delete(ctx, key, who, false)
+}
+
+// delete is Delete, forwarding it to another node when forward is set.
+func (h *Hub) delete(ctx context.Context, key string, who *auth.Principal, forward bool) *jsonrpc.Error {
 	if f := who.Allow(auth.Need{Right: auth.Manage, Session: key}); f != nil {
 		return ForbiddenError(f)
 	}
 	s, err := h.existing(key)
+	if errors.Is(err, ErrElsewhere) && forward && h.cfg.Forwarder != nil {
+		return h.cfg.Forwarder.Delete(ctx, key, who)
+	}
 	if err != nil {
 		return RPCError(err)
 	}

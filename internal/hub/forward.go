@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/acphub/acphub/internal/auth"
+	"github.com/acphub/acphub/internal/jsonrpc"
 )
 
 // Clients of sessions another node runs
@@ -25,6 +26,9 @@ type Forwarder interface {
 	// session that no node runs any more is ErrUnknownSession; one
 	// another node took meanwhile is ErrElsewhere: Join is tried again.
 	Join(ctx context.Context, key string, opts JoinOptions) (Link, string, error)
+	// Delete deletes session key, for who, on the node that runs it, and
+	// returns what that node's Delete returned.
+	Delete(ctx context.Context, key string, who *auth.Principal) *jsonrpc.Error
 }
 
 // Link is a forwarded client's way to the session (see Forwarder): the
