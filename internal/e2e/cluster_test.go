@@ -37,6 +37,28 @@ func startNode(t *testing.T, url, name string, ttl, delay time.Duration, args ..
 	return startHub(t, append([]string{"--store", url, "--node", name, "--lease-ttl", ttl.String(), "--agent-cmd", agent}, args...)...)
 }
 
+// twoNodes starts a NATS server and the nodes a and c of a cluster on it,
+// with a lease TTL of ttl and the demo agent pausing delay between steps,
+// and returns the server's URL with them.
+func twoNodes(t *testing.T, ttl, delay time.Duration) (url string, a, c *hubProc) {
+	t.Helper()
+	url = natstest.Start(t).ClientURL()
+	return url, startNode(t, url, "a", ttl, delay), startNode(t, url, "c", ttl, delay)
+}
+
+// midTurn has a client of h make session "s" and prompt a long turn, and
+// returns the client and the ACP session id once it read n chunks of it.
+func midTurn(h *hubProc, n int) (*client, string) {
+	h.t.Helper()
+	c := h.dial("s", "peer=on-"+h.args[slices.Index(h.args, "--node")+1])
+	sid := c.handshake()
+	c.prompt(sid, "/slow 400")
+	for range n {
+		c.until(isUpdate("agent_message_chunk"))
+	}
+	return c, sid
+}
+
 // clusterLog reads session's log from the JetStream at url, checks each
 // event against the event schema and the log for a gap-free chain, and
 // returns it.
@@ -133,16 +155,8 @@ func chunksOnce(t *testing.T, text string) int {
 // epoch past a's.
 func TestCluster_ANodeKilledMidTurnHandsTheSessionOn(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 2*time.Second, 20*time.Millisecond)
-	c := startNode(t, url, "c", 2*time.Second, 20*time.Millisecond)
-
-	ca := a.dial("s", "peer=on-a")
-	sid := ca.handshake()
-	ca.prompt(sid, "/slow 400")
-	for range 20 {
-		ca.until(isUpdate("agent_message_chunk"))
-	}
+	url, a, c := twoNodes(t, 2*time.Second, 20*time.Millisecond)
+	_, sid := midTurn(a, 20)
 	a.kill()
 
 	cc := c.dial("s", "peer=on-c")
@@ -183,16 +197,8 @@ func TestCluster_ANodeKilledMidTurnHandsTheSessionOn(t *testing.T) {
 // it — and disconnects its client, saying the session moved.
 func TestCluster_APausedNodeCannotWrite(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 2*time.Second, 20*time.Millisecond)
-	c := startNode(t, url, "c", 2*time.Second, 20*time.Millisecond)
-
-	ca := a.dial("s", "peer=on-a")
-	sid := ca.handshake()
-	ca.prompt(sid, "/slow 400")
-	for range 10 {
-		ca.until(isUpdate("agent_message_chunk"))
-	}
+	url, a, c := twoNodes(t, 2*time.Second, 20*time.Millisecond)
+	ca, sid := midTurn(a, 10)
 	a.pause()
 	stopped := true
 	defer func() {
@@ -257,9 +263,7 @@ func TestCluster_APausedNodeCannotWrite(t *testing.T) {
 // node: the running node deletes it, and its client is told.
 func TestCluster_AStoppedNodeHandsOverAtOnce(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
-	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	url, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
 	gone := a.dial("gone", "peer=on-a")
 	gone.handshake()
 	if status, body := c.apiDo(http.MethodDelete, "/api/sessions/gone", c.token, nil); status != http.StatusNoContent {
@@ -297,9 +301,7 @@ func TestCluster_AStoppedNodeHandsOverAtOnce(t *testing.T) {
 // client. The session never moved: the log has no session.resumed.
 func TestCluster_AClientOfAnotherNodeSharesTheSession(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
-	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	url, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
 	ca := a.dial("s", "peer=on-a")
 	sid := ca.handshake()
 	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(sid, "/echo before c"))), "end_turn")
@@ -359,9 +361,7 @@ func TestCluster_AClientOfAnotherNodeSharesTheSession(t *testing.T) {
 // finished one as it ended — and does not run again.
 func TestCluster_AnOperationRetriedOnAnotherNodeTakesEffectOnce(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 2*time.Second, 5*time.Millisecond)
-	c := startNode(t, url, "c", 2*time.Second, 5*time.Millisecond)
+	_, a, c := twoNodes(t, 2*time.Second, 5*time.Millisecond)
 	outcomesSurviveAKill(t, a, func() *hubProc {
 		a.kill()
 		return c
@@ -428,9 +428,7 @@ func TestCluster_ANATSServerStoppedMidTurnLosesNothing(t *testing.T) {
 // runs out.
 func TestCluster_StatusShowsNodesAndLeases(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
-	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	url, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
 	ca := a.dial("s.1", "peer=on-a")
 	ca.handshake()
 	cc := c.dial("t", "peer=on-c")
@@ -507,9 +505,7 @@ func (h *hubProc) pause() {
 // connection a client holds with it on a, and a refuses it afterwards.
 func TestCluster_TokensWorkOnEveryNode(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
-	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
 	tok := a.newToken("ci", "controller")
 	bearer := http.Header{"Authorization": {"Bearer " + tok}}
 	var cc *client
@@ -550,9 +546,7 @@ func TestCluster_TokensWorkOnEveryNode(t *testing.T) {
 // once.
 func TestCluster_AForwardedClientResumesAfterCuts(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
-	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	url, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
 	a.dial("s", "peer=on-a").handshake()
 	resumesAfterRandomCuts(t, c, 30)
 	if by := resumedBy(t, clusterLog(t, url, "s")); len(by) != 0 {
@@ -567,9 +561,7 @@ func TestCluster_AForwardedClientResumesAfterCuts(t *testing.T) {
 // is one chain that no second node wrote.
 func TestCluster_TwoNodesOpeningOneSessionAtOnce(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
-	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	url, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
 	for i := range 10 {
 		key := fmt.Sprintf("race-%d", i)
 		clients := make([]*client, 2)
@@ -614,9 +606,7 @@ func TestCluster_TwoNodesOpeningOneSessionAtOnce(t *testing.T) {
 // none it showed, says the turn was interrupted, and its next prompt runs
 // on c.
 func TestCluster_TheDashboardOnAnotherNode(t *testing.T) {
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 2*time.Second, 5*time.Millisecond)
-	c := startNode(t, url, "c", 2*time.Second, 5*time.Millisecond)
+	url, a, c := twoNodes(t, 2*time.Second, 5*time.Millisecond)
 	ed := a.dial("s", "peer=editor")
 	sid := ed.handshake()
 	p := newProxy(t, c.addr)
@@ -657,9 +647,7 @@ func TestCluster_TheDashboardOnAnotherNode(t *testing.T) {
 // forwards, which that node holds.
 func TestCluster_NodesServeTheirMetrics(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
-	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
 	a.dial("s", "peer=on-a").handshake()
 	c.dial("s", "peer=on-c").handshake()
 	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "metrics.md"))

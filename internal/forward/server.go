@@ -127,13 +127,8 @@ func (s *Server) route(m *natsclient.Msg) {
 // join joins a client another node reached to a session of this hub.
 func (s *Server) join(m *natsclient.Msg) {
 	var req joinRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		refuse(m, err)
-		return
-	}
-	who, err := s.principal(req.Principal)
-	if err != nil {
-		refuse(m, err)
+	who, ok := s.decode(m, &req, &req.Principal)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callWait)
@@ -160,13 +155,8 @@ func (s *Server) join(m *natsclient.Msg) {
 // delete deletes a session of this hub for a client another node reached.
 func (s *Server) delete(m *natsclient.Msg) {
 	var req deleteRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		refuse(m, err)
-		return
-	}
-	who, err := s.principal(req.Principal)
-	if err != nil {
-		refuse(m, err)
+	who, ok := s.decode(m, &req, &req.Principal)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deleteWait)
@@ -175,13 +165,21 @@ func (s *Server) delete(m *natsclient.Msg) {
 	_ = m.Respond(b)
 }
 
-// principal is p as this node's token store has it: a token it does not
-// hold (revoked, expired) is refused as unauthenticated.
-func (s *Server) principal(p principal) (*auth.Principal, error) {
-	if who := s.tokens.ByID(p.ID); who != nil {
-		return who, nil
+// decode reads the request m carries into req, and its principal, p, as
+// this node's token store has it; it refuses m — a token the store does
+// not hold (revoked, expired) as unauthenticated — and returns false when
+// it cannot.
+func (s *Server) decode(m *natsclient.Msg, req any, p *principal) (*auth.Principal, bool) {
+	if err := json.Unmarshal(m.Data, req); err != nil {
+		refuse(m, err)
+		return nil, false
 	}
-	return nil, &auth.Forbidden{Ended: true, Text: "its token does not work on the node that runs the session"}
+	who := s.tokens.ByID(p.ID)
+	if who == nil {
+		refuse(m, &auth.Forbidden{Ended: true, Text: "its token does not work on the node that runs the session"})
+		return nil, false
+	}
+	return who, true
 }
 
 // end ends link l: its client leaves for cause.
