@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/schema"
 )
 
 // Kind is the header's "acphub" member: what the file is.
@@ -116,9 +117,10 @@ func (w *Writer) raw(b []byte) {
 	_, w.err = w.w.Write(b)
 }
 
-// Read reads a whole bundle from r: its header and its events, numbered
-// from 1 without a gap and chained by parentId. Anything else — another
-// file, a newer layout, a bundle cut short or changed — is an error
+// Read reads a whole bundle from r: its header and its events, each valid
+// against the event schema, numbered from 1 without a gap and chained by
+// parentId. Anything else — another file, a newer layout, a bundle cut
+// short or changed, an event that is not one acphub writes — is an error
 // wrapping ErrBad that says what, and nothing of it is returned.
 func Read(r io.Reader) (Header, []api.Event, error) {
 	br := bufio.NewReader(r)
@@ -147,6 +149,7 @@ func Read(r io.Reader) (Header, []api.Event, error) {
 	sum.Write(line)
 	var events []api.Event
 	var parent *string
+	seen := map[string]bool{} // the types validated against the whole schema
 	for {
 		line, err := next()
 		if err == io.EOF {
@@ -176,6 +179,10 @@ func Read(r io.Reader) (Header, []api.Event, error) {
 		if e.Seq != int64(len(events))+1 || e.Type == "" || e.ID == "" {
 			return Header{}, nil, bad("event %d: seq %d, type %q, id %q: want seq %d, a type and an id", len(events)+1, e.Seq, e.Type, e.ID, len(events)+1)
 		}
+		if err := schema.ValidateEvent(line, !seen[e.Type]); err != nil {
+			return Header{}, nil, bad("event %d does not match the event schema: %v", e.Seq, err)
+		}
+		seen[e.Type] = true
 		if (parent == nil) != (e.ParentID == nil) || parent != nil && *parent != *e.ParentID {
 			return Header{}, nil, bad("event %d: its parentId is not the event before's id", e.Seq)
 		}
