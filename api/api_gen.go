@@ -2691,7 +2691,7 @@ var HTTPErrors = []HTTPErrorInfo{
 	{Status: 500, Reason: "internal", Description: "The hub could not read its log or open the session; its log says why.", Condition: "", Retryable: true},
 	{Status: 503, Reason: "too_many_sessions", Description: "The hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Status: 503, Reason: "shutting_down", Description: "The hub is stopping.", Condition: "temporarily_unavailable", Retryable: true},
-	{Status: 503, Reason: "session_elsewhere", Description: "A cluster node: what the node does not forward yet (following the event stream live) of a session another node runs, which answers; message names it.", Condition: "temporarily_unavailable", Retryable: true},
+	{Status: 503, Reason: "session_elsewhere", Description: "A cluster node: a session another node runs, which the node could not reach to forward the request; message names it.", Condition: "temporarily_unavailable", Retryable: true},
 	{Status: 400, Reason: "bad_resume", Description: "/acp: a resume without position, a position that is not a decimal string, or resume=CREDENTIAL with session, peer, agent or replay (param names which).", Condition: "", Retryable: false},
 	{Status: 409, Reason: "position_unknown", Description: "/acp resume, or Last-Event-ID of the standard endpoint's event stream: the position is ahead of what the hub sent the connection, or behind what it still keeps: start over (docs/resume.md).", Condition: "cursor_gap", Retryable: false},
 	{Status: 410, Reason: "resume_unknown", Description: "/acp resume: no such connection (a wrong credential, the resume window passed, the client said goodbye, the hub restarted): start over (docs/resume.md).", Condition: "cursor_gap", Retryable: false},

@@ -701,3 +701,40 @@ func TestCluster_ANodeStartedLaterListsEverySessionLive(t *testing.T) {
 	ca.prompt(sid, "/slow 200")
 	st.untilState("s", api.StateRunning)
 }
+
+// TestCluster_FollowingASessionOfAnotherNode: a session's events followed
+// through node c (/api/sessions/KEY/events?follow=1) while node a runs it:
+// the history, then each event of a turn a's client runs, live, in order.
+func TestCluster_FollowingASessionOfAnotherNode(t *testing.T) {
+	t.Parallel()
+	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(sid, "/echo before"))), "end_turn")
+	st := c.openEventStream("/api/sessions/s/events?follow=1", http.Header{"Authorization": {"Bearer " + c.token}, "Accept": {"text/event-stream"}})
+	var text strings.Builder
+	var seq int64
+	turns := 0
+	for turns < 2 {
+		ev := st.next()
+		var e api.Event
+		if err := json.Unmarshal(ev.data, &e); err != nil {
+			t.Fatalf("event %s: %v", ev.data, err)
+		}
+		if e.Seq != seq+1 {
+			t.Fatalf("event %d after %d", e.Seq, seq)
+		}
+		seq = e.Seq
+		switch e.Type {
+		case api.EventAgentMessage:
+			text.WriteString(messageText(t, e.Data))
+		case api.EventTurnCompleted:
+			if turns++; turns == 1 {
+				ca.prompt(sid, "/echo after")
+			}
+		}
+	}
+	if text.String() != "beforeafter" {
+		t.Errorf("the events followed through node c say %q", text.String())
+	}
+}

@@ -100,6 +100,15 @@ type joinRequest struct {
 	Principal principal `json:"principal"`
 }
 
+// tailRequest is a forwarded subscription to a session's events (the
+// reaching node checked the subscriber's right to read them), answered as
+// a join is, with a link.
+type tailRequest struct {
+	Session   string `json:"session"`
+	After     int64  `json:"after"`
+	Ephemeral bool   `json:"ephemeral,omitempty"`
+}
+
 // deleteRequest is a forwarded deletion; deleteAnswer its answer, the
 // running hub's error or none.
 type deleteRequest struct {

@@ -60,6 +60,37 @@ func (f *Forwarder) Join(ctx context.Context, key string, opts hub.JoinOptions) 
 	if err != nil {
 		return nil, "", err
 	}
+	l, peer, err := f.link(m, prefix, key)
+	if err != nil {
+		return nil, "", err
+	}
+	return l, peer, nil
+}
+
+// Tail implements hub.Forwarder.
+func (f *Forwarder) Tail(ctx context.Context, key string, after int64, ephemeral bool) (hub.Link, error) {
+	instance, err := f.holder(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("find the node that runs session %q: %w", key, err)
+	}
+	if instance == "" {
+		return nil, fmt.Errorf("%w: %q: no node runs it now", hub.ErrUnknownSession, key)
+	}
+	prefix := subjectPrefix(f.prefix, instance)
+	m, err := f.call(ctx, prefix+"tail", key, tailRequest{Session: key, After: after, Ephemeral: ephemeral}, callWait)
+	if err != nil {
+		return nil, err
+	}
+	l, _, err := f.link(m, prefix, key)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// link opens the link the running node's answer m names, and returns it
+// with the client's peer id ("" for a subscription).
+func (f *Forwarder) link(m *natsclient.Msg, prefix, key string) (*link, string, error) {
 	var a joinAnswer
 	if err := json.Unmarshal(m.Data, &a); err != nil || a.Link == "" {
 		return nil, "", fmt.Errorf("forward: the running node's answer %.100q", m.Data)

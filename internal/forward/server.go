@@ -31,11 +31,16 @@ type Server struct {
 	links map[string]*served
 }
 
-// served is the running node's end of a link.
+// served is the running node's end of a link: of a client, or of a
+// subscriber to a session's events.
 type served struct {
-	id     string
-	client *hub.Client
-	idle   *time.Timer // ends the link when it is asked nothing for linkIdle
+	id  string
+	out interface {
+		Next(context.Context) ([][]byte, error)
+	} // its frames
+	client *hub.Client       // the client, nil for a subscriber
+	end    func(cause error) // ends it: the client leaves for cause
+	idle   *time.Timer       // ends the link when it is asked nothing for linkIdle
 
 	next    sync.Mutex // one next request at a time
 	batch   uint64     // the last batch answered
@@ -84,7 +89,7 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	for _, l := range links {
 		l.idle.Stop()
-		l.client.Leave()
+		l.end(nil)
 	}
 }
 
@@ -95,6 +100,9 @@ func (s *Server) route(m *natsclient.Msg) {
 	switch rest {
 	case "join":
 		go s.join(m)
+		return
+	case "tail":
+		go s.tail(m)
 		return
 	case "delete":
 		go s.delete(m)
@@ -138,15 +146,38 @@ func (s *Server) join(m *natsclient.Msg) {
 		refuse(m, err)
 		return
 	}
-	l := &served{id: rand.Text(), client: c}
+	s.open(m, &served{out: c, client: c, end: c.LeaveBecause}, req.Session, c.Peer())
+}
+
+// tail subscribes another node's subscriber to the events of a session of
+// this hub.
+func (s *Server) tail(m *natsclient.Msg) {
+	var req tailRequest
+	if _, ok := s.decode(m, &req, nil); !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callWait)
+	defer cancel()
+	t, err := s.hub.TailHere(ctx, req.Session, req.After, req.Ephemeral)
+	if err != nil {
+		refuse(m, err)
+		return
+	}
+	s.open(m, &served{out: t, end: func(error) { t.Close() }}, req.Session, "")
+}
+
+// open keeps l, a link made for m, of the session and the peer (of a
+// client), and answers m with it.
+func (s *Server) open(m *natsclient.Msg, l *served, session, peer string) {
+	l.id = rand.Text()
 	l.idle = time.AfterFunc(linkIdle, func() {
-		s.log.Warn("a forwarded client's node stopped asking for its frames; it leaves", "session", req.Session, "peer", c.Peer())
+		s.log.Warn("a forwarded client's node stopped asking for its frames; it leaves", "session", session, "peer", peer)
 		s.end(l, &hub.Disconnect{Text: "the node the client reached stopped answering", Condition: "temporarily_unavailable"})
 	})
 	s.mu.Lock()
 	s.links[l.id] = l
 	s.mu.Unlock()
-	b, _ := json.Marshal(joinAnswer{Link: l.id, Peer: c.Peer()})
+	b, _ := json.Marshal(joinAnswer{Link: l.id, Peer: peer})
 	if err := m.Respond(b); err != nil {
 		s.end(l, nil)
 	}
@@ -165,14 +196,17 @@ func (s *Server) delete(m *natsclient.Msg) {
 	_ = m.Respond(b)
 }
 
-// decode reads the request m carries into req, and its principal, p, as
-// this node's token store has it; it refuses m — a token the store does
-// not hold (revoked, expired) as unauthenticated — and returns false when
-// it cannot.
+// decode reads the request m carries into req, and its principal, p
+// (when not nil), as this node's token store has it; it refuses m — a
+// token the store does not hold (revoked, expired) as unauthenticated —
+// and returns false when it cannot.
 func (s *Server) decode(m *natsclient.Msg, req any, p *principal) (*auth.Principal, bool) {
 	if err := json.Unmarshal(m.Data, req); err != nil {
 		refuse(m, err)
 		return nil, false
+	}
+	if p == nil {
+		return nil, true
 	}
 	who := s.tokens.ByID(p.ID)
 	if who == nil {
@@ -188,7 +222,7 @@ func (s *Server) end(l *served, cause error) {
 	delete(s.links, l.id)
 	s.mu.Unlock()
 	l.idle.Stop()
-	l.client.LeaveBecause(cause)
+	l.end(cause)
 }
 
 // answerNext answers a next request with the batch it asks for.
@@ -229,7 +263,7 @@ func (l *served) answer() {
 	l.batch++
 	if len(l.pending) == 0 && l.gone == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), pollWait)
-		frames, err := l.client.Next(ctx)
+		frames, err := l.out.Next(ctx)
 		timedOut := ctx.Err() != nil
 		cancel()
 		switch {
@@ -249,8 +283,8 @@ func (l *served) answer() {
 // forwardSend hands a frame of the client to the session, once.
 func (s *Server) forwardSend(l *served, m *natsclient.Msg) {
 	seq, err := seqOf(m, seqHeader)
-	if err != nil {
-		refuse(m, err)
+	if err != nil || l.client == nil {
+		refuse(m, errors.Join(err, errors.New("forward: a subscription takes no frames")))
 		return
 	}
 	l.send.Lock()

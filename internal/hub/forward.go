@@ -29,6 +29,10 @@ type Forwarder interface {
 	// Delete deletes session key, for who, on the node that runs it, and
 	// returns what that node's Delete returned.
 	Delete(ctx context.Context, key string, who *auth.Principal) *jsonrpc.Error
+	// Tail subscribes to the events of session key on the node that runs
+	// it, as Hub.Tail does; the link's Next gives the events, Leave ends
+	// the subscription.
+	Tail(ctx context.Context, key string, after int64, ephemeral bool) (Link, error)
 }
 
 // Link is a forwarded client's way to the session (see Forwarder): the

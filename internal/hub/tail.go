@@ -104,17 +104,41 @@ func (s *Session) publishEphemeral(data api.EventData) {
 	})
 }
 
-// Tail is a subscription to a session's events.
+// Tail is a subscription to a session's events: of this hub's session,
+// or, on a cluster's node, of one another node runs (link set, s and t
+// nil).
 type Tail struct {
-	s *Session
-	t *tail
+	s    *Session
+	t    *tail
+	link Link
 }
 
 // Tail subscribes to the events of session key with seq > after: the log
 // first, then live events as they happen; ephemeral events too when asked.
 // A session the hub does not hold is opened from its log.
+//
+// On a cluster's node, a session another node runs is followed there (see
+// forward.go).
 func (h *Hub) Tail(ctx context.Context, key string, after int64, ephemeral bool) (*Tail, error) {
+	return h.tail(ctx, key, after, ephemeral, true)
+}
+
+// TailHere is Tail of a session this node runs, or takes: one another node
+// runs is ErrElsewhere. It serves the subscriptions other nodes forward.
+func (h *Hub) TailHere(ctx context.Context, key string, after int64, ephemeral bool) (*Tail, error) {
+	return h.tail(ctx, key, after, ephemeral, false)
+}
+
+// tail is Tail, forwarding it to another node when forward is set.
+func (h *Hub) tail(ctx context.Context, key string, after int64, ephemeral, forward bool) (*Tail, error) {
 	s, err := h.existing(key)
+	if errors.Is(err, ErrElsewhere) && forward && h.cfg.Forwarder != nil {
+		link, err := h.cfg.Forwarder.Tail(ctx, key, after, ephemeral)
+		if err != nil {
+			return nil, err
+		}
+		return &Tail{link: link}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -131,10 +155,21 @@ func (h *Hub) Tail(ctx context.Context, key string, after int64, ephemeral bool)
 // there are some. It fails with ErrSlowClient when the subscriber fell too
 // far behind, ErrSessionGone when the hub stops. As with Client.Next, the
 // slice is valid only until the next call.
-func (t *Tail) Next(ctx context.Context) ([][]byte, error) { return t.t.st.Next(ctx) }
+func (t *Tail) Next(ctx context.Context) ([][]byte, error) {
+	if t.link != nil {
+		return t.link.Next(ctx)
+	}
+	return t.t.st.Next(ctx)
+}
 
 // Close ends the subscription.
-func (t *Tail) Close() { _ = t.s.post(context.Background(), untailMsg{t.t}) }
+func (t *Tail) Close() {
+	if t.link != nil {
+		t.link.Leave(nil)
+		return
+	}
+	_ = t.s.post(context.Background(), untailMsg{t.t})
+}
 
 // LastSeq returns the seq of the last event of session key — the end of
 // its log as subscribers see it, events not yet written included — or
