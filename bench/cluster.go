@@ -27,7 +27,15 @@ type clusterResult struct {
 	// runs a session to the answer of a prompt sent through another node,
 	// on one NATS server.
 	failover []failoverResult
+	// scale is the scale section's run at the largest S up to
+	// clusterScaleSessions, on a single hub and on a node of one NATS
+	// server.
+	scale [2]*scaleResult
 }
+
+// clusterScaleSessions bounds the sessions of the cluster section's scale
+// runs.
+const clusterScaleSessions = 100
 
 // storeRows are the runs on one set of NATS servers.
 type storeRows struct {
@@ -208,6 +216,20 @@ func runCluster(cfg *config) (*clusterResult, error) {
 	if err := s.awaitJetStream(cfg.bin); err != nil {
 		return nil, err
 	}
+	n := 0
+	for _, k := range cfg.sessions {
+		if k <= clusterScaleSessions {
+			n = max(n, k)
+		}
+	}
+	if n > 0 {
+		if res.scale[0], err = runScale(cfg, n); err != nil {
+			return nil, fmt.Errorf("scale S=%d, single hub: %w", n, err)
+		}
+		if res.scale[1], err = runScale(cfg, n, "--store", s.url, "--node", "scale"); err != nil {
+			return nil, fmt.Errorf("scale S=%d, a node on NATS: %w", n, err)
+		}
+	}
 	for _, ttl := range []time.Duration{2 * time.Second, 10 * time.Second} {
 		f := failoverResult{ttl: ttl}
 		for i := range failoverRuns {
@@ -336,6 +358,14 @@ func (r *report) clusterSection(p func(string, ...any)) {
 		}
 		row("node a, which runs the session ("+where+")", st.owner)
 		row("node b, forwarded to a ("+where+")", st.forwarded)
+	}
+	if sc := c.scale; sc[0] != nil {
+		p("\nSessions per node: the scale section's run (one session in %d streaming `%s`, three clients a session; see Scale) with S = %d, on a single hub and on a node whose log is on one NATS server.\n\n", scaleEvery, scaleSpec.prompt(), sc[0].sessions)
+		p("| S | store | latency p50 / p99 / max | p50 ÷ single | lost / dup / reordered | hub CPU per delivered chunk | hub CPU | peak RSS | start-up with S sessions |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for i, s := range sc {
+			p("| %d | %s | %s | %.2f× | %s | %s | %.2f | %s | %s |\n", s.sessions, []string{"SQLite, single hub", "NATS, cluster node"}[i], lats(s.lat),
+				float64(s.lat.p50)/float64(sc[0].lat.p50), errCounts(s.lost, s.dup, s.reorder, s.bad), micros(s.perChunk), s.hubCores, mib(s.rssPeak), dur(s.restart))
+		}
 	}
 	p("\n| lease TTL | failover on 1 NATS server: kill -9 of the running node → a prompt through another node answered (median of %d; min, max) |\n|---:|---:|\n", failoverRuns)
 	for _, f := range c.failover {

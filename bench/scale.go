@@ -260,7 +260,9 @@ func parallel(n, workers int, f func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-func runScale(cfg *config, n int) (*scaleResult, error) {
+// store, when given, are the hub's flags of another session log store than
+// SQLite in its data dir (the cluster section's NATS store).
+func runScale(cfg *config, n int, store ...string) (*scaleResult, error) {
 	// The tool holds three connections a session; the hub those and its
 	// agents' three pipes.
 	if err := ensureFiles(6*n + 256); err != nil {
@@ -272,7 +274,7 @@ func runScale(cfg *config, n int) (*scaleResult, error) {
 	}
 	// The hub's defaults, but for the two flags without which there is
 	// nothing to measure: the metrics' listener, and room for S sessions.
-	extra := []string{"--metrics-listen", metricsAddr}
+	extra := append([]string{"--metrics-listen", metricsAddr}, store...)
 	if n > hub.DefaultMaxSessions {
 		extra = append(extra, "--max-sessions", strconv.Itoa(n))
 	}
