@@ -38,12 +38,12 @@ func startNode(t *testing.T, url, name string, ttl, delay time.Duration, args ..
 }
 
 // twoNodes starts a NATS server and the nodes a and c of a cluster on it,
-// with a lease TTL of ttl and the demo agent pausing delay between steps,
-// and returns the server's URL with them.
-func twoNodes(t *testing.T, ttl, delay time.Duration) (url string, a, c *hubProc) {
+// with a lease TTL of ttl, the demo agent pausing delay between steps and
+// args besides, and returns the server's URL with them.
+func twoNodes(t *testing.T, ttl, delay time.Duration, args ...string) (url string, a, c *hubProc) {
 	t.Helper()
 	url = natstest.Start(t).ClientURL()
-	return url, startNode(t, url, "a", ttl, delay), startNode(t, url, "c", ttl, delay)
+	return url, startNode(t, url, "a", ttl, delay, args...), startNode(t, url, "c", ttl, delay, args...)
 }
 
 // midTurn has a client of h make session "s" and prompt a long turn, and
@@ -736,5 +736,32 @@ func TestCluster_FollowingASessionOfAnotherNode(t *testing.T) {
 	}
 	if text.String() != "beforeafter" {
 		t.Errorf("the events followed through node c say %q", text.String())
+	}
+}
+
+// TestCluster_AnIdleSessionIsGivenUp: a session nobody uses any more —
+// no client, its agent stopped after --idle-ttl — is given up by its
+// node: its lease is free, and the next client, on another node, runs it
+// there, with its history.
+func TestCluster_AnIdleSessionIsGivenUp(t *testing.T) {
+	t.Parallel()
+	url, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond, "--idle-ttl", "500ms")
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(sid, "/echo before"))), "end_turn")
+	ca.close()
+	a.waitLog(`the session is idle: this node gives it up`)
+	status, _, err := runCLI(t, "cluster", "status", "--store", url, "--json", "--config", emptyConfig(t, t.TempDir()))
+	if err != nil || !strings.Contains(status, `"leases": []`) {
+		t.Fatalf("acphub cluster status with the session idle: %v\n%s", err, status)
+	}
+	cc := c.dial("s", "peer=on-c")
+	cc.handshake()
+	if text := agentText(cc.until(isMethod(api.MethodTurnComplete))); text != "before" {
+		t.Errorf("node c replayed %q", text)
+	}
+	mustStop(t, "a prompt on node c", lastOf(cc.untilResponse(cc.prompt(sid, "/echo on c"))), "end_turn")
+	if by := resumedBy(t, clusterLog(t, url, "s")); len(by["c"]) != 1 {
+		t.Errorf("node c took the session %d times: %+v", len(by["c"]), by)
 	}
 }

@@ -43,6 +43,9 @@ func (s *Session) run() {
 		s.report()
 	}
 	for {
+		if s.parkable() {
+			s.park()
+		}
 		if s.fenced() {
 			s.moveAway()
 			s.unhold()

@@ -139,6 +139,26 @@ func (s *Session) moveAway() {
 	s.letGo(ErrMoved)
 }
 
+// errParked is why an idle session of a cluster's node is let go (see
+// park): it has no client to tell.
+var errParked = &Disconnect{Text: "the session was idle", Condition: "temporarily_unavailable"}
+
+// parkable reports whether the session is a cluster node's and idle: no
+// client, no subscriber, no agent, no turn, nothing being deleted.
+func (s *Session) parkable() bool {
+	return s.lease != nil && s.away == nil && !s.active.Load() && s.turn == nil && len(s.queue) == 0 && s.deleting == nil
+}
+
+// park lets an idle session of a cluster's node go, once its log has
+// everything: its lease is given up as its actor ends, for whichever node
+// a client reaches next, which opens it from its log. A node keeps, and
+// renews, the leases of the sessions that run on it, and of no other.
+func (s *Session) park() {
+	s.flush()
+	s.log.Info("the session is idle: this node gives it up")
+	s.letGo(errParked)
+}
+
 // resumed is the event that opens the session's log on this hub when it
 // reopens it: with the node and the lease's epoch on a cluster's node.
 func (s *Session) resumed() *api.SessionResumed {
