@@ -58,3 +58,22 @@ func TestServe_RefusesAStoreItCannotUse(t *testing.T) {
 		}
 	}
 }
+
+// TestServe_StoreOnNATSOverTLS: --store tls:// with --nats-ca reaches a
+// NATS server whose certificate that CA signed, and serves; a CA that did
+// not sign it is refused at start, naming the store and the certificate.
+func TestServe_StoreOnNATSOverTLS(t *testing.T) {
+	t.Parallel()
+	_, url, ca := natstest.StartTLS(t)
+	h := startHub(t, "--store", url, "--nats-ca", ca, "--lease-ttl", "1s")
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	mustStop(t, "a prompt", lastOf(a.untilResponse(a.prompt(sid, "/echo over tls"))), "end_turn")
+
+	_, _, otherCA := natstest.StartTLS(t)
+	dir := t.TempDir()
+	_, stderr, err := runCLI(t, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--config", emptyConfig(t, dir), "--store", url, "--nats-ca", otherCA)
+	if err == nil || !strings.Contains(stderr, "--store "+url) || !strings.Contains(stderr, "certificate") {
+		t.Errorf("a CA that did not sign the server's certificate: %v\n%s", err, stderr)
+	}
+}

@@ -3,8 +3,18 @@
 package natstest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +40,69 @@ func Start(tb testing.TB) *server.Server {
 	}
 	tb.Cleanup(srv.Shutdown)
 	return srv
+}
+
+// StartTLS is Start with TLS: the server's certificate, for 127.0.0.1, is
+// signed by a CA made for the test, whose certificate, PEM, is in the file
+// ca. Clients connect to tls://127.0.0.1:PORT.
+func StartTLS(tb testing.TB) (srv *server.Server, url, ca string) {
+	tb.Helper()
+	caCert, caKey := certificate(tb, nil, nil, true)
+	leaf, leafKey := certificate(tb, caCert, caKey, false)
+	ca = filepath.Join(tb.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw}), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
+		TLS:       true,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Raw}, PrivateKey: leafKey}}, MinVersion: tls.VersionTLS12},
+		NoLog:     true, NoSigs: true,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		tb.Fatal("the NATS server did not start within 10 s")
+	}
+	tb.Cleanup(srv.Shutdown)
+	return srv, fmt.Sprintf("tls://127.0.0.1:%d", srv.Addr().(*net.TCPAddr).Port), ca
+}
+
+// certificate makes a certificate: a CA's when ca is set, otherwise one
+// for 127.0.0.1 that parent signs with parentKey.
+func certificate(tb testing.TB, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, ca bool) (*x509.Certificate, *ecdsa.PrivateKey) {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "acphub test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	if ca {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		tmpl.KeyUsage = x509.KeyUsageCertSign
+		parent, parentKey = tmpl, key
+	} else {
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cert, key
 }
 
 // StartCluster runs n NATS servers with JetStream in one cluster, routed
