@@ -221,6 +221,8 @@ func (h *Hub) join(ctx context.Context, key string, opts JoinOptions, forward bo
 				return c, nil
 			case ferr != nil && moving(ferr) && try < joinTries && ctx.Err() == nil:
 				continue
+			case ferr != nil && moving(ferr):
+				return nil, fmt.Errorf("%w: session %q moved between nodes while it was joined, %d times: %v", ErrElsewhere, key, try, ferr)
 			case ferr != nil:
 				return nil, ferr
 			}
