@@ -77,3 +77,21 @@ func TestServe_StoreOnNATSOverTLS(t *testing.T) {
 		t.Errorf("a CA that did not sign the server's certificate: %v\n%s", err, stderr)
 	}
 }
+
+// TestServe_StoreOnNATSWithCredentials: --nats-creds authenticates the
+// node to a server that takes only its users' credentials, and the node
+// serves; without them it is refused at start, naming the store.
+func TestServe_StoreOnNATSWithCredentials(t *testing.T) {
+	t.Parallel()
+	srv, creds := natstest.StartWithCredentials(t)
+	h := startHub(t, "--store", srv.ClientURL(), "--nats-creds", creds, "--lease-ttl", "1s")
+	a := h.dial("s", "peer=a")
+	sid := a.handshake()
+	mustStop(t, "a prompt", lastOf(a.untilResponse(a.prompt(sid, "/echo with credentials"))), "end_turn")
+
+	dir := t.TempDir()
+	_, stderr, err := runCLI(t, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--config", emptyConfig(t, dir), "--store", srv.ClientURL())
+	if err == nil || !strings.Contains(stderr, "--store "+srv.ClientURL()) || !strings.Contains(strings.ToLower(stderr), "authorization") {
+		t.Errorf("a node without the credentials: %v\n%s", err, stderr)
+	}
+}

@@ -19,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // Start runs a NATS server with JetStream on a loopback port, keeping its
@@ -103,6 +105,61 @@ func certificate(tb testing.TB, parent *x509.Certificate, parentKey *ecdsa.Priva
 		tb.Fatal(err)
 	}
 	return cert, key
+}
+
+// StartWithCredentials is Start with decentralized authentication: the
+// server trusts an operator made for the test, whose account has
+// JetStream, and a client must present the credentials file creds (a
+// user's JWT and seed, as NATS tools write them).
+func StartWithCredentials(tb testing.TB) (srv *server.Server, creds string) {
+	tb.Helper()
+	must := func(err error) {
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	operator, err := nkeys.CreateOperator()
+	must(err)
+	operatorPub, _ := operator.PublicKey()
+	account, err := nkeys.CreateAccount()
+	must(err)
+	accountPub, _ := account.PublicKey()
+	ac := jwt.NewAccountClaims(accountPub)
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+	accountJWT, err := ac.Encode(operator)
+	must(err)
+	user, err := nkeys.CreateUser()
+	must(err)
+	userPub, _ := user.PublicKey()
+	userSeed, _ := user.Seed()
+	userJWT, err := jwt.NewUserClaims(userPub).Encode(account)
+	must(err)
+	file, err := jwt.FormatUserConfig(userJWT, userSeed)
+	must(err)
+	creds = filepath.Join(tb.TempDir(), "user.creds")
+	must(os.WriteFile(creds, file, 0o600))
+
+	system, err := nkeys.CreateAccount()
+	must(err)
+	systemPub, _ := system.PublicKey()
+	systemJWT, err := jwt.NewAccountClaims(systemPub).Encode(operator)
+	must(err)
+	resolver := &server.MemAccResolver{}
+	must(resolver.Store(accountPub, accountJWT))
+	must(resolver.Store(systemPub, systemJWT))
+	srv, err = server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
+		TrustedKeys: []string{operatorPub}, AccountResolver: resolver, SystemAccount: systemPub,
+		NoLog: true, NoSigs: true,
+	})
+	must(err)
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		tb.Fatal("the NATS server did not start within 10 s")
+	}
+	tb.Cleanup(srv.Shutdown)
+	return srv, creds
 }
 
 // StartCluster runs n NATS servers with JetStream in one cluster, routed
