@@ -164,7 +164,7 @@ func StartWithCredentials(tb testing.TB) (srv *server.Server, creds string) {
 
 // StartCluster runs n NATS servers with JetStream in one cluster, routed
 // to each other on loopback ports, until the test ends, and returns them
-// once JetStream has a meta leader.
+// once JetStream has a meta leader that knows all n as its peers.
 func StartCluster(tb testing.TB, n int) []*server.Server {
 	tb.Helper()
 	ports := make([]int, n)
@@ -192,12 +192,14 @@ func StartCluster(tb testing.TB, n int) []*server.Server {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		for _, srv := range servers {
-			if srv.JetStreamIsLeader() {
+			// The leader knows every server as a peer with JetStream: a
+			// stream of n replicas can be placed.
+			if srv.JetStreamIsLeader() && len(srv.JetStreamClusterPeers()) == n {
 				return servers
 			}
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("the %d NATS servers elected no JetStream leader within 30 s", n)
+			tb.Fatalf("the %d NATS servers had no JetStream leader that knew them all within 30 s", n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
