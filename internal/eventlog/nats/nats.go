@@ -272,33 +272,12 @@ const retryFor = 30 * time.Second
 func (s *Store) publishAgain(ctx context.Context, events []eventlog.Event) error {
 	deadline := time.Now().Add(retryFor)
 	wait := 50 * time.Millisecond
-	unanswered := false // a try got no answer: it may be stored yet
 	for {
 		err := s.publish(ctx, events)
-		if errors.Is(err, eventlog.ErrConflict) && unanswered {
-			// A try that got no answer, and was not in the log when the
-			// store looked, can be stored after all: a stream's new leader
-			// commits what the old one had taken, and a connection that
-			// came back sends what it held. If the log ends with this
-			// batch's last event, it was; the log is read again for a
-			// while, as the leader may not have applied it yet.
-			for range 10 {
-				if stored, serr := s.stored(ctx, events); serr == nil && stored {
-					return nil
-				}
-				select {
-				case <-time.After(100 * time.Millisecond):
-				case <-ctx.Done():
-					return err
-				}
-			}
-			return err
-		}
 		var apiErr *jetstream.APIError
 		if err == nil || errors.Is(err, eventlog.ErrConflict) || errors.As(err, &apiErr) && apiErr.Code != 503 || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
-		unanswered = true
 		s.log.Warn("session log append got no answer; trying again", "err", err, "in", wait)
 		select {
 		case <-time.After(wait):
@@ -317,38 +296,29 @@ func (s *Store) publishAgain(ctx context.Context, events []eventlog.Event) error
 }
 
 // stored reports whether events, a batch whose publish got no answer, are
-// in the logs (true), or none of them is (false): whether the log of its
-// first session ends with the batch's last event of that session, its id
-// compared, or before its first; a log that ends elsewhere is
-// eventlog.ErrConflict.
+// in the logs (true), or none of them is (false); a log that ends
+// elsewhere is eventlog.ErrConflict.
 func (s *Store) stored(ctx context.Context, events []eventlog.Event) (bool, error) {
 	first := events[0]
-	last := first
-	for _, e := range events {
-		if e.Session == first.Session {
-			last = e
-		}
-	}
-	s.forget(map[string]logEnd{first.Session: {}}) // what publish knew is to be read again
-	end, err := s.end(ctx, first.Session)
+	end, err := s.end(ctx, first.Session) // publish forgot what it knew
 	if err != nil {
 		return false, err
 	}
+	lastOfFirst := first.Seq
+	for _, e := range events {
+		if e.Session == first.Session {
+			lastOfFirst = e.Seq
+		}
+	}
 	switch int64(end.seq) {
-	case last.Seq:
-		m, err := s.leaderLast(ctx, s.logSubject(first.Session))
-		if err != nil || m == nil {
-			return false, fmt.Errorf("eventlog/nats: read the end of session %q: %w", first.Session, err)
-		}
-		if ev, err := decodeEvent(first.Session, m.Subject, m.Data); err == nil && ev.ID == last.ID {
-			// The batch was stored whole: the other sessions' ends are
-			// read again by their next Append.
-			return true, nil
-		}
+	case lastOfFirst:
+		// The batch was stored whole: the other sessions' ends are read
+		// again by their next Append.
+		return true, nil
 	case first.Seq - 1:
 		return false, nil
 	}
-	return false, fmt.Errorf("%w: session %q ends at %d after a batch of %d..%d got no answer", eventlog.ErrConflict, first.Session, end.seq, first.Seq, last.Seq)
+	return false, fmt.Errorf("%w: session %q ends at %d after a batch of %d..%d got no answer", eventlog.ErrConflict, first.Session, end.seq, first.Seq, lastOfFirst)
 }
 
 // end returns where session's log ends: as this store last saw it, or
