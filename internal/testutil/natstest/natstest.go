@@ -28,10 +28,16 @@ import (
 // streams in a temporary directory, until the test ends.
 func Start(tb testing.TB) *server.Server {
 	tb.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
-		NoLog: true, NoSigs: true,
-	})
+	return run(tb, &server.Options{})
+}
+
+// run runs a NATS server with JetStream, with opts besides, on a loopback
+// port, keeping its streams in a temporary directory, until the test ends.
+func run(tb testing.TB, opts *server.Options) *server.Server {
+	tb.Helper()
+	opts.Host, opts.Port, opts.JetStream, opts.StoreDir = "127.0.0.1", -1, true, tb.TempDir()
+	opts.NoLog, opts.NoSigs = true, true
+	srv, err := server.NewServer(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -55,21 +61,10 @@ func StartTLS(tb testing.TB) (srv *server.Server, url, ca string) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw}), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
+	srv = run(tb, &server.Options{
 		TLS:       true,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Raw}, PrivateKey: leafKey}}, MinVersion: tls.VersionTLS12},
-		NoLog:     true, NoSigs: true,
 	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		tb.Fatal("the NATS server did not start within 10 s")
-	}
-	tb.Cleanup(srv.Shutdown)
 	return srv, fmt.Sprintf("tls://127.0.0.1:%d", srv.Addr().(*net.TCPAddr).Port), ca
 }
 
@@ -147,18 +142,7 @@ func StartWithCredentials(tb testing.TB) (srv *server.Server, creds string) {
 	resolver := &server.MemAccResolver{}
 	must(resolver.Store(accountPub, accountJWT))
 	must(resolver.Store(systemPub, systemJWT))
-	srv, err = server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
-		TrustedKeys: []string{operatorPub}, AccountResolver: resolver, SystemAccount: systemPub,
-		NoLog: true, NoSigs: true,
-	})
-	must(err)
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		tb.Fatal("the NATS server did not start within 10 s")
-	}
-	tb.Cleanup(srv.Shutdown)
+	srv = run(tb, &server.Options{TrustedKeys: []string{operatorPub}, AccountResolver: resolver, SystemAccount: systemPub})
 	return srv, creds
 }
 
