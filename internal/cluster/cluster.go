@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	natsclient "github.com/nats-io/nats.go"
@@ -342,6 +343,12 @@ type Lease struct {
 	done     bool // lost or released: renewals stop
 	stop     chan struct{}
 	stopped  chan struct{}
+	// valid is what Valid reads without the lock, every message a
+	// session's actor handles: until when, by this node's monotonic
+	// clock (time since born), the lease is this node's; 0 once it is
+	// lost or released.
+	born  time.Time
+	valid atomic.Int64
 }
 
 func (c *Cluster) newLease(session, key string, value []byte, rev uint64, sent time.Time) *Lease {
@@ -349,7 +356,9 @@ func (c *Cluster) newLease(session, key string, value []byte, rev uint64, sent t
 		c: c, session: session, key: key, value: value, epoch: rev,
 		rev: rev, deadline: sent.Add(c.ttl),
 		lost: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
+		born: sent,
 	}
+	l.valid.Store(int64(c.ttl))
 	c.mu.Lock()
 	c.held[session] = l
 	c.mu.Unlock()
@@ -381,9 +390,7 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 // clock: less than a TTL has passed since its last renewal was sent, and
 // it was neither lost nor released.
 func (l *Lease) Valid() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !l.done && time.Now().Before(l.deadline)
+	return int64(time.Since(l.born)) < l.valid.Load()
 }
 
 // renew renews the lease every third of its TTL until it is released or
@@ -416,6 +423,9 @@ func (l *Lease) renew() {
 		case err == nil:
 			l.mu.Lock()
 			l.rev, l.deadline = ack.Sequence, sent.Add(l.c.ttl)
+			if !l.done {
+				l.valid.Store(int64(l.deadline.Sub(l.born)))
+			}
 			l.mu.Unlock()
 			timer.Reset(every)
 		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
@@ -436,6 +446,7 @@ func (l *Lease) lose(why string) {
 		return
 	}
 	l.done = true
+	l.valid.Store(0)
 	close(l.lost)
 	l.c.forget(l)
 	l.c.mu.Lock()
@@ -451,6 +462,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	already := l.done
 	l.done = true
+	l.valid.Store(0)
 	l.mu.Unlock()
 	select {
 	case <-l.stop:
