@@ -86,8 +86,7 @@ func (s *Session) startTurn(t *turn) {
 	}
 	if !s.remoteLive() {
 		s.forwardHeld(t.peer, &t.msg, func(resp *jsonrpc.Message) {
-			s.respond(t.peer, credited(t, resp).WithID(t.id))
-			s.endTurn(t, resp, nil)
+			s.endTurn(t, resp, credited(t, resp), nil)
 		})
 		return
 	}
@@ -95,8 +94,7 @@ func (s *Session) startTurn(t *turn) {
 	// pushed, with target.
 	s.forwardHeld(t.peer, &t.msg, func(resp *jsonrpc.Message) {
 		if resp.Error != nil || !s.remoteLive() {
-			s.send(t.peer, resp.WithID(t.id))
-			s.endTurn(t, resp, nil)
+			s.endTurn(t, resp, resp, nil)
 			return
 		}
 		s.saveTurn(t, resp)
@@ -118,10 +116,14 @@ func credited(t *turn, resp *jsonrpc.Message) *jsonrpc.Message {
 	return &m
 }
 
-// endTurn reports the end of a turn to the other peers, with a remote
-// session's target, and starts the next.
-func (s *Session) endTurn(t *turn, resp *jsonrpc.Message, target json.RawMessage) {
+// endTurn answers t's prompt with answer, the agent's response resp as
+// the prompter is to have it, reports the end of the turn to the other
+// peers, with a remote session's target, and starts the next. The turn's
+// end is in the log before the answer leaves (see send): a client shown
+// the answer finds the whole turn in the log, whatever stops the hub then.
+func (s *Session) endTurn(t *turn, resp, answer *jsonrpc.Message, target json.RawMessage) {
 	if s.turn != t {
+		s.respond(t.peer, answer.WithID(t.id))
 		return
 	}
 	s.turn = nil
@@ -138,6 +140,7 @@ func (s *Session) endTurn(t *turn, resp *jsonrpc.Message, target json.RawMessage
 	}
 	ev := api.TurnCompleted(done)
 	s.record(t.peer.id, &ev)
+	s.respond(t.peer, answer.WithID(t.id))
 	s.notify(api.MethodTurnComplete, &done, t.peer)
 	if len(s.queue) > 0 {
 		next := s.queue[0]

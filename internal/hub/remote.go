@@ -105,7 +105,6 @@ func (s *Session) saveTurn(t *turn, resp *jsonrpc.Message) {
 		if err != nil {
 			panic("hub: built an invalid prompt response: " + err.Error())
 		}
-		s.send(t.peer, credited(t, &answered).WithID(t.id))
-		s.endTurn(t, &answered, target)
+		s.endTurn(t, &answered, credited(t, &answered), target)
 	})
 }
