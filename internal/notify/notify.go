@@ -119,7 +119,9 @@ func New(cfg Config) (*Notifier, error) {
 	}
 	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, deliver.DefaultMinBackoff)
 	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, deliver.DefaultMaxBackoff)
-	n := &Notifier{cfg: cfg, log: cfg.Logger.With("subsystem", "notify"), seen: make(map[string]seen)}
+	// Sessions made from now on are news; the hub makes none before it
+	// serves, which it does after New.
+	n := &Notifier{cfg: cfg, log: cfg.Logger.With("subsystem", "notify"), seen: make(map[string]seen), started: time.Now()}
 	for _, t := range cfg.Targets {
 		if !slices.Contains(Kinds, t.Kind) {
 			return nil, fmt.Errorf("notify.%s: type %q: webhook, ntfy or slack", t.Name, t.Kind)
@@ -150,7 +152,6 @@ func (n *Notifier) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	n.started = time.Now()
 	for _, t := range n.targets {
 		go t.run(ctx, n.cfg.MinBackoff, n.cfg.MaxBackoff)
 	}

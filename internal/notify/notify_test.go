@@ -240,7 +240,6 @@ func TestNotifier_BetweenTwoLooks(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go n.Run(ctx)
 	ask := func(title string) *api.PermissionRequested {
 		return &api.PermissionRequested{RequestID: json.RawMessage(`1`), Params: json.RawMessage(`{"toolCall":{"title":"` + title + `"},"options":[]}`)}
 	}
@@ -253,14 +252,16 @@ func TestNotifier_BetweenTwoLooks(t *testing.T) {
 		}
 		return out
 	}
-	// Made after the notifier started, however late its goroutine runs.
-	sum := api.SessionSummary{Key: "k", Agent: "demo", CreatedAt: time.Now().Add(time.Hour), State: api.StateRequiresAction, Waiting: 1}
+	// Made after the notifier, and waiting before its goroutine runs: a
+	// hub that is serving when the notifier's goroutine starts.
+	sum := api.SessionSummary{Key: "k", Agent: "demo", CreatedAt: time.Now(), State: api.StateRequiresAction, Waiting: 1}
 	sum.LastSeq = logOf(t, store, "k", &api.TurnStarted{}, ask("first"))
 	change := func() {
 		s := sum // the stream keeps what it is given
 		stream.Changed(&s)
 	}
 	change()
+	go n.Run(ctx)
 	testutil.WaitFor(t, 10*time.Second, "the first request", func() bool { return len(events()) == 1 })
 	sum.LastSeq = logOf(t, store, "k", &api.PermissionResolved{}, ask("second"))
 	change()
