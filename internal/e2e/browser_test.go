@@ -20,9 +20,12 @@ import (
 	"github.com/acphub/acphub/internal/testutil"
 )
 
-// newBrowser starts a headless Chromium with an empty profile for the
-// test and returns a tab's context. Without Chromium the test is skipped,
-// or fails under CI=true, where .ci/run installed it.
+// newBrowser returns the context of a tab of its own for the test, in a
+// browser context of its own: an empty profile (no cookies, no storage),
+// as a Chromium of its own would have, in the one headless Chromium the
+// package's tests share (starting one costs most of a second of CPU).
+// Without Chromium the test is skipped, or fails under CI=true, where
+// .ci/run installed it.
 func newBrowser(t testing.TB) context.Context {
 	t.Helper()
 	path := testutil.ChromePath()
@@ -32,26 +35,64 @@ func newBrowser(t testing.TB) context.Context {
 		}
 		t.Skip("no Chromium on this machine (apt-get install chromium, or set ACPHUB_CHROME)")
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.WindowSize(1200, 900),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	// The first run starts the browser; it lives as long as ctx.
-	if err := chromedp.Do(ctx); err != nil {
+	root, err := chromium.start(path)
+	if err != nil {
 		t.Fatalf("start Chromium (%s): %v", path, err)
 	}
+	ctx, cancel := chromedp.NewContext(root, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("open a tab in Chromium (%s): %v", path, err)
+	}
 	return ctx
+}
+
+// chromium is the headless Chromium the package's tests share, started by
+// the first that needs it and stopped by TestMain.
+var chromium sharedBrowser
+
+type sharedBrowser struct {
+	once sync.Once
+	ctx  context.Context // the browser's first tab, which stays open
+	err  error
+	stop func()
+}
+
+func (b *sharedBrowser) start(path string) (context.Context, error) {
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "acphub-e2e-chromium-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(path),
+			chromedp.NoSandbox,
+			chromedp.UserDataDir(dir),
+			chromedp.Flag("disable-gpu", true),
+			chromedp.Flag("disable-quic", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.WindowSize(1200, 900),
+		)
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(actx)
+		b.ctx = ctx
+		b.stop = func() {
+			cancel()
+			cancelAlloc()
+			os.RemoveAll(dir)
+		}
+		// The first run starts the browser; it lives as long as ctx.
+		b.err = chromedp.Do(ctx)
+	})
+	return b.ctx, b.err
+}
+
+// close stops the shared Chromium, if a test started it.
+func (b *sharedBrowser) close() {
+	if b.stop != nil {
+		b.stop()
+	}
 }
 
 // watchPage makes every page the tab loads from now on record what must
@@ -103,7 +144,17 @@ func eval[T any](t testing.TB, ctx context.Context, expr string) T {
 // waitJS waits until the JavaScript expression is true in the page.
 func waitJS(t testing.TB, ctx context.Context, what, expr string) {
 	t.Helper()
-	run(t, ctx, "wait for "+what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(testTimeout)))
+	waitJSWithin(t, ctx, what, expr, testTimeout)
+}
+
+// waitJSWithin is waitJS, bounded by d instead of testTimeout.
+func waitJSWithin(t testing.TB, ctx context.Context, what, expr string, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(d))); err != nil {
+		t.Fatalf("wait for %s: %v", what, err)
+	}
 }
 
 // signInLink makes a one-time sign-in link for token, for a browser that

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,8 @@ type proc struct {
 	err   *testutil.SyncBuffer
 	done  chan struct{} // closed once the command has exited
 	exit  error         // the command's exit status, once done is closed
+	// within bounds each wait for a line; testTimeout when zero.
+	within time.Duration
 }
 
 // runProc starts the acphub binary with args, its stdio on pipes.
@@ -96,7 +99,7 @@ func (p *proc) write(line string) {
 func (p *proc) expect(want string) []string {
 	p.t.Helper()
 	var seen []string
-	timeout := time.After(testTimeout)
+	timeout := time.After(cmp.Or(p.within, testTimeout))
 	for {
 		select {
 		case l, ok := <-p.lines:

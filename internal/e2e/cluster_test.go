@@ -606,6 +606,7 @@ func TestCluster_TwoNodesOpeningOneSessionAtOnce(t *testing.T) {
 // none it showed, says the turn was interrupted, and its next prompt runs
 // on c.
 func TestCluster_TheDashboardOnAnotherNode(t *testing.T) {
+	t.Parallel()
 	url, a, c := twoNodes(t, 2*time.Second, 5*time.Millisecond)
 	ed := a.dial("s", "peer=editor")
 	sid := ed.handshake()

@@ -281,7 +281,11 @@ func TestDemo_UnderGoRunPrintsAGoRunJoinLine(t *testing.T) {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = repoRoot
 		cmd.Env = append(os.Environ(), "USER=ada")
-		return startProc(t, cmd)
+		p := startProc(t, cmd)
+		// go run builds the binary before it runs it: seconds of CPU,
+		// more than testTimeout on a loaded machine.
+		p.within = slowTimeout
+		return p
 	}
 	demo := goRun("run", "./cmd/acphub", "demo", "--listen", freeAddr(t), "--data-dir", dir, "--config", cfg)
 	printed := demo.expect("join from another terminal: ")

@@ -22,6 +22,74 @@ import (
 	"github.com/acphub/acphub/internal/testutil"
 )
 
+// The dashboard's tests drive it in Chromium, each page in a tab of the
+// one Chromium the package's tests share (see newBrowser). They are
+// subtests of three parallel tests, each running its pages one after
+// another: three pages at a time run beside the package's other parallel
+// tests, where tests that are not parallel would run before all of them,
+// one at a time.
+
+// TestDashboard is the session page: prompts, answers, the phone, reloads
+// and cuts.
+func TestDashboard(t *testing.T) {
+	onePageAtATime(t, []pageTest{
+		{"ControllerPromptsAndApproves", dashboardControllerPromptsAndApproves},
+		{"ShowsTheModeAfterAReload", dashboardShowsTheModeAfterAReload},
+		{"PhoneWidth", dashboardPhoneWidth},
+		{"AnswersAnElicitationForm", dashboardAnswersAnElicitationForm},
+		{"JoinsMidTurn", dashboardJoinsMidTurn},
+		{"ShowsATerminalAcphubRuns", dashboardShowsATerminalAcphubRuns},
+		{"NoNullAndNoRingAroundThePage", dashboardNoNullAndNoRingAroundThePage},
+		{"EnterSendsShiftEnterAddsALine", dashboardEnterSendsShiftEnterAddsALine},
+		{"PhoneOpensAtTheWaitingRequest", dashboardPhoneOpensAtTheWaitingRequest},
+		{"ReloadKeepsThePeer", dashboardReloadKeepsThePeer},
+		{"LongSessionOpensAtItsEnd", dashboardLongSessionOpensAtItsEnd},
+		{"ComesBackAfterACutAndAKill", dashboardComesBackAfterACutAndAKill},
+	})
+}
+
+// TestDashboardSessions is the inbox and what it does to sessions:
+// making, forking, deleting and ordering them.
+func TestDashboardSessions(t *testing.T) {
+	onePageAtATime(t, []pageTest{
+		{"InboxPutsWaitingSessionsFirstAndNotifies", dashboardInboxPutsWaitingSessionsFirstAndNotifies},
+		{"NewSession", dashboardNewSession},
+		{"NewRemoteSessionPushes", dashboardNewRemoteSessionPushes},
+		{"AuditAndEventLog", dashboardAuditAndEventLog},
+		{"DemoThenOpen", dashboardDemoThenOpen},
+		{"UnknownKeyMakesNothing", dashboardUnknownKeyMakesNothing},
+		{"ForkAndDelete", dashboardForkAndDelete},
+		{"ForkAndDeleteButtons", dashboardForkAndDeleteButtons},
+		{"InboxKeepsItsOrderAcrossARestart", dashboardInboxKeepsItsOrderAcrossARestart},
+	})
+}
+
+// TestDashboardSecurity is what a page refuses, and what it never runs or
+// shows as markup, whatever an agent sends.
+func TestDashboardSecurity(t *testing.T) {
+	onePageAtATime(t, []pageTest{
+		{"ObserverSeesNoControlsAndIsRefused", dashboardObserverSeesNoControlsAndIsRefused},
+		{"HostileOutputStaysText", dashboardHostileOutputStaysText},
+		{"SurvivesHostileFrames", dashboardSurvivesHostileFrames},
+		{"NewSessionKeepsTheFormAndRefusesATakenKey", dashboardNewSessionKeepsTheFormAndRefusesATakenKey},
+	})
+}
+
+// pageTest is a dashboard test, named as a subtest.
+type pageTest struct {
+	name string
+	test func(*testing.T)
+}
+
+// onePageAtATime runs tests, in order, beside the package's other
+// parallel tests.
+func onePageAtATime(t *testing.T, tests []pageTest) {
+	t.Parallel()
+	for _, tt := range tests {
+		t.Run(tt.name, tt.test)
+	}
+}
+
 // openSession signs a new browser in with token through p and opens the
 // page of session key from the inbox.
 func openSession(t *testing.T, h *hubProc, p *proxy, token, key string) context.Context {
@@ -41,7 +109,7 @@ func openSessionIn(t *testing.T, ctx context.Context, h *hubProc, p *proxy, toke
 		chromedp.WaitVisible(row),
 		chromedp.Click(row),
 		chromedp.WaitVisible(`.conn`))
-	waitJS(t, ctx, "the session page to be live", `document.querySelector('.conn').textContent === 'live'`)
+	waitJSWithin(t, ctx, "the session page to be live", `document.querySelector('.conn').textContent === 'live'`, slowTimeout)
 }
 
 // editorAndPage starts what most dashboard tests start from: a proxy to
@@ -61,7 +129,7 @@ func editorAndPage(t *testing.T, h *hubProc, token string) (p *proxy, a *client,
 // pageAgentText is the text of the page's agent messages, in order.
 const pageAgentText = `[...document.querySelectorAll('.item.agent')].map(e => e.textContent).join('|')`
 
-func TestDashboard_ControllerPromptsAndApproves(t *testing.T) {
+func dashboardControllerPromptsAndApproves(t *testing.T) {
 	h := startHub(t)
 	_, a, sid, ctx := editorAndPage(t, h, "")
 	screenshot(t, ctx, "session-empty")
@@ -112,7 +180,7 @@ func TestDashboard_ControllerPromptsAndApproves(t *testing.T) {
 // A page loaded after the agent changed its mode shows the mode the agent
 // reported last (current_mode_update, in the log), not the one the session
 // began in.
-func TestDashboard_ShowsTheModeAfterAReload(t *testing.T) {
+func dashboardShowsTheModeAfterAReload(t *testing.T) {
 	h := startHub(t)
 	_, a, sid, ctx := editorAndPage(t, h, "")
 	a.mustCall("session/set_mode", map[string]any{"sessionId": sid, "modeId": "auto"})
@@ -125,7 +193,7 @@ func TestDashboard_ShowsTheModeAfterAReload(t *testing.T) {
 	}
 }
 
-func TestDashboard_ObserverSeesNoControlsAndIsRefused(t *testing.T) {
+func dashboardObserverSeesNoControlsAndIsRefused(t *testing.T) {
 	h := startHub(t)
 	_, a, sid, ctx := editorAndPage(t, h, h.newToken("watcher", "observer"))
 
@@ -183,7 +251,7 @@ func TestDashboard_ObserverSeesNoControlsAndIsRefused(t *testing.T) {
 	}
 }
 
-func TestDashboard_HostileOutputStaysText(t *testing.T) {
+func dashboardHostileOutputStaysText(t *testing.T) {
 	h := startHub(t)
 	_, a, sid, ctx := editorAndPage(t, h, "")
 
@@ -249,7 +317,7 @@ func TestDashboard_HostileOutputStaysText(t *testing.T) {
 	// answers.
 	mustStop(t, "flood", lastOf(a.untilResponse(a.prompt(sid, "/flood 1 5000000"))), "end_turn")
 	mustStop(t, "tools", lastOf(a.untilResponse(a.prompt(sid, "/tools 10000"))), "end_turn")
-	waitJS(t, ctx, "10,000 tool calls", `document.querySelectorAll('.item.tool').length === 10000`)
+	waitJSWithin(t, ctx, "10,000 tool calls", `document.querySelectorAll('.item.tool').length === 10000`, slowTimeout)
 	if n := eval[int](t, ctx, `Math.max(...[...document.querySelectorAll('.item.agent')].map(e => e.textContent.length))`); n < 5000000 {
 		t.Errorf("the longest message shows %d characters, want the 5 MB line", n)
 	}
@@ -305,7 +373,7 @@ var hostileFrames = []string{
 	`{"jsonrpc":"2.0","id":ID,"method":"x/unknown","params":{"sessionId":SID,"v":V}}`,
 }
 
-// TestDashboard_SurvivesHostileFrames: an agent sends frames of every
+// dashboardSurvivesHostileFrames: an agent sends frames of every
 // wrong shape — each member the page reads null, a number, an array, an
 // object String() cannot convert, markup, nested 5,000 deep, a megabyte
 // long, __proto__ members — requests among them left open, links and
@@ -315,7 +383,7 @@ var hostileFrames = []string{
 // event log show the session too. (Before, the first elicitation/create
 // whose field title was a number ended every later load of the page at
 // it.)
-func TestDashboard_SurvivesHostileFrames(t *testing.T) {
+func dashboardSurvivesHostileFrames(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	a := h.dial("s", "peer=editor")
@@ -419,7 +487,7 @@ func TestDashboard_SurvivesHostileFrames(t *testing.T) {
 	}
 }
 
-func TestDashboard_PhoneWidth(t *testing.T) {
+func dashboardPhoneWidth(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	a := h.dial("a-session-with-a-rather-long-key-that-does-not-break-anywhere-at-all", "peer=editor")
@@ -459,7 +527,7 @@ func chunksShown(t *testing.T, ctx context.Context) int {
 	return n
 }
 
-func TestDashboard_ComesBackAfterACutAndAKill(t *testing.T) {
+func dashboardComesBackAfterACutAndAKill(t *testing.T) {
 	h := startHub(t)
 	p, a, sid, ctx := editorAndPage(t, h, "")
 
@@ -512,7 +580,7 @@ func TestDashboard_ComesBackAfterACutAndAKill(t *testing.T) {
 	screenshot(t, ctx, "after-restart")
 }
 
-func TestDashboard_AnswersAnElicitationForm(t *testing.T) {
+func dashboardAnswersAnElicitationForm(t *testing.T) {
 	h := startHub(t)
 	_, a, sid, ctx := editorAndPage(t, h, "")
 
@@ -537,7 +605,7 @@ func TestDashboard_AnswersAnElicitationForm(t *testing.T) {
 	waitJS(t, ctx, "the answered card", `document.querySelector('.item.perm.resolved') !== null`)
 }
 
-func TestDashboard_InboxPutsWaitingSessionsFirstAndNotifies(t *testing.T) {
+func dashboardInboxPutsWaitingSessionsFirstAndNotifies(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	busy := h.dial("busy", "peer=editor")
@@ -566,7 +634,7 @@ func TestDashboard_InboxPutsWaitingSessionsFirstAndNotifies(t *testing.T) {
 	waitJS(t, ctx, "busy idle", `document.querySelector('a.row[data-key="busy"] .state').textContent === 'idle'`)
 }
 
-func TestDashboard_NewSession(t *testing.T) {
+func dashboardNewSession(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	ctx := newBrowser(t)
@@ -595,7 +663,7 @@ func TestDashboard_NewSession(t *testing.T) {
 	}
 }
 
-func TestDashboard_NewRemoteSessionPushes(t *testing.T) {
+func dashboardNewRemoteSessionPushes(t *testing.T) {
 	git := testutil.NewGitServer(t)
 	h := selfHandleHub(t, "--remote-scheme", "http")
 	p := newProxy(t, h.addr)
@@ -621,7 +689,7 @@ func TestDashboard_NewRemoteSessionPushes(t *testing.T) {
 	screenshot(t, ctx, "remote")
 }
 
-func TestDashboard_AuditAndEventLog(t *testing.T) {
+func dashboardAuditAndEventLog(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	a := h.dial("s", "peer=editor")
@@ -651,10 +719,10 @@ func TestDashboard_AuditAndEventLog(t *testing.T) {
 	})
 }
 
-// TestDashboard_DemoThenOpen is a newcomer's first minutes: acphub demo,
+// dashboardDemoThenOpen is a newcomer's first minutes: acphub demo,
 // then the acphub open it prints, and the demo session live in the
 // browser.
-func TestDashboard_DemoThenOpen(t *testing.T) {
+func dashboardDemoThenOpen(t *testing.T) {
 	dir := t.TempDir()
 	demoCmd := exec.Command(bin, "demo", "--listen", freeAddr(t), "--data-dir", dir, "--config", emptyConfig(t, dir))
 	demoCmd.Env = append(os.Environ(), "USER=ada")
@@ -693,10 +761,10 @@ func TestDashboard_DemoThenOpen(t *testing.T) {
 	}
 }
 
-// TestDashboard_JoinsMidTurn opens a session's page while a message
+// dashboardJoinsMidTurn opens a session's page while a message
 // streams: the page reads the history from the log and attaches after it,
 // and shows every chunk once.
-func TestDashboard_JoinsMidTurn(t *testing.T) {
+func dashboardJoinsMidTurn(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	a := h.dial("s", "peer=editor")
@@ -733,7 +801,7 @@ func TestDashboard_JoinsMidTurn(t *testing.T) {
 	}
 }
 
-func TestDashboard_ShowsATerminalAcphubRuns(t *testing.T) {
+func dashboardShowsATerminalAcphubRuns(t *testing.T) {
 	h := selfHandleHub(t)
 	p := newProxy(t, h.addr)
 	a := toolClient(h, "s", "editor", nil, false)
@@ -745,7 +813,7 @@ func TestDashboard_ShowsATerminalAcphubRuns(t *testing.T) {
 
 // A link to a session key that does not exist — another site can send a
 // signed-in owner one — shows that there is none, and makes none.
-func TestDashboard_UnknownKeyMakesNothing(t *testing.T) {
+func dashboardUnknownKeyMakesNothing(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	ctx := newBrowser(t)
@@ -772,7 +840,7 @@ func TestDashboard_UnknownKeyMakesNothing(t *testing.T) {
 // A fork's page shows the parent's history up to the fork, then its own;
 // deleting a session takes it out of the inbox, and its open page ends
 // without making it again.
-func TestDashboard_ForkAndDelete(t *testing.T) {
+func dashboardForkAndDelete(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	a := h.dial("p", "peer=editor")
@@ -806,7 +874,7 @@ func TestDashboard_ForkAndDelete(t *testing.T) {
 // The session page's Fork button opens the fork, with the history it
 // came with; its Delete button, once confirmed, deletes the session and
 // goes back to the inbox. An observer is offered neither.
-func TestDashboard_ForkAndDeleteButtons(t *testing.T) {
+func dashboardForkAndDeleteButtons(t *testing.T) {
 	h := startHub(t)
 	p, a, sid, ctx := editorAndPage(t, h, "")
 	turnText(a, sid, "/echo said before the fork")
@@ -834,7 +902,7 @@ func TestDashboard_ForkAndDeleteButtons(t *testing.T) {
 // The sign-in page and the inbox print no "null" (the inbox of a browser
 // that denied notifications had one where its button would be), and the
 // page, which takes the focus when it changes, draws no ring around itself.
-func TestDashboard_NoNullAndNoRingAroundThePage(t *testing.T) {
+func dashboardNoNullAndNoRingAroundThePage(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	ctx := newBrowser(t)
@@ -864,7 +932,7 @@ func TestDashboard_NoNullAndNoRingAroundThePage(t *testing.T) {
 
 // Enter sends a prompt and Shift+Enter adds a line, as the hint under the
 // prompt box says.
-func TestDashboard_EnterSendsShiftEnterAddsALine(t *testing.T) {
+func dashboardEnterSendsShiftEnterAddsALine(t *testing.T) {
 	h := startHub(t)
 	_, a, _, ctx := editorAndPage(t, h, "")
 	if hint := eval[string](t, ctx, `(e => e && e.checkVisibility() ? e.textContent : '')(document.getElementById('prompt-hint'))`); hint != "Enter sends · Shift+Enter adds a line" {
@@ -926,7 +994,7 @@ const inView = `((e) => { const r = e.getBoundingClientRect(); const d = documen
 // On a phone, a session that waits for a permission answer opens at the
 // request's card, below a long history; scrolled away, the page offers a
 // jump back to it, which goes there and focuses its first option.
-func TestDashboard_PhoneOpensAtTheWaitingRequest(t *testing.T) {
+func dashboardPhoneOpensAtTheWaitingRequest(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	a := h.dial("s", "peer=editor")
@@ -977,7 +1045,7 @@ func TestDashboard_PhoneOpensAtTheWaitingRequest(t *testing.T) {
 // A reloaded page joins as the same peer, taking the place of the one it
 // was (no second web peer stays for the resume window); a page whose peer
 // id another client holds (a duplicated tab) joins under another.
-func TestDashboard_ReloadKeepsThePeer(t *testing.T) {
+func dashboardReloadKeepsThePeer(t *testing.T) {
 	h := startHub(t)
 	_, _, _, ctx := editorAndPage(t, h, "")
 	peers := func() []string {
@@ -1012,7 +1080,7 @@ func TestDashboard_ReloadKeepsThePeer(t *testing.T) {
 // session at once: sessions waiting first, then the most recently active,
 // then by key — in the page open through the restart and in one loaded
 // after it.
-func TestDashboard_InboxKeepsItsOrderAcrossARestart(t *testing.T) {
+func dashboardInboxKeepsItsOrderAcrossARestart(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	keys := []string{"k1", "k2", "k3", "k4", "k5"}
@@ -1043,7 +1111,7 @@ func TestDashboard_InboxKeepsItsOrderAcrossARestart(t *testing.T) {
 // and the hub's reason; the same key then begins the session once the
 // directory is right. A key another session holds is said to be taken,
 // with a link to open that session, which the page never joins unasked.
-func TestDashboard_NewSessionKeepsTheFormAndRefusesATakenKey(t *testing.T) {
+func dashboardNewSessionKeepsTheFormAndRefusesATakenKey(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	ctx := newBrowser(t)
@@ -1100,7 +1168,7 @@ func TestDashboard_NewSessionKeepsTheFormAndRefusesATakenKey(t *testing.T) {
 // log, not all of them, and "Show earlier events" reads the rest, a block
 // at a time above what shows, until every event shows once, in order; the
 // live stream goes on below.
-func TestDashboard_LongSessionOpensAtItsEnd(t *testing.T) {
+func dashboardLongSessionOpensAtItsEnd(t *testing.T) {
 	h := startHub(t)
 	p := newProxy(t, h.addr)
 	a := h.dial("s", "peer=editor")

@@ -71,6 +71,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	chromium.close()
 	testutil.ReportSkippedPeers()
 	if testing.Verbose() {
 		fmt.Printf("e2e: %d events of %d hub data dirs valid against the event schema\n", eventsValidated.Load(), logsValidated.Load())
@@ -81,6 +82,11 @@ func TestMain(m *testing.M) {
 
 // testTimeout bounds every wait in these tests.
 const testTimeout = 20 * time.Second
+
+// slowTimeout bounds the waits for work known to take long on a loaded
+// machine: a page rendering megabytes of frames or thousands of items, go
+// run building the binary.
+const slowTimeout = 3 * testTimeout
 
 // hubProc is a running "acphub serve". restart runs it again on the same
 // data dir; the fields then describe the new process.
