@@ -255,44 +255,81 @@ func (s *Store) Append(ctx context.Context, events []eventlog.Event) error {
 	return nil
 }
 
-// answerWait is how long a batch's commit waits for the server's answer
-// before the batch is looked for and tried again (see publishAgain).
+// answerWait is how long a request of the store waits for the server's
+// answer before it is made again (see again).
 const answerWait = 2 * time.Second
 
-// retryFor bounds how long an Append tries again after a batch got no
+// retryFor bounds how long the store tries again when the server does not
 // answer: a replicated stream elects a new leader within seconds.
 const retryFor = 30 * time.Second
 
-// publishAgain is publish, tried again while the server does not answer —
-// a stream electing a leader, a connection to another server of the
-// cluster being made — until ctx ends or retryFor has passed. Before each
-// try it reads where the batch's first session's log ends: a batch the
-// server stored without its answer reaching the store is not stored
-// twice.
-func (s *Store) publishAgain(ctx context.Context, events []eventlog.Event) error {
+// again runs try, and again while its error says the server did not
+// answer — a stream electing a leader, a connection to another server of
+// the cluster being made — until ctx ends or retryFor has passed. Any
+// other outcome is try's.
+func (s *Store) again(ctx context.Context, what string, try func() error) error {
 	deadline := time.Now().Add(retryFor)
 	wait := 50 * time.Millisecond
 	for {
-		err := s.publish(ctx, events)
-		var apiErr *jetstream.APIError
-		if err == nil || errors.Is(err, eventlog.ErrConflict) || errors.As(err, &apiErr) && apiErr.Code != 503 || ctx.Err() != nil || time.Now().After(deadline) {
+		err := try()
+		if err == nil || !noAnswer(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			if u, ok := errors.AsType[unsettled](err); ok {
+				return u.err
+			}
 			return err
 		}
-		s.log.Warn("session log append got no answer; trying again", "err", err, "in", wait)
+		s.log.Warn(what+" got no answer; trying again", "err", err, "in", wait)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 			return err
 		}
 		wait = min(2*wait, time.Second)
-		stored, err := s.stored(ctx, events)
-		if err != nil {
-			continue // the server does not answer yet
-		}
-		if stored {
-			return nil
-		}
 	}
+}
+
+// noAnswer reports whether err says the server did not answer, or did
+// not yet know the answer, rather than refused.
+func noAnswer(err error) bool {
+	if apiErr, ok := errors.AsType[*jetstream.APIError](err); ok {
+		return apiErr.Code == 503
+	}
+	_, ok := errors.AsType[unsettled](err)
+	return ok || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsclient.ErrTimeout) ||
+		errors.Is(err, natsclient.ErrNoResponders) || errors.Is(err, natsclient.ErrConnectionReconnecting) ||
+		errors.Is(err, natsclient.ErrDisconnected) || errors.Is(err, natsclient.ErrReconnectBufExceeded)
+}
+
+// unsettled is a refusal of a batch tried again after a try whose
+// outcome the store could not tell (see publishAgain).
+type unsettled struct{ err error }
+
+func (u unsettled) Error() string { return u.err.Error() }
+
+// publishAgain is publish, tried again while the server does not answer
+// (see again). Before each new try it reads where the batch's first
+// session's log ends: a batch the server stored without its answer
+// reaching the store is not stored twice. A new try the server refuses as
+// a conflict is looked for again too: a leader elected meanwhile can
+// answer a read before it applied the earlier try, then find it when it
+// checks the new one. Only a log that ends elsewhere than before the
+// batch or at its end is a conflict.
+func (s *Store) publishAgain(ctx context.Context, events []eventlog.Event) error {
+	tried := false
+	return s.again(ctx, "session log append", func() error {
+		if tried {
+			stored, err := s.stored(ctx, events)
+			if err != nil || stored {
+				return err
+			}
+		}
+		err := s.publish(ctx, events)
+		if tried && errors.Is(err, eventlog.ErrConflict) {
+			err = unsettled{err}
+		}
+		tried = true
+		return err
+	})
 }
 
 // stored reports whether events, a batch whose publish got no answer, are
@@ -330,7 +367,11 @@ func (s *Store) end(ctx context.Context, session string) (logEnd, error) {
 	if ok {
 		return end, nil
 	}
-	m, err := s.leaderLast(ctx, s.logSubject(session))
+	var m *jetstream.RawStreamMsg
+	err := s.again(ctx, "reading the end of a session log", func() (err error) {
+		m, err = s.leaderLast(ctx, s.logSubject(session))
+		return err
+	})
 	if err != nil {
 		return logEnd{}, fmt.Errorf("eventlog/nats: read the end of session %q: %w", session, err)
 	}
