@@ -34,7 +34,6 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +45,8 @@ import (
 
 	natsclient "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/acphub/acphub/internal/natsname"
 )
 
 // DefaultLeaseTTL is how long a lease outlives its holder's last renewal.
@@ -201,7 +202,7 @@ func (c *Cluster) Instance() string { return c.instance }
 // Holder returns the node and the process that hold session's lease; ""
 // when none does.
 func (c *Cluster) Holder(ctx context.Context, session string) (node, instance string, err error) {
-	h, err := c.holder(ctx, leaseKey(session))
+	h, err := c.holder(ctx, natsname.Token(session))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return "", "", nil
 	}
@@ -223,19 +224,6 @@ func (c *Cluster) Close() error {
 
 func (c *Cluster) pingSubject(instance string) string {
 	return c.prefix + ".node." + instance + ".ping"
-}
-
-// leaseKey is the KV key of session's lease: the name in unpadded
-// base64url behind an "n", which any name can be.
-func leaseKey(session string) string {
-	return "n" + base64.RawURLEncoding.EncodeToString([]byte(session))
-}
-
-// sessionOf is the session whose lease key is key.
-func sessionOf(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, "n")
-	b, err := base64.RawURLEncoding.DecodeString(rest)
-	return string(b), ok && err == nil
 }
 
 // HeldError is Acquire's refusal: another node holds the lease, or this
@@ -264,7 +252,7 @@ func (e *HeldError) Here() bool { return e.here }
 // does not answer has its lease waited out (until ctx ends), one that
 // answers keeps it. The refusal is a *HeldError.
 func (c *Cluster) Acquire(ctx context.Context, session string, wait bool) (*Lease, error) {
-	key := leaseKey(session)
+	key := natsname.Token(session)
 	h := holder{Node: c.node, Instance: c.instance, Since: time.Now().UTC()}
 	value, _ := json.Marshal(h)
 	poll := min(max(c.ttl/10, 50*time.Millisecond), 500*time.Millisecond)

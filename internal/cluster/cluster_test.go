@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/acphub/acphub/internal/cluster"
+	"github.com/acphub/acphub/internal/natsname"
 	"github.com/acphub/acphub/internal/testutil/natstest"
 )
 
@@ -180,7 +181,7 @@ func testTakenLeaseIsLost(t *testing.T, servers []*server.Server, replicas int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Delete(context.Background(), cluster.LeaseKey("s")); err != nil {
+	if err := kv.Delete(context.Background(), natsname.Token("s")); err != nil {
 		t.Fatal(err)
 	}
 	lb, err := acquire(t, b, "s", false, 10*time.Second)

@@ -11,6 +11,8 @@ import (
 
 	natsclient "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/acphub/acphub/internal/natsname"
 )
 
 // NodeStatus is what a node says of itself to `acphub cluster status`.
@@ -116,7 +118,7 @@ func ReadStatus(ctx context.Context, nc *natsclient.Conn, prefix string) (Status
 			return st, fmt.Errorf("cluster: read a lease: %w", err)
 		}
 		var h holder
-		session, ok := sessionOf(key)
+		session, ok := natsname.Name(key)
 		if !ok || json.Unmarshal(e.Value(), &h) != nil {
 			continue // not a lease acphub wrote
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/natsname"
 )
 
 // A Watcher is told session summaries as they change (hub.Watcher).
@@ -84,6 +85,6 @@ func (c *Cluster) ShareSummaries(ctx context.Context, local Watcher) (Watcher, e
 func (w sharedWatcher) Changed(sum *api.SessionSummary) {
 	w.local.Changed(sum)
 	if b, err := json.Marshal(registered{Instance: w.c.instance, Node: w.c.node, Summary: sum}); err == nil {
-		_ = w.c.nc.Publish(w.subject+leaseKey(sum.Key), b)
+		_ = w.c.nc.Publish(w.subject+natsname.Token(sum.Key), b)
 	}
 }

@@ -38,7 +38,6 @@ package nats
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +52,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/acphub/acphub/internal/eventlog"
+	"github.com/acphub/acphub/internal/natsname"
 )
 
 // Options configure a Store.
@@ -171,17 +171,6 @@ func (s *Store) Close() error {
 // ---------------------------------------------------------------------------
 // Subjects.
 
-// token encodes a name, any string, as one subject token: "n" and the
-// name in unpadded base64url, never empty.
-func token(name string) string { return "n" + base64.RawURLEncoding.EncodeToString([]byte(name)) }
-
-// untoken decodes what token encoded.
-func untoken(tok string) (string, bool) {
-	rest, ok := strings.CutPrefix(tok, "n")
-	b, err := base64.RawURLEncoding.DecodeString(rest)
-	return string(b), ok && err == nil
-}
-
 // validToken reports whether t is a subject token of letters, digits, -
 // and _ alone.
 func validToken(t string) bool {
@@ -202,7 +191,7 @@ func validToken(t string) bool {
 func typeTokens(typ string) string {
 	for part := range strings.SplitSeq(typ, ".") {
 		if !validToken(part) || strings.HasPrefix(typ, "_") {
-			return "_." + token(typ)
+			return "_." + natsname.Token(typ)
 		}
 	}
 	return typ
@@ -210,18 +199,20 @@ func typeTokens(typ string) string {
 
 // logSubject is the wildcard subject of session's log.
 func (s *Store) logSubject(session string) string {
-	return s.prefix + ".log." + token(session) + ".>"
+	return s.prefix + ".log." + natsname.Token(session) + ".>"
 }
 
 // eventSubject is the subject of session's events of type typ.
 func (s *Store) eventSubject(session, typ string) string {
-	return s.prefix + ".log." + token(session) + "." + typeTokens(typ)
+	return s.prefix + ".log." + natsname.Token(session) + "." + typeTokens(typ)
 }
 
-func (s *Store) holdSubject(session string) string { return s.prefix + ".hold." + token(session) }
+func (s *Store) holdSubject(session string) string {
+	return s.prefix + ".hold." + natsname.Token(session)
+}
 
 func (s *Store) cursorSubject(consumer, session string) string {
-	return s.prefix + ".cursor." + token(consumer) + "." + token(session)
+	return s.prefix + ".cursor." + natsname.Token(consumer) + "." + natsname.Token(session)
 }
 
 // ---------------------------------------------------------------------------
@@ -825,7 +816,7 @@ func (s *Store) sessionNames(ctx context.Context) (map[string]bool, error) {
 			continue
 		}
 		tok, _, _ := strings.Cut(rest, ".")
-		if session, ok := untoken(tok); ok {
+		if session, ok := natsname.Name(tok); ok {
 			names[session] = true
 		}
 	}
@@ -864,7 +855,7 @@ func (s *Store) Delete(ctx context.Context, session string) error {
 	}{
 		{s.events, s.logSubject(session)},
 		{s.holds, s.holdSubject(session)},
-		{s.cursors, s.prefix + ".cursor.*." + token(session)},
+		{s.cursors, s.prefix + ".cursor.*." + natsname.Token(session)},
 	} {
 		if err := p.st.Purge(ctx, jetstream.WithPurgeSubject(p.subject)); err != nil {
 			return fmt.Errorf("eventlog/nats: delete session %q: %w", session, err)
@@ -888,10 +879,10 @@ type cursor struct {
 // Cursors implements eventlog.Store.
 func (s *Store) Cursors(ctx context.Context, consumer string) (map[string]eventlog.Cursor, error) {
 	out := make(map[string]eventlog.Cursor)
-	prefix := s.prefix + ".cursor." + token(consumer) + "."
+	prefix := s.prefix + ".cursor." + natsname.Token(consumer) + "."
 	// One message per subject (the stream keeps the last): read them all.
 	err := s.getBatch(ctx, s.cursors, prefix+"*", 1, 0, func(m *natsclient.Msg) error {
-		session, ok := untoken(strings.TrimPrefix(m.Subject, prefix))
+		session, ok := natsname.Name(strings.TrimPrefix(m.Subject, prefix))
 		var c cursor
 		if !ok || json.Unmarshal(m.Data, &c) != nil {
 			return fmt.Errorf("eventlog/nats: a cursor on %s that does not read", m.Subject)
