@@ -678,14 +678,15 @@ func TestCluster_NodesServeTheirMetrics(t *testing.T) {
 // TestCluster_ANodeStartedLaterListsEverySessionLive: node c starts after
 // node a made a session and a client joined it there. c's session stream
 // (the dashboard's inbox) has the session as a sees it, with its client,
-// not as its log alone says (stopped), and follows it from then on.
+// not as its log alone says (stopped), and follows it from then on; once
+// a is killed, it lists the session as running nowhere.
 func TestCluster_ANodeStartedLaterListsEverySessionLive(t *testing.T) {
 	t.Parallel()
 	url := natstest.Start(t).ClientURL()
-	a := startNode(t, url, "a", 30*time.Second, 5*time.Millisecond)
+	a := startNode(t, url, "a", 2*time.Second, 5*time.Millisecond)
 	ca := a.dial("s", "peer=on-a")
 	sid := ca.handshake()
-	c := startNode(t, url, "c", 30*time.Second, 5*time.Millisecond)
+	c := startNode(t, url, "c", 2*time.Second, 5*time.Millisecond)
 	st := c.openSessionStream("", "")
 	var got api.SessionChange
 	for _, ch := range st.synced() {
@@ -701,6 +702,14 @@ func TestCluster_ANodeStartedLaterListsEverySessionLive(t *testing.T) {
 	}
 	ca.prompt(sid, "/slow 200")
 	st.untilState("s", api.StateRunning)
+
+	// a is killed mid-turn: c lists s as running nowhere once a's lease
+	// ran out, not as a last told it.
+	a.kill()
+	got = st.untilState("s", api.StateStopped)
+	if sum := got.Session; sum.Clients != 0 || sum.AgentRunning || len(sum.Peers) != 0 || sum.Waiting != 0 || sum.SessionID != sid {
+		t.Errorf("node c lists the session of killed node a as %+v; want it stopped, without clients or agent", sum)
+	}
 }
 
 // TestCluster_FollowingASessionOfAnotherNode: a session's events followed
