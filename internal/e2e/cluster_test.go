@@ -21,6 +21,7 @@ import (
 	"github.com/acphub/acphub/internal/cluster"
 	"github.com/acphub/acphub/internal/eventlog"
 	natslog "github.com/acphub/acphub/internal/eventlog/nats"
+	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/testutil"
 	"github.com/acphub/acphub/internal/testutil/natstest"
 )
@@ -774,4 +775,81 @@ func TestCluster_AnIdleSessionIsGivenUp(t *testing.T) {
 	if by := resumedBy(t, clusterLog(t, url, "s")); len(by["c"]) != 1 {
 		t.Errorf("node c took the session %d times: %+v", len(by["c"]), by)
 	}
+}
+
+// TestCluster_TheStandardEndpointOfAnotherNode: a client of the standard
+// endpoint (/acp) on node c has a session of its own there and loads one
+// node a runs, on one connection. Both ask it for permissions: each request
+// comes with an id of the connection's, never the other session's, and
+// each answer reaches its own session, whose turn ends as it chose; a's own
+// client sees the turn of its session.
+func TestCluster_TheStandardEndpointOfAnotherNode(t *testing.T) {
+	t.Parallel()
+	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
+	ca := a.dial("s", "peer=on-a")
+	onA := ca.handshake()
+	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(onA, "/echo earlier"))), "end_turn")
+
+	std, err := c.dialRFDWebSocket("std")
+	if err != nil {
+		t.Fatal(err)
+	}
+	std.t = t
+	std.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}, "clientInfo": map[string]any{"name": "std", "version": "1"}})
+	onC := sessionIDOf(t, std.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}}))
+	got := std.untilResponse(std.request("session/load", map[string]any{"sessionId": onA, "cwd": "/tmp", "mcpServers": []any{}}))
+	if r := lastOf(got); r.Error != nil {
+		t.Fatalf("session/load of node a's session through node c: %s", r.raw)
+	}
+	if !strings.Contains(texts(got), "earlier") {
+		t.Errorf("session/load through node c replayed %q, want the session's history", texts(got))
+	}
+
+	// Both sessions ask at once; the answers cross.
+	pa, pc := std.prompt(onA, "hello"), std.prompt(onC, "hello")
+	asked := map[string]msg{}
+	for len(asked) < 2 {
+		m := lastOf(std.until(isMethod("session/request_permission")))
+		asked[readEnvelope(m.raw).Params.SessionID] = m
+	}
+	if string(asked[onA].ID) == string(asked[onC].ID) {
+		t.Fatalf("both sessions' permission requests came as id %s on one connection", asked[onA].ID)
+	}
+	std.respond(asked[onC].ID, rejectAnswer)
+	std.respond(asked[onA].ID, allowAnswer)
+	bySession := map[string][]msg{}
+	answered := map[int]msg{}
+	for len(answered) < 2 {
+		m := std.next()
+		switch {
+		case m.isResponseTo(pa):
+			answered[pa] = m
+		case m.isResponseTo(pc):
+			answered[pc] = m
+		default:
+			sid := readEnvelope(m.raw).Params.SessionID
+			bySession[sid] = append(bySession[sid], m)
+		}
+	}
+	for sid, want := range map[string]string{onA: "Permission granted", onC: "Permission refused"} {
+		if !strings.Contains(texts(bySession[sid]), want) {
+			t.Errorf("session %s said %q, want %q", sid, texts(bySession[sid]), want)
+		}
+	}
+	mustStop(t, "the turn of node a's session", answered[pa], "end_turn")
+	mustStop(t, "the turn of node c's session", answered[pc], "end_turn")
+	if seen := ca.until(isMethod("_acphub/turn_complete")); !strings.Contains(texts(seen), "Permission granted") {
+		t.Errorf("node a's client saw %q of the turn node c's client ran", texts(seen))
+	}
+
+	// a's client answers first: the copy on c's connection is withdrawn
+	// under the id it came with there.
+	pa = std.prompt(onA, "again")
+	copyOnC := lastOf(std.until(isMethod("session/request_permission")))
+	ca.respond(lastOf(ca.until(isMethod("session/request_permission"))).ID, rejectAnswer)
+	withdrawn := lastOf(std.until(isMethod("$/cancel_request")))
+	if id, _ := jsonrpc.Field(withdrawn.Params, "requestId"); string(id) != string(copyOnC.ID) {
+		t.Errorf("the copy on node c came as id %s and was withdrawn as %s", copyOnC.ID, withdrawn.raw)
+	}
+	mustStop(t, "the turn a's client answered", lastOf(std.untilResponse(pa)), "end_turn")
 }

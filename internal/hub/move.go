@@ -101,32 +101,32 @@ func (s *Session) adoptMoved(m adoptMsg) {
 // id, or "" when no hub session that who reaches has it: a session out of
 // a token's reach is one it does not know.
 func (h *Hub) FindSession(ctx context.Context, id string, who *auth.Principal) (string, error) {
-	s, err := h.findACP(ctx, id, who)
-	if err != nil || s == nil {
-		return "", err
-	}
-	return s.key, nil
-}
-
-// findACP returns the hub session that who reaches whose ACP session id is
-// id, opening it from its log if needed, or nil.
-func (h *Hub) findACP(ctx context.Context, id string, who *auth.Principal) (*Session, error) {
 	h.mu.Lock()
 	for _, s := range h.sessions {
 		if p := s.acpID.Load(); p != nil && *p == id && who.Reaches(s.key) {
 			h.mu.Unlock()
-			return s, nil
+			return s.key, nil
 		}
 	}
 	h.mu.Unlock()
 	list, err := h.List(ctx, who)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	for _, sum := range list {
 		if sum.SessionID == id {
-			return h.existing(sum.Key)
+			return sum.Key, nil
 		}
 	}
-	return nil, nil
+	return "", nil
+}
+
+// findACP returns the hub session that who reaches whose ACP session id is
+// id, opening it from its log if needed, or nil.
+func (h *Hub) findACP(ctx context.Context, id string, who *auth.Principal) (*Session, error) {
+	key, err := h.FindSession(ctx, id, who)
+	if err != nil || key == "" {
+		return nil, err
+	}
+	return h.existing(key)
 }
