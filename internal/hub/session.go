@@ -591,16 +591,21 @@ func (s *Session) holdMessage() {
 
 // send queues a frame for p alone: a response, its copy of an agent
 // request. The events recorded before it are handed to the log first,
-// and the summary they change is reported, so that a client that reads the
-// log or lists the sessions once it has the frame finds them. A lagging p
-// is first given the log up to now, so the frame comes after everything
-// that happened before it.
+// and the summary they change is kept for the hub's lists, so that a
+// client that reads the log or lists the sessions once it has the frame
+// finds them; the session stream is told once the frame is queued. A
+// lagging p is first given the log up to now, so the frame comes after
+// everything that happened before it.
 func (s *Session) send(p *peer, frame []byte) {
+	var changed *api.SessionSummary
 	if len(s.unflushed) > 0 {
 		s.flush()
-		s.report()
+		changed = s.restate()
 	}
 	s.push(p, frame)
+	if changed != nil {
+		s.tell(changed)
+	}
 	if len(p.ops) > 0 {
 		s.settle(p, frame)
 	}

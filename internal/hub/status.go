@@ -31,13 +31,26 @@ type reported struct {
 // report publishes the session's summary when any of reported moved since
 // the last one.
 func (s *Session) report() {
+	if sum := s.restate(); sum != nil {
+		s.tell(sum)
+	}
+}
+
+// restate keeps the session's summary as it is now for the hub's lists
+// (Hub.List) and returns it, or nil when it did not change since the last.
+func (s *Session) restate() *api.SessionSummary {
 	now := reported{s.seq, s.state(), s.waiting(), len(s.peers)}
 	if now == s.reported {
-		return
+		return nil
 	}
 	s.reported = now
 	sum := s.summary(now.state)
 	s.status.Store(sum)
+	return sum
+}
+
+// tell tells the session stream sum, a summary restate returned.
+func (s *Session) tell(sum *api.SessionSummary) {
 	if s.cfg.Watcher != nil {
 		s.cfg.Watcher.Changed(sum)
 	}
