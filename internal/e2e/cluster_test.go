@@ -852,4 +852,19 @@ func TestCluster_TheStandardEndpointOfAnotherNode(t *testing.T) {
 		t.Errorf("the copy on node c came as id %s and was withdrawn as %s", copyOnC.ID, withdrawn.raw)
 	}
 	mustStop(t, "the turn a's client answered", lastOf(std.untilResponse(pa)), "end_turn")
+
+	// session/fork of node a's session, on the same connection: the fork
+	// is made on a and runs there, and takes a prompt from c's client.
+	fork := sessionIDOf(t, std.mustCall("session/fork", map[string]any{"sessionId": onA, "cwd": "/tmp", "mcpServers": []any{}}))
+	if fork == onA || fork == onC {
+		t.Fatalf("session/fork answered with session %s", fork)
+	}
+	forked := std.untilResponse(std.prompt(fork, "/echo in the fork"))
+	mustStop(t, "a prompt in the fork", lastOf(forked), "end_turn")
+	if !strings.Contains(texts(forked), "in the fork") {
+		t.Errorf("the fork said %q", texts(forked))
+	}
+	if !strings.Contains(a.log.String(), "-fork-") {
+		t.Errorf("node a's log names no fork: the fork does not run on the parent's node\n%s", a.log.String())
+	}
 }

@@ -59,11 +59,12 @@ const (
 	answerDue = pollWait + time.Second // … and its answer this long
 	callWait  = 5 * time.Second        // other requests wait this long for their answer
 	// A deletion waits for the agent's answer to session/close, 5 s, and
-	// for the log to be deleted.
-	deleteWait = 30 * time.Second
-	pingEvery  = 5 * time.Second // the reaching node keeps a link with a ping this often
-	linkIdle   = 4 * pingEvery   // a link asked nothing for this long ends
-	maxChunk   = 256 << 10       // frame bytes in one answer
+	// for the log to be deleted; a fork for the parent's turn to be
+	// between turns and for the fork's log to be written.
+	slowCallWait = 30 * time.Second
+	pingEvery    = 5 * time.Second // the reaching node keeps a link with a ping this often
+	linkIdle     = 4 * pingEvery   // a link asked nothing for this long ends
+	maxChunk     = 256 << 10       // frame bytes in one answer
 )
 
 // Headers of the link's messages.
@@ -92,11 +93,14 @@ type principal struct {
 
 // joinRequest is a forwarded join.
 type joinRequest struct {
-	Session   string    `json:"session"`
-	Peer      string    `json:"peer,omitempty"`
-	Agent     string    `json:"agent,omitempty"`
-	Replay    uint8     `json:"replay"`
-	Cursor    bool      `json:"cursor,omitempty"`
+	Session string `json:"session"`
+	Peer    string `json:"peer,omitempty"`
+	Agent   string `json:"agent,omitempty"`
+	Replay  uint8  `json:"replay"`
+	Cursor  bool   `json:"cursor,omitempty"`
+	// Fork: the client joins the fork a forwarded fork made, with the
+	// session/fork request that asked for it (hub.JoinOptions.Fork).
+	Fork      bool      `json:"fork,omitempty"`
 	Principal principal `json:"principal"`
 }
 
@@ -118,6 +122,20 @@ type deleteRequest struct {
 
 type deleteAnswer struct {
 	Error *jsonrpc.Error `json:"error,omitempty"`
+}
+
+// forkRequest is a forwarded fork of the session Parent, as session/fork's
+// params ask for it; forkAnswer its answer, the fork's key or the running
+// hub's error.
+type forkRequest struct {
+	Parent    string          `json:"parent"`
+	Params    json.RawMessage `json:"params"`
+	Principal principal       `json:"principal"`
+}
+
+type forkAnswer struct {
+	Session string         `json:"session,omitempty"`
+	Error   *jsonrpc.Error `json:"error,omitempty"`
 }
 
 // joinAnswer is its answer.

@@ -54,7 +54,7 @@ func (f *Forwarder) Join(ctx context.Context, key string, opts hub.JoinOptions) 
 	if instance == "" {
 		return nil, "", fmt.Errorf("%w: %q: no node runs it now", hub.ErrUnknownSession, key)
 	}
-	req := joinRequest{Session: key, Peer: opts.Peer, Agent: opts.Agent, Replay: uint8(opts.Replay), Cursor: opts.Cursor, Principal: wirePrincipal(opts.Principal)}
+	req := joinRequest{Session: key, Peer: opts.Peer, Agent: opts.Agent, Replay: uint8(opts.Replay), Cursor: opts.Cursor, Fork: opts.Fork, Principal: wirePrincipal(opts.Principal)}
 	prefix := subjectPrefix(f.prefix, instance)
 	m, err := f.call(ctx, prefix+"join", key, req, callWait)
 	if err != nil {
@@ -139,7 +139,7 @@ func (f *Forwarder) Delete(ctx context.Context, key string, who *auth.Principal)
 	}
 	var m *natsclient.Msg
 	if err == nil {
-		m, err = f.call(ctx, subjectPrefix(f.prefix, instance)+"delete", key, deleteRequest{Session: key, Principal: wirePrincipal(who)}, deleteWait)
+		m, err = f.call(ctx, subjectPrefix(f.prefix, instance)+"delete", key, deleteRequest{Session: key, Principal: wirePrincipal(who)}, slowCallWait)
 	}
 	if err != nil {
 		return hub.RPCError(err)
@@ -149,6 +149,26 @@ func (f *Forwarder) Delete(ctx context.Context, key string, who *auth.Principal)
 		return hub.RPCError(fmt.Errorf("forward: the running node's answer %.100q", m.Data))
 	}
 	return a.Error
+}
+
+// Fork implements hub.Forwarder.
+func (f *Forwarder) Fork(ctx context.Context, parent string, params []byte, who *auth.Principal) (string, *jsonrpc.Error) {
+	instance, err := f.holder(ctx, parent)
+	if err == nil && instance == "" {
+		return "", nil // no node runs it: the fork here opens it
+	}
+	var m *natsclient.Msg
+	if err == nil {
+		m, err = f.call(ctx, subjectPrefix(f.prefix, instance)+"fork", parent, forkRequest{Parent: parent, Params: params, Principal: wirePrincipal(who)}, slowCallWait)
+	}
+	if err != nil {
+		return "", hub.RPCError(err)
+	}
+	var a forkAnswer
+	if err := json.Unmarshal(m.Data, &a); err != nil || a.Session == "" && a.Error == nil {
+		return "", hub.RPCError(fmt.Errorf("forward: the running node's answer %.100q", m.Data))
+	}
+	return a.Session, a.Error
 }
 
 // link is the reaching node's end of a link: a hub.Link.

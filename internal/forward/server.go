@@ -107,6 +107,9 @@ func (s *Server) route(m *natsclient.Msg) {
 	case "delete":
 		go s.delete(m)
 		return
+	case "fork":
+		go s.fork(m)
+		return
 	}
 	id, op, ok := strings.Cut(strings.TrimPrefix(rest, "link."), ".")
 	if !ok || !strings.HasPrefix(rest, "link.") {
@@ -141,7 +144,7 @@ func (s *Server) join(m *natsclient.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callWait)
 	defer cancel()
-	c, err := s.hub.JoinHere(ctx, req.Session, hub.JoinOptions{Peer: req.Peer, Agent: req.Agent, Replay: hub.Replay(req.Replay), Cursor: req.Cursor, Principal: who})
+	c, err := s.hub.JoinHere(ctx, req.Session, hub.JoinOptions{Peer: req.Peer, Agent: req.Agent, Replay: hub.Replay(req.Replay), Cursor: req.Cursor, Fork: req.Fork, Principal: who})
 	if err != nil {
 		refuse(m, err)
 		return
@@ -190,9 +193,25 @@ func (s *Server) delete(m *natsclient.Msg) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), deleteWait)
+	ctx, cancel := context.WithTimeout(context.Background(), slowCallWait)
 	defer cancel()
 	b, _ := json.Marshal(deleteAnswer{Error: s.hub.DeleteHere(ctx, req.Session, who)})
+	_ = m.Respond(b)
+}
+
+// fork makes a fork of a session of this hub for a client another node
+// reached; the fork runs here, and the client joins it as a forwarded
+// join with Fork set.
+func (s *Server) fork(m *natsclient.Msg) {
+	var req forkRequest
+	who, ok := s.decode(m, &req, &req.Principal)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), slowCallWait)
+	defer cancel()
+	key, e := s.hub.ForkHere(ctx, req.Params, who)
+	b, _ := json.Marshal(forkAnswer{Session: key, Error: e})
 	_ = m.Respond(b)
 }
 

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
@@ -98,7 +99,22 @@ func (c *Client) fork(ctx context.Context, m *jsonrpc.Message) error {
 // for who, and returns its key: _meta["acphub.dev/key"] of params, or the
 // parent's key followed by -fork- and 6 hex digits. The error is the one to
 // answer session/fork with.
+//
+// On a cluster's node, the fork of a session another node runs is made
+// there, and runs there (see forward.go).
 func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (string, *jsonrpc.Error) {
+	return h.fork(ctx, params, who, true)
+}
+
+// ForkHere is Fork of a session this node runs, or takes: one another node
+// runs is session_elsewhere. It serves the forks other nodes forward.
+func (h *Hub) ForkHere(ctx context.Context, params []byte, who *auth.Principal) (string, *jsonrpc.Error) {
+	return h.fork(ctx, params, who, false)
+}
+
+// fork is Fork, forwarding it to the node that runs the parent when
+// forward is set.
+func (h *Hub) fork(ctx context.Context, params []byte, who *auth.Principal, forward bool) (string, *jsonrpc.Error) {
 	if f := who.Allow(auth.Need{Right: auth.Create}); f != nil {
 		return "", ForbiddenError(f)
 	}
@@ -118,12 +134,30 @@ func (h *Hub) Fork(ctx context.Context, params []byte, who *auth.Principal) (str
 	if e != nil {
 		return "", e
 	}
-	parent, err := h.findACP(ctx, req.SessionID, who)
+	parentKey, err := h.FindSession(ctx, req.SessionID, who)
 	switch {
 	case err != nil:
 		return "", jsonrpc.LogUnreadable()
-	case parent == nil:
+	case parentKey == "":
 		return "", jsonrpc.SessionNotFound(req.SessionID)
+	}
+	var parent *Session
+	for try := 1; ; try++ {
+		if parent, err = h.existing(parentKey); !errors.Is(err, ErrElsewhere) || !forward || h.cfg.Forwarder == nil {
+			break
+		}
+		// "" and no error: no node runs the parent any more, and this
+		// one can open it.
+		key, e := h.cfg.Forwarder.Fork(ctx, parentKey, params, who)
+		switch {
+		case key != "" || e != nil:
+			return key, e
+		case try == joinTries:
+			return "", RPCError(err)
+		}
+	}
+	if err != nil {
+		return "", RPCError(err)
 	}
 	opID := jsonrpc.MetaString(params, api.MetaOperationID)
 	if len(opID) > ops.MaxIDSize {

@@ -37,6 +37,11 @@ type Forwarder interface {
 	// it, as Hub.Tail does; the link's Next gives the events, Leave ends
 	// the subscription.
 	Tail(ctx context.Context, key string, after int64, ephemeral bool) (Link, error)
+	// Fork makes, on the node that runs session parent, the fork params
+	// ask for (Hub.Fork) for who, and returns what that node's ForkHere
+	// returned: the fork's key, which runs there, or the error to answer
+	// with. "" and no error: no node runs parent any more.
+	Fork(ctx context.Context, parent string, params []byte, who *auth.Principal) (string, *jsonrpc.Error)
 }
 
 // Link is a forwarded client's way to the session (see Forwarder): the
@@ -59,10 +64,9 @@ type forwarded struct {
 }
 
 // forward joins the client to session key, which another node runs,
-// through the Forwarder; nil without one, or for a join it cannot carry
-// (a fork's, which the standard endpoint's session/fork makes here).
+// through the Forwarder; nil without one.
 func (h *Hub) forward(ctx context.Context, key string, opts JoinOptions) (*Client, error) {
-	if h.cfg.Forwarder == nil || opts.Fork {
+	if h.cfg.Forwarder == nil {
 		return nil, nil
 	}
 	ids := opts.IDs
