@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/cluster"
 	"github.com/acphub/acphub/internal/testutil"
 	"github.com/acphub/acphub/internal/testutil/natstest"
 )
@@ -34,6 +35,33 @@ func (w *told) of(key string) (api.SessionSummary, int) {
 	return w.last[key], w.n[key]
 }
 
+// sharers are nodes a and b on one NATS server, each sharing its
+// sessions' summaries and told the other's in a told of its own.
+type sharers struct {
+	a, b     *cluster.Cluster
+	stopA    func()
+	wa, wb   cluster.Watcher
+	onA, onB told
+}
+
+func sharing(t *testing.T) *sharers {
+	t.Helper()
+	url := natstest.Start(t).ClientURL()
+	n := &sharers{}
+	n.a, n.stopA = node(t, url, "a", 1)
+	n.b, _ = node(t, url, "b", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	if n.wa, err = n.a.ShareSummaries(ctx, &n.onA); err != nil {
+		t.Fatal(err)
+	}
+	if n.wb, err = n.b.ShareSummaries(ctx, &n.onB); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestShareSummaries_AGoneNodesSessionsRunNowhere: node b lists the
 // sessions node a runs as a tells them; while a lives, nothing else. Once
 // a is gone (its process stopped, its leases run out), b lists a's
@@ -41,19 +69,8 @@ func (w *told) of(key string) (api.SessionSummary, int) {
 // waiting — and a's stopped session as it was.
 func TestShareSummaries_AGoneNodesSessionsRunNowhere(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a, stopA := node(t, url, "a", 1)
-	b, _ := node(t, url, "b", 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var onA, onB told
-	wa, err := a.ShareSummaries(ctx, &onA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.ShareSummaries(ctx, &onB); err != nil {
-		t.Fatal(err)
-	}
+	n := sharing(t)
+	a, stopA, wa, onA, onB := n.a, n.stopA, n.wa, &n.onA, &n.onB
 	if _, err := acquire(t, a, "run", true, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -99,20 +116,8 @@ func TestShareSummaries_AGoneNodesSessionsRunNowhere(t *testing.T) {
 // node's own; a later one is, and a deleted session starts again.
 func TestShareSummaries_AnOlderSummaryIsNotTold(t *testing.T) {
 	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a, _ := node(t, url, "a", 1)
-	b, _ := node(t, url, "b", 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var onA, onB told
-	wa, err := a.ShareSummaries(ctx, &onA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wb, err := b.ShareSummaries(ctx, &onB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := sharing(t)
+	wa, wb, onB := n.wa, n.wb, &n.onB
 	wb.Changed(&api.SessionSummary{Key: "s", State: api.StateRunning, LastSeq: 10})
 	wa.Changed(&api.SessionSummary{Key: "s", State: api.StateRequiresAction, LastSeq: 8})
 	wa.Changed(&api.SessionSummary{Key: "marker", State: api.StateStopped})
