@@ -625,6 +625,7 @@ func (s *Server) writeLoop(ctx context.Context, out *recordWriter, l link) *hub.
 		frames, err := l.client.Next(ctx)
 		switch {
 		case err != nil && l.hold != nil && l.hold.Fenced().Err() != nil:
+			s.log.Debug("transport fenced", "session", l.client.Session(), "peer", l.client.Peer(), "while", "waiting for frames", "err", err)
 			return errFenced
 		case errors.As(err, &dropped):
 			// Too slow, the hub stopping, its token revoked.
@@ -644,6 +645,7 @@ func (s *Server) writeLoop(ctx context.Context, out *recordWriter, l link) *hub.
 		switch {
 		case err == nil:
 		case errors.Is(err, errFenced):
+			s.log.Debug("transport fenced", "session", l.client.Session(), "peer", l.client.Peer(), "while", "writing", "frames", len(frames), "hold_fenced", l.hold.Fenced().Err() != nil)
 			return errFenced
 		case !errors.Is(err, os.ErrDeadlineExceeded):
 			return nil
