@@ -145,8 +145,14 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 		s.log.Warn("resume with another token refused", "session", c.Client().Session(), "peer", c.Client().Peer(), "token", principal(r).Name)
 		err = resume.ErrUnknown
 	}
+	// The connection is taken before the client is told it resumed: of
+	// two resumes, the later a client sent wins, never one whose take a
+	// loaded hub ran late — after the client, told it had resumed, had
+	// already given that transport up and resumed again.
+	var hold *resume.Hold[*hub.Client]
+	var kept resume.Records
 	if err == nil {
-		err = c.Check(pos)
+		hold, kept, err = c.Take(pos, takeWait)
 	}
 	if f := resumeRefusal(err); f != nil {
 		f.write(w)
@@ -155,13 +161,7 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 	conn, framing, err := s.upgrade(w, r)
 	if err != nil {
 		s.log.Debug("upgrade", "framing", framing, "err", err)
-		return
-	}
-	hold, kept, err := c.Take(pos, takeWait)
-	if err != nil {
-		// The window passed or the records went while the old transport
-		// let go: start over, as the HTTP refusal would have said.
-		_ = conn.closeFor(&hub.Disconnect{Text: resumeRefusal(err).err.Message, Condition: "cursor_gap"})
+		hold.Release(false) // parked again, for the client to come back
 		return
 	}
 	client := c.Client()
