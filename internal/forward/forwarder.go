@@ -64,6 +64,9 @@ func (f *Forwarder) Join(ctx context.Context, key string, opts hub.JoinOptions) 
 	if err != nil {
 		return nil, "", err
 	}
+	if opts.IDs != nil {
+		return renumber(l, opts.IDs), peer, nil
+	}
 	return l, peer, nil
 }
 

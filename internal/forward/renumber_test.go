@@ -1,4 +1,4 @@
-package hub
+package forward
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestRenumbered_RequestsTakeTheConnectionsIDs(t *testing.T) {
 	var ids atomic.Int64
 	ids.Store(6) // the connection's other sessions asked six times
 	node := &fakeLink{}
-	r := &renumbered{Link: node, ids: &ids, theirs: make(map[int64][]byte), ours: make(map[string]int64)}
+	r := renumber(node, &ids)
 	ctx := context.Background()
 
 	node.next = [][]byte{
