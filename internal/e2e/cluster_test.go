@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/coder/websocket"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/cluster"
@@ -866,5 +867,32 @@ func TestCluster_TheStandardEndpointOfAnotherNode(t *testing.T) {
 	}
 	if !strings.Contains(a.log.String(), "-fork-") {
 		t.Errorf("node a's log names no fork: the fork does not run on the parent's node\n%s", a.log.String())
+	}
+}
+
+// TestCluster_AForwardedForkGoesNoFurtherThanItsToken: a token scoped to
+// session s loads s through node c, which node a runs, and asks for its
+// fork, a session it does not reach: node a refuses it as it refuses its
+// own clients, and makes no fork.
+func TestCluster_AForwardedForkGoesNoFurtherThanItsToken(t *testing.T) {
+	t.Parallel()
+	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
+	sid := a.dial("s", "peer=on-a").handshake()
+	scoped := c.newToken("scoped", "controller", "s")
+	conn, _, ctx, cancel, err := c.wsDial("ws://"+c.addr+"/acp", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + scoped}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	std := c.newClient("scoped", wsClientConn{conn}, ctx, cancel)
+	std.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	if r := lastOf(std.untilResponse(std.request("session/load", map[string]any{"sessionId": sid, "cwd": "/tmp", "mcpServers": []any{}}))); r.Error != nil {
+		t.Fatalf("session/load of its own session through node c: %s", r.raw)
+	}
+	r := std.answer("session/fork", map[string]any{"sessionId": sid, "cwd": "/tmp", "mcpServers": []any{}})
+	if r.Error == nil || r.Error.Code != api.CodeForbidden {
+		t.Fatalf("a fork out of the token's sessions: %s, want forbidden", r.raw)
+	}
+	if strings.Contains(a.log.String(), "-fork-") {
+		t.Errorf("node a made a fork the token could not make:\n%s", a.log.String())
 	}
 }
