@@ -16,23 +16,34 @@
 //     ID), which the running node takes from its own token store, so that
 //     a revocation ends the client there too. The answer is the link's id
 //     and the peer id, or the refusal Join would give.
-//   - link.ID.next asks for batch N of the client's frames: the running
-//     node waits up to pollWait for some (hub.Client.Next), and answers
-//     with them, or none. Asking for batch N again gets the same answer,
-//     so an answer that was lost is not: frames go once, in order. The
-//     client's pace is the pace of these requests: a client that reads
-//     slowly asks slowly, and the session treats it as it treats a slow
-//     client of its own (the log is the buffer, then it is dropped). An
-//     answer carries at most maxChunk bytes; a frame may span answers.
+//   - poll: the frames of every link the reaching node holds to the
+//     running node go in one stream of polls (see poller), whatever their
+//     sessions. A poll names, for each link whose client wants frames, the
+//     batch N it wants; the running node waits up to pollWait for one of
+//     them to have frames, and answers with as many as fit in maxChunk,
+//     the pieces of a frame several links have — a broadcast of their
+//     session, the same bytes for each client — once: a session's output
+//     crosses to a node once, not once per client there. Asking for batch
+//     N again gets the same answer, so an answer that was lost is not:
+//     frames go once, in order. A client's pace is the pace of its
+//     batches: the running node takes its next frames from the session
+//     only once the last were answered, and a client that reads slowly is
+//     asked for slowly, and is treated as a slow client of that node's
+//     own (the log is the buffer, then it is dropped).
+//   - kick: a link whose client wants frames while a poll is out ends
+//     that poll's wait, so the next poll asks for it too.
+//   - keep: every pingEvery, the links the reaching node holds, so that
+//     the running node keeps those whose clients read nothing (a
+//     resumable client whose connection dropped); the answer names those
+//     it does not serve any more.
 //   - link.ID.send carries one frame from the client, numbered: the
 //     running node hands each number to the session once, in order.
-//   - link.ID.leave ends the link; link.ID.ping keeps it while the client
-//     reads nothing (a resumable client whose connection dropped).
+//   - link.ID.leave ends the link.
 //
-// A link the node the client reached has not asked anything of for
-// linkIdle is ended (that node stopped); a running node that does not
-// answer within its wait ends the client's connection, which comes back
-// as after any cut: to a node that runs the session now.
+// A link the node the client reached has not named for linkIdle is ended
+// (that node stopped); a running node that does not answer within its
+// wait ends the client's connection, which comes back as after any cut:
+// to a node that runs the session now.
 package forward
 
 import (
@@ -43,7 +54,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	natsclient "github.com/nats-io/nats.go"
@@ -69,9 +79,7 @@ const (
 
 // Headers of the link's messages.
 const (
-	batchHeader   = "Acphub-Batch"   // next: the batch asked for
 	seqHeader     = "Acphub-Seq"     // send: the frame's number
-	removedHeader = "Acphub-Removed" // next: the client was removed, why
 	refusedHeader = "Acphub-Refused" // any answer: the request was refused, why
 )
 
@@ -243,19 +251,6 @@ func appendFrames(b []byte, frames [][]byte) []byte {
 	return b
 }
 
-// cutFrames returns the whole frames at the start of b and what is left of
-// b after them.
-func cutFrames(b []byte) (frames [][]byte, rest []byte) {
-	for {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			return frames, b
-		}
-		frames = append(frames, b[k:k+int(n)])
-		b = b[k+int(n):]
-	}
-}
-
 // Options configures a Server and a Forwarder.
 type Options struct {
 	Prefix string       // starts the subjects; default ACPHUB
@@ -277,11 +272,3 @@ func seqOf(m *natsclient.Msg, header string) (uint64, error) {
 	}
 	return n, nil
 }
-
-// closer runs its function once.
-type closer struct {
-	once sync.Once
-	f    func()
-}
-
-func (c *closer) close() { c.once.Do(c.f) }

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,7 +85,7 @@ func until(t *testing.T, l hub.Link, want string) string {
 	for !strings.Contains(got.String(), want) {
 		frames, err := l.Next(ctx)
 		if err != nil {
-			t.Fatalf("waiting for %q: %v after %q", want, err, got.String())
+			g := got.String(); t.Fatalf("waiting for %q: %v after %d bytes ending %q", want, err, len(g), g[max(0, len(g)-400):])
 		}
 		for _, f := range frames {
 			got.Write(f)
@@ -155,44 +158,228 @@ func request(t *testing.T, nc *natsclient.Conn, subject string, body []byte, hea
 	return a
 }
 
-// TestLink_NothingTwiceNothingLost speaks the link protocol by hand: a
-// batch asked for again (its answer lost) is the same batch, a batch out
-// of step is refused, and a frame sent again under its number reaches the
-// session once.
-func TestLink_NothingTwiceNothingLost(t *testing.T) {
-	t.Parallel()
-	r := start(t)
-	join, _ := json.Marshal(map[string]any{"session": "s", "peer": "far", "principal": map[string]any{"id": "owner\x00", "name": "owner", "role": "owner"}})
-	a := request(t, r.other, "acphub.fwd.p1.join", join)
+// poll sends a poll of the link protocol by hand, as poller p, for the
+// batches wants (link, batch, …), and returns its answer and the raw
+// bytes it came as.
+func poll(t *testing.T, nc *natsclient.Conn, p *forward.Poller, wants ...any) ([]forward.Received, []byte) {
+	t.Helper()
+	var req struct {
+		Poller string           `json:"poller"`
+		Have   []uint64         `json:"have"`
+		Want   []map[string]any `json:"want"`
+	}
+	req.Poller, req.Have = "test-poller", p.Have()
+	for i := 0; i+1 < len(wants); i += 2 {
+		req.Want = append(req.Want, map[string]any{"link": wants[i], "batch": wants[i+1]})
+	}
+	body, _ := json.Marshal(req)
+	a := request(t, nc, "acphub.fwd.p1.poll", body)
+	got, err := p.Decode(a.Data)
+	if err != nil {
+		t.Fatalf("the answer to poll %s: %v", body, err)
+	}
+	return got, a.Data
+}
+
+// joinByHand joins a client to session s under peer, by hand, and returns
+// its link's id.
+func joinByHand(t *testing.T, nc *natsclient.Conn, peer string) string {
+	t.Helper()
+	join, _ := json.Marshal(map[string]any{"session": "s", "peer": peer, "principal": map[string]any{"id": "owner\x00", "name": "owner", "role": "owner"}})
+	a := request(t, nc, "acphub.fwd.p1.join", join)
 	var joined struct{ Link, Peer string }
 	if err := json.Unmarshal(a.Data, &joined); err != nil || joined.Link == "" {
 		t.Fatalf("join answered %q %v", a.Data, a.Header)
 	}
-	link := "acphub.fwd.p1.link." + joined.Link + "."
-	initialize := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
-	for range 2 { // the second as if the first's answer were lost
-		if a := request(t, r.other, link+"send", initialize, "Acphub-Seq", "1"); a.Header.Get("Acphub-Refused") != "" {
+	return joined.Link
+}
+
+// TestLink_NothingTwiceNothingLost speaks the link protocol by hand: a
+// batch asked for again (its answer lost) is the same batch, a batch out
+// of step or of a link the node does not serve ends that link alone, a
+// frame sent again under its number reaches the session once, and a frame
+// two links of the node have crosses once, in the answer that first
+// carries it, later answers referring to it.
+func TestLink_NothingTwiceNothingLost(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	one, two := joinByHand(t, r.other, "one"), joinByHand(t, r.other, "two")
+	sendByHand := func(link string, seq int, frame string) {
+		t.Helper()
+		a := request(t, r.other, "acphub.fwd.p1.link."+link+".send", []byte(frame), "Acphub-Seq", strconv.Itoa(seq))
+		if a.Header.Get("Acphub-Refused") != "" {
 			t.Fatalf("send refused: %v", a.Header)
 		}
 	}
-	var batches [][]byte
-	for len(batches) == 0 || !bytes.Contains(batches[len(batches)-1], []byte(`"id":1`)) {
-		n := len(batches) + 1
-		first := request(t, r.other, link+"next", nil, "Acphub-Batch", strconv.Itoa(n))
-		again := request(t, r.other, link+"next", nil, "Acphub-Batch", strconv.Itoa(n))
-		if !bytes.Equal(first.Data, again.Data) {
-			t.Fatalf("batch %d asked again: %q, then %q", n, first.Data, again.Data)
+	var p forward.Poller
+	batch := map[string]int{one: 0, two: 0}
+	frames := map[string][]string{}
+	var raw [][]byte
+	// pollUntil polls for both links until one's frames hold want.
+	pollUntil := func(link, want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(strings.Join(frames[link], "\n"), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the %d frames of link %s", want, len(frames[link]), link)
+			}
+			got, data := poll(t, r.other, &p, one, batch[one]+1, two, batch[two]+1)
+			again, more := poll(t, r.other, &p, one, batch[one]+1, two, batch[two]+1)
+			raw = append(raw, data, more)
+			// A link the first answer had nothing for may have frames
+			// in the second: that is its batch.
+			byLink := map[string]forward.Received{}
+			for _, e := range got {
+				byLink[e.Link] = e
+			}
+			for _, e := range again {
+				if first, ok := byLink[e.Link]; !ok {
+					got = append(got, e)
+				} else if !reflect.DeepEqual(first, e) {
+					t.Fatalf("link %s: batch %d asked again is batch %d of %d frames, was %d frames", e.Link, first.Batch, e.Batch, len(e.Frames), len(first.Frames))
+				}
+			}
+			for _, e := range got {
+				if e.End != nil {
+					t.Fatalf("link %s ended: %v", e.Link, e.End)
+				}
+				if e.Batch != uint64(batch[e.Link]+1) {
+					t.Fatalf("link %s: batch %d after %d", e.Link, e.Batch, batch[e.Link])
+				}
+				batch[e.Link]++
+				for _, f := range e.Frames {
+					frames[e.Link] = append(frames[e.Link], string(f))
+				}
+			}
 		}
-		batches = append(batches, first.Data)
 	}
-	if n := bytes.Count(bytes.Join(batches, nil), []byte(`"id":1,`)); n != 1 {
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
+	sendByHand(one, 1, initialize)
+	sendByHand(one, 1, initialize) // as if the first's answer were lost
+	pollUntil(one, `"id":1`)
+	if n := strings.Count(strings.Join(frames[one], "\n"), `"id":1,`); n != 1 {
 		t.Errorf("the initialize sent twice under one number was answered %d times", n)
 	}
-	if a := request(t, r.other, link+"next", nil, "Acphub-Batch", "9"); a.Header.Get("Acphub-Refused") == "" {
-		t.Error("a batch out of step was answered")
+	sendByHand(one, 2, `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	pollUntil(one, `"id":2`)
+	var res struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
 	}
-	if a := request(t, r.other, "acphub.fwd.p1.link.nope.ping", nil); a.Header.Get("Acphub-Refused") == "" {
-		t.Error("a ping of an unknown link was taken")
+	all := frames[one]
+	if err := json.Unmarshal([]byte(all[len(all)-1]), &res); err != nil || res.Result.SessionID == "" {
+		t.Fatalf("session/new answered %q", all[len(all)-1])
+	}
+	sendByHand(two, 1, initialize)
+	sendByHand(two, 2, `{"jsonrpc":"2.0","id":2,"method":"session/attach","params":{"sessionId":"`+res.Result.SessionID+`"}}`)
+	pollUntil(two, `"id":2`)
+	echo := "echo-" + strings.Repeat("0123456789", 2000)
+	raw = nil
+	sendByHand(one, 3, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+res.Result.SessionID+`","prompt":[{"type":"text","text":"/echo `+echo+`"}]}}`)
+	pollUntil(one, `"id":3`)
+	pollUntil(two, `agent_message_chunk`)
+	distinct := map[string]bool{}
+	for _, f := range append(frames[one], frames[two]...) {
+		if strings.Contains(f, echo) {
+			distinct[f] = true
+		}
+	}
+	if n := bytes.Count(bytes.Join(raw, nil), []byte(echo)); n != len(distinct) || n == 0 {
+		t.Errorf("%d frames carry the echo, to two links; the answers carried it %d times", len(distinct), n)
+	}
+	for _, link := range []string{one, two} {
+		if !strings.Contains(strings.Join(frames[link], "\n"), `"agent_message_chunk"`) {
+			t.Errorf("link %s did not get the agent's message", link)
+		}
+	}
+
+	got, _ := poll(t, r.other, &p, one, 99, "nope", 1)
+	if len(got) != 2 || got[0].End == nil || got[1].End == nil {
+		t.Errorf("a batch out of step and an unknown link: %+v", got)
+	}
+	var unknown []string
+	ids, _ := json.Marshal([]string{two, "nope"})
+	if err := json.Unmarshal(request(t, r.other, "acphub.fwd.p1.keep", ids).Data, &unknown); err != nil || !reflect.DeepEqual(unknown, []string{"nope"}) {
+		t.Errorf("a keep of a link served and one not: unknown %q, %v", unknown, err)
+	}
+}
+
+// TestLink_ASessionsOutputCrossesOncePerNode: twenty clients of one
+// node share a session another node runs; each gets the whole turn, and
+// the frames the session gives them all cross between the nodes once,
+// not once per client.
+func TestLink_ASessionsOutputCrossesOncePerNode(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	const clients = 20
+	links := make([]hub.Link, clients)
+	for i := range links {
+		l, _, err := r.fwd.Join(context.Background(), "s", hub.JoinOptions{Peer: "c" + strconv.Itoa(i), Principal: auth.Local})
+		if err != nil {
+			t.Fatal(err)
+		}
+		links[i] = l
+		t.Cleanup(func() { l.Leave(nil) })
+	}
+	send(t, links[0], `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	send(t, links[0], `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	got := until(t, links[0], `"id":2`)
+	id := regexp.MustCompile(`"sessionId":"([^"]+)"`).FindStringSubmatch(got)
+	if id == nil {
+		t.Fatalf("session/new answered %q", got)
+	}
+	for _, l := range links[1:] {
+		send(t, l, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+		send(t, l, `{"jsonrpc":"2.0","id":2,"method":"session/attach","params":{"sessionId":"`+id[1]+`"}}`)
+		until(t, l, `"id":2`)
+	}
+	// What crosses from the running node: every answer to the reaching
+	// node's requests.
+	spy, err := natsclient.Connect(r.other.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	answers := make(chan *natsclient.Msg, 1<<16)
+	if _, err := spy.ChanSubscribe("_INBOX.>", answers); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	echo := "echo-" + strings.Repeat("0123456789", 3000)
+	send(t, links[0], `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+id[1]+`","prompt":[{"type":"text","text":"/echo `+echo+`"}]}}`)
+	distinct := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, l := range links {
+		end := `"_acphub/turn_complete"` // the others' end of the turn
+		if i == 0 {
+			end = `"id":3`
+		}
+		wg.Go(func() {
+			for line := range strings.SplitSeq(until(t, l, end), "\n") {
+				if strings.Contains(line, echo) {
+					mu.Lock()
+					distinct[line] = true
+					mu.Unlock()
+				} else if strings.Contains(line, `"agent_message_chunk"`) {
+					t.Errorf("client %d: the agent's message without the echo", i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	crossed := 0
+	for len(answers) > 0 {
+		crossed += strings.Count(string((<-answers).Data), echo)
+	}
+	if crossed != len(distinct) {
+		t.Errorf("%d frames carry the echo, to %d clients; it crossed %d times", len(distinct), clients, crossed)
 	}
 }
 

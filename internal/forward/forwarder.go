@@ -30,6 +30,9 @@ type Forwarder struct {
 	prefix string
 	log    *slog.Logger
 	links  atomic.Int64 // open
+
+	mu      sync.Mutex
+	pollers map[string]*poller // by the instance they poll
 }
 
 // Links returns how many links the Forwarder holds open.
@@ -38,7 +41,7 @@ func (f *Forwarder) Links() int { return int(f.links.Load()) }
 // NewForwarder returns the Forwarder of a node on nc; holder finds the
 // process that runs a session (cluster.Cluster.Holder).
 func NewForwarder(nc *natsclient.Conn, holder Holder, o Options) *Forwarder {
-	return &Forwarder{nc: nc, holder: holder, prefix: o.Prefix, log: o.logger()}
+	return &Forwarder{nc: nc, holder: holder, prefix: o.Prefix, log: o.logger(), pollers: make(map[string]*poller)}
 }
 
 // errStopped is why a forwarded client's connection ends when the node
@@ -60,7 +63,7 @@ func (f *Forwarder) Join(ctx context.Context, key string, opts hub.JoinOptions) 
 	if err != nil {
 		return nil, "", err
 	}
-	l, peer, err := f.link(m, prefix, key)
+	l, peer, err := f.link(m, instance, key)
 	if err != nil {
 		return nil, "", err
 	}
@@ -84,7 +87,7 @@ func (f *Forwarder) Tail(ctx context.Context, key string, after int64, ephemeral
 	if err != nil {
 		return nil, err
 	}
-	l, _, err := f.link(m, prefix, key)
+	l, _, err := f.link(m, instance, key)
 	if err != nil {
 		return nil, err
 	}
@@ -93,16 +96,16 @@ func (f *Forwarder) Tail(ctx context.Context, key string, after int64, ephemeral
 
 // link opens the link the running node's answer m names, and returns it
 // with the client's peer id ("" for a subscription).
-func (f *Forwarder) link(m *natsclient.Msg, prefix, key string) (*link, string, error) {
+func (f *Forwarder) link(m *natsclient.Msg, instance, key string) (*link, string, error) {
 	var a joinAnswer
 	if err := json.Unmarshal(m.Data, &a); err != nil || a.Link == "" {
 		return nil, "", fmt.Errorf("forward: the running node's answer %.100q", m.Data)
 	}
-	l := &link{nc: f.nc, subject: prefix + "link." + a.Link + ".", log: f.log.With("session", key, "peer", a.Peer)}
+	l := &link{nc: f.nc, id: a.Link, subject: subjectPrefix(f.prefix, instance) + "link." + a.Link + ".", log: f.log.With("session", key, "peer", a.Peer), ready: make(chan struct{}, 1)}
 	l.removed, l.remove = context.WithCancelCause(context.Background())
 	f.links.Add(1)
 	context.AfterFunc(l.removed, func() { f.links.Add(-1) })
-	l.pinger = &closer{f: l.keep()}
+	f.poll(instance, l)
 	return l, a.Peer, nil
 }
 
@@ -174,59 +177,42 @@ func (f *Forwarder) Fork(ctx context.Context, parent string, params []byte, who 
 	return a.Session, a.Error
 }
 
-// link is the reaching node's end of a link: a hub.Link.
+// link is the reaching node's end of a link: a hub.Link. Its frames come
+// from its poller.
 type link struct {
 	nc      *natsclient.Conn
+	id      string
 	subject string // the link's, to the operation
 	log     *slog.Logger
 	removed context.Context
 	remove  context.CancelCauseFunc
-	pinger  *closer // stops the pings
+	p       *poller
+	ready   chan struct{} // capacity 1: frames came, or the link ended
 
-	mu    sync.Mutex // Next's: one caller
-	batch uint64     // the last batch received
-	buf   []byte     // frame bytes received and not returned (a frame cut across answers)
+	// Guarded by p.mu.
+	batch   uint64   // the last batch received
+	partial []byte   // the start of a frame cut across answers
+	frames  [][]byte // frames received and not returned
+	wanting bool     // Next waits for frames: the link is in the next poll, or the one out
+
+	mu sync.Mutex // Next's: one caller
 
 	sendMu sync.Mutex
 	seq    uint64 // the last frame sent
 }
 
-// keep pings the running node every pingEvery until the link ends, so that
-// it keeps the link while the client reads nothing; a ping it does not
-// take ends the link. It returns what stops the pings.
-func (l *link) keep() func() {
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(pingEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-l.removed.Done():
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(l.removed, callWait)
-			m, err := l.nc.RequestWithContext(ctx, l.subject+"ping", nil)
-			cancel()
-			switch {
-			case err == nil:
-				if rerr := refusal(m); rerr != nil {
-					l.fail(rerr)
-				}
-			case l.removed.Err() == nil:
-				l.log.Warn("the node that runs the session did not answer a ping", "err", err)
-			}
-		}
-	}()
-	return func() { close(stop) }
-}
-
 // fail ends the link for cause, which Next returns from now on.
 func (l *link) fail(cause error) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	l.failLocked(cause)
+}
+
+// failLocked is fail, l.p.mu held.
+func (l *link) failLocked(cause error) {
 	l.remove(cause)
-	l.pinger.close()
+	delete(l.p.links, l.id)
+	signal(l.p.wake)
 }
 
 // Removed implements hub.Link.
@@ -238,55 +224,23 @@ func (l *link) Next(ctx context.Context) ([][]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for {
-		if frames, rest := cutFrames(l.buf); len(frames) > 0 {
-			l.buf = rest
+		l.p.mu.Lock()
+		if frames := l.frames; len(frames) > 0 {
+			l.frames = nil
+			l.p.mu.Unlock()
 			return frames, nil
 		}
 		if l.removed.Err() != nil {
+			l.p.mu.Unlock()
 			return nil, context.Cause(l.removed)
 		}
-		want := l.batch + 1
-		m, err := l.ask(ctx, want)
-		if err != nil {
-			return nil, err
-		}
-		l.batch = want
-		l.buf = append(l.buf, m.Data...)
-		if v := m.Header.Get(removedHeader); v != "" {
-			var w wireError
-			cause := error(frameq.ErrClosed)
-			if json.Unmarshal([]byte(v), &w) == nil {
-				cause = w.decode()
-			}
-			l.fail(cause)
-		}
-	}
-}
-
-// ask asks for batch want, again when an answer is lost, until the running
-// node answers or is taken to have stopped.
-func (l *link) ask(ctx context.Context, want uint64) (*natsclient.Msg, error) {
-	for try := 0; ; try++ {
-		m := natsclient.NewMsg(l.subject + "next")
-		m.Header.Set(batchHeader, strconv.FormatUint(want, 10))
-		actx, cancel := context.WithTimeout(ctx, answerDue)
-		a, err := l.nc.RequestMsgWithContext(actx, m)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
+		l.p.want(l)
+		l.p.mu.Unlock()
+		select {
+		case <-l.ready:
+		case <-l.removed.Done():
+		case <-ctx.Done():
 			return nil, frameq.ErrClosed
-		case l.removed.Err() != nil:
-			return nil, context.Cause(l.removed)
-		case err == nil:
-			if rerr := refusal(a); rerr != nil {
-				l.fail(rerr)
-				return nil, rerr
-			}
-			return a, nil
-		case try >= 1 || errors.Is(err, natsclient.ErrNoResponders):
-			l.log.Warn("the node that runs the session stopped answering", "err", err)
-			l.fail(errStopped)
-			return nil, errStopped
 		}
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +15,6 @@ import (
 	natsclient "github.com/nats-io/nats.go"
 
 	"github.com/acphub/acphub/internal/auth"
-	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
 )
 
@@ -28,7 +28,18 @@ type Server struct {
 	sub    *natsclient.Subscription
 
 	mu    sync.Mutex
-	links map[string]*served
+	links   map[string]*served
+	pollers map[string]*remote // the reaching nodes' pollers, by id
+}
+
+// remote is what the running node keeps of a reaching node's poller.
+type remote struct {
+	idle *time.Timer // forgets it once it polls no more for linkIdle
+
+	mu     sync.Mutex
+	wake   chan struct{}               // the poll waiting, if any: a kick wakes it
+	tables map[uint64]map[pieceKey]int // the answers made for it that it may hold, by id
+	last   uint64                      // the last answer's id
 }
 
 // served is the running node's end of a link: of a client, or of a
@@ -42,11 +53,15 @@ type served struct {
 	end    func(cause error) // ends it: the client leaves for cause
 	idle   *time.Timer       // ends the link when it is asked nothing for linkIdle
 
-	next    sync.Mutex // one next request at a time
-	batch   uint64     // the last batch answered
-	last    []byte     // its frames, to answer again
-	gone    error      // the client was removed: said with every answer from now on
-	pending []byte     // frames taken from the client and not answered yet
+	mu      sync.Mutex
+	taken   sync.Cond     // on mu: the pump's frames were all answered, or the link ended
+	batch   uint64        // the last batch answered
+	last    []piece       // its frames, to answer again
+	pending [][]byte      // frames taken from the client and not answered yet
+	off     int           // bytes of pending[0] answered already
+	gone    error         // the client was removed: said once pending is answered
+	ended   bool          // the link ended: the pump stops
+	waiter  chan struct{} // the poll waiting for this link's frames, if any
 
 	send sync.Mutex
 	seq  uint64 // the last frame handed to the session
@@ -57,7 +72,7 @@ type served struct {
 // process's name in the cluster (cluster.Cluster.Instance), tokens the
 // cluster's token store, which says whose token still works.
 func Serve(nc *natsclient.Conn, h *hub.Hub, tokens *auth.Store, instance string, o Options) (*Server, error) {
-	s := &Server{hub: h, tokens: tokens, log: o.logger(), prefix: subjectPrefix(o.Prefix, instance), links: make(map[string]*served)}
+	s := &Server{hub: h, tokens: tokens, log: o.logger(), prefix: subjectPrefix(o.Prefix, instance), links: make(map[string]*served), pollers: make(map[string]*remote)}
 	sub, err := nc.Subscribe(s.prefix+">", s.route)
 	if err != nil {
 		return nil, err
@@ -93,8 +108,9 @@ func (s *Server) Close() {
 	}
 }
 
-// route hands a request to its handler, in a goroutine of its own: a next
-// request waits, and the others must not wait behind it.
+// route hands a request to its handler, in a goroutine of its own: a poll
+// waits, and the others must not wait behind it. A poll is registered
+// before route returns, so that a kick its poller sent after it finds it.
 func (s *Server) route(m *natsclient.Msg) {
 	rest := strings.TrimPrefix(m.Subject, s.prefix)
 	switch rest {
@@ -110,28 +126,90 @@ func (s *Server) route(m *natsclient.Msg) {
 	case "fork":
 		go s.fork(m)
 		return
+	case "poll":
+		var req pollRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil || req.Poller == "" {
+			refuse(m, errors.Join(errors.New("forward: a poll without its poller"), err))
+			return
+		}
+		r, wake := s.poller(req.Poller), make(chan struct{}, 1)
+		r.mu.Lock()
+		r.wake = wake
+		r.mu.Unlock()
+		go s.poll(m, &req, r, wake)
+		return
+	case "kick":
+		s.mu.Lock()
+		r := s.pollers[string(m.Data)]
+		s.mu.Unlock()
+		if r != nil {
+			r.mu.Lock()
+			signal(r.wake)
+			r.mu.Unlock()
+		}
+		return
+	case "keep":
+		go s.keep(m)
+		return
 	}
 	id, op, ok := strings.Cut(strings.TrimPrefix(rest, "link."), ".")
 	if !ok || !strings.HasPrefix(rest, "link.") {
 		return
 	}
-	s.mu.Lock()
-	l := s.links[id]
-	s.mu.Unlock()
+	l := s.link(id)
 	if l == nil {
-		refuse(m, &hub.Disconnect{Text: "the node that runs the session does not know the client's link", Condition: "temporarily_unavailable"})
+		refuse(m, errUnknownLink)
 		return
 	}
-	l.idle.Reset(linkIdle)
 	switch op {
-	case "next":
-		go s.answerNext(l, m)
 	case "send":
 		go s.forwardSend(l, m)
 	case "leave":
 		go s.leave(l, m)
-	case "ping":
-		_ = m.Respond(nil)
+	}
+}
+
+// errUnknownLink refuses a request of a link this node does not serve
+// (ended, or the node restarted): the client comes back as after a cut.
+var errUnknownLink = &hub.Disconnect{Text: "the node that runs the session does not know the client's link", Condition: "temporarily_unavailable"}
+
+// link returns the link id, its idle timer reset, or nil.
+func (s *Server) link(id string) *served {
+	s.mu.Lock()
+	l := s.links[id]
+	s.mu.Unlock()
+	if l != nil {
+		l.idle.Reset(linkIdle)
+	}
+	return l
+}
+
+// poller returns what the node keeps of poller id, made if it keeps
+// nothing, and keeps it linkIdle more.
+func (s *Server) poller(id string) *remote {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.pollers[id]
+	if r == nil {
+		r = &remote{tables: make(map[uint64]map[pieceKey]int)}
+		r.idle = time.AfterFunc(linkIdle, func() {
+			s.mu.Lock()
+			delete(s.pollers, id)
+			s.mu.Unlock()
+		})
+		s.pollers[id] = r
+	}
+	r.idle.Reset(linkIdle)
+	return r
+}
+
+// signal wakes whoever waits on wake (capacity 1), if anyone.
+func signal(wake chan struct{}) {
+	if wake != nil {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -177,9 +255,11 @@ func (s *Server) open(m *natsclient.Msg, l *served, session, peer string) {
 		s.log.Warn("a forwarded client's node stopped asking for its frames; it leaves", "session", session, "peer", peer)
 		s.end(l, &hub.Disconnect{Text: "the node the client reached stopped answering", Condition: "temporarily_unavailable"})
 	})
+	l.taken.L = &l.mu
 	s.mu.Lock()
 	s.links[l.id] = l
 	s.mu.Unlock()
+	go l.pump()
 	b, _ := json.Marshal(joinAnswer{Link: l.id, Peer: peer})
 	if err := m.Respond(b); err != nil {
 		s.end(l, nil)
@@ -237,66 +317,198 @@ func (s *Server) decode(m *natsclient.Msg, req any, p *principal) (*auth.Princip
 
 // end ends link l: its client leaves for cause.
 func (s *Server) end(l *served, cause error) {
+	s.forget(l)
+	l.end(cause)
+}
+
+// forget stops serving link l.
+func (s *Server) forget(l *served) {
 	s.mu.Lock()
 	delete(s.links, l.id)
 	s.mu.Unlock()
 	l.idle.Stop()
-	l.end(cause)
+	l.mu.Lock()
+	l.ended = true
+	l.mu.Unlock()
+	l.taken.Broadcast()
 }
 
-// answerNext answers a next request with the batch it asks for.
-func (s *Server) answerNext(l *served, m *natsclient.Msg) {
-	want, err := seqOf(m, batchHeader)
-	if err != nil {
+// pump takes the link's frames from its client as they come, one batch at
+// a time: the next once a poll answered the last, so that the client's
+// pace is the pace of the polls, and a client whose node does not ask
+// for its frames is slow for the session, as a slow client of its own.
+func (l *served) pump() {
+	for {
+		frames, err := l.out.Next(context.Background())
+		l.mu.Lock()
+		if err != nil {
+			l.gone = err
+		} else {
+			l.pending = append(l.pending, frames...)
+		}
+		signal(l.waiter)
+		for err == nil && len(l.pending) > 0 && !l.ended {
+			l.taken.Wait()
+		}
+		stop := err != nil || l.ended
+		l.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// poll answers a poll: for each link it names, the batch it asks for —
+// asked again (its answer lost), the same — waiting up to pollWait for
+// one of them to have frames, or for a kick of its poller (another of the
+// poller's links wants frames). A frame several links have, as the
+// session's broadcast gives them all the same bytes, goes in the answer
+// once.
+func (s *Server) poll(m *natsclient.Msg, req *pollRequest, r *remote, wake chan struct{}) {
+	links := make([]*served, len(req.Want))
+	for i, w := range req.Want {
+		links[i] = s.link(w.Link)
+	}
+	defer func() {
+		r.mu.Lock()
+		if r.wake == wake {
+			r.wake = nil
+		}
+		r.mu.Unlock()
+		for _, l := range links {
+			if l != nil {
+				l.mu.Lock()
+				if l.waiter == wake {
+					l.waiter = nil
+				}
+				l.mu.Unlock()
+			}
+		}
+	}()
+	if !ready(links, req.Want, wake) {
+		timer := time.NewTimer(pollWait)
+		select {
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	a := r.answer(req.Have)
+	for i, l := range links {
+		if l == nil {
+			a.refuse(req.Want[i].Link, errUnknownLink)
+			continue
+		}
+		if drained := l.take(req.Want[i], a); drained {
+			s.forget(l)
+		}
+	}
+	r.mu.Lock()
+	r.tables[a.id] = a.index
+	r.mu.Unlock()
+	reply := natsclient.NewMsg(m.Reply)
+	reply.Data = a.encode()
+	_ = m.RespondMsg(reply)
+}
+
+// answer starts the next answer to r, which holds the answers have: the
+// others made for it are forgotten, as it will never hold them.
+func (r *remote) answer(have []uint64) *answer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	held := make([]table, 0, len(have))
+	for id, index := range r.tables {
+		if slices.Contains(have, id) {
+			held = append(held, table{id, index})
+		} else {
+			delete(r.tables, id)
+		}
+	}
+	r.last++
+	return newAnswer(r.last, held)
+}
+
+// ready reports whether one of links has an answer to the batch asked of
+// it now, or is unknown; each that has not wakes wake when it has.
+func ready(links []*served, wants []want, wake chan struct{}) bool {
+	for i, l := range links {
+		if l == nil || l.has(wants[i].Batch, wake) {
+			return true
+		}
+	}
+	return false
+}
+
+// has reports whether the link has an answer to batch want now: the
+// same batch again, frames, or its end. When it has not, it wakes wake
+// when it has.
+func (l *served) has(want uint64, wake chan struct{}) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if want != l.batch+1 || len(l.pending) > 0 || l.gone != nil {
+		return true
+	}
+	l.waiter = wake
+	return false
+}
+
+// take adds the link's answer to batch w to a: the last batch again, or
+// the next of its frames, as much as a has room for; or a refusal of a
+// batch out of step. It reports whether the link is done: its client was
+// removed and the answer says so.
+func (l *served) take(w want, a *answer) (done bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch w.Batch {
+	case l.batch:
+		a.again(w.Link, l.batch, l.last)
+		return false
+	case l.batch + 1:
+	default:
+		a.refuse(w.Link, fmt.Errorf("forward: batch %d asked after %d", w.Batch, l.batch))
+		return false
+	}
+	pieces, n, off := a.take(l.pending, l.off)
+	if len(pieces) == 0 && (l.gone == nil || len(l.pending) > 0) {
+		return false // nothing, or no room: the batch is still to come
+	}
+	clear(l.pending[:n])
+	l.pending, l.off = l.pending[n:], off
+	if len(l.pending) == 0 {
+		l.pending = nil
+		l.taken.Broadcast()
+	}
+	l.batch++
+	l.last = pieces
+	done = l.gone != nil && len(l.pending) == 0
+	a.add(w.Link, l.batch, pieces, errIf(done, l.gone))
+	return done
+}
+
+// errIf is err when cond holds, or nil.
+func errIf(cond bool, err error) error {
+	if cond {
+		return err
+	}
+	return nil
+}
+
+// keep answers a keep: the links it names are still wanted; the answer
+// names those this node does not serve.
+func (s *Server) keep(m *natsclient.Msg) {
+	var ids []string
+	if err := json.Unmarshal(m.Data, &ids); err != nil {
 		refuse(m, err)
 		return
 	}
-	l.next.Lock()
-	defer l.next.Unlock()
-	switch want {
-	case l.batch: // its answer was lost
-	case l.batch + 1:
-		l.answer()
-	default:
-		refuse(m, errors.New("forward: batch "+strconv.FormatUint(want, 10)+" asked after "+strconv.FormatUint(l.batch, 10)))
-		return
-	}
-	a := natsclient.NewMsg(m.Reply)
-	a.Data = l.last
-	if l.gone != nil && len(l.pending) == 0 {
-		b, _ := json.Marshal(encodeError(l.gone))
-		a.Header.Set(removedHeader, string(b))
-	}
-	_ = m.RespondMsg(a)
-	if l.gone != nil && len(l.pending) == 0 {
-		s.mu.Lock()
-		delete(s.links, l.id)
-		s.mu.Unlock()
-		l.idle.Stop()
-	}
-}
-
-// answer makes the next batch: up to maxChunk bytes of the client's
-// frames, waiting up to pollWait for some when none are pending.
-func (l *served) answer() {
-	l.batch++
-	if len(l.pending) == 0 && l.gone == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), pollWait)
-		frames, err := l.out.Next(ctx)
-		timedOut := ctx.Err() != nil
-		cancel()
-		switch {
-		case err == nil:
-			l.pending = appendFrames(l.pending, frames)
-		case timedOut && errors.Is(err, frameq.ErrClosed):
-			// No frames within the wait: an empty batch.
-		default:
-			l.gone = err
+	unknown := []string{}
+	for _, id := range ids {
+		if s.link(id) == nil {
+			unknown = append(unknown, id)
 		}
 	}
-	n := min(len(l.pending), maxChunk)
-	l.last = append(l.last[:0], l.pending[:n]...)
-	l.pending = l.pending[n:]
+	b, _ := json.Marshal(unknown)
+	_ = m.Respond(b)
 }
 
 // forwardSend hands a frame of the client to the session, once.
