@@ -324,11 +324,23 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 			return metrics.Node{Leases: held, LeasesLost: lost, Reached: reaching.Links(), Served: forwarded.Links()}
 		})
 	}
+	var relayer transport.Relayer // resumes the connections other nodes hold
+	if reaching != nil {
+		relayer = reaching
+	}
 	srv := transport.NewServer(transport.Options{
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Exporters: exports, Meter: m, Metrics: m.Handler(), Logger: log,
-		MaxPending: cfg.MaxUnauthenticated, PendingTimeout: cfg.UnauthenticatedTimeout.Duration,
+		MaxPending: cfg.MaxUnauthenticated, PendingTimeout: cfg.UnauthenticatedTimeout.Duration, Relayer: relayer,
 	})
+	if forwarded != nil {
+		err := forwarded.ServeResumes(forward.Resumer{Holds: srv.Holds, Resume: func(credential string, position uint64, who *auth.Principal) (forward.Relayed, error) {
+			return srv.ResumeRelayed(credential, position, who)
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("serve the resumes of other nodes' clients: %w", err)
+		}
+	}
 	return &daemon{cfg: cfg, log: log, hub: h, sessions: sessions, store: store, tokens: tokens, forwarded: forwarded, exports: exports, notifier: notifier, stopped: make(chan struct{}), server: srv, token: token, ln: ln, sock: sock, tls: tlsCfg, sides: sides}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -554,6 +555,99 @@ func TestCluster_AForwardedClientResumesAfterCuts(t *testing.T) {
 	if by := resumedBy(t, clusterLog(t, url, "s")); len(by) != 0 {
 		t.Errorf("the session moved: %+v", by)
 	}
+}
+
+// TestCluster_AClientResumesOnAnyNode: the Go client's resumable
+// connection is held by node c, for a session node a runs; after each of
+// 30 random cuts it comes back through a front that sends it to a and c in
+// turn. A resume that reaches a is relayed to c, which holds the
+// connection: every turn whole, each prompt and answer once, and never a
+// start over — every resume took up the connection where it was.
+func TestCluster_AClientResumesOnAnyNode(t *testing.T) {
+	t.Parallel()
+	url, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
+	a.dial("s", "peer=on-a").handshake()
+	// A token of the cluster's, which both nodes take (their owner tokens
+	// are their own).
+	tok := c.newToken("go", "owner")
+	testutil.WaitFor(t, testTimeout, "node a to take node c's token", func() bool {
+		status, _ := a.apiDo(http.MethodGet, "/api/sessions", tok, nil)
+		return status == http.StatusOK
+	})
+	c.token = tok
+	resumesAfterRandomCuts(t, c, 30, a)
+	resumes := func(h *hubProc, result string) float64 {
+		return scrape(t, "http://"+h.addr+"/metrics", http.Header{"Authorization": {"Bearer " + h.token}})[`acphub_resumes_total{result="`+result+`"}`]
+	}
+	relayed, resumedOnC, resumedOnA := resumes(a, "relayed"), resumes(c, "resumed"), resumes(a, "resumed")
+	if relayed < 10 || resumedOnA != 0 || resumedOnC < 20 {
+		t.Errorf("resumes: %v relayed by a, %v taken up by c, %v by a; want about 15 relayed by a, every one taken up by c", relayed, resumedOnC, resumedOnA)
+	}
+	if by := resumedBy(t, clusterLog(t, url, "s")); len(by) != 0 {
+		t.Errorf("the session moved: %+v", by)
+	}
+}
+
+// TestCluster_ARelayedResumeIsTheHoldingNodes: a resume that reaches node
+// a for a connection node c holds is refused by a as c would refuse it —
+// another token, even an owner's, or an observer's that saw the
+// credential; a position c cannot go on from; a credential no node holds —
+// and with the right token it takes the connection up through a, at the
+// next position; a resume on c then fences the transport a relays, whose
+// client is told why.
+func TestCluster_ARelayedResumeIsTheHoldingNodes(t *testing.T) {
+	t.Parallel()
+	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
+	editor, observer := c.newToken("editor", "owner"), c.newToken("watcher", "observer", "s")
+	testutil.WaitFor(t, testTimeout, "node a to take node c's tokens", func() bool {
+		s1, _ := a.apiDo(http.MethodGet, "/api/sessions", editor, nil)
+		s2, _ := a.apiDo(http.MethodGet, "/api/sessions", observer, nil)
+		return s1 == http.StatusOK && s2 == http.StatusOK
+	})
+	owner := a.token
+	a.token, c.token = editor, editor
+	r := c.dialResumable("s", "editor")
+	sid := r.handshake()
+	r.drop()
+	pos := strconv.FormatUint(r.pos, 10)
+	for _, tc := range []struct {
+		what, token, credential, pos string
+		status                       int
+		reason                       string
+	}{
+		{"an observer's token", observer, r.credential, pos, http.StatusGone, "resume_unknown"},
+		{"node a's owner token", owner, r.credential, pos, http.StatusGone, "resume_unknown"},
+		{"a position ahead of what c sent", editor, r.credential, "99999", http.StatusConflict, "position_unknown"},
+		{"a credential no node holds", editor, "nope.nope", pos, http.StatusGone, "resume_unknown"},
+	} {
+		if cl, status, body := a.tryResumeAs(tc.token, tc.credential, tc.pos); cl != nil || status != tc.status || !strings.Contains(body, tc.reason) {
+			if cl != nil {
+				cl.prompt(sid, "prompted through a relay it should not have")
+			}
+			t.Fatalf("%s: %d %s, want %d %s", tc.what, status, body, tc.status, tc.reason)
+		}
+	}
+	r.h = a
+	r.resume() // through a, the next records at the next positions
+	r.client.prompt(sid, "/echo through a")
+	r.until(func(m msg) bool {
+		return m.update() == "agent_message_chunk" && strings.Contains(string(m.raw), "through a")
+	})
+	relayed := r.client
+	r.h = c
+	r.resume() // on c, while a still relays the transport before
+	select {
+	case err := <-relayed.closed:
+		if err == nil || !strings.Contains(err.Error(), "connection_fenced") {
+			t.Errorf("the relayed transport ended with %v, want connection_fenced", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("the transport a relays stayed open after a resume on c")
+	}
+	r.client.prompt(sid, "/echo on c")
+	r.until(func(m msg) bool {
+		return m.update() == "agent_message_chunk" && strings.Contains(string(m.raw), "on c")
+	})
 }
 
 // TestCluster_TwoNodesOpeningOneSessionAtOnce: clients reach two nodes for

@@ -20,13 +20,14 @@ import (
 	hubclient "github.com/acphub/acphub/client"
 )
 
-// cutProxy forwards TCP connections to a hub and can cut them all at once
-// — both ways, without a close frame, as a network that fails — and
-// refuse new ones for a while.
+// cutProxy forwards TCP connections to a hub — to each of several in
+// turn, as a front of a cluster may — and can cut them all at once — both
+// ways, without a close frame, as a network that fails — and refuse new
+// ones for a while.
 type cutProxy struct {
-	t    *testing.T
-	ln   net.Listener
-	addr string // the hub's
+	t     *testing.T
+	ln    net.Listener
+	addrs []string // the hubs'
 
 	mu      sync.Mutex
 	conns   []net.Conn
@@ -37,13 +38,13 @@ type cutProxy struct {
 	cutsLeft, cutAfter int
 }
 
-func newCutProxy(t *testing.T, hubAddr string) *cutProxy {
+func newCutProxy(t *testing.T, hubAddrs ...string) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{t: t, ln: ln, addr: hubAddr}
+	p := &cutProxy{t: t, ln: ln, addrs: hubAddrs}
 	t.Cleanup(func() {
 		ln.Close()
 		p.setRefuse(true)
@@ -63,13 +64,13 @@ func (p *cutProxy) serve() {
 		}
 		p.mu.Lock()
 		p.accepts++
-		refuse := p.refuse
+		refuse, addr := p.refuse, p.addrs[(p.accepts-1)%len(p.addrs)]
 		p.mu.Unlock()
 		if refuse {
 			c.Close()
 			continue
 		}
-		up, err := net.Dial("tcp", p.addr)
+		up, err := net.Dial("tcp", addr)
 		if err != nil {
 			c.Close()
 			continue
@@ -228,9 +229,14 @@ func TestGoClient_ResumesAfterRandomCuts(t *testing.T) {
 }
 
 // resumesAfterRandomCuts is TestGoClient_ResumesAfterRandomCuts with the
-// Go client reaching the hub h, cut that many times.
-func resumesAfterRandomCuts(t *testing.T, h *hubProc, cuts int) {
-	p := newCutProxy(t, h.addr)
+// Go client reaching the hub h, cut that many times; with others, each
+// connection after a cut reaches the next of h and others in turn.
+func resumesAfterRandomCuts(t *testing.T, h *hubProc, cuts int, others ...*hubProc) {
+	addrs := []string{h.addr}
+	for _, o := range others {
+		addrs = append(addrs, o.addr)
+	}
+	p := newCutProxy(t, addrs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*testTimeout)
 	defer cancel()
 	var text chunkCollector

@@ -63,13 +63,22 @@ func scrape(t *testing.T, url string, header http.Header) map[string]float64 {
 	for name, f := range families {
 		total := 0.0
 		for _, m := range f.Metric {
+			var v float64
 			switch f.GetType() {
 			case dto.MetricType_COUNTER:
-				total += m.GetCounter().GetValue()
+				v = m.GetCounter().GetValue()
 			case dto.MetricType_GAUGE:
-				total += m.GetGauge().GetValue()
+				v = m.GetGauge().GetValue()
 			case dto.MetricType_HISTOGRAM:
-				total += float64(m.GetHistogram().GetSampleCount())
+				v = float64(m.GetHistogram().GetSampleCount())
+			}
+			total += v
+			if len(m.GetLabel()) > 0 {
+				var labels []string
+				for _, l := range m.GetLabel() {
+					labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				}
+				out[name+"{"+strings.Join(labels, ",")+"}"] = v
 			}
 		}
 		out[name] = total

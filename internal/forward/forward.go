@@ -61,6 +61,7 @@ import (
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/transport/resume"
 )
 
 // Timings of a link.
@@ -177,6 +178,8 @@ var hubErrors = []struct {
 	{"unknown_agent", hub.ErrUnknownAgent},
 	{"too_many", hub.ErrTooMany},
 	{"closed", hub.ErrClosed},
+	{"resume_unknown", resume.ErrUnknown},
+	{"position_unknown", resume.ErrPosition},
 }
 
 // encodeError is err as a wireError.

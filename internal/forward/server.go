@@ -21,15 +21,19 @@ import (
 // Server joins the clients other nodes reached to the sessions this node
 // runs, and serves their links.
 type Server struct {
-	hub    *hub.Hub
-	tokens *auth.Store
-	log    *slog.Logger
-	prefix string // the subjects', to the link id
-	sub    *natsclient.Subscription
+	hub      *hub.Hub
+	tokens   *auth.Store
+	log      *slog.Logger
+	nc       *natsclient.Conn
+	opts     Options
+	instance string
+	prefix   string // the subjects', to the link id
 
 	mu    sync.Mutex
+	subs    []*natsclient.Subscription
 	links   map[string]*served
 	pollers map[string]*remote // the reaching nodes' pollers, by id
+	resumer Resumer
 }
 
 // remote is what the running node keeps of a reaching node's poller.
@@ -49,7 +53,7 @@ type served struct {
 	out interface {
 		Next(context.Context) ([][]byte, error)
 	} // its frames
-	client *hub.Client       // the client, nil for a subscriber
+	in     func(context.Context, []byte) error // hands on the client's frame; nil for a subscriber
 	end    func(cause error) // ends it: the client leaves for cause
 	idle   *time.Timer       // ends the link when it is asked nothing for linkIdle
 
@@ -72,12 +76,12 @@ type served struct {
 // process's name in the cluster (cluster.Cluster.Instance), tokens the
 // cluster's token store, which says whose token still works.
 func Serve(nc *natsclient.Conn, h *hub.Hub, tokens *auth.Store, instance string, o Options) (*Server, error) {
-	s := &Server{hub: h, tokens: tokens, log: o.logger(), prefix: subjectPrefix(o.Prefix, instance), links: make(map[string]*served), pollers: make(map[string]*remote)}
+	s := &Server{hub: h, tokens: tokens, log: o.logger(), nc: nc, opts: o, instance: instance, prefix: subjectPrefix(o.Prefix, instance), links: make(map[string]*served), pollers: make(map[string]*remote)}
 	sub, err := nc.Subscribe(s.prefix+">", s.route)
 	if err != nil {
 		return nil, err
 	}
-	s.sub = sub
+	s.subs = []*natsclient.Subscription{sub}
 	// The server has the subscription when Serve returns: another node's
 	// join right after finds it.
 	if err := nc.Flush(); err != nil {
@@ -97,8 +101,10 @@ func (s *Server) Links() int {
 // Close stops answering; the clients of the links still open leave their
 // sessions.
 func (s *Server) Close() {
-	_ = s.sub.Unsubscribe()
 	s.mu.Lock()
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
+	}
 	links := s.links
 	s.links = make(map[string]*served)
 	s.mu.Unlock()
@@ -125,6 +131,9 @@ func (s *Server) route(m *natsclient.Msg) {
 		return
 	case "fork":
 		go s.fork(m)
+		return
+	case "resume":
+		go s.resume(m)
 		return
 	case "poll":
 		var req pollRequest
@@ -227,7 +236,7 @@ func (s *Server) join(m *natsclient.Msg) {
 		refuse(m, err)
 		return
 	}
-	s.open(m, &served{out: c, client: c, end: c.LeaveBecause}, req.Session, c.Peer())
+	s.open(m, &served{out: c, in: c.Send, end: c.LeaveBecause}, req.Session, c.Peer())
 }
 
 // tail subscribes another node's subscriber to the events of a session of
@@ -514,7 +523,7 @@ func (s *Server) keep(m *natsclient.Msg) {
 // forwardSend hands a frame of the client to the session, once.
 func (s *Server) forwardSend(l *served, m *natsclient.Msg) {
 	seq, err := seqOf(m, seqHeader)
-	if err != nil || l.client == nil {
+	if err != nil || l.in == nil {
 		refuse(m, errors.Join(err, errors.New("forward: a subscription takes no frames")))
 		return
 	}
@@ -526,7 +535,7 @@ func (s *Server) forwardSend(l *served, m *natsclient.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callWait)
 	defer cancel()
-	if err := l.client.Send(ctx, m.Data); err != nil {
+	if err := l.in(ctx, m.Data); err != nil {
 		refuse(m, err)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -138,6 +139,10 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 		return
 	}
 	c, err := s.resumes.Find(credential)
+	if errors.Is(err, resume.ErrUnknown) && s.opts.Relayer != nil {
+		s.relayResume(w, r, credential, pos)
+		return
+	}
 	if err == nil && !principal(r).Same(c.Client().Principal()) {
 		// A credential resumes only with the token that opened its
 		// connection: one seen in passing, with another token, is worth
@@ -175,10 +180,10 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 // resumeRefusal is the HTTP refusal of a resume that failed with err, or
 // nil when err is nil.
 func resumeRefusal(err error) *refusal {
-	switch err {
-	case nil:
+	switch {
+	case err == nil:
 		return nil
-	case resume.ErrPosition:
+	case errors.Is(err, resume.ErrPosition):
 		return refuse(http.StatusConflict, api.ReasonPositionUnknown, "position",
 			"the hub cannot go on from that position: start over (join with resume=new and attach with afterSeq)")
 	default:

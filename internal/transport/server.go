@@ -58,6 +58,9 @@ type Options struct {
 	Exporters Exporters
 	// Meter counts connections and resumes; nil counts nothing.
 	Meter meter.Sink
+	// Relayer, on a node of a cluster, resumes the connections other
+	// nodes hold (relay.go); nil refuses them as unknown.
+	Relayer Relayer
 	// Metrics, when set, is served at GET /metrics, to tokens with the
 	// manage right.
 	Metrics http.Handler

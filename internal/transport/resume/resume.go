@@ -107,6 +107,14 @@ func (r *Registry[T]) Find(credential string) (*Conn[T], error) {
 	return c, nil
 }
 
+// Holds reports whether the registry holds the connection whose
+// credential starts with id (its part before the dot).
+func (r *Registry[T]) Holds(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conns[id] != nil
+}
+
 // Records are written records with consecutive positions, from First on.
 type Records struct {
 	First  uint64
