@@ -85,7 +85,8 @@ func until(t *testing.T, l hub.Link, want string) string {
 	for !strings.Contains(got.String(), want) {
 		frames, err := l.Next(ctx)
 		if err != nil {
-			g := got.String(); t.Fatalf("waiting for %q: %v after %d bytes ending %q", want, err, len(g), g[max(0, len(g)-400):])
+			g := got.String()
+			t.Fatalf("waiting for %q: %v after %d bytes ending %q", want, err, len(g), g[max(0, len(g)-400):])
 		}
 		for _, f := range frames {
 			got.Write(f)

@@ -29,7 +29,7 @@ type Server struct {
 	instance string
 	prefix   string // the subjects', to the link id
 
-	mu    sync.Mutex
+	mu      sync.Mutex
 	subs    []*natsclient.Subscription
 	links   map[string]*served
 	pollers map[string]*remote // the reaching nodes' pollers, by id
@@ -53,9 +53,9 @@ type served struct {
 	out interface {
 		Next(context.Context) ([][]byte, error)
 	} // its frames
-	in     func(context.Context, []byte) error // hands on the client's frame; nil for a subscriber
-	end    func(cause error) // ends it: the client leaves for cause
-	idle   *time.Timer       // ends the link when it is asked nothing for linkIdle
+	in   func(context.Context, []byte) error // hands on the client's frame; nil for a subscriber
+	end  func(cause error)                   // ends it: the client leaves for cause
+	idle *time.Timer                         // ends the link when it is asked nothing for linkIdle
 
 	mu      sync.Mutex
 	taken   sync.Cond     // on mu: the pump's frames were all answered, or the link ended
