@@ -60,14 +60,8 @@ func (s *Server) relayResume(w http.ResponseWriter, r *http.Request, credential 
 		s.log.Warn("relay a resume to the node that holds the connection", "err", err)
 		err = resume.ErrUnknown
 	}
-	if f := resumeRefusal(err); f != nil {
-		f.write(w)
-		return
-	}
-	conn, framing, err := s.upgrade(w, r)
-	if err != nil {
-		s.log.Debug("upgrade", "framing", framing, "err", err)
-		rel.Leave(errRelayDropped) // parked again, for the client to come back
+	conn, framing, ok := s.upgradeResumed(w, r, err, func() { rel.Leave(errRelayDropped) })
+	if !ok {
 		return
 	}
 	s.opts.Meter.Resumed("relayed")

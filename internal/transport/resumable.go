@@ -159,14 +159,8 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 	if err == nil {
 		hold, kept, err = c.Take(pos, takeWait)
 	}
-	if f := resumeRefusal(err); f != nil {
-		f.write(w)
-		return
-	}
-	conn, framing, err := s.upgrade(w, r)
-	if err != nil {
-		s.log.Debug("upgrade", "framing", framing, "err", err)
-		hold.Release(false) // parked again, for the client to come back
+	conn, framing, ok := s.upgradeResumed(w, r, err, func() { hold.Release(false) })
+	if !ok {
 		return
 	}
 	client := c.Client()
@@ -175,6 +169,23 @@ func (s *Server) resumeConn(w http.ResponseWriter, r *http.Request, q url.Values
 	s.opts.Meter.Resumed("resumed")
 	_, role := principal(r).Describe()
 	go s.serveConn(context.WithoutCancel(r.Context()), conn, link{client: client, framing: framing, role: role, hold: hold, first: kept}, log) // as in acp
+}
+
+// upgradeResumed answers a resume err refused with its refusal, or
+// upgrades it; a failed upgrade parks the connection again (park), for
+// the client to come back.
+func (s *Server) upgradeResumed(w http.ResponseWriter, r *http.Request, err error, park func()) (frameConn, string, bool) {
+	if f := resumeRefusal(err); f != nil {
+		f.write(w)
+		return nil, "", false
+	}
+	conn, framing, err := s.upgrade(w, r)
+	if err != nil {
+		s.log.Debug("upgrade", "framing", framing, "err", err)
+		park()
+		return nil, "", false
+	}
+	return conn, framing, true
 }
 
 // resumeRefusal is the HTTP refusal of a resume that failed with err, or
