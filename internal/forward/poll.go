@@ -18,8 +18,14 @@ import (
 // offsets: a frame several links have is cut the same way for each.
 const pieceSize = 64 << 10
 
-// heldAnswers is how many of its last answers a poller keeps.
-const heldAnswers = 8
+// A poller keeps the pieces of its last answers that carried any, up to
+// heldAnswers of them and heldBytes of pieces: a client of the node may
+// be that far behind the others in the same frames, read a frame's pieces
+// a burst of answers after them, and still not have them sent again.
+const (
+	heldAnswers = 64
+	heldBytes   = 4 << 20
+)
 
 // pollRequest is a poll: the poller that sent it, the answers it holds,
 // and the batch each of its links wants.

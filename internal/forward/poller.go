@@ -28,8 +28,9 @@ type poller struct {
 
 	// The run goroutine's: the last answers received, their pieces by id,
 	// and their ids, oldest first.
-	held  map[uint64][][]byte
-	order []uint64
+	held     map[uint64][][]byte
+	order    []uint64
+	heldSize int // bytes of the pieces held
 
 	mu      sync.Mutex
 	links   map[string]*link
@@ -144,12 +145,21 @@ func (p *poller) ask(req *pollRequest) ([]received, error) {
 	}
 }
 
-// hold keeps the pieces of answer id, and forgets the oldest answer held
-// past heldAnswers.
+// hold keeps the pieces of answer id, if it carried any, and forgets the
+// oldest answers held past heldAnswers or heldBytes.
 func (p *poller) hold(id uint64, table [][]byte) {
+	if len(table) == 0 {
+		return
+	}
 	p.held[id] = table
 	p.order = append(p.order, id)
-	if len(p.order) > heldAnswers {
+	for _, b := range table {
+		p.heldSize += len(b)
+	}
+	for len(p.order) > heldAnswers || p.heldSize > heldBytes && len(p.order) > 1 {
+		for _, b := range p.held[p.order[0]] {
+			p.heldSize -= len(b)
+		}
 		delete(p.held, p.order[0])
 		p.order = slices.Delete(p.order, 0, 1)
 	}
