@@ -19,7 +19,7 @@ const clusterAbout = "Reads the cluster's state from its NATS servers (--store),
 
 var clusterCommands = []command{
 	{name: "cluster status", summary: "show the nodes of a cluster and which runs each session",
-		about: "Asks every node on the NATS servers of --store how it is (the nodes that answer\nwithin half a second), and lists every session's lease: the node that runs it, the\nlease's epoch and since when. --json prints the same as one JSON object."},
+		about: "Asks every node on the NATS servers of --store how it is (the nodes that answer\nwithin half a second): its sessions, its clients, the clients of other nodes it\nserves and its clients of other nodes' sessions, and how far behind its sessions'\nclients are (the bytes queued for them, and how many read from the log); and lists\nevery session's lease: the node that runs it, the lease's epoch and since when.\n--json prints the same as one JSON object."},
 }
 
 // runCluster runs acphub cluster status.
@@ -64,9 +64,9 @@ func runClusterStatus(ctx context.Context, args []string, stdio Stdio) error {
 func printClusterStatus(out io.Writer, st cluster.Status, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	age := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
-	fmt.Fprintf(w, "NODE\tSESSIONS\tCLIENTS\tUP\n")
+	fmt.Fprintf(w, "NODE\tSESSIONS\tCLIENTS\tSERVED\tREACHED\tQUEUED\tREADING LOG\tUP\n")
 	for _, n := range st.Nodes {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", n.Node, len(n.Sessions), n.Clients, age(n.Since))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d KiB\t%d\t%s\n", n.Node, len(n.Sessions), n.Clients, n.Served, n.Reached, (n.Queued+1023)/1024, n.ReadingLog, age(n.Since))
 	}
 	if len(st.Nodes) == 0 {
 		fmt.Fprintf(w, "(no node answered)\n")

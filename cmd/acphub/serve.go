@@ -25,6 +25,7 @@ import (
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
 	"github.com/acphub/acphub/internal/auth"
+	"github.com/acphub/acphub/internal/cluster"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/sqlite"
@@ -232,13 +233,26 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 		dbPath := filepath.Join(cfg.DataDir, sqlite.FileName)
 		removeNew(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal", dbPath+sqlite.QueueSuffix, dbPath+sqlite.OldQueueSuffix)
 	}
-	// The cluster's status counts the clients of the hub made below.
-	var made atomic.Pointer[hub.Hub]
-	store, node, err := openStore(cfg, log, m, func() int {
+	// The cluster's status tells what the hub, the Forwarder and the
+	// forward.Server made below carry.
+	var (
+		made     atomic.Pointer[hub.Hub]
+		reached  atomic.Pointer[forward.Forwarder]
+		servedBy atomic.Pointer[forward.Server]
+	)
+	store, node, err := openStore(cfg, log, m, func() cluster.Load {
+		var l cluster.Load
 		if h := made.Load(); h != nil {
-			return h.Clients()
+			l.Clients = h.Clients()
 		}
-		return 0
+		if f := reached.Load(); f != nil {
+			l.Reached = f.Links()
+		}
+		if s := servedBy.Load(); s != nil {
+			l.Served = s.Links()
+		}
+		l.Queued, l.ReadingLog = m.Backlog()
+		return l
 	})
 	if err != nil {
 		return nil, err
@@ -262,6 +276,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 			return instance, err
 		}, forward.Options{Logger: log})
 		hcfg.Forwarder = reaching
+		reached.Store(reaching)
 	}
 	h := hub.New(hcfg)
 	made.Store(h)
@@ -319,6 +334,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 			return nil, fmt.Errorf("serve the clients other nodes forward: %w", err)
 		}
 		undo = append(undo, forwarded.Close)
+		servedBy.Store(forwarded)
 		m.ServeNode(func() metrics.Node {
 			held, lost := node.Leases()
 			return metrics.Node{Leases: held, LeasesLost: lost, Reached: reaching.Links(), Served: forwarded.Links()}

@@ -30,9 +30,9 @@ const natsConnectTimeout = 10 * time.Second
 // openStore opens the session log store cfg names: SQLite in the data dir
 // by default, or JetStream on the NATS server of --store, with this node's
 // part of the cluster (the leases that decide which node runs each
-// session, the tokens every node takes) on the same connection; clients
-// counts the node's connected clients, for the cluster's status.
-func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink, clients func() int) (eventlog.Store, *cluster.Cluster, error) {
+// session, the tokens every node takes) on the same connection; load says
+// what the node carries, for the cluster's status.
+func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink, load func() cluster.Load) (eventlog.Store, *cluster.Cluster, error) {
 	if cfg.Store == "" {
 		s, err := sqlite.Open(filepath.Join(cfg.DataDir, sqlite.FileName), sqlite.Options{Logger: log, Meter: m})
 		return s, nil, err
@@ -55,7 +55,7 @@ func openStore(cfg *config.Config, log *slog.Logger, m meter.Sink, clients func(
 		nc.Close()
 		return nil, nil, fail(err)
 	}
-	c, err := cluster.New(ctx, nc, cluster.Options{Node: node, Replicas: cfg.NATSReplicas, LeaseTTL: cfg.LeaseTTL.Duration, Logger: log, Clients: clients})
+	c, err := cluster.New(ctx, nc, cluster.Options{Node: node, Replicas: cfg.NATSReplicas, LeaseTTL: cfg.LeaseTTL.Duration, Logger: log, Load: load})
 	if err != nil {
 		nc.Close()
 		return nil, nil, fail(err)

@@ -73,9 +73,9 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Logger receives the cluster's own messages. Default slog.Default().
 	Logger *slog.Logger
-	// Clients, when set, counts the clients connected to this node, for
-	// `acphub cluster status`.
-	Clients func() int
+	// Load, when set, says what this node carries, for `acphub cluster
+	// status`.
+	Load func() Load
 }
 
 // Cluster is this node's part of a cluster: the leases it holds and the
@@ -94,7 +94,7 @@ type Cluster struct {
 	ttl        time.Duration
 	log        *slog.Logger
 	since      time.Time
-	clients    func() int
+	load       func() Load
 	subs       []*natsclient.Subscription // pings, status requests
 	stops      []func()                   // end the watches
 	replicas   int                        // of the buckets
@@ -138,7 +138,7 @@ func New(ctx context.Context, nc *natsclient.Conn, o Options) (*Cluster, error) 
 	c := &Cluster{
 		nc: nc, js: js, bucket: o.Prefix + "_LEASES", prefix: strings.ToLower(o.Prefix), prefixName: o.Prefix,
 		node: o.Node, instance: rand.Text(), ttl: o.LeaseTTL, log: o.Logger.With("node", o.Node),
-		since: time.Now().UTC(), clients: o.Clients, held: make(map[string]*Lease), replicas: max(o.Replicas, 1),
+		since: time.Now().UTC(), load: o.Load, held: make(map[string]*Lease), replicas: max(o.Replicas, 1),
 	}
 	c.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         c.bucket,

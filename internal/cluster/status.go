@@ -21,7 +21,26 @@ type NodeStatus struct {
 	Instance string    `json:"instance"` // the process
 	Since    time.Time `json:"since"`    // when it joined the cluster
 	Sessions []string  `json:"sessions"` // whose lease it holds
-	Clients  int       `json:"clients"`  // connected to it, every session
+	Load
+}
+
+// Load is what a node carries: its clients, and how far behind the
+// sessions they are. A client reads a session's frames from its queue
+// while it keeps up, and from the log once it falls behind: the queue's
+// bytes and the clients reading the log are the lag of the node's
+// consumers.
+type Load struct {
+	Clients int `json:"clients"` // connected to it, every session
+	// Queued is the bytes of frames waiting in its sessions' queues for
+	// their clients and subscribers, those of other nodes included.
+	Queued int64 `json:"queued"`
+	// ReadingLog counts its sessions' clients and subscribers that fell
+	// behind and catch up from the log.
+	ReadingLog int `json:"readingLog"`
+	// Served counts the clients of other nodes it serves (forwarded to
+	// its sessions), Reached its clients of sessions other nodes run.
+	Served  int `json:"served"`
+	Reached int `json:"reached"`
 }
 
 // LeaseStatus is one session's lease as the bucket holds it.
@@ -54,8 +73,8 @@ func (c *Cluster) answerStatus(m *natsclient.Msg) {
 	}
 	c.mu.Unlock()
 	slices.Sort(st.Sessions)
-	if c.clients != nil {
-		st.Clients = c.clients()
+	if c.load != nil {
+		st.Load = c.load()
 	}
 	b, _ := json.Marshal(st)
 	_ = m.Respond(b)

@@ -426,14 +426,15 @@ func TestCluster_ANATSServerStoppedMidTurnLosesNothing(t *testing.T) {
 
 // TestCluster_StatusShowsNodesAndLeases: acphub cluster status, given the
 // NATS servers alone, lists the nodes that answer with their sessions and
-// clients, and every session's lease with its node and epoch; a node that
-// was killed still holds its lease, marked as not answering, until it
-// runs out.
+// clients, the clients they serve for other nodes and reach on them, and
+// their consumers' lag (bytes queued, clients reading the log), and every
+// session's lease with its node and epoch; a node that was killed still
+// holds its lease, marked as not answering, until it runs out.
 func TestCluster_StatusShowsNodesAndLeases(t *testing.T) {
 	t.Parallel()
 	url, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
 	ca := a.dial("s.1", "peer=on-a")
-	ca.handshake()
+	sid := ca.handshake()
 	cc := c.dial("t", "peer=on-c")
 	cc.handshake()
 
@@ -458,6 +459,25 @@ func TestCluster_StatusShowsNodesAndLeases(t *testing.T) {
 	if len(st.Leases) != 2 || st.Leases[0].Session != "s.1" || st.Leases[0].Node != "a" || st.Leases[1].Node != "c" || st.Leases[0].Epoch == 0 {
 		t.Errorf("leases %+v, want s.1 on a and t on c", st.Leases)
 	}
+
+	// A client of c's in a's session, and a client of a's that stops
+	// reading a flood: a serves one client of another node, c reaches one
+	// session of another node, and a's consumers lag.
+	far := c.dial("s.1", "peer=far")
+	far.handshake()
+	slow := a.dialSmallBuffer("s.1", "peer=slow")
+	slow.handshake()
+	slow.stopReading()
+	flood := ca.prompt(sid, "/flood 4000 4096")
+	var lagged cluster.Status
+	testutil.WaitFor(t, slowTimeout, "cluster status to show a's lagging client and the forwarded one", func() bool {
+		lagged = status()
+		return len(lagged.Nodes) == 2 && lagged.Nodes[0].Served == 1 && lagged.Nodes[1].Reached == 1 &&
+			lagged.Nodes[0].ReadingLog > 0 && lagged.Nodes[0].Queued > 0
+	})
+	ca.untilResponse(flood)
+	slow.resumeReading()
+	slow.close()
 
 	a.kill()
 	out, stderr, err := runCLI(t, "cluster", "status", "--store", url, "--config", emptyConfig(t, t.TempDir()))

@@ -152,6 +152,18 @@ func (m *Metrics) Queues(session string, queued int64, lagging int) {
 	m.queues[session] = queue{queued, lagging}
 }
 
+// Backlog returns the bytes queued for the clients and subscribers of
+// every session, and how many of them read from the log (see Queues).
+func (m *Metrics) Backlog() (queued int64, readingLog int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, q := range m.queues {
+		queued += q.bytes
+		readingLog += q.lagging
+	}
+	return queued, readingLog
+}
+
 // LogAppended implements meter.Sink.
 func (m *Metrics) LogAppended(d time.Duration) { m.logAppend.Observe(d.Seconds()) }
 
