@@ -670,6 +670,65 @@ func TestCluster_ARelayedResumeIsTheHoldingNodes(t *testing.T) {
 	})
 }
 
+// TestCluster_TheStandardEndpointAfterItsRunningNodeDies: a client of the
+// standard endpoint of node c streams a turn of a session node a runs,
+// and a is killed. c ends the connection, as the session's node stopped
+// answering; the client connects again and loads the session: c takes it
+// once a's lease runs out and replays its history — the interrupted
+// turn's chunks the log kept, each once — and the session takes a prompt.
+func TestCluster_TheStandardEndpointAfterItsRunningNodeDies(t *testing.T) {
+	t.Parallel()
+	url, a, c := twoNodes(t, 2*time.Second, 5*time.Millisecond)
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	mustStop(t, "a prompt on node a", lastOf(ca.untilResponse(ca.prompt(sid, "/echo earlier"))), "end_turn")
+
+	load := func(name string) *client {
+		std, err := c.dialRFDWebSocket(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		std.t = t
+		std.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}, "clientInfo": map[string]any{"name": name, "version": "1"}})
+		return std
+	}
+	std := load("std")
+	if r := lastOf(std.untilResponse(std.request("session/load", map[string]any{"sessionId": sid, "cwd": "/tmp", "mcpServers": []any{}}))); r.Error != nil {
+		t.Fatalf("session/load through node c: %s", r.raw)
+	}
+	std.prompt(sid, "/slow 400")
+	for range 5 {
+		std.until(isUpdate("agent_message_chunk"))
+	}
+	a.kill()
+	select {
+	case <-std.closed:
+	case <-time.After(slowTimeout):
+		t.Fatal("node c kept the connection of a session whose node died")
+	}
+
+	again := load("std-again")
+	got := again.untilResponse(again.request("session/load", map[string]any{"sessionId": sid, "cwd": "/tmp", "mcpServers": []any{}}))
+	if r := lastOf(got); r.Error != nil {
+		t.Fatalf("session/load after node a died: %s", r.raw)
+	}
+	// What the log kept of the interrupted turn: its message as node a
+	// last held it (docs/log.md, the window a kill may cut).
+	history := texts(got)
+	if !strings.Contains(history, "earlier") || !strings.Contains(history, "chunk 1 ") {
+		t.Errorf("the history after node a died is %q, want the earlier turn and the interrupted one's start", history)
+	}
+	for i := 1; i <= 5; i++ {
+		if n := strings.Count(history, fmt.Sprintf("chunk %d ", i)); n > 1 {
+			t.Errorf("the history holds chunk %d %d times", i, n)
+		}
+	}
+	mustStop(t, "a prompt after node a died", lastOf(again.untilResponse(again.prompt(sid, "/echo after"))), "end_turn")
+	if by := resumedBy(t, clusterLog(t, url, "s")); len(by["c"]) != 1 {
+		t.Errorf("the log says the session was taken by %+v, want node c once", by)
+	}
+}
+
 // TestCluster_TwoNodesOpeningOneSessionAtOnce: clients reach two nodes for
 // one new session at the same moment, many times over. Each time one node
 // runs it and the other forwards its client there: both clients share one
