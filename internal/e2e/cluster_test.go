@@ -729,6 +729,46 @@ func TestCluster_TheStandardEndpointAfterItsRunningNodeDies(t *testing.T) {
 	}
 }
 
+// TestCluster_ARemoteSessionGoesOnOnAnotherNode: a remote session runs on
+// node a, which pushes its first turn and is killed; its workspace and
+// git cache are gone with it, as on another machine. A client of node c
+// loads the session and prompts: c takes it, makes the workspace again in
+// its own data dir from the result branch as pushed, and the turn's
+// commit goes on top of a's.
+func TestCluster_ARemoteSessionGoesOnOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	git := testutil.NewGitServer(t)
+	_, a, c := twoNodes(t, 2*time.Second, 5*time.Millisecond, "--fs-policy", "self_handle", "--terminal-policy", "self_handle", "--remote-scheme", "http")
+	ca := toolClient(a, "s", "a", nil, false)
+	sid := sessionIDOf(t, ca.mustCall("session/new", remoteParams(remoteRef{Type: "git", URL: git.URL, Branch: "main", Revision: git.Main})))
+	first, _, _ := promptTarget(t, ca, sid, "/fs-write one.txt 1")
+	if first == nil || git.Branch(first.Branch) != first.Revision {
+		t.Fatalf("node a's turn: target %+v", first)
+	}
+	a.kill()
+	for _, dir := range []string{"workspaces", "git-cache"} {
+		if err := os.RemoveAll(filepath.Join(a.dataDir, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cc := toolClient(c, "s", "b", nil, false)
+	cc.mustCall("session/load", map[string]any{"sessionId": sid, "cwd": "/nowhere", "mcpServers": []any{}})
+	second, _, _ := promptTarget(t, cc, sid, "/fs-write two.txt 2")
+	if second == nil || second.Branch != first.Branch || testutil.Git(t, git.Bare(), "rev-parse", second.Revision+"^") != first.Revision {
+		t.Fatalf("node c's turn: target %+v, want a commit on %s on top of %s", second, first.Branch, first.Revision)
+	}
+	if got := testutil.Git(t, git.Bare(), "ls-tree", "--name-only", second.Revision); got != "README\none.txt\ntwo.txt" {
+		t.Errorf("files on the result branch: %q", got)
+	}
+	if made, err := os.ReadDir(filepath.Join(c.dataDir, "workspaces")); err != nil || len(made) == 0 {
+		t.Errorf("node c's workspaces: %v %v, want the session's", made, err)
+	}
+	if _, err := os.Stat(filepath.Join(a.dataDir, "workspaces")); err == nil {
+		t.Error("node c made the workspace in node a's data dir")
+	}
+}
+
 // TestCluster_TwoNodesOpeningOneSessionAtOnce: clients reach two nodes for
 // one new session at the same moment, many times over. Each time one node
 // runs it and the other forwards its client there: both clients share one

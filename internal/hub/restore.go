@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/jsonrpc"
 	"github.com/acphub/acphub/internal/ops"
 	"github.com/acphub/acphub/internal/sessionlog"
 )
@@ -126,5 +127,11 @@ func (s *Session) restore(p *sessionlog.State) {
 	p.Ended = nil
 	if p.Workspace != nil && s.cfg.Workspaces != nil {
 		s.remote = s.cfg.Workspaces.Restore(remoteActor{s}, p.Workspace, p.Pushed, s.remoteOptions())
+		if dir := s.remote.Dir(); dir != s.cwd() && s.newParams != nil {
+			// Its workspace is in this hub's data dir, not where the log
+			// says it was made (another node's, a data dir moved): the
+			// agent and self_handle work there.
+			s.newParams, _ = jsonrpc.SetField(s.newParams, "cwd", mustJSON(dir))
+		}
 	}
 }

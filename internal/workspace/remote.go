@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/acphub/acphub/api"
@@ -104,13 +105,18 @@ func (r *Remote) cloned(peer string) {
 // Restore is the Remote of a session reopened from its log, whose
 // workspace the log says was checked out as cloned and pushed at pushed:
 // the workspace on disk, or one to make again when Ready is first asked.
+// The workspace is this Manager's, by its name: a hub whose data dir
+// moved, or another node of a cluster that took the session, keeps it in
+// its own (the log names the directory where it was made).
 func (m *Manager) Restore(a Actor, cloned *api.WorkspaceCloned, pushed string, opts RemoteOptions) *Remote {
 	r := &Remote{actor: a, m: m, log: opts.Logger, noPush: opts.NoPush, pushed: pushed}
 	ref := Ref{Type: "git", URL: cloned.URL, Branch: cloned.Branch, Revision: cloned.Revision}
-	ws, err := m.Existing(cloned.Dir, ref, cloned.ResultBranch)
+	here := *cloned
+	here.Dir = m.workspaceDir(filepath.Base(cloned.Dir))
+	ws, err := m.Existing(here.Dir, ref, cloned.ResultBranch)
 	if err != nil {
-		r.log.Info("remote session: its workspace is gone; it is made again when the agent starts", "dir", cloned.Dir)
-		r.lost = cloned
+		r.log.Info("remote session: its workspace is gone; it is made again when the agent starts", "dir", here.Dir)
+		r.lost = &here
 		return r
 	}
 	r.ws = ws

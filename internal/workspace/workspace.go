@@ -178,7 +178,7 @@ func (m *Manager) Open(ctx context.Context, name string, ref Ref, branch string)
 			return nil, refuse("revision", "%s is not in %s", ref.Revision, ref.URL)
 		}
 	}
-	dir := filepath.Join(m.opts.Dir, "workspaces", name)
+	dir := m.workspaceDir(name)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return nil, err
 	}
@@ -295,6 +295,11 @@ func (m *Manager) Existing(dir string, ref Ref, branch string) (*Workspace, erro
 		return nil, err
 	}
 	return &Workspace{m: m, Dir: dir, cache: m.cacheDir(ref.URL), Remote: ref, Branch: branch}, nil
+}
+
+// workspaceDir is where the workspace name is.
+func (m *Manager) workspaceDir(name string) string {
+	return filepath.Join(m.opts.Dir, "workspaces", name)
 }
 
 // Dir returns the directory the manager keeps caches and workspaces in.
