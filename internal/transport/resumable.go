@@ -258,6 +258,16 @@ func (w *recordWriter) write(frames [][]byte) error {
 	return w.conn.WriteBatch(frames, first)
 }
 
+// stuck reports whether a write is under way: one that takes a removed
+// client's closeGrace is stuck.
+func (w *recordWriter) stuck() bool {
+	if w.mu.TryLock() {
+		w.mu.Unlock()
+		return false
+	}
+	return true
+}
+
 // writeKept writes records that have their positions already.
 func (w *recordWriter) writeKept(r resume.Records) error {
 	if len(r.Frames) == 0 {

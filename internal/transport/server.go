@@ -548,15 +548,24 @@ func (s *Server) serveConn(ctx context.Context, conn frameConn, l link, log *slo
 	}()
 	// A client the hub removed may be one that stopped reading, with the
 	// writer stuck on a full socket: give the write a moment to finish so
-	// the closing words can follow, then tear the connection down.
+	// the closing words can follow, then tear the connection down. A
+	// writer that is not writing then (a loaded machine has not run it
+	// yet) gets there by itself, and closes with the words.
 	written := make(chan struct{})
 	stop := l.client.AfterRemoved(func() {
 		t := time.NewTimer(closeGrace)
 		defer t.Stop()
-		select {
-		case <-t.C:
-			_ = conn.Abort()
-		case <-written:
+		for {
+			select {
+			case <-t.C:
+				if out.stuck() {
+					_ = conn.Abort()
+					return
+				}
+				t.Reset(closeGrace)
+			case <-written:
+				return
+			}
 		}
 	})
 	stopFence := watchFence(l.hold, cancel, conn)
