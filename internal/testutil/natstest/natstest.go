@@ -148,17 +148,35 @@ func StartWithCredentials(tb testing.TB) (srv *server.Server, creds string) {
 
 // StartCluster runs n NATS servers with JetStream in one cluster, routed
 // to each other on loopback ports, until the test ends, and returns them
-// once JetStream has a meta leader that knows all n as its peers.
+// once JetStream has a meta leader that knows all n as its peers. A port
+// chosen for a route that something else took meanwhile (tests run at
+// once) is chosen again.
 func StartCluster(tb testing.TB, n int) []*server.Server {
 	tb.Helper()
+	for try := 1; ; try++ {
+		servers, ok := startCluster(tb, n)
+		if ok {
+			return servers
+		}
+		for _, srv := range servers {
+			srv.Shutdown()
+		}
+		if try == 5 {
+			tb.Fatalf("the %d NATS servers could not listen for their routes, five times", n)
+		}
+	}
+}
+
+// startCluster is one try of StartCluster: ok is false when a server
+// could not listen on the port chosen for its routes.
+func startCluster(tb testing.TB, n int) (servers []*server.Server, ok bool) {
 	ports := make([]int, n)
 	routes := make([]string, n)
 	for i := range ports {
 		ports[i] = freePort(tb)
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i])
 	}
-	servers := make([]*server.Server, n)
-	for i := range servers {
+	for i := range n {
 		srv, err := server.NewServer(&server.Options{
 			ServerName: fmt.Sprintf("n%d", i+1),
 			Host:       "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
@@ -171,19 +189,24 @@ func StartCluster(tb testing.TB, n int) []*server.Server {
 		}
 		srv.Start()
 		tb.Cleanup(srv.Shutdown)
-		servers[i] = srv
+		servers = append(servers, srv)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	for _, srv := range servers {
+		if !srv.ReadyForConnections(10 * time.Second) {
+			return servers, false
+		}
+	}
+	// The leader knows every server as a peer with JetStream: a stream of
+	// n replicas can be placed. An election on a loaded machine is slow.
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		for _, srv := range servers {
-			// The leader knows every server as a peer with JetStream: a
-			// stream of n replicas can be placed.
 			if srv.JetStreamIsLeader() && len(srv.JetStreamClusterPeers()) == n {
-				return servers
+				return servers, true
 			}
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("the %d NATS servers had no JetStream leader that knew them all within 30 s", n)
+			tb.Fatalf("the %d NATS servers had no JetStream leader that knew them all within 60 s", n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
