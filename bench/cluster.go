@@ -41,7 +41,13 @@ const clusterScaleSessions = 100
 type storeRows struct {
 	servers          int // each stream has as many replicas
 	owner, forwarded clusterRow
+	// fanOwner and fanForwarded are clusterFanOut clients of the session,
+	// all on the node that runs it, then all on the other node.
+	fanOwner, fanForwarded clusterRow
 }
+
+// clusterFanOut is how many clients of one session the fan-out rows have.
+const clusterFanOut = 20
 
 type clusterRow struct {
 	paced, flood *floodResult
@@ -169,27 +175,44 @@ func (c *config) node(s *natsServers, name string, ttl time.Duration) (*hubProc,
 
 func runCluster(cfg *config) (*clusterResult, error) {
 	res := &clusterResult{size: 100}
-	spec := func(paced bool) floodSpec {
-		if paced {
-			return floodSpec{n: cfg.pacedN, size: res.size, rate: cfg.pacedRate, mode: cfg.modes[0]}
+	// spec is the flood of k clients: with many, each chunk its own event
+	// (stampMeta), as the fan-out section's, so that a client that reads
+	// the log counts every chunk.
+	spec := func(paced bool, k int) floodSpec {
+		mode := cfg.modes[0]
+		if k > 1 {
+			mode = stampMeta
 		}
-		return floodSpec{n: cfg.floodN(1, res.size), size: res.size, mode: cfg.modes[0]}
+		if paced {
+			return floodSpec{n: cfg.pacedN, size: res.size, rate: cfg.pacedRate, mode: mode}
+		}
+		return floodSpec{n: cfg.floodN(k, res.size), size: res.size, mode: mode}
 	}
 	// measure runs the rows' runs with client c of a session whose hub is
 	// proc.
-	measure := func(row *clusterRow, proc int, c *client) error {
-		fr := &floodRun{proc: proc, clients: []*client{c}, readers: []int{0}}
-		if _, err := fr.run(floodSpec{n: warmupChunks, size: res.size, mode: cfg.modes[0]}); err != nil {
+	// measure runs the row's runs with clients cs of a session whose hub
+	// is proc, the first prompting; with one client, the prompt round
+	// trips too.
+	measure := func(row *clusterRow, proc int, cs ...*client) error {
+		fr := &floodRun{proc: proc, clients: cs}
+		for i := range cs {
+			fr.readers = append(fr.readers, i)
+		}
+		warm := spec(false, len(cs))
+		warm.n = warmupChunks
+		if _, err := fr.run(warm); err != nil {
 			return err
 		}
 		var err error
-		if row.prompt, err = echoRTT(c, cfg.rtts); err != nil {
+		if len(cs) == 1 {
+			if row.prompt, err = echoRTT(cs[0], cfg.rtts); err != nil {
+				return err
+			}
+		}
+		if row.paced, err = fr.run(spec(true, len(cs))); err != nil {
 			return err
 		}
-		if row.paced, err = fr.run(spec(true)); err != nil {
-			return err
-		}
-		row.flood, err = fr.run(spec(false))
+		row.flood, err = fr.run(spec(false, len(cs)))
 		return err
 	}
 
@@ -248,7 +271,7 @@ func runCluster(cfg *config) (*clusterResult, error) {
 
 // runStore measures, on n NATS servers, a client on the node that runs its
 // session and one that another node forwards.
-func runStore(cfg *config, n int, measure func(row *clusterRow, proc int, c *client) error) (storeRows, error) {
+func runStore(cfg *config, n int, measure func(row *clusterRow, proc int, cs ...*client) error) (storeRows, error) {
 	rows := storeRows{servers: n}
 	s, err := startNATS(cfg.tmp, n)
 	if err != nil {
@@ -284,6 +307,43 @@ func runStore(cfg *config, n int, measure func(row *clusterRow, proc int, c *cli
 	defer closeAll([]*client{onB})
 	if err := measure(&rows.forwarded, a.pid, onB); err != nil {
 		return rows, fmt.Errorf("a client forwarded by another node: %w", err)
+	}
+	closeAll([]*client{onB})
+
+	// The fan-out: many clients of a new session a runs, on a, then on b,
+	// whose node gets the session's frames once for all of them. (A new
+	// session: a client that joins one with turns is given them first.)
+	fan := func(h *hubProc, key string) ([]*client, error) {
+		opener, err := joinAs(a, key, "opener") // a runs it
+		if err != nil {
+			return nil, err
+		}
+		closeAll([]*client{opener})
+		var cs []*client
+		for i := range clusterFanOut {
+			c, err := joinAs(h, key, fmt.Sprintf("c%d", i))
+			if err != nil {
+				closeAll(cs)
+				return nil, err
+			}
+			cs = append(cs, c)
+		}
+		return cs, nil
+	}
+	for _, f := range []struct {
+		h    *hubProc
+		row  *clusterRow
+		name string
+	}{{a, &rows.fanOwner, "fan-a"}, {b, &rows.fanForwarded, "fan-b"}} {
+		cs, err := fan(f.h, f.name)
+		if err != nil {
+			return rows, err
+		}
+		err = measure(f.row, a.pid, cs...)
+		closeAll(cs)
+		if err != nil {
+			return rows, fmt.Errorf("%d clients %s: %w", clusterFanOut, f.name, err)
+		}
 	}
 	return rows, nil
 }
@@ -358,6 +418,19 @@ func (r *report) clusterSection(p func(string, ...any)) {
 		}
 		row("node a, which runs the session ("+where+")", st.owner)
 		row("node b, forwarded to a ("+where+")", st.forwarded)
+	}
+	p("\nThe fan-out: %d clients of the session, all on node a, which runs it, then all on node b, which gets the session's frames from a once for all of them (docs/cluster.md, one fan-out per node). Paced latency and the slowest client's flood rate; each ratio is to the %d clients on a of the same servers.\n\n", clusterFanOut, clusterFanOut)
+	p("| NATS servers | where the %d clients are | paced %d/s p50 / p99 / max | paced p50 ÷ on a | slowest client's flood (%d chunks) | flood ÷ on a | lost / dup / reordered | node a's CPU in the flood |\n|---:|---|---:|---:|---:|---:|---:|---:|\n", clusterFanOut, r.cfg.pacedRate, r.cfg.floodN(clusterFanOut, c.size))
+	for _, st := range c.stores {
+		for _, f := range []struct {
+			name string
+			row  clusterRow
+		}{{"node a", st.fanOwner}, {"node b, forwarded", st.fanForwarded}} {
+			fl := f.row.flood
+			p("| %d | %s | %s | %.2f× | %.0f/s | %.2f× | %s | %.2f |\n", st.servers, f.name, lats(f.row.paced.lat),
+				float64(f.row.paced.lat.p50)/float64(st.fanOwner.paced.lat.p50),
+				fl.minRate(), fl.minRate()/st.fanOwner.flood.minRate(), errCounts(fl.lost, fl.dup, fl.reorder, fl.bad), fl.hubCPU)
+		}
 	}
 	if sc := c.scale; sc[0] != nil {
 		p("\nSessions per node: the scale section's run (one session in %d streaming `%s`, three clients a session; see Scale) with S = %d, on a single hub and on a node whose log is on one NATS server.\n\n", scaleEvery, scaleSpec.prompt(), sc[0].sessions)
