@@ -15,6 +15,7 @@ import (
 	natsclient "github.com/nats-io/nats.go"
 
 	"github.com/acphub/acphub/internal/auth"
+	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
 )
 
@@ -265,6 +266,9 @@ func (s *Server) open(m *natsclient.Msg, l *served, session, peer string) {
 		s.end(l, &hub.Disconnect{Text: "the node the client reached stopped answering", Condition: "temporarily_unavailable"})
 	})
 	l.taken.L = &l.mu
+	if d, ok := l.out.(interface{ SetDirect(frameq.Direct) }); ok {
+		d.SetDirect(l.direct)
+	}
 	s.mu.Lock()
 	s.links[l.id] = l
 	s.mu.Unlock()
@@ -365,6 +369,24 @@ func (l *served) pump() {
 			return
 		}
 	}
+}
+
+// direct takes the client's frames from the session as it gives them,
+// while the pump waits for frames with none pending (see
+// hub.Client.SetDirect): the poll waiting gets them without the pump
+// being woken for them. With frames pending it takes none: they stay in
+// the client's queue, and the pump takes them once those are answered.
+func (l *served) direct(frames [][]byte) (taken, owed bool) {
+	l.mu.Lock()
+	if len(l.pending) > 0 || l.ended || l.gone != nil {
+		l.mu.Unlock()
+		return false, false
+	}
+	l.pending = append(l.pending, frames...)
+	w := l.waiter
+	l.mu.Unlock()
+	signal(w)
+	return true, false
 }
 
 // poll answers a poll: for each link it names, the batch it asks for —
