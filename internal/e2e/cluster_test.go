@@ -614,7 +614,7 @@ func TestCluster_AClientResumesOnAnyNode(t *testing.T) {
 // credential; a position c cannot go on from; a credential no node holds —
 // and with the right token it takes the connection up through a, at the
 // next position; a resume on c then fences the transport a relays, whose
-// client is told why.
+// client is told why; a goodbye through a ends the connection at once.
 func TestCluster_ARelayedResumeIsTheHoldingNodes(t *testing.T) {
 	t.Parallel()
 	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
@@ -668,6 +668,19 @@ func TestCluster_ARelayedResumeIsTheHoldingNodes(t *testing.T) {
 	r.until(func(m msg) bool {
 		return m.update() == "agent_message_chunk" && strings.Contains(string(m.raw), "on c")
 	})
+
+	// A goodbye through the relay is a goodbye: the client leaves at once,
+	// and its credential resumes nothing after.
+	w := c.dial("s", "peer=watcher")
+	w.handshake()
+	r.drop()
+	r.h = a
+	r.resume()
+	r.client.close()
+	if left := lastOf(w.until(isMethod("_acphub/peer_left"))); !strings.Contains(string(left.Params), `"peer":"editor"`) || strings.Contains(string(left.Params), "did not come back") {
+		t.Errorf("the goodbye through node a was told as %s", left.Params)
+	}
+	r.mustBeGone()
 }
 
 // TestCluster_TheStandardEndpointAfterItsRunningNodeDies: a client of the
