@@ -608,6 +608,31 @@ func TestCluster_AClientResumesOnAnyNode(t *testing.T) {
 	}
 }
 
+// TestCluster_ThreeNodesOneClient: node a runs the session, the Go
+// client's resumable connection is held by node b, which forwards it to
+// a, and after each of 20 random cuts the client comes back through a
+// front that sends it to c, a and b in turn: a resume that reaches c or a
+// is relayed to b, which goes on forwarding the connection to a. Every
+// turn whole, each prompt and answer once, no resume refused, and the
+// session never moved.
+func TestCluster_ThreeNodesOneClient(t *testing.T) {
+	t.Parallel()
+	url, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond)
+	b := startNode(t, url, "b", 30*time.Second, 5*time.Millisecond)
+	a.dial("s", "peer=on-a").handshake()
+	tok := b.newToken("go", "owner")
+	testutil.WaitFor(t, testTimeout, "nodes a and c to take node b's token", func() bool {
+		sa, _ := a.apiDo(http.MethodGet, "/api/sessions", tok, nil)
+		sc, _ := c.apiDo(http.MethodGet, "/api/sessions", tok, nil)
+		return sa == http.StatusOK && sc == http.StatusOK
+	})
+	b.token = tok
+	resumesAfterRandomCuts(t, b, 20, c, a)
+	if by := resumedBy(t, clusterLog(t, url, "s")); len(by) != 0 {
+		t.Errorf("the session moved: %+v", by)
+	}
+}
+
 // TestCluster_ARelayedResumeIsTheHoldingNodes: a resume that reaches node
 // a for a connection node c holds is refused by a as c would refuse it —
 // another token, even an owner's, or an observer's that saw the
