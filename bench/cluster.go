@@ -191,10 +191,11 @@ func runCluster(cfg *config) (*clusterResult, error) {
 	// measure runs the rows' runs with client c of a session whose hub is
 	// proc.
 	// measure runs the row's runs with clients cs of a session whose hub
-	// is proc, the first prompting; with one client, the prompt round
-	// trips too.
-	measure := func(row *clusterRow, proc int, cs ...*client) error {
-		fr := &floodRun{proc: proc, clients: cs}
+	// is h, the first prompting; with one client, the prompt round trips
+	// too. With -profile, h's CPU profile of the first 2 s of the flood
+	// is written as cpu-cluster-NAME.pprof.
+	measure := func(row *clusterRow, h *hubProc, name string, cs ...*client) error {
+		fr := &floodRun{proc: h.pid, clients: cs}
 		for i := range cs {
 			fr.readers = append(fr.readers, i)
 		}
@@ -212,12 +213,16 @@ func runCluster(cfg *config) (*clusterResult, error) {
 		if row.paced, err = fr.run(spec(true, len(cs))); err != nil {
 			return err
 		}
+		profiled := cfg.profile(h, "cpu-cluster-"+name+".pprof", "profile?seconds=2")
 		row.flood, err = fr.run(spec(false, len(cs)))
+		if perr := profiled(); perr != nil {
+			cfg.progress("profile: %v", perr)
+		}
 		return err
 	}
 
 	if err := withHub(cfg, 1, func(h *hubProc, clients []*client) error {
-		return measure(&res.single, h.pid, clients[0])
+		return measure(&res.single, h, "single", clients[0])
 	}); err != nil {
 		return nil, fmt.Errorf("single hub: %w", err)
 	}
@@ -271,7 +276,7 @@ func runCluster(cfg *config) (*clusterResult, error) {
 
 // runStore measures, on n NATS servers, a client on the node that runs its
 // session and one that another node forwards.
-func runStore(cfg *config, n int, measure func(row *clusterRow, proc int, cs ...*client) error) (storeRows, error) {
+func runStore(cfg *config, n int, measure func(row *clusterRow, h *hubProc, name string, cs ...*client) error) (storeRows, error) {
 	rows := storeRows{servers: n}
 	s, err := startNATS(cfg.tmp, n)
 	if err != nil {
@@ -296,7 +301,7 @@ func runStore(cfg *config, n int, measure func(row *clusterRow, proc int, cs ...
 		return rows, err
 	}
 	defer closeAll(onA)
-	if err := measure(&rows.owner, a.pid, onA[0]); err != nil {
+	if err := measure(&rows.owner, a, fmt.Sprintf("%d-owner", n), onA[0]); err != nil {
 		return rows, fmt.Errorf("a client on the node that runs the session: %w", err)
 	}
 	closeAll(onA) // the forwarded client is measured alone
@@ -305,7 +310,7 @@ func runStore(cfg *config, n int, measure func(row *clusterRow, proc int, cs ...
 		return rows, err
 	}
 	defer closeAll([]*client{onB})
-	if err := measure(&rows.forwarded, a.pid, onB); err != nil {
+	if err := measure(&rows.forwarded, a, fmt.Sprintf("%d-forwarded", n), onB); err != nil {
 		return rows, fmt.Errorf("a client forwarded by another node: %w", err)
 	}
 	closeAll([]*client{onB})
@@ -339,7 +344,7 @@ func runStore(cfg *config, n int, measure func(row *clusterRow, proc int, cs ...
 		if err != nil {
 			return rows, err
 		}
-		err = measure(f.row, a.pid, cs...)
+		err = measure(f.row, a, fmt.Sprintf("%d-%s", n, f.name), cs...)
 		closeAll(cs)
 		if err != nil {
 			return rows, fmt.Errorf("%d clients %s: %w", clusterFanOut, f.name, err)

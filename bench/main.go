@@ -136,7 +136,7 @@ func run(args []string) error {
 	})
 	peerRuns := fs.Int("peer-runs", 3, "rounds of the peers section (each acphub, then every peer)")
 	peerFlood := fs.Int("peer-flood", 50_000, "chunks of the peers section's flood (K=1, 100 B)")
-	profile := fs.String("profile", "", "write the hub's CPU profile of the first 2 s of every matrix flood and of the first half of every scale run, its heap with the idle clients, and execution traces of the peers section's runs into this directory (go tool pprof DIR/FILE)")
+	profile := fs.String("profile", "", "write the hub's CPU profile of the first 2 s of every matrix flood and cluster flood (node a's) and of the first half of every scale run, its heap with the idle clients, and execution traces of the peers section's runs into this directory (go tool pprof DIR/FILE)")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
