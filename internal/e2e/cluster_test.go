@@ -597,7 +597,7 @@ func TestCluster_AClientResumesOnAnyNode(t *testing.T) {
 	c.token = tok
 	resumesAfterRandomCuts(t, c, 30, a)
 	resumes := func(h *hubProc, result string) float64 {
-		return scrape(t, "http://"+h.addr+"/metrics", http.Header{"Authorization": {"Bearer " + h.token}})[`acphub_resumes_total{result="`+result+`"}`]
+		return scrapeSeries(t, "http://"+h.addr+"/metrics", http.Header{"Authorization": {"Bearer " + h.token}})[`acphub_resumes_total{result="`+result+`"}`]
 	}
 	relayed, resumedOnC, resumedOnA := resumes(a, "relayed"), resumes(c, "resumed"), resumes(a, "resumed")
 	if relayed < 10 || resumedOnA != 0 || resumedOnC < 20 {

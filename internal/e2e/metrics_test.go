@@ -44,6 +44,12 @@ func documentedMetrics(t *testing.T) []string {
 // histograms' counts.
 func scrape(t *testing.T, url string, header http.Header) map[string]float64 {
 	t.Helper()
+	return scrapeAll(t, url, header, false)
+}
+
+// scrapeAll is scrape, with each labelled series too when series is set.
+func scrapeAll(t *testing.T, url string, header http.Header, series bool) map[string]float64 {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header = header
 	resp, err := http.DefaultClient.Do(req)
@@ -73,7 +79,7 @@ func scrape(t *testing.T, url string, header http.Header) map[string]float64 {
 				v = float64(m.GetHistogram().GetSampleCount())
 			}
 			total += v
-			if len(m.GetLabel()) > 0 {
+			if series && len(m.GetLabel()) > 0 {
 				var labels []string
 				for _, l := range m.GetLabel() {
 					labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
@@ -84,6 +90,13 @@ func scrape(t *testing.T, url string, header http.Header) map[string]float64 {
 		out[name] = total
 	}
 	return out
+}
+
+// scrapeSeries is scrape with each labelled series besides, under its
+// name and labels as the text format writes them: name{label="value"}.
+func scrapeSeries(t *testing.T, url string, header http.Header) map[string]float64 {
+	t.Helper()
+	return scrapeAll(t, url, header, true)
 }
 
 // TestMetrics_EveryMetricMoves drives a hub through every event
