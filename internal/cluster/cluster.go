@@ -467,7 +467,13 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	if err := l.c.kv.Delete(ctx, l.key, jetstream.LastRevision(rev)); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return nil // another node holds it already
+			// It ran out, and another node may hold it already: it was
+			// lost, whether or not a renewal found out first.
+			l.c.mu.Lock()
+			l.c.lost++
+			l.c.mu.Unlock()
+			l.c.log.Warn("lost a session's lease", "session", l.session, "epoch", l.epoch, "why", "it was no longer this node's when given up")
+			return nil
 		}
 		return fmt.Errorf("cluster: give up the lease of session %q: %w", l.session, err)
 	}

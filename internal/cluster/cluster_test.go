@@ -151,6 +151,50 @@ func TestLease_ATakenLeaseIsLost(t *testing.T) {
 	testTakenLeaseIsLost(t, servers, 3)
 }
 
+// TestLease_ALeaseGivenUpAfterItWasTakenIsLost: a node that gives a
+// lease up (its session let go: by its own clock the lease ran out) after
+// another node took it, before any renewal of its found out, counts it
+// lost, and leaves the new holder's lease alone.
+func TestLease_ALeaseGivenUpAfterItWasTakenIsLost(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a, _ := node(t, url, "a", 1)
+	b, _ := node(t, url, "b", 1)
+	la, err := acquire(t, a, "s", true, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := natsclient.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), "ACPHUB_LEASES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(context.Background(), natsname.Token("s")); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := acquire(t, b, "s", false, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, lost := a.Leases(); lost != 1 {
+		t.Errorf("node a counts %d leases lost, want 1", lost)
+	}
+	if !lb.Valid() {
+		t.Error("the old holder's release ended the new holder's lease")
+	}
+}
+
 // TestLease_ATakenLeaseIsLostOnOneServer is the same on an unreplicated
 // bucket, whose conflicts are another error.
 func TestLease_ATakenLeaseIsLostOnOneServer(t *testing.T) {
