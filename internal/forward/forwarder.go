@@ -234,8 +234,11 @@ func (l *link) Next(ctx context.Context) ([][]byte, error) {
 			l.p.mu.Unlock()
 			return nil, context.Cause(l.removed)
 		}
-		l.p.want(l)
+		kick := l.p.want(l)
 		l.p.mu.Unlock()
+		if kick {
+			l.p.kick()
+		}
 		select {
 		case <-l.ready:
 		case <-l.removed.Done():

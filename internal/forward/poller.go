@@ -62,19 +62,27 @@ func (f *Forwarder) poll(node string, l *link) {
 	go p.keep()
 }
 
-// want puts l in the next poll, and kicks the poll out, if any; p.mu held.
-func (p *poller) want(l *link) {
+// want puts l in the next poll, p.mu held, and reports whether the poll
+// out is to be kicked (kick), which the caller does once it let p.mu go.
+func (p *poller) want(l *link) (kick bool) {
 	if l.wanting {
-		return
+		return false
 	}
 	l.wanting = true
 	p.wanting = append(p.wanting, l)
 	signal(p.wake)
 	if p.out && !p.kicked {
 		p.kicked = true
-		if err := p.f.nc.Publish(p.subject+"kick", []byte(p.id)); err != nil {
-			p.f.log.Warn("kick the poll of the node that runs a session", "node", p.node, "err", err)
-		}
+		return true
+	}
+	return false
+}
+
+// kick ends the wait of the poll out, so that the next asks for a link
+// that wants frames now.
+func (p *poller) kick() {
+	if err := p.f.nc.Publish(p.subject+"kick", []byte(p.id)); err != nil {
+		p.f.log.Warn("kick the poll of the node that runs a session", "node", p.node, "err", err)
 	}
 }
 
