@@ -151,19 +151,10 @@ func TestLease_ATakenLeaseIsLost(t *testing.T) {
 	testTakenLeaseIsLost(t, servers, 3)
 }
 
-// TestLease_ALeaseGivenUpAfterItWasTakenIsLost: a node that gives a
-// lease up (its session let go: by its own clock the lease ran out) after
-// another node took it, before any renewal of its found out, counts it
-// lost, and leaves the new holder's lease alone.
-func TestLease_ALeaseGivenUpAfterItWasTakenIsLost(t *testing.T) {
-	t.Parallel()
-	url := natstest.Start(t).ClientURL()
-	a, _ := node(t, url, "a", 1)
-	b, _ := node(t, url, "b", 1)
-	la, err := acquire(t, a, "s", true, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+// takeOver has node b take session's lease as if its holder's had run
+// out: the key is deleted behind the holder's back, and b acquires it.
+func takeOver(t *testing.T, url string, b *cluster.Cluster, session string) *cluster.Lease {
+	t.Helper()
 	nc, err := natsclient.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -177,13 +168,30 @@ func TestLease_ALeaseGivenUpAfterItWasTakenIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Delete(context.Background(), natsname.Token("s")); err != nil {
+	if err := kv.Delete(context.Background(), natsname.Token(session)); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := acquire(t, b, "s", false, 10*time.Second)
+	lb, err := acquire(t, b, session, false, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return lb
+}
+
+// TestLease_ALeaseGivenUpAfterItWasTakenIsLost: a node that gives a
+// lease up (its session let go: by its own clock the lease ran out) after
+// another node took it, before any renewal of its found out, counts it
+// lost, and leaves the new holder's lease alone.
+func TestLease_ALeaseGivenUpAfterItWasTakenIsLost(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).ClientURL()
+	a, _ := node(t, url, "a", 1)
+	b, _ := node(t, url, "b", 1)
+	la, err := acquire(t, a, "s", true, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := takeOver(t, url, b, "s")
 	if err := la.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -212,26 +220,7 @@ func testTakenLeaseIsLost(t *testing.T, servers []*server.Server, replicas int) 
 	}
 	// b overwrites the key as if a's lease had run out: a's renewal names
 	// a revision that is no longer the key's last.
-	nc, err := natsclient.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(context.Background(), "ACPHUB_LEASES")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Delete(context.Background(), natsname.Token("s")); err != nil {
-		t.Fatal(err)
-	}
-	lb, err := acquire(t, b, "s", false, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lb := takeOver(t, url, b, "s")
 	select {
 	case <-la.Lost():
 	case <-time.After(2 * ttl):
