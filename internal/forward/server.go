@@ -108,6 +108,9 @@ func (s *Server) Close() {
 	}
 	links := s.links
 	s.links = make(map[string]*served)
+	for _, r := range s.pollers {
+		r.idle.Stop()
+	}
 	s.mu.Unlock()
 	for _, l := range links {
 		l.idle.Stop()
