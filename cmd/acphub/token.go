@@ -24,9 +24,9 @@ import (
 	"github.com/acphub/acphub/internal/config"
 )
 
-const tokenAbout = `Tokens let others reach the hub with a role: observer (reads), controller
-(also prompts, cancels, answers, creates sessions) or owner (also manages
-tokens). See docs/roles.md.
+const tokenAbout = `Tokens let others reach the hub with a role: observer (reads), approver
+(also answers the agent's requests), controller (also prompts, cancels,
+creates sessions) or owner (also manages tokens). See docs/roles.md.
 
   acphub token create --name NAME --role ROLE [--ttl 24h] [--session KEY]...
   acphub token list [--json]
@@ -55,7 +55,7 @@ func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
 	cfg, fs, err := parseFlags("token create", args, 0, stdio.Err, func(fs *flag.FlagSet, cfg *config.Config) {
 		bindClient(fs, cfg, &addr)
 		fs.StringVar(&name, "name", "", "the token's name, shown in peer lists and the log (required)")
-		fs.StringVar(&role, "role", "", "observer, controller or owner (required)")
+		fs.StringVar(&role, "role", "", "observer, approver, controller or owner (required)")
 		fs.DurationVar(&ttl, "ttl", 30*24*time.Hour, "how long the token works (0: until revoked)")
 		fs.Var(listFlag{&sessions}, "session", "limit the token to this session key (repeatable)")
 	})
@@ -66,7 +66,7 @@ func runTokenCreate(ctx context.Context, args []string, stdio Stdio) error {
 	case name == "":
 		return usageError{errors.New(`missing --name, the token's name (as alice); run "acphub token create -h" for usage`)}
 	case role == "":
-		return usageError{errors.New(`missing --role: observer, controller or owner; run "acphub token create -h" for usage`)}
+		return usageError{errors.New(`missing --role: observer, approver, controller or owner; run "acphub token create -h" for usage`)}
 	case ttl < 0:
 		return errors.New("--ttl cannot be negative")
 	}

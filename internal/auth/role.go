@@ -21,11 +21,15 @@ type Role uint8
 // The roles, each with every right of the ones before it.
 const (
 	Observer   Role = iota + 1 // reads sessions: history, live stream, lists
-	Controller                 // also prompts, cancels, answers, configures, creates sessions
+	Approver                   // also answers the agent's requests: approves, does not drive
+	Controller                 // also prompts, cancels, configures, creates sessions
 	Owner                      // also manages tokens and closes sessions
 )
 
-var roleNames = map[Role]string{Observer: "observer", Controller: "controller", Owner: "owner"}
+// Roles lists every role, from the least to the most.
+var Roles = []Role{Observer, Approver, Controller, Owner}
+
+var roleNames = map[Role]string{Observer: "observer", Approver: "approver", Controller: "controller", Owner: "owner"}
 
 func (r Role) String() string {
 	if n, ok := roleNames[r]; ok {
@@ -41,7 +45,7 @@ func ParseRole(s string) (Role, error) {
 			return r, nil
 		}
 	}
-	return 0, fmt.Errorf("role must be observer, controller or owner, not %q", s)
+	return 0, fmt.Errorf("role must be observer, approver, controller or owner, not %q", s)
 }
 
 // Right is one thing a principal may do. A refusal names the right that
@@ -59,11 +63,11 @@ const (
 )
 
 // Rights lists every right, in the order of the roles that gain them.
-var Rights = []Right{Read, Prompt, Answer, Configure, Create, Manage}
+var Rights = []Right{Read, Answer, Prompt, Configure, Create, Manage}
 
 // least is the first role that has each right.
 var least = map[Right]Role{
-	Read: Observer, Prompt: Controller, Answer: Controller, Configure: Controller, Create: Controller, Manage: Owner,
+	Read: Observer, Answer: Approver, Prompt: Controller, Configure: Controller, Create: Controller, Manage: Owner,
 }
 
 // Has reports whether the role has the right.

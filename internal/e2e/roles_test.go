@@ -21,7 +21,7 @@ import (
 )
 
 // roleOrder lists the roles from least to most.
-var roleOrder = []string{"observer", "controller", "owner"}
+var roleOrder = []string{"observer", "approver", "controller", "owner"}
 
 // roleRights is each role's rights, as the schema's x-acphub-rights says.
 func roleRights(t *testing.T) map[string][]string {
@@ -115,7 +115,7 @@ func TestRoles_EveryMethodAsTheSchemaSays(t *testing.T) {
 	owner := h.dial("s", "peer=boss")
 	sid := owner.handshake()
 	tokens := map[string]string{"owner": h.token}
-	for _, role := range roleOrder[:2] {
+	for _, role := range roleOrder[:len(roleOrder)-1] {
 		tokens[role] = h.newToken("t-"+role, role)
 	}
 	rights := roleRights(t)
@@ -202,7 +202,7 @@ func TestRoles_RoutesAsTheSchemaSays(t *testing.T) {
 	h := startHub(t)
 	h.dial("s", "").handshake()
 	tokens := map[string]string{"owner": h.token}
-	for _, role := range roleOrder[:2] {
+	for _, role := range roleOrder[:len(roleOrder)-1] {
 		tokens[role] = h.newToken("t-"+role, role)
 	}
 	rights := roleRights(t)
@@ -305,6 +305,51 @@ func TestRoles_ObserverWatchesButCannotAnswer(t *testing.T) {
 	}
 	if !sawJoin {
 		t.Error("the log's peer.joined of alice does not name her role and token")
+	}
+}
+
+// TestRoles_ApproverAnswersButDoesNotDrive: an approver is sent the
+// agent's requests and its answer counts, but it may not prompt, cancel or
+// make a session.
+func TestRoles_ApproverAnswersButDoesNotDrive(t *testing.T) {
+	h := startHub(t)
+	lead := h.newToken("lead", "approver")
+	if _, err := h.tryDial("nowhere", "", http.Header{"Authorization": {"Bearer " + lead}}); err == nil || !strings.Contains(err.Error(), `"right":"create"`) {
+		t.Fatalf("an approver joining a session that does not exist: %v, want 403 forbidden for create", err)
+	}
+	ctl := h.dialAs(h.newToken("bob", "controller"), "s", "peer=bob")
+	sid := ctl.handshake()
+	app := h.dialAs(lead, "s", "peer=lead")
+	app.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	app.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
+	for _, method := range []string{"session/prompt", "session/cancel"} {
+		resp, _ := app.call(method, map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": "/echo hi"}}})
+		if resp.Error == nil || resp.Error.Code != int(api.CodeForbidden) || !strings.Contains(string(resp.Error.Data), `"role":"approver"`) {
+			t.Errorf("an approver's %s: %s, want forbidden", method, resp.raw)
+		}
+	}
+	id := ctl.prompt(sid, "hello")
+	perm := lastOf(app.until(isMethod("session/request_permission")))
+	app.respond(perm.ID, `{"outcome":{"outcome":"selected","optionId":"reject"}}`)
+	turn := ctl.untilResponse(id)
+	mustStop(t, "the controller's turn", lastOf(turn), "end_turn")
+	var resolved string
+	for _, f := range turn {
+		if f.Method == "_acphub/permission_resolved" {
+			resolved = string(f.Params)
+		}
+	}
+	if !strings.Contains(resolved, `"peer":"lead"`) || !strings.Contains(resolved, "reject") {
+		t.Errorf("the controller saw %q resolve the request, want the approver's reject", resolved)
+	}
+	var prompts int
+	for _, e := range h.readLog("s") {
+		if e.Type == api.EventPromptReceived {
+			prompts++
+		}
+	}
+	if prompts != 1 {
+		t.Errorf("the log holds %d prompts, want the controller's alone", prompts)
 	}
 }
 

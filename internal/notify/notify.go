@@ -301,7 +301,7 @@ func (n *Notifier) waiting(ctx context.Context, sum *api.SessionSummary) {
 // hold one of them.
 func answerers(sum *api.SessionSummary) *api.NotificationAnswerers {
 	out := &api.NotificationAnswerers{Clients: []api.ConnectedClient{}}
-	for _, r := range []auth.Role{auth.Observer, auth.Controller, auth.Owner} {
+	for _, r := range auth.Roles {
 		if r.Has(auth.Answer) {
 			out.Roles = append(out.Roles, r.String())
 		}

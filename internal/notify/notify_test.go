@@ -178,7 +178,7 @@ func TestNotifier(t *testing.T) {
 	}
 	w := outs[0]
 	if w.Waiting != 1 || w.Request == nil || w.Request.Method != "session/request_permission" || !strings.Contains(w.Request.Title, "[REDACTED:github-token]") ||
-		strings.Join(w.Request.Options, ",") != "Allow,Reject" || w.Answerers == nil || strings.Join(w.Answerers.Roles, ",") != "controller,owner" ||
+		strings.Join(w.Request.Options, ",") != "Allow,Reject" || w.Answerers == nil || strings.Join(w.Answerers.Roles, ",") != "approver,controller,owner" ||
 		len(w.Answerers.Clients) != 1 || w.Answerers.Clients[0].ClientID != "ana" || !strings.Contains(w.Message, "waits for an answer: permission wanted") {
 		t.Errorf("waiting %+v request %+v answerers %+v", w, w.Request, w.Answerers)
 	}
