@@ -387,7 +387,7 @@ func (v *ConfiguredParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(n
 // PermissionResolvedParams is generated from the schema.
 type PermissionResolvedParams struct {
 	SessionID string `json:"sessionId"`
-	// The client that answered, or "acphub" for a timeout.
+	// The client that answered; "acphub" for a timeout; "notify:TARGET" for a notification's answer link.
 	Peer string `json:"peer"`
 	// The agent's id of the request.
 	RequestID  json.RawMessage `json:"requestId"`
@@ -397,6 +397,10 @@ type PermissionResolvedParams struct {
 	Outcome    json.RawMessage `json:"outcome,omitempty"`
 	OptionName string          `json:"optionName,omitempty"`
 	Error      *RPCError       `json:"error,omitempty"`
+	// The name of the token the answer came with; absent for the hub's own answers (a timeout, a cancel no client could take).
+	Token string `json:"token,omitempty"`
+	// The notification target whose answer link gave the answer (docs/notifications.md); absent for a client's answer.
+	Via string `json:"via,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -429,6 +433,14 @@ func (v *PermissionResolvedParams) AppendJSON(b []byte) []byte {
 	if v.Error != nil {
 		b = member(b, &n, "error")
 		b = v.Error.AppendJSON(b)
+	}
+	if v.Token != "" {
+		b = member(b, &n, "token")
+		b = appendString(b, v.Token)
+	}
+	if v.Via != "" {
+		b = member(b, &n, "via")
+		b = appendString(b, v.Via)
 	}
 	return append(b, '}')
 }

@@ -667,6 +667,10 @@ type PermissionResolved struct {
 	Outcome    json.RawMessage `json:"outcome,omitempty"`
 	OptionName string          `json:"optionName,omitempty"`
 	Error      *RPCError       `json:"error,omitempty"`
+	// The name of the token the answer came with; absent for the hub's own answers (a timeout, a cancel no client could take).
+	Token string `json:"token,omitempty"`
+	// The notification target whose answer link gave the answer (docs/notifications.md); absent for a client's answer.
+	Via string `json:"via,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -700,11 +704,82 @@ func (v *PermissionResolved) AppendJSON(b []byte) []byte {
 		b = member(b, &n, "error")
 		b = v.Error.AppendJSON(b)
 	}
+	if v.Token != "" {
+		b = member(b, &n, "token")
+		b = appendString(b, v.Token)
+	}
+	if v.Via != "" {
+		b = member(b, &n, "via")
+		b = appendString(b, v.Via)
+	}
 	return append(b, '}')
 }
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *PermissionResolved) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ElicitationRequested: The agent asked elicitation/create: a question for a person.
+type ElicitationRequested struct {
+	// The agent's id of the request.
+	RequestID json.RawMessage `json:"requestId"`
+	// The agent's elicitation/create params, as it sent them (message, requestedSchema). Any JSON object, kept as it was.
+	Params json.RawMessage `json:"params"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ElicitationRequested) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "requestId")
+	b = appendRaw(b, v.RequestID)
+	b = member(b, &n, "params")
+	b = appendRaw(b, v.Params)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ElicitationRequested) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ElicitationResolved: An elicitation was answered. The content of an accepted answer is not logged here: it may hold what a person typed for the agent alone.
+type ElicitationResolved struct {
+	// The client that answered, or "acphub" when the hub answered for the clients (the agent cancelled it with no client to tell).
+	Peer string `json:"peer"`
+	// The agent's id of the request.
+	RequestID json.RawMessage `json:"requestId"`
+	// The answer's action: accept, decline or cancel; absent for an error.
+	Action string `json:"action,omitempty"`
+	// The name of the token the answer came with; absent for the hub's own answers.
+	Token string    `json:"token,omitempty"`
+	Error *RPCError `json:"error,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ElicitationResolved) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "peer")
+	b = appendString(b, v.Peer)
+	b = member(b, &n, "requestId")
+	b = appendRaw(b, v.RequestID)
+	if v.Action != "" {
+		b = member(b, &n, "action")
+		b = appendString(b, v.Action)
+	}
+	if v.Token != "" {
+		b = member(b, &n, "token")
+		b = appendString(b, v.Token)
+	}
+	if v.Error != nil {
+		b = member(b, &n, "error")
+		b = v.Error.AppendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ElicitationResolved) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
 // ClientToolCall: An agent's fs/* or terminal/* request: what the client-tool policy did with it and how it ended. Written when the request is answered (or refused).
 type ClientToolCall struct {
@@ -1059,34 +1134,36 @@ func (v *HubError) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil
 
 // Session event types.
 const (
-	EventSessionCreated      = "session.created"
-	EventSessionResumed      = "session.resumed"
-	EventSessionStopped      = "session.stopped"
-	EventSessionDescribed    = "session.described"
-	EventSessionForked       = "session.forked"
-	EventAgentStarted        = "agent.started"
-	EventAgentInitialized    = "agent.initialized"
-	EventAgentExited         = "agent.exited"
-	EventPeerJoined          = "peer.joined"
-	EventPeerLeft            = "peer.left"
-	EventPromptReceived      = "prompt.received"
-	EventTurnStarted         = "turn.started"
-	EventTurnCompleted       = "turn.completed"
-	EventAgentMessage        = "agent.message"
-	EventAgentUpdate         = "agent.update"
-	EventAgentChunk          = "agent.chunk"
-	EventAgentNotification   = "agent.notification"
-	EventPermissionRequested = "permission.requested"
-	EventPermissionResolved  = "permission.resolved"
-	EventClientToolCall      = "client_tool.call"
-	EventTerminalOutput      = "terminal.output"
-	EventTerminalExited      = "terminal.exited"
-	EventWorkspaceCloned     = "workspace.cloned"
-	EventWorkspaceCommitted  = "workspace.committed"
-	EventWorkspacePushed     = "workspace.pushed"
-	EventWorkspacePushFailed = "workspace.push_failed"
-	EventWorkspaceRemoved    = "workspace.removed"
-	EventHubError            = "hub.error"
+	EventSessionCreated       = "session.created"
+	EventSessionResumed       = "session.resumed"
+	EventSessionStopped       = "session.stopped"
+	EventSessionDescribed     = "session.described"
+	EventSessionForked        = "session.forked"
+	EventAgentStarted         = "agent.started"
+	EventAgentInitialized     = "agent.initialized"
+	EventAgentExited          = "agent.exited"
+	EventPeerJoined           = "peer.joined"
+	EventPeerLeft             = "peer.left"
+	EventPromptReceived       = "prompt.received"
+	EventTurnStarted          = "turn.started"
+	EventTurnCompleted        = "turn.completed"
+	EventAgentMessage         = "agent.message"
+	EventAgentUpdate          = "agent.update"
+	EventAgentChunk           = "agent.chunk"
+	EventAgentNotification    = "agent.notification"
+	EventPermissionRequested  = "permission.requested"
+	EventPermissionResolved   = "permission.resolved"
+	EventElicitationRequested = "elicitation.requested"
+	EventElicitationResolved  = "elicitation.resolved"
+	EventClientToolCall       = "client_tool.call"
+	EventTerminalOutput       = "terminal.output"
+	EventTerminalExited       = "terminal.exited"
+	EventWorkspaceCloned      = "workspace.cloned"
+	EventWorkspaceCommitted   = "workspace.committed"
+	EventWorkspacePushed      = "workspace.pushed"
+	EventWorkspacePushFailed  = "workspace.push_failed"
+	EventWorkspaceRemoved     = "workspace.removed"
+	EventHubError             = "hub.error"
 )
 
 // EventType implements EventData.
@@ -1147,6 +1224,12 @@ func (*PermissionRequested) EventType() string { return EventPermissionRequested
 func (*PermissionResolved) EventType() string { return EventPermissionResolved }
 
 // EventType implements EventData.
+func (*ElicitationRequested) EventType() string { return EventElicitationRequested }
+
+// EventType implements EventData.
+func (*ElicitationResolved) EventType() string { return EventElicitationResolved }
+
+// EventType implements EventData.
 func (*ClientToolCall) EventType() string { return EventClientToolCall }
 
 // EventType implements EventData.
@@ -1174,32 +1257,34 @@ func (*WorkspaceRemoved) EventType() string { return EventWorkspaceRemoved }
 func (*HubError) EventType() string { return EventHubError }
 
 var eventTypes = map[string]eventInfo{
-	EventSessionCreated:      {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionCreated) }},
-	EventSessionResumed:      {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionResumed) }},
-	EventSessionStopped:      {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionStopped) }},
-	EventSessionDescribed:    {ephemeral: false, stability: "experimental", new: func() EventData { return new(SessionDescribed) }},
-	EventSessionForked:       {ephemeral: false, stability: "experimental", new: func() EventData { return new(SessionForked) }},
-	EventAgentStarted:        {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentStarted) }},
-	EventAgentInitialized:    {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentInitialized) }},
-	EventAgentExited:         {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentExited) }},
-	EventPeerJoined:          {ephemeral: false, stability: "stable", new: func() EventData { return new(PeerJoined) }},
-	EventPeerLeft:            {ephemeral: false, stability: "stable", new: func() EventData { return new(PeerLeft) }},
-	EventPromptReceived:      {ephemeral: false, stability: "stable", new: func() EventData { return new(PromptReceived) }},
-	EventTurnStarted:         {ephemeral: false, stability: "stable", new: func() EventData { return new(TurnStarted) }},
-	EventTurnCompleted:       {ephemeral: false, stability: "stable", new: func() EventData { return new(TurnCompleted) }},
-	EventAgentMessage:        {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentMessage) }},
-	EventAgentUpdate:         {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentUpdate) }},
-	EventAgentChunk:          {ephemeral: true, stability: "stable", new: func() EventData { return new(AgentChunk) }},
-	EventAgentNotification:   {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentNotification) }},
-	EventPermissionRequested: {ephemeral: false, stability: "stable", new: func() EventData { return new(PermissionRequested) }},
-	EventPermissionResolved:  {ephemeral: false, stability: "stable", new: func() EventData { return new(PermissionResolved) }},
-	EventClientToolCall:      {ephemeral: false, stability: "stable", new: func() EventData { return new(ClientToolCall) }},
-	EventTerminalOutput:      {ephemeral: true, stability: "experimental", new: func() EventData { return new(TerminalOutput) }},
-	EventTerminalExited:      {ephemeral: false, stability: "experimental", new: func() EventData { return new(TerminalExited) }},
-	EventWorkspaceCloned:     {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspaceCloned) }},
-	EventWorkspaceCommitted:  {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspaceCommitted) }},
-	EventWorkspacePushed:     {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspacePushed) }},
-	EventWorkspacePushFailed: {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspacePushFailed) }},
-	EventWorkspaceRemoved:    {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspaceRemoved) }},
-	EventHubError:            {ephemeral: false, stability: "stable", new: func() EventData { return new(HubError) }},
+	EventSessionCreated:       {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionCreated) }},
+	EventSessionResumed:       {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionResumed) }},
+	EventSessionStopped:       {ephemeral: false, stability: "stable", new: func() EventData { return new(SessionStopped) }},
+	EventSessionDescribed:     {ephemeral: false, stability: "experimental", new: func() EventData { return new(SessionDescribed) }},
+	EventSessionForked:        {ephemeral: false, stability: "experimental", new: func() EventData { return new(SessionForked) }},
+	EventAgentStarted:         {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentStarted) }},
+	EventAgentInitialized:     {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentInitialized) }},
+	EventAgentExited:          {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentExited) }},
+	EventPeerJoined:           {ephemeral: false, stability: "stable", new: func() EventData { return new(PeerJoined) }},
+	EventPeerLeft:             {ephemeral: false, stability: "stable", new: func() EventData { return new(PeerLeft) }},
+	EventPromptReceived:       {ephemeral: false, stability: "stable", new: func() EventData { return new(PromptReceived) }},
+	EventTurnStarted:          {ephemeral: false, stability: "stable", new: func() EventData { return new(TurnStarted) }},
+	EventTurnCompleted:        {ephemeral: false, stability: "stable", new: func() EventData { return new(TurnCompleted) }},
+	EventAgentMessage:         {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentMessage) }},
+	EventAgentUpdate:          {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentUpdate) }},
+	EventAgentChunk:           {ephemeral: true, stability: "stable", new: func() EventData { return new(AgentChunk) }},
+	EventAgentNotification:    {ephemeral: false, stability: "stable", new: func() EventData { return new(AgentNotification) }},
+	EventPermissionRequested:  {ephemeral: false, stability: "stable", new: func() EventData { return new(PermissionRequested) }},
+	EventPermissionResolved:   {ephemeral: false, stability: "stable", new: func() EventData { return new(PermissionResolved) }},
+	EventElicitationRequested: {ephemeral: false, stability: "stable", new: func() EventData { return new(ElicitationRequested) }},
+	EventElicitationResolved:  {ephemeral: false, stability: "stable", new: func() EventData { return new(ElicitationResolved) }},
+	EventClientToolCall:       {ephemeral: false, stability: "stable", new: func() EventData { return new(ClientToolCall) }},
+	EventTerminalOutput:       {ephemeral: true, stability: "experimental", new: func() EventData { return new(TerminalOutput) }},
+	EventTerminalExited:       {ephemeral: false, stability: "experimental", new: func() EventData { return new(TerminalExited) }},
+	EventWorkspaceCloned:      {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspaceCloned) }},
+	EventWorkspaceCommitted:   {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspaceCommitted) }},
+	EventWorkspacePushed:      {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspacePushed) }},
+	EventWorkspacePushFailed:  {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspacePushFailed) }},
+	EventWorkspaceRemoved:     {ephemeral: false, stability: "experimental", new: func() EventData { return new(WorkspaceRemoved) }},
+	EventHubError:             {ephemeral: false, stability: "stable", new: func() EventData { return new(HubError) }},
 }

@@ -471,6 +471,76 @@ func (s *Store) Cookie(value string) *Principal {
 	return p
 }
 
+// Errors of a capability (see Store.Capability).
+var (
+	ErrBadCapability     = errors.New("this link is not one the hub made, it was changed, or the token it acts as was made again since")
+	ErrCapabilityExpired = errors.New("this link expired")
+	ErrCapabilityToken   = errors.New("the token this link acts as no longer works: it was revoked or it expired")
+)
+
+// maxCapability bounds the capabilities OpenCapability reads.
+const maxCapability = 2048
+
+// Capability returns a capability to do action — bytes its caller reads
+// back with OpenCapability — as the token named name, until expires: the
+// value of a link that needs no other credential, such as a
+// notification's answer to a permission request. It holds no secret: a
+// MAC of the store's key over the action, the token's name and hash and
+// the expiry, so that it works only while that token does (made again
+// under its name, it is another token) and cannot be changed to do
+// anything else. The owner's token is named OwnerName.
+func (s *Store) Capability(name string, action []byte, expires time.Time) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, tokenHash := s.byName(name)
+	if p == nil {
+		return "", ErrUnknownToken
+	}
+	enc, exp, act := base64.RawURLEncoding.EncodeToString([]byte(name)), strconv.FormatInt(expires.Unix(), 10), base64.RawURLEncoding.EncodeToString(action)
+	return enc + "." + exp + "." + act + "." + s.capabilityMAC(name, tokenHash, exp, action), nil
+}
+
+// OpenCapability returns the principal and the action of a capability
+// Capability made: ErrBadCapability when it is not one, or was changed;
+// ErrCapabilityToken when its token no longer works; ErrCapabilityExpired
+// after its expiry.
+func (s *Store) OpenCapability(value string) (*Principal, []byte, error) {
+	parts := strings.Split(value, ".")
+	if len(value) > maxCapability || len(parts) != 4 {
+		return nil, nil, ErrBadCapability
+	}
+	name, err1 := base64.RawURLEncoding.DecodeString(parts[0])
+	action, err2 := base64.RawURLEncoding.DecodeString(parts[2])
+	secs, err3 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return nil, nil, ErrBadCapability
+	}
+	s.mu.Lock()
+	p, tokenHash := s.byName(string(name))
+	ok := p != nil && hmac.Equal([]byte(s.capabilityMAC(string(name), tokenHash, parts[1], action)), []byte(parts[3]))
+	now := s.now()
+	s.mu.Unlock()
+	switch {
+	case p == nil:
+		return nil, nil, ErrCapabilityToken
+	case !ok:
+		return nil, nil, ErrBadCapability
+	case !now.Before(time.Unix(secs, 0)):
+		return nil, nil, ErrCapabilityExpired
+	}
+	return p, action, nil
+}
+
+// capabilityMAC is the MAC of a capability. Its input starts with a label
+// and has four NULs, a cookie's two: one is never taken for the other.
+// The caller holds mu.
+func (s *Store) capabilityMAC(name, tokenHash, exp string, action []byte) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("capability\x00" + name + "\x00" + tokenHash + "\x00" + exp + "\x00"))
+	m.Write(action)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
 func splitCookie(v string) (name, exp, mac string, ok bool) {
 	name, rest, ok1 := strings.Cut(v, ".")
 	exp, mac, ok2 := strings.Cut(rest, ".")

@@ -285,3 +285,71 @@ func TestStore_ConcurrentChangesAndReads(t *testing.T) {
 		t.Errorf("left %v", l)
 	}
 }
+
+// TestStore_CapabilitiesAreBoundToTheirTokenActionAndExpiry: a capability
+// opens to its token and action until it expires, and not at all once
+// changed, once its token was revoked, or for a token made again under
+// its name; a cookie is not one.
+func TestStore_CapabilitiesAreBoundToTheirTokenActionAndExpiry(t *testing.T) {
+	s, now := openStore(t, t.TempDir())
+	if _, _, err := s.Create("lead", Approver, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Capability("lead", []byte(`{"o":"allow"}`), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, action, err := s.OpenCapability(c)
+	if err != nil || p.Name != "lead" || p.Role != Approver || string(action) != `{"o":"allow"}` {
+		t.Fatalf("open: %+v %s %v", p, action, err)
+	}
+	owner, err := s.Capability(OwnerName, []byte("x"), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _, err := s.OpenCapability(owner); err != nil || p.Role != Owner {
+		t.Fatalf("the owner's: %+v %v", p, err)
+	}
+	if _, err := s.Capability("nobody", nil, now.Add(time.Hour)); !errors.Is(err, ErrUnknownToken) {
+		t.Fatalf("a capability of no token: %v", err)
+	}
+	parts := strings.Split(c, ".")
+	changed := map[string]string{
+		"action": parts[0] + "." + parts[1] + ".eyJvIjoicmVqZWN0In0." + parts[3],
+		"expiry": parts[0] + "." + "99999999999" + "." + parts[2] + "." + parts[3],
+		"name":   "b3duZXI." + parts[1] + "." + parts[2] + "." + parts[3],
+		"mac":    parts[0] + "." + parts[1] + "." + parts[2] + "." + strings.Repeat("A", len(parts[3])),
+		"parts":  parts[0] + "." + parts[1] + "." + parts[2],
+		"long":   c + strings.Repeat("A", 3000),
+	}
+	for what, v := range changed {
+		if _, _, err := s.OpenCapability(v); !errors.Is(err, ErrBadCapability) {
+			t.Errorf("a capability with its %s changed: %v, want ErrBadCapability", what, err)
+		}
+	}
+	code, _, err := s.Link("lead", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cookie, _, _ := s.Redeem(code)
+	if _, _, err := s.OpenCapability(cookie); !errors.Is(err, ErrBadCapability) {
+		t.Errorf("a cookie opened as a capability: %v", err)
+	}
+	*now = now.Add(time.Hour)
+	if _, _, err := s.OpenCapability(c); !errors.Is(err, ErrCapabilityExpired) {
+		t.Errorf("at its expiry: %v, want ErrCapabilityExpired", err)
+	}
+	c, _ = s.Capability("lead", []byte("x"), now.Add(time.Hour))
+	if err := s.Revoke("lead", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.OpenCapability(c); !errors.Is(err, ErrCapabilityToken) {
+		t.Errorf("its token revoked: %v, want ErrCapabilityToken", err)
+	}
+	if _, _, err := s.Create("lead", Owner, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.OpenCapability(c); !errors.Is(err, ErrBadCapability) {
+		t.Errorf("a token made again under its name: %v, want ErrBadCapability", err)
+	}
+}

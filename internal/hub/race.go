@@ -21,6 +21,7 @@ type agentRequest struct {
 	shown      map[*peer]bool  // peers that may not answer, shown it as _acphub/agent_request
 	timer      *time.Timer     // the permission timeout, if any
 	opened     time.Time
+	seq        int64     // a permission request's permission.requested in the log
 	exec       *peer     // the only peer that gets it (single_pass_through), or nil for all
 	tool       *toolCall // a client-tool request's audit, or nil
 }
@@ -32,11 +33,18 @@ func (s *Session) race(m *jsonrpc.Message, tool *toolCall) {
 	if r == nil {
 		return
 	}
-	if m.Method == jsonrpc.MethodRequestPermission {
+	switch m.Method {
+	case jsonrpc.MethodRequestPermission:
 		s.record("", &api.PermissionRequested{RequestID: m.ID, Params: m.Params})
+		r.seq = s.seq
 		if s.cfg.PermissionTimeout > 0 {
 			r.timer = time.AfterFunc(s.cfg.PermissionTimeout, func() { s.postAsync(permissionExpired{key: r.key}) })
 		}
+	case jsonrpc.MethodElicitationCreate:
+		// Logged, so that what waits can be told by what it asks (a
+		// notification names its message).
+		s.record("", &api.ElicitationRequested{RequestID: m.ID, Params: m.Params})
+		r.seq = s.seq
 	}
 	for _, p := range s.peers {
 		// A lagging peer gets its copy when it is live again.
@@ -170,12 +178,34 @@ func (s *Session) clientResponse(p *peer, m *jsonrpc.Message) {
 	delete(r.copies, p)
 	// An error is not an answer while another peer may still give one.
 	if m.Error == nil || len(r.copies) == 0 {
-		s.resolve(r, p, m)
+		s.resolve(r, byPeer(p), m)
 	}
 }
 
+// answerer is who gave an agent request its answer: a client, a
+// notification's answer link, or the hub itself.
+type answerer struct {
+	peer  *peer  // the client; nil for the others
+	id    string // who the log and the others are told answered
+	token string // the name of the token the answer came with
+	via   string // an answer link's notification target
+}
+
+// byPeer is the answerer p, or the hub itself for nil.
+func byPeer(p *peer) answerer {
+	if p == nil {
+		return answerer{id: hubPeer}
+	}
+	a := answerer{peer: p, id: p.id}
+	if p.who != nil {
+		a.token = p.who.Name
+	}
+	return a
+}
+
 // resolve sends the winning answer to the agent and withdraws the rest.
-func (s *Session) resolve(r *agentRequest, winner *peer, m *jsonrpc.Message) {
+func (s *Session) resolve(r *agentRequest, by answerer, m *jsonrpc.Message) {
+	winner := by.peer
 	s.closeRequest(r)
 	if s.agent != nil {
 		s.agent.Send(m.WithID(r.msg.ID))
@@ -188,34 +218,24 @@ func (s *Session) resolve(r *agentRequest, winner *peer, m *jsonrpc.Message) {
 	if r.tool != nil {
 		s.toolAnswered(r, winner, m)
 	}
+	if r.msg.Method == jsonrpc.MethodElicitationCreate {
+		s.record(by.id, elicitationResolution(by, r, m))
+	}
 	if r.msg.Method != jsonrpc.MethodRequestPermission {
 		return
 	}
 	s.cfg.Meter.PermissionResolved(time.Since(r.opened))
-	who := hubPeer
-	if winner != nil {
-		who = winner.id
-	}
-	resolved := permissionResolution(s.sessionIDString(), who, r, m)
+	resolved := permissionResolution(s.sessionIDString(), by.id, r, m)
+	resolved.Token, resolved.Via = by.token, by.via
 	ev := api.PermissionResolved(resolved)
-	s.record(who, &ev)
+	s.record(by.id, &ev)
 	s.notify(api.MethodPermissionResolved, &resolved, winner)
 }
 
 // permissionResolution describes who answered a permission request how.
 func permissionResolution(sessionID, who string, r *agentRequest, m *jsonrpc.Message) api.PermissionResolvedParams {
 	out := api.PermissionResolvedParams{SessionID: sessionID, Peer: who, RequestID: r.msg.ID}
-	var req struct {
-		ToolCall struct {
-			ToolCallID string `json:"toolCallId"`
-			Title      string `json:"title"`
-		} `json:"toolCall"`
-		Options []struct {
-			OptionID string `json:"optionId"`
-			Name     string `json:"name"`
-		} `json:"options"`
-	}
-	_ = json.Unmarshal(r.msg.Params, &req)
+	req := askedOf(r.msg.Params)
 	out.ToolCallID, out.Title = req.ToolCall.ToolCallID, req.ToolCall.Title
 	if m.Error != nil {
 		out.Error = api.DecodeRPCError(m.Error)
@@ -235,6 +255,20 @@ func permissionResolution(sessionID, who string, r *agentRequest, m *jsonrpc.Mes
 			out.OptionName = opt.Name
 		}
 	}
+	return out
+}
+
+// elicitationResolution is the log's record of who answered an
+// elicitation how: its action, not its content, which may hold what a
+// person typed for the agent alone.
+func elicitationResolution(by answerer, r *agentRequest, m *jsonrpc.Message) *api.ElicitationResolved {
+	out := &api.ElicitationResolved{Peer: by.id, RequestID: r.msg.ID, Token: by.token}
+	if m.Error != nil {
+		out.Error = api.DecodeRPCError(m.Error)
+		return out
+	}
+	raw, _ := jsonrpc.Field(m.Result, "action")
+	_ = json.Unmarshal(raw, &out.Action)
 	return out
 }
 
@@ -269,7 +303,7 @@ func (s *Session) agentCancelRequest(m *jsonrpc.Message) {
 		// No client holds it (none is attached): acphub answers for them,
 		// as ACP asks of the receiver of a cancel.
 		cancelled := errorMessage(r.msg.ID, jsonrpc.NewError(jsonrpc.CodeCancelled, api.ReasonCancelled, "Request cancelled", nil))
-		s.resolve(r, nil, &cancelled)
+		s.resolve(r, byPeer(nil), &cancelled)
 	default:
 		for p, n := range r.copies {
 			s.cancelCopy(p, n)
@@ -311,7 +345,7 @@ func (s *Session) withdrawAll() {
 func (s *Session) cancelOpenPermissions(p *peer) {
 	for _, r := range s.openRequests() {
 		if r.msg.Method == jsonrpc.MethodRequestPermission {
-			s.resolve(r, p, cancelledOutcome(r.msg.ID))
+			s.resolve(r, byPeer(p), cancelledOutcome(r.msg.ID))
 		}
 	}
 }
@@ -323,7 +357,7 @@ func (s *Session) permissionExpired(key string) {
 		return
 	}
 	s.log.Info("permission request timed out; answering cancelled", "timeout", s.cfg.PermissionTimeout)
-	s.resolve(r, nil, cancelledOutcome(r.msg.ID))
+	s.resolve(r, byPeer(nil), cancelledOutcome(r.msg.ID))
 }
 
 func cancelledOutcome(id []byte) *jsonrpc.Message {
@@ -337,13 +371,7 @@ func cancelledOutcome(id []byte) *jsonrpc.Message {
 // toolCallIDOf returns the toolCall.toolCallId of permission request
 // params, or "".
 func toolCallIDOf(params []byte) string {
-	var p struct {
-		ToolCall struct {
-			ToolCallID string `json:"toolCallId"`
-		} `json:"toolCall"`
-	}
-	_ = json.Unmarshal(params, &p)
-	return p.ToolCall.ToolCallID
+	return askedOf(params).ToolCall.ToolCallID
 }
 
 // answeredToolCall returns the tool call an answer names in

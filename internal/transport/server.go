@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/answer"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
@@ -121,6 +122,11 @@ func NewServer(opts Options) *Server {
 	s.handle("/api/sessions/{key}/import", route{methods: []string{http.MethodPost}, right: auth.Create, scope: scopeKey, serve: s.importSession})
 	s.handle("/api/sessions/{key}/events", route{right: auth.Read, scope: scopeKey, params: eventParams, serve: s.sessionEvents})
 	s.tokenRoutes()
+	// A notification's answer links: the link is the capability, which
+	// answers one request as its token (package answer).
+	answers := &answer.Handler{Hub: opts.Hub, Caps: opts.Tokens, Origin: func(r *http.Request) bool { return originAllowed(r, opts.AllowedOrigins) },
+		Headers: web.SecurityHeaders, Log: opts.Logger.With("subsystem", "answer")}
+	s.handle(answer.Path+"{link}", route{methods: []string{http.MethodGet, http.MethodPost}, serve: func(w http.ResponseWriter, r *http.Request, _ url.Values) { answers.ServeHTTP(w, r) }})
 	for _, p := range web.Paths {
 		s.handle(p, route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.dashboard})
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/answer"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/hub"
 )
@@ -26,6 +27,8 @@ type Tokens interface {
 	Redeem(code string) (*auth.Principal, string, time.Time, error)
 	// OwnerProof proves the hub holds the owner's token (auth.Proof).
 	OwnerProof(challenge, addr string) string
+	// The capabilities of notifications' answer links (package answer).
+	answer.Capabilities
 }
 
 // Sign-in links' lifetimes: one asked for by its own token's holder

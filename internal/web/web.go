@@ -40,8 +40,8 @@ var files = func() fs.FS {
 // "/signin", which a sign-in link opens) and its files under /ui/.
 var Paths = []string{"/", "/signin", "/ui/"}
 
-// securityHeaders are sent with every file.
-var securityHeaders = map[string]string{
+// SecurityHeaders are sent with every file, and with the hub's other pages.
+var SecurityHeaders = map[string]string{
 	"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 		"connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
 	"X-Content-Type-Options": "nosniff",
@@ -66,7 +66,7 @@ func Serve(w http.ResponseWriter, r *http.Request, notFound http.Handler) {
 			return
 		}
 	}
-	for k, v := range securityHeaders {
+	for k, v := range SecurityHeaders {
 		w.Header().Set(k, v)
 	}
 	w.Header().Set("Cache-Control", "no-cache")

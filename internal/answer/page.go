@@ -1,0 +1,140 @@
+package answer
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/acphub/acphub/internal/auth"
+)
+
+// Handler serves the links: GET shows what a link answers, POST answers
+// it. Each answers with a small page that says what happened, in its
+// status too.
+type Handler struct {
+	Hub  Hub
+	Caps Capabilities
+	// Origin reports whether a request's Origin, when it has one, is the
+	// hub's own (or one it was told to allow).
+	Origin func(*http.Request) bool
+	// Headers are set on every page (the dashboard's security headers).
+	Headers map[string]string
+	Log     *slog.Logger
+}
+
+// hubTimeout bounds how long a link waits for the hub's word.
+const hubTimeout = 10 * time.Second
+
+// ServeHTTP serves the link whose capability is the path's last element
+// (the route's {link}).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	post := r.Method == http.MethodPost
+	if post && !h.Origin(r) {
+		h.Log.Warn("answer link refused: posted from another site", "origin", r.Header.Get("Origin"))
+		h.page(w, http.StatusForbidden, page{Heading: "Refused", Text: "A page on another site sent this answer. Nothing was answered: open the link itself to answer."})
+		return
+	}
+	req, who, err := open(h.Caps, r.PathValue("link"))
+	if err != nil {
+		h.refused(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), hubTimeout)
+	defer cancel()
+	res, err := h.Hub.AnswerRequest(ctx, req, who, !post)
+	if err != nil {
+		h.Log.Warn("answer link: the hub could not tell", "session", req.Session, "target", req.Target, "err", err)
+		h.page(w, http.StatusServiceUnavailable, page{Heading: "Try again", Text: "The hub could not tell what became of the request: " + err.Error()})
+		return
+	}
+	if post {
+		h.Log.Info("answer link", "session", req.Session, "seq", req.Seq, "option", req.Option, "target", req.Target, "token", who.Name, "outcome", res.Outcome)
+	}
+	h.result(w, res)
+}
+
+// refused answers a link whose capability does not open.
+func (h *Handler) refused(w http.ResponseWriter, err error) {
+	status, heading := http.StatusBadRequest, "Not an answer link"
+	switch {
+	case errors.Is(err, auth.ErrCapabilityExpired):
+		status, heading = http.StatusGone, "This link expired"
+	case errors.Is(err, auth.ErrCapabilityToken):
+		status, heading = http.StatusForbidden, "This link no longer works"
+	}
+	h.page(w, status, page{Heading: heading, Text: sentence(err) + " Nothing was answered: open the session to answer."})
+}
+
+// result answers with what became of the request.
+func (h *Handler) result(w http.ResponseWriter, res Result) {
+	asks := res.Asks
+	if asks == "" {
+		asks = "a tool call"
+	}
+	in := " in " + res.Session + "."
+	switch res.Outcome {
+	case Open:
+		h.page(w, http.StatusOK, page{Heading: "Answer the agent", Text: "The agent asks permission for " + asks + in + " This link answers: " + res.Option + ".", Button: res.Option})
+	case Answered:
+		h.page(w, http.StatusOK, page{Heading: "Answered: " + res.Option, Text: "The agent has your answer to " + asks + in})
+	case AnsweredBefore:
+		h.page(w, http.StatusConflict, page{Heading: "Already answered", Text: res.By + " answered " + asks + " first (" + res.Answer + ")" + in + " Yours changed nothing."})
+	case Withdrawn:
+		h.page(w, http.StatusGone, page{Heading: "No longer asked", Text: "The request for " + asks + " ended unanswered" + in + " The agent withdrew it, or it stopped. Nothing was answered."})
+	case Claimed:
+		h.page(w, http.StatusConflict, page{Heading: "Claimed by " + res.By, Text: res.By + " holds the request for " + asks + in + " Only they may answer it now. Nothing was answered."})
+	case Forbidden:
+		h.page(w, http.StatusForbidden, page{Heading: "Not allowed", Text: sentence(errors.New(res.Reason)) + " Nothing was answered."})
+	default:
+		h.page(w, http.StatusNotFound, page{Heading: "Nothing to answer", Text: sentence(errors.New(res.Reason)) + " Nothing was answered."})
+	}
+}
+
+// sentence is err's text as a sentence.
+func sentence(err error) string {
+	s := err.Error()
+	if s == "" {
+		return ""
+	}
+	return strings.ToUpper(s[:1]) + strings.TrimSuffix(s[1:], ".") + "."
+}
+
+// page is what a page says; Button, when not "", is the label of the
+// button that POSTs the link.
+type page struct {
+	Heading, Text, Button string
+}
+
+var pageTemplate = template.Must(template.New("answer").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<title>acphub: {{.Heading}}</title>
+</head>
+<body>
+<main>
+<h1>{{.Heading}}</h1>
+<p>{{.Text}}</p>
+{{if .Button}}<form method="post"><button type="submit">{{.Button}}</button></form>{{end}}
+</main>
+</body>
+</html>
+`))
+
+// page writes p with status. Everything in it is text: an agent's titles
+// and names are escaped, never markup.
+func (h *Handler) page(w http.ResponseWriter, status int, p page) {
+	for k, v := range h.Headers {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = pageTemplate.Execute(w, p)
+}
