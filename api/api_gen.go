@@ -2302,13 +2302,15 @@ func (v *HTTPError) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *HTTPError) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
-// NotificationRequest: What waits: the latest permission request, from the log. An elicitation is not logged: its method alone.
+// NotificationRequest: What waits: the request the notification is about, from the log: a permission request's tool call and options, an elicitation's message.
 type NotificationRequest struct {
 	Method string `json:"method"`
 	// The tool call's title, redacted.
 	Title string `json:"title,omitempty"`
 	// The options' names.
 	Options []string `json:"options,omitempty"`
+	// elicitation/create: the question the agent asks, redacted.
+	Message string `json:"message,omitempty"`
 }
 
 // AppendJSON appends v as JSON to b: members in schema order, raw
@@ -2332,6 +2334,10 @@ func (v *NotificationRequest) AppendJSON(b []byte) []byte {
 			b = appendString(b, v.Options[i])
 		}
 		b = append(b, ']')
+	}
+	if v.Message != "" {
+		b = member(b, &n, "message")
+		b = appendString(b, v.Message)
 	}
 	return append(b, '}')
 }
@@ -2374,6 +2380,38 @@ func (v *NotificationAnswerers) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *NotificationAnswerers) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// NotificationAction: One option of a waiting permission request, with the link that answers it.
+type NotificationAction struct {
+	OptionID string `json:"optionId"`
+	// The option's name, redacted.
+	Name string `json:"name"`
+	// The option's kind as the agent gave it: allow_once, allow_always, reject_once, reject_always.
+	Kind string `json:"kind,omitempty"`
+	// POST answers the request with this option; GET shows a page with a button that does.
+	URL string `json:"url"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *NotificationAction) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "optionId")
+	b = appendString(b, v.OptionID)
+	b = member(b, &n, "name")
+	b = appendString(b, v.Name)
+	if v.Kind != "" {
+		b = member(b, &n, "kind")
+		b = appendString(b, v.Kind)
+	}
+	b = member(b, &n, "url")
+	b = appendString(b, v.URL)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *NotificationAction) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // Notification: What a notification target is sent (docs/notifications.md): the body of a webhook; ntfy and Slack targets get the same facts as text.
 type Notification struct {
 	// The notification's id, the same when it is sent again: the session, the log seq it is about and the event, KEY:SEQ:EVENT.
@@ -2398,8 +2436,14 @@ type Notification struct {
 	Waiting   int64                  `json:"waiting,omitempty"`
 	Request   *NotificationRequest   `json:"request,omitempty"`
 	Answerers *NotificationAnswerers `json:"answerers,omitempty"`
+	// waiting, for a permission request, when the target has answer_as: one answer link per option. POSTing a link answers the request with that option, once, as the answer_as token; a GET shows what it would answer (docs/notifications.md).
+	Actions []NotificationAction `json:"actions,omitempty"`
+	// When the actions' links stop working.
+	ActionsExpire time.Time `json:"actionsExpire,omitzero"`
 	// turn_ended: the turn's stop reason, or error when it failed.
 	StopReason string `json:"stopReason,omitempty"`
+	// turn_ended: the hub's stop ended the turn (stopReason cancelled), or a crash did (told after the restart).
+	Interrupted bool `json:"interrupted,omitempty"`
 	// agent_exited: its exit status, -1 for a signal.
 	ExitCode int64 `json:"exitCode,omitempty"`
 	// agent_exited: the signal that ended it.
@@ -2449,9 +2493,28 @@ func (v *Notification) AppendJSON(b []byte) []byte {
 		b = member(b, &n, "answerers")
 		b = v.Answerers.AppendJSON(b)
 	}
+	if len(v.Actions) != 0 {
+		b = member(b, &n, "actions")
+		b = append(b, '[')
+		for i := range v.Actions {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = (&v.Actions[i]).AppendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	if !v.ActionsExpire.IsZero() {
+		b = member(b, &n, "actionsExpire")
+		b = appendTime(b, v.ActionsExpire)
+	}
 	if v.StopReason != "" {
 		b = member(b, &n, "stopReason")
 		b = appendString(b, v.StopReason)
+	}
+	if v.Interrupted {
+		b = member(b, &n, "interrupted")
+		b = strconv.AppendBool(b, v.Interrupted)
 	}
 	if v.ExitCode != 0 {
 		b = member(b, &n, "exitCode")

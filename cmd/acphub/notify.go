@@ -28,7 +28,8 @@ func newNotifier(cfg *config.Config, sessions *lifecycle.Stream, store eventlog.
 		if err != nil {
 			return nil, err
 		}
-		targets = append(targets, notify.Target{Name: name, Kind: n.Type, URL: u, Header: header, Events: n.Events, Timeout: n.Timeout.Duration})
+		targets = append(targets, notify.Target{Name: name, Kind: n.Type, URL: u, Header: header, Events: n.Events, Timeout: n.Timeout.Duration,
+			AnswerAs: n.AnswerAs, AnswerTTL: n.AnswerTTL.Duration})
 	}
 	return notify.New(notify.Config{Targets: targets, Sessions: sessions, Store: store, Redactor: red, PublicURL: publicURL, Logger: log})
 }

@@ -328,6 +328,9 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 		return nil, err
 	}
 	undo = append(undo, tokens.Close)
+	notifier.AnswerWith(tokens, func(name string) bool {
+		return name == auth.OwnerName || slices.ContainsFunc(tokens.List(), func(t auth.Token) bool { return t.Name == name })
+	})
 	var forwarded *forward.Server
 	if node != nil {
 		if forwarded, err = forward.Serve(node.Conn(), h, tokens, node.Instance(), forward.Options{Logger: log}); err != nil {

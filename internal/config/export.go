@@ -30,6 +30,11 @@ type Notify struct {
 	Events  []string         `toml:"events"`
 	Headers map[string]Value `toml:"headers"`
 	Timeout Duration         `toml:"timeout"`
+	// AnswerAs names the token a waiting permission request's answer
+	// links act as; none: the notifications carry no answer links.
+	AnswerAs string `toml:"answer_as"`
+	// AnswerTTL is how long answer links work once sent (default 1 h).
+	AnswerTTL Duration `toml:"answer_ttl"`
 }
 
 // Secrets returns where the config reads the hub's own secrets from: the

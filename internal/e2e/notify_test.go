@@ -88,7 +88,7 @@ func TestNotify_PermissionReachesAWebhook(t *testing.T) {
 		n.Request.Method != "session/request_permission" || n.Request.Title != "Edit demo.txt" || !strings.Contains(n.Message, "waits for an answer") {
 		t.Errorf("notification %+v, request %+v", n, n.Request)
 	}
-	if n.Answerers == nil || strings.Join(n.Answerers.Roles, ",") != "controller,owner" || len(n.Answerers.Clients) != 1 || n.Answerers.Clients[0].ClientID != "web" {
+	if n.Answerers == nil || strings.Join(n.Answerers.Roles, ",") != "approver,controller,owner" || len(n.Answerers.Clients) != 1 || n.Answerers.Clients[0].ClientID != "web" {
 		t.Errorf("answerers %+v", n.Answerers)
 	}
 	// The link is the hub's dashboard, on the session's page.

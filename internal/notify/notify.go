@@ -3,18 +3,18 @@
 // ends, when its agent exits on its own. It posts to the targets the
 // config file names — a generic JSON webhook, an ntfy topic, a Slack
 // incoming webhook — so that a phone learns an agent waits without a page
-// open (docs/notifications.md).
+// open, and can answer a permission request from the notification itself
+// (package answer; docs/notifications.md).
 //
-// A Notifier follows the hub-wide session stream (package lifecycle), off
-// every session's path, and reads the session's log for what the stream
-// does not say: which turn ended and how, what waits, why the agent ended.
-// The stream coalesces a session's changes; the log does not, so a turn
-// that started and ended between two looks is still told. Each target has
-// a bounded queue and delivers in order, trying each notification again
-// (package deliver) until its receiver takes it; a receiver that fails for
-// long loses the oldest notifications past the queue's bound, and those
-// still queued when the hub stops. Notifications are about now: a hub
-// that starts tells nothing of what happened before.
+// The session logs are the queue. Each target keeps a place in each
+// session's log — the last event it was told of, or decided not to tell —
+// in the store, as exporters keep theirs, and tells what lies past it, in
+// order, each notification until its receiver takes it. A target whose
+// receiver is down falls behind and costs no memory; a hub stop or a kill
+// -9 loses nothing: the next start goes on from the places the store kept,
+// and a notification sent again has the same id. The hub-wide session
+// stream (package lifecycle) only says which logs moved, and what a
+// session looks like now: its title, who is attached, what waits.
 package notify
 
 import (
@@ -25,14 +25,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/answer"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/deliver"
 	"github.com/acphub/acphub/internal/eventlog"
@@ -60,9 +61,12 @@ const (
 // Kinds are every kind of target.
 var Kinds = []string{Webhook, Ntfy, Slack}
 
-// QueueLen is how many notifications wait for one target before the oldest
-// is dropped.
-const QueueLen = 256
+// DefaultAnswerTTL is how long answer links work when a target does not
+// say.
+const DefaultAnswerTTL = time.Hour
+
+// DefaultDrainTimeout is how long Run goes on telling once the hub stops.
+const DefaultDrainTimeout = 5 * time.Second
 
 // Target is one place notifications go.
 type Target struct {
@@ -72,6 +76,12 @@ type Target struct {
 	Header  http.Header
 	Events  []string      // the events it is told; empty: all
 	Timeout time.Duration // one attempt; 0 means 10 s
+	// AnswerAs names the token a waiting permission request's answer
+	// links act as; "" sends no links.
+	AnswerAs string
+	// AnswerTTL is how long the links work from when they are sent; 0
+	// means DefaultAnswerTTL.
+	AnswerTTL time.Duration
 }
 
 // Config configures a Notifier. Sessions, Store and Redactor are required.
@@ -81,8 +91,13 @@ type Config struct {
 	Store    eventlog.Store
 	Redactor *redact.Redactor
 	// PublicURL is where people reach the hub (scheme://host[:port]), the
-	// start of the dashboard links; "" sends none.
-	PublicURL              string
+	// start of the dashboard links and the answer links; "" sends neither.
+	PublicURL string
+	// Links makes answer links (auth.Store); nil sends none.
+	Links answer.Capabilities
+	// DrainTimeout is how long Run goes on telling once the session
+	// stream closed (the hub stops); 0 means DefaultDrainTimeout.
+	DrainTimeout           time.Duration
 	MinBackoff, MaxBackoff time.Duration // 0 means deliver's defaults
 	Logger                 *slog.Logger
 }
@@ -92,24 +107,10 @@ type Notifier struct {
 	cfg     Config
 	log     *slog.Logger
 	targets []*target
-	seen    map[string]seen // what each session looked like, owned by Run
 	started time.Time
-}
 
-// seen is what the notifier last saw of a session.
-type seen struct {
-	state   string
-	waiting int64
-	turnSeq int64 // the seq of the last turn.completed told
-	askSeq  int64 // the seq of the last permission.requested told
-}
-
-type target struct {
-	Target
-	dest   *deliver.Target
-	client *http.Client
-	queue  chan api.Notification
-	log    *slog.Logger
+	mu   sync.Mutex
+	sums map[string]api.SessionSummary // what each session looks like now
 }
 
 // New returns a Notifier, or the error of a target it cannot post to.
@@ -119,9 +120,10 @@ func New(cfg Config) (*Notifier, error) {
 	}
 	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, deliver.DefaultMinBackoff)
 	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, deliver.DefaultMaxBackoff)
+	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, DefaultDrainTimeout)
 	// Sessions made from now on are news; the hub makes none before it
 	// serves, which it does after New.
-	n := &Notifier{cfg: cfg, log: cfg.Logger.With("subsystem", "notify"), seen: make(map[string]seen), started: time.Now()}
+	n := &Notifier{cfg: cfg, log: cfg.Logger.With("subsystem", "notify"), sums: make(map[string]api.SessionSummary), started: time.Now()}
 	for _, t := range cfg.Targets {
 		if !slices.Contains(Kinds, t.Kind) {
 			return nil, fmt.Errorf("notify.%s: type %q: webhook, ntfy or slack", t.Name, t.Kind)
@@ -135,112 +137,255 @@ func New(cfg Config) (*Notifier, error) {
 				return nil, fmt.Errorf("notify.%s: event %q: waiting, turn_ended or agent_exited", t.Name, e)
 			}
 		}
+		t.AnswerTTL = cmp.Or(t.AnswerTTL, DefaultAnswerTTL)
 		// The log names a target by its name and its receiver's origin:
 		// the rest of its URL can be its secret (an ntfy topic, a Slack
 		// webhook's path).
-		n.targets = append(n.targets, &target{Target: t, dest: dest, client: &http.Client{Timeout: cmp.Or(t.Timeout, 10*time.Second)},
-			queue: make(chan api.Notification, QueueLen), log: n.log.With("target", t.Name, "receiver", dest.Origin())})
+		n.targets = append(n.targets, &target{Target: t, n: n, dest: dest, client: &http.Client{Timeout: cmp.Or(t.Timeout, 10*time.Second)},
+			log: n.log.With("target", t.Name, "receiver", dest.Origin()), consumer: "notify." + t.Name, wake: make(chan struct{}, 1)})
 	}
 	return n, nil
 }
 
-// Run follows the session stream and sends notifications until ctx ends or
-// the stream closes (the hub stops); it returns nil then.
+// AnswerWith makes the notifier's answer links with links (auth.Store),
+// which the hub opens after New, before Run. A target whose answer_as
+// token known says is not there is logged: its notifications go without
+// answer links until the token is made.
+func (n *Notifier) AnswerWith(links answer.Capabilities, known func(name string) bool) {
+	n.cfg.Links = links
+	for _, t := range n.targets {
+		if t.AnswerAs != "" && !known(t.AnswerAs) {
+			t.log.Warn("answer_as names no token: notifications go without answer links until it is made (acphub token create)", "answer_as", t.AnswerAs)
+		}
+	}
+}
+
+// Run follows the session stream and sends notifications until ctx ends,
+// or the stream closes (the hub stops) and what is left to tell was told,
+// for DrainTimeout at most; it returns nil then.
 func (n *Notifier) Run(ctx context.Context) error {
 	if len(n.targets) == 0 {
 		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for _, t := range n.targets {
-		go t.run(ctx, n.cfg.MinBackoff, n.cfg.MaxBackoff)
 	}
 	sub, err := n.cfg.Sessions.Subscribe(auth.Local, "")
 	if err != nil {
 		return err
 	}
 	defer sub.Close()
+	for _, t := range n.targets {
+		if err := t.restore(ctx); err != nil {
+			return err
+		}
+	}
+	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	drain := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, t := range n.targets {
+		wg.Go(func() { t.run(tctx, drain) })
+	}
 	for {
 		changes, err := sub.Next(ctx)
 		switch {
-		case ctx.Err() != nil, errors.Is(err, lifecycle.ErrClosed):
+		case ctx.Err() != nil:
+			stop()
+			wg.Wait()
+			return nil
+		case errors.Is(err, lifecycle.ErrClosed):
+			// The hub stops: its sessions logged their last events (a turn
+			// its stop ended included), which the stream may not have
+			// told. Read every log once more and tell what is left, for a
+			// while; the rest waits in the logs for the next start.
+			n.mu.Lock()
+			for key := range n.sums {
+				for _, t := range n.targets {
+					t.queue(key)
+				}
+			}
+			n.mu.Unlock()
+			close(drain)
+			t := time.AfterFunc(n.cfg.DrainTimeout, stop)
+			defer t.Stop()
+			wg.Wait()
 			return nil
 		case err != nil:
+			stop()
+			wg.Wait()
 			return err
 		}
 		for _, c := range changes {
-			n.changed(ctx, c)
+			n.changed(c)
 		}
 	}
 }
 
-// changed looks at one session's change for what to tell.
-func (n *Notifier) changed(ctx context.Context, c api.SessionChange) {
-	sum := &c.Session
-	key := sum.Key
+// changed takes one session's change: what it looks like now, and that its
+// log may have moved.
+func (n *Notifier) changed(c api.SessionChange) {
+	sum := c.Session
+	n.mu.Lock()
+	_, known := n.sums[sum.Key]
 	if sum.State == api.StateDeleted {
-		delete(n.seen, key)
-		return
+		delete(n.sums, sum.Key)
+	} else {
+		n.sums[sum.Key] = sum
 	}
-	prev, known := n.seen[key]
-	if !known && sum.CreatedAt.Before(n.started) {
-		// A session the hub had before: what it is now is no news.
-		turn, _ := n.last(ctx, key, api.EventTurnCompleted)
-		asked, _ := n.last(ctx, key, api.EventPermissionRequested)
-		n.seen[key] = seen{state: sum.State, waiting: sum.Waiting, turnSeq: turn.Seq, askSeq: asked.Seq}
-		return
+	n.mu.Unlock()
+	// Deleted and made again under its name between two looks: a new
+	// log, told from its start.
+	again := known && slices.Contains(c.Changes, "created")
+	for _, t := range n.targets {
+		t.changed(&sum, again)
 	}
-	if known && slices.Contains(c.Changes, "created") {
-		// Deleted and made again under its name between two looks: a new
-		// log.
-		prev, known = seen{}, false
-	}
-	now := seen{state: sum.State, waiting: sum.Waiting, turnSeq: prev.turnSeq, askSeq: prev.askSeq}
-	if !known || slices.Contains(c.Changes, "events") {
-		ended, err := n.cfg.Store.ReadTypes(ctx, key, prev.turnSeq, []string{api.EventTurnCompleted}, 0)
-		if err != nil {
-			n.log.Warn("read the session log", "session", key, "err", err)
-		}
-		for _, ev := range ended {
-			now.turnSeq = ev.Seq
-			n.turnEnded(sum, ev)
-		}
-	}
-	if sum.State == api.StateRequiresAction {
-		// A request more, or one the log shows newer than the last told
-		// (one answered and another asked between two looks).
-		asked, _ := n.last(ctx, key, api.EventPermissionRequested)
-		if prev.state != api.StateRequiresAction || sum.Waiting > prev.waiting || asked.Seq > prev.askSeq {
-			n.waiting(ctx, sum)
-		}
-		now.askSeq = asked.Seq
-	}
-	if sum.State == api.StateAgentExited && prev.state != api.StateAgentExited {
-		n.agentExited(ctx, sum)
-	}
-	n.seen[key] = now
 }
 
-// last reads the latest event of type typ in session key's log.
-func (n *Notifier) last(ctx context.Context, key, typ string) (eventlog.Event, bool) {
-	ev, ok, err := n.cfg.Store.Last(ctx, key, typ)
-	if err != nil {
-		n.log.Warn("read the session log", "session", key, "err", err)
+// summary returns what session key looks like now.
+func (n *Notifier) summary(key string) api.SessionSummary {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.sums[key]; ok {
+		return s
 	}
-	return ev, ok && err == nil
+	return api.SessionSummary{Key: key}
 }
 
-// notification starts the notification of event about sum, seq its place
-// in the log.
-func (n *Notifier) notification(sum *api.SessionSummary, event string, seq int64, message string) api.Notification {
+// told are the types of the events notifications are made of, and those
+// that tell a request needs no more telling.
+var told = []string{api.EventPermissionRequested, api.EventPermissionResolved, api.EventElicitationRequested, api.EventElicitationResolved,
+	api.EventTurnCompleted, api.EventAgentExited}
+
+// notification makes what ev tells, if anything; later are the events of
+// told types that follow it in the log, as far as they were read.
+func (n *Notifier) notification(ev eventlog.Event, later []eventlog.Event) (api.Notification, *asked, bool) {
+	sum := n.summary(ev.Session)
+	switch ev.Type {
+	case api.EventPermissionRequested:
+		var d api.PermissionRequested
+		_ = json.Unmarshal(ev.Data, &d)
+		if answered(later, api.EventPermissionResolved, d.RequestID) {
+			return api.Notification{}, nil, false // no one needs to act on it
+		}
+		return n.permission(&sum, ev, d)
+	case api.EventElicitationRequested:
+		var d api.ElicitationRequested
+		_ = json.Unmarshal(ev.Data, &d)
+		if answered(later, api.EventElicitationResolved, d.RequestID) {
+			return api.Notification{}, nil, false
+		}
+		var p struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(d.Params, &p)
+		req := api.NotificationRequest{Method: "elicitation/create"}
+		req.Message, _ = n.cfg.Redactor.String(p.Message)
+		out := n.waiting(&sum, ev, &req, "the agent asks: "+cmp.Or(req.Message, "a question"))
+		return out, nil, true
+	case api.EventTurnCompleted:
+		var d api.TurnCompleted
+		_ = json.Unmarshal(ev.Data, &d)
+		reason := d.StopReason
+		if d.Error != nil {
+			reason = "error"
+		}
+		how := "(" + reason + ")"
+		if d.Interrupted {
+			how = "when the hub stopped"
+		}
+		out := n.base(&sum, TurnEnded, ev, fmt.Sprintf("%s: the turn ended %s", name(&sum), how))
+		out.StopReason, out.Interrupted = reason, d.Interrupted
+		return out, nil, true
+	case api.EventAgentExited:
+		var d api.AgentExited
+		_ = json.Unmarshal(ev.Data, &d)
+		if d.Requested {
+			return api.Notification{}, nil, false // the hub stopped it
+		}
+		how := fmt.Sprintf("exit status %d", d.Code)
+		if d.Signal != "" {
+			how = "killed by " + d.Signal
+		}
+		if d.Error != "" {
+			how = d.Error
+		}
+		out := n.base(&sum, AgentExited, ev, fmt.Sprintf("%s: the agent exited (%s)", name(&sum), how))
+		out.ExitCode, out.Signal = d.Code, d.Signal
+		out.StderrTail, _ = n.cfg.Redactor.String(d.StderrTail)
+		return out, nil, true
+	}
+	return api.Notification{}, nil, false
+}
+
+// answered reports whether later holds the resolution, of type typ, of the
+// request whose id is id.
+func answered(later []eventlog.Event, typ string, id json.RawMessage) bool {
+	for _, ev := range later {
+		if ev.Type != typ {
+			continue
+		}
+		var d struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil && bytes.Equal(d.RequestID, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// asked is what a permission request asks: its options, for answer links.
+type asked struct {
+	seq     int64
+	options []option
+}
+
+type option struct {
+	OptionID string `json:"optionId"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+}
+
+// permission makes the notification of a waiting permission request.
+func (n *Notifier) permission(sum *api.SessionSummary, ev eventlog.Event, d api.PermissionRequested) (api.Notification, *asked, bool) {
+	var p struct {
+		ToolCall struct {
+			Title string `json:"title"`
+		} `json:"toolCall"`
+		Options []option `json:"options"`
+	}
+	_ = json.Unmarshal(d.Params, &p)
+	req := api.NotificationRequest{Method: "session/request_permission"}
+	req.Title, _ = n.cfg.Redactor.String(p.ToolCall.Title)
+	a := &asked{seq: ev.Seq}
+	for _, o := range p.Options {
+		o.Name, _ = n.cfg.Redactor.String(o.Name)
+		req.Options = append(req.Options, o.Name)
+		a.options = append(a.options, o)
+	}
+	what := "permission wanted: " + cmp.Or(req.Title, "a tool call")
+	if len(req.Options) > 0 {
+		what += " (" + strings.Join(req.Options, " / ") + ")"
+	}
+	return n.waiting(sum, ev, &req, what), a, true
+}
+
+// waiting makes a waiting notification: what waits, and who may answer.
+func (n *Notifier) waiting(sum *api.SessionSummary, ev eventlog.Event, req *api.NotificationRequest, what string) api.Notification {
+	out := n.base(sum, Waiting, ev, fmt.Sprintf("%s waits for an answer: %s", name(sum), what))
+	out.Waiting, out.Request = max(sum.Waiting, 1), req
+	out.Answerers = answerers(sum)
+	return out
+}
+
+// base starts the notification of event, which ev tells.
+func (n *Notifier) base(sum *api.SessionSummary, event string, ev eventlog.Event, message string) api.Notification {
 	title, _ := n.cfg.Redactor.String(sum.Title)
 	message, _ = n.cfg.Redactor.String(message)
 	out := api.Notification{
-		ID: fmt.Sprintf("%s:%d:%s", sum.Key, seq, event), Event: event, Session: sum.Key, SessionID: sum.SessionID,
-		Agent: sum.Agent, Title: title, State: sum.State, Time: time.Now().UTC(), Message: message,
+		ID: fmt.Sprintf("%s:%d:%s", ev.Session, ev.Seq, event), Event: event, Session: ev.Session, SessionID: sum.SessionID,
+		Agent: cmp.Or(sum.Agent, ev.AgentID), Title: title, State: cmp.Or(sum.State, api.StateStopped), Time: time.Now().UTC(), Message: message,
 	}
 	if n.cfg.PublicURL != "" {
-		out.URL = strings.TrimRight(n.cfg.PublicURL, "/") + "/#/s/" + url.PathEscape(sum.Key)
+		out.URL = strings.TrimRight(n.cfg.PublicURL, "/") + "/#/s/" + url.PathEscape(ev.Session)
 	}
 	return out
 }
@@ -251,50 +396,6 @@ func name(sum *api.SessionSummary) string {
 		return fmt.Sprintf("%q (%s)", sum.Title, sum.Key)
 	}
 	return sum.Key
-}
-
-func (n *Notifier) turnEnded(sum *api.SessionSummary, ev eventlog.Event) {
-	var d api.TurnCompleted
-	_ = json.Unmarshal(ev.Data, &d)
-	reason := d.StopReason
-	if d.Error != nil {
-		reason = "error"
-	}
-	out := n.notification(sum, TurnEnded, ev.Seq, fmt.Sprintf("%s: the turn ended (%s)", name(sum), reason))
-	out.StopReason = reason
-	n.send(out)
-}
-
-func (n *Notifier) waiting(ctx context.Context, sum *api.SessionSummary) {
-	req := api.NotificationRequest{Method: "elicitation/create"}
-	what := "the agent asks a question"
-	asked, ok := n.last(ctx, sum.Key, api.EventPermissionRequested)
-	if resolved, _ := n.last(ctx, sum.Key, api.EventPermissionResolved); ok && asked.Seq > resolved.Seq {
-		var d api.PermissionRequested
-		_ = json.Unmarshal(asked.Data, &d)
-		var p struct {
-			ToolCall struct {
-				Title string `json:"title"`
-			} `json:"toolCall"`
-			Options []struct {
-				Name string `json:"name"`
-			} `json:"options"`
-		}
-		_ = json.Unmarshal(d.Params, &p)
-		req = api.NotificationRequest{Method: "session/request_permission", Title: p.ToolCall.Title}
-		for _, o := range p.Options {
-			req.Options = append(req.Options, o.Name)
-		}
-		req.Title, _ = n.cfg.Redactor.String(req.Title)
-		what = "permission wanted: " + cmp.Or(req.Title, "a tool call")
-		if len(req.Options) > 0 {
-			what += " (" + strings.Join(req.Options, " / ") + ")"
-		}
-	}
-	out := n.notification(sum, Waiting, sum.LastSeq, fmt.Sprintf("%s waits for an answer: %s", name(sum), what))
-	out.Waiting, out.Request = sum.Waiting, &req
-	out.Answerers = answerers(sum)
-	n.send(out)
 }
 
 // answerers are the roles that may answer and the attached clients that
@@ -312,98 +413,4 @@ func answerers(sum *api.SessionSummary) *api.NotificationAnswerers {
 		}
 	}
 	return out
-}
-
-func (n *Notifier) agentExited(ctx context.Context, sum *api.SessionSummary) {
-	ev, _ := n.last(ctx, sum.Key, api.EventAgentExited)
-	var d api.AgentExited
-	_ = json.Unmarshal(ev.Data, &d)
-	how := fmt.Sprintf("exit status %d", d.Code)
-	if d.Signal != "" {
-		how = "killed by " + d.Signal
-	}
-	if d.Error != "" {
-		how = d.Error
-	}
-	out := n.notification(sum, AgentExited, ev.Seq, fmt.Sprintf("%s: the agent exited (%s)", name(sum), how))
-	out.ExitCode, out.Signal = d.Code, d.Signal
-	out.StderrTail, _ = n.cfg.Redactor.String(d.StderrTail)
-	n.send(out)
-}
-
-// send queues out for every target that wants its event, dropping a
-// target's oldest when its queue is full.
-func (n *Notifier) send(out api.Notification) {
-	n.log.Info("notify", "event", out.Event, "session", out.Session, "id", out.ID)
-	for _, t := range n.targets {
-		if len(t.Events) > 0 && !slices.Contains(t.Events, out.Event) {
-			continue
-		}
-		for {
-			select {
-			case t.queue <- out:
-			default:
-				select {
-				case old := <-t.queue:
-					t.log.Warn("notification dropped: the target's queue is full", "id", old.ID)
-				default:
-				}
-				continue
-			}
-			break
-		}
-	}
-}
-
-// run delivers the target's queue, in order, each notification until the
-// receiver takes it.
-func (t *target) run(ctx context.Context, lo, hi time.Duration) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case out := <-t.queue:
-			deliver.Retry(ctx, lo, hi, func(ctx context.Context) error { return t.post(ctx, out) },
-				func(attempt int, err error, wait time.Duration) {
-					t.log.Warn("notification failed; trying again", "id", out.ID, "attempt", attempt+1, "wait", wait, "err", err)
-				})
-		}
-	}
-}
-
-// post sends one notification in the target's form.
-func (t *target) post(ctx context.Context, out api.Notification) error {
-	var body []byte
-	header := http.Header{}
-	switch t.Kind {
-	case Webhook:
-		body = out.AppendJSON(nil)
-		header.Set("Content-Type", "application/json")
-		header.Set("Idempotency-Key", out.ID)
-	case Ntfy:
-		body = []byte(out.Message)
-		header.Set("Content-Type", "text/plain; charset=utf-8")
-		// ntfy reads RFC 2047 encoded words in its headers.
-		header.Set("Title", mime.QEncoding.Encode("utf-8", "acphub: "+cmp.Or(out.Title, out.Session)))
-		header.Set("Tags", map[string]string{Waiting: "hourglass", TurnEnded: "white_check_mark", AgentExited: "warning"}[out.Event])
-		if out.Event == Waiting {
-			header.Set("Priority", "high")
-		}
-		if out.URL != "" {
-			header.Set("Click", out.URL)
-		}
-	case Slack:
-		text := slackEscape(out.Message)
-		if out.URL != "" {
-			text += " <" + out.URL + "|Open the session>"
-		}
-		body, _ = json.Marshal(map[string]string{"text": text})
-		header.Set("Content-Type", "application/json")
-	}
-	return t.dest.Post(ctx, t.client, bytes.NewReader(body), header)
-}
-
-// slackEscape escapes the three characters Slack's text markup reserves.
-func slackEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }

@@ -1,0 +1,336 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acphub/acphub/api"
+)
+
+// notifyReceiver keeps what an ntfy topic and a webhook are sent; while
+// down, it answers 503 to all.
+type notifyReceiver struct {
+	srv  *httptest.Server
+	down atomic.Bool
+	mu   sync.Mutex
+	got  []received
+}
+
+type received struct {
+	path   string
+	header http.Header
+	body   []byte
+	taken  bool // answered 200
+}
+
+func newNotifyReceiver(t *testing.T) *notifyReceiver {
+	r := &notifyReceiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		down := r.down.Load()
+		r.mu.Lock()
+		r.got = append(r.got, received{req.URL.Path, req.Header.Clone(), b, !down})
+		r.mu.Unlock()
+		if down {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// notifications returns the webhook notifications (path /hook) the
+// receiver took, or was sent when sent is set, of event.
+func (r *notifyReceiver) notifications(event string, sent bool) []api.Notification {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []api.Notification
+	for _, g := range r.got {
+		var n api.Notification
+		if g.path == "/hook" && (g.taken || sent) && json.Unmarshal(g.body, &n) == nil && n.Event == event {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// topic returns the requests the ntfy topic (path /topic) took.
+func (r *notifyReceiver) topic() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []received
+	for _, g := range r.got {
+		if g.path == "/topic" && g.taken {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// writeConfig writes a config file into dir and returns its path.
+func writeConfig(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "hub.toml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// answerPage POSTs (or GETs) an answer link, with Origin when not "", and
+// returns the status and the page.
+func answerPage(t *testing.T, method, link, origin string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, link, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Errorf("%s %s: Content-Type %q, CSP %q", method, link, ct, resp.Header.Get("Content-Security-Policy"))
+	}
+	return resp.StatusCode, string(b)
+}
+
+// resolutions returns the permission.resolved events of session's log.
+func (h *hubProc) resolutions(session string) []api.PermissionResolved {
+	var out []api.PermissionResolved
+	for _, e := range h.readLog(session) {
+		if e.Type == api.EventPermissionResolved {
+			var d api.PermissionResolved
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				h.t.Fatal(err)
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestAnswer_FromTheNotificationItself: the demo agent asks a permission;
+// an ntfy topic and a webhook each get the notification with a link per
+// option. A GET, a POST from another site, and a POST of a link past its
+// expiry change nothing; POSTing ntfy's Allow, as ntfy's action button
+// does, answers the request: the agent gets that option, and the log says
+// the phone target answered, with the approver token lead. The same link
+// again, the other option's, and a changed one are refused, with a page
+// that says why, and change nothing.
+func TestAnswer_FromTheNotificationItself(t *testing.T) {
+	t.Parallel()
+	recv := newNotifyReceiver(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, fmt.Sprintf(`
+[notify.phone]
+type = "ntfy"
+url = %q
+events = ["waiting"]
+answer_as = "lead"
+
+[notify.ops]
+type = "webhook"
+url = %q
+events = ["waiting"]
+answer_as = "lead"
+answer_ttl = "2s"
+`, recv.srv.URL+"/topic", recv.srv.URL+"/hook"))
+	h := startHubIn(t, dir, "--config", cfg)
+	h.newToken("lead", "approver")
+	ws := h.dial("ops", "peer=web")
+	sid := ws.handshake()
+	id := ws.prompt(sid, "/permission")
+	ws.until(isMethod("session/request_permission"))
+	var hook api.Notification
+	var ntfy received
+	waitFor(t, "both notifications", func() bool {
+		w, topic := recv.notifications("waiting", false), recv.topic()
+		if len(w) > 0 && len(topic) > 0 {
+			hook, ntfy = w[0], topic[0]
+			return true
+		}
+		return false
+	})
+	if len(hook.Actions) != 2 || hook.ActionsExpire.IsZero() {
+		t.Fatalf("the webhook's actions %+v, expiring %v: want one per option", hook.Actions, hook.ActionsExpire)
+	}
+	hookLinks := map[string]string{}
+	for _, a := range hook.Actions {
+		if !strings.HasPrefix(a.URL, "http://"+h.addr+"/answer/") || strings.Contains(a.URL, h.token) {
+			t.Errorf("action %+v: want a link to the hub's /answer/, without a token", a)
+		}
+		hookLinks[a.OptionID] = a.URL
+	}
+	// ntfy's short form: http, LABEL, URL, method=POST, clear=true; ...
+	phoneLinks := map[string]string{}
+	for _, action := range strings.Split(ntfy.header.Get("Actions"), "; ") {
+		f := strings.Split(action, ", ")
+		if len(f) != 5 || f[0] != "http" || f[3] != "method=POST" || f[4] != "clear=true" {
+			t.Fatalf("ntfy Actions %q", ntfy.header.Get("Actions"))
+		}
+		phoneLinks[f[1]] = f[2]
+	}
+	allow, reject := phoneLinks["Allow"], phoneLinks["Reject"]
+	if len(phoneLinks) != 2 || allow == "" || reject == "" || allow == hookLinks["allow"] {
+		t.Fatalf("ntfy's links %v, the webhook's %v: want Allow and Reject, each target its own", phoneLinks, hookLinks)
+	}
+	unanswered := func(when string) {
+		t.Helper()
+		if r := h.resolutions("ops"); len(r) != 0 {
+			t.Fatalf("%s: the request was answered: %+v", when, r)
+		}
+	}
+
+	// A GET shows the link's answer and a button; it answers nothing.
+	status, page := answerPage(t, http.MethodGet, allow, "")
+	if status != http.StatusOK || !strings.Contains(page, "Edit demo.txt") || !strings.Contains(page, `<form method="post"><button type="submit">Allow</button>`) {
+		t.Errorf("GET: %d %s", status, page)
+	}
+	status, page = answerPage(t, http.MethodPost, allow, "http://evil.example")
+	if status != http.StatusForbidden || !strings.Contains(page, "another site") {
+		t.Errorf("POST from another site: %d %s", status, page)
+	}
+	unanswered("after a GET and a POST from another site")
+	// The webhook's links live 2 s.
+	time.Sleep(time.Until(hook.ActionsExpire) + 100*time.Millisecond)
+	status, page = answerPage(t, http.MethodPost, hookLinks["allow"], "")
+	if status != http.StatusGone || !strings.Contains(page, "expired") {
+		t.Errorf("POST after expiry: %d %s", status, page)
+	}
+	unanswered("after an expired link")
+
+	// As ntfy's button posts it: no Origin.
+	status, page = answerPage(t, http.MethodPost, allow, "")
+	if status != http.StatusOK || !strings.Contains(page, "Answered: Allow") {
+		t.Fatalf("POST: %d %s", status, page)
+	}
+	turn := ws.untilResponse(id)
+	mustStop(t, "the turn", lastOf(turn), "end_turn")
+	var resolved, edited bool
+	for _, f := range turn {
+		resolved = resolved || f.Method == "_acphub/permission_resolved" && strings.Contains(string(f.Params), `"peer":"notify:phone"`)
+		edited = edited || f.Method == "session/update" && strings.Contains(string(f.Params), `"status":"completed"`)
+	}
+	if !resolved || !edited {
+		t.Errorf("the client saw the phone answer: %t; the edit completed: %t", resolved, edited)
+	}
+	r := h.resolutions("ops")
+	if len(r) != 1 || r[0].Peer != "notify:phone" || r[0].Token != "lead" || r[0].Via != "phone" || r[0].OptionName != "Allow" {
+		t.Fatalf("the log's resolutions %+v: want one, by notify:phone with the token lead, Allow", r)
+	}
+
+	// Used again, the other option's, from the hub's own origin: answered
+	// before. A changed link is not one.
+	for _, link := range []string{allow, reject} {
+		status, page = answerPage(t, http.MethodPost, link, "http://"+h.addr)
+		if status != http.StatusConflict || !strings.Contains(page, "Already answered") || !strings.Contains(page, "notify:phone answered") {
+			t.Errorf("POST %s again: %d %s", link, status, page)
+		}
+	}
+	status, page = answerPage(t, http.MethodPost, allow[:len(allow)-3]+"AAA", "")
+	if status != http.StatusBadRequest || !strings.Contains(page, "not one the hub made") {
+		t.Errorf("a changed link: %d %s", status, page)
+	}
+	if r := h.resolutions("ops"); len(r) != 1 {
+		t.Errorf("the log holds %d resolutions, want 1", len(r))
+	}
+	if w := recv.notifications("waiting", true); len(w) != 1 {
+		t.Errorf("the webhook got %d waiting notifications, want 1", len(w))
+	}
+}
+
+// waitFor polls cond until it holds, failing after testTimeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %s", what, testTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestNotify_NothingQueuedIsLost: a notification its receiver did not take
+// before the hub was killed is sent after the restart, once; a turn the
+// hub's stop ends is told before it exits; an elicitation's notification
+// says what the agent asks.
+func TestNotify_NothingQueuedIsLost(t *testing.T) {
+	t.Parallel()
+	recv := newNotifyReceiver(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, fmt.Sprintf("[notify.ops]\ntype = \"webhook\"\nurl = %q\n", recv.srv.URL+"/hook"))
+	h := startHubIn(t, dir, "--config", cfg)
+	ws := h.dial("s", "")
+	sid := ws.handshake()
+	recv.down.Store(true)
+	ws.untilResponse(ws.prompt(sid, "/echo hi"))
+	waitFor(t, "a failed delivery", func() bool { return len(recv.notifications(notifyTurnEnded, true)) >= 1 })
+	queued := recv.notifications(notifyTurnEnded, true)[0]
+	h.kill()
+	recv.down.Store(false)
+	h.start()
+	waitFor(t, "the queued notification", func() bool { return len(recv.notifications(notifyTurnEnded, false)) >= 1 })
+
+	// An elicitation: its notification names its message.
+	ws = h.dial("s", "")
+	ws.handshake()
+	id := ws.prompt(sid, `/request elicitation/create {"sessionId":"`+sid+`","message":"Which branch?","requestedSchema":{"type":"object","properties":{}}}`)
+	ask := lastOf(ws.until(isMethod("elicitation/create")))
+	waitFor(t, "the elicitation's notification", func() bool { return len(recv.notifications("waiting", false)) >= 1 })
+	if w := recv.notifications("waiting", false)[0]; w.Request == nil || w.Request.Method != "elicitation/create" || w.Request.Message != "Which branch?" ||
+		!strings.Contains(w.Message, "Which branch?") {
+		t.Errorf("the elicitation's notification %+v, request %+v", w, w.Request)
+	}
+	ws.respond(ask.ID, `{"action":"decline"}`)
+	ws.untilResponse(id)
+
+	// A turn the stop ends.
+	ws.prompt(sid, "/slow 2000")
+	ws.until(isMethod("session/update"))
+	h.stop()
+	var stopped []api.Notification
+	for _, n := range recv.notifications(notifyTurnEnded, false) {
+		if n.Interrupted {
+			stopped = append(stopped, n)
+		}
+	}
+	if len(stopped) != 1 || stopped[0].StopReason != "cancelled" || !strings.Contains(stopped[0].Message, "when the hub stopped") {
+		t.Errorf("the turn the stop ended was told %+v", stopped)
+	}
+	taken := 0
+	for _, n := range recv.notifications(notifyTurnEnded, false) {
+		if n.ID == queued.ID {
+			taken++
+		}
+	}
+	if taken != 1 {
+		t.Errorf("the queued notification %s was taken %d times, want once", queued.ID, taken)
+	}
+	h.start()
+	var resolved bool
+	for _, e := range h.readLog("s") {
+		resolved = resolved || e.Type == api.EventElicitationResolved && strings.Contains(string(e.Data), `"action":"decline"`)
+	}
+	if !resolved {
+		t.Error("the log has no elicitation.resolved with the decline")
+	}
+}
+
+const notifyTurnEnded = "turn_ended"
