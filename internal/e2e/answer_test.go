@@ -150,9 +150,16 @@ url = %q
 events = ["waiting"]
 answer_as = "lead"
 answer_ttl = "2s"
-`, recv.srv.URL+"/topic", recv.srv.URL+"/hook"))
+
+[notify.wall]
+type = "webhook"
+url = %q
+events = ["waiting"]
+answer_as = "watcher"
+`, recv.srv.URL+"/topic", recv.srv.URL+"/hook", recv.srv.URL+"/wall"))
 	h := startHubIn(t, dir, "--config", cfg)
 	h.newToken("lead", "approver")
+	h.newToken("watcher", "observer")
 	ws := h.dial("ops", "peer=web")
 	sid := ws.handshake()
 	id := ws.prompt(sid, "/permission")
@@ -207,6 +214,26 @@ answer_ttl = "2s"
 		t.Errorf("POST from another site: %d %s", status, page)
 	}
 	unanswered("after a GET and a POST from another site")
+	// A target whose answer_as token is an observer's sends links that
+	// answer nothing: the role decides.
+	var wall api.Notification
+	waitFor(t, "the wall's notification", func() bool {
+		recv.mu.Lock()
+		defer recv.mu.Unlock()
+		for _, g := range recv.got {
+			if g.path == "/wall" {
+				return json.Unmarshal(g.body, &wall) == nil
+			}
+		}
+		return false
+	})
+	if len(wall.Actions) == 0 {
+		t.Fatalf("the wall's notification has no actions: %+v", wall)
+	}
+	status, page = answerPage(t, http.MethodPost, wall.Actions[0].URL, "")
+	if status != http.StatusForbidden || !strings.Contains(page, "lacks the right answer") {
+		t.Errorf("an observer's link: %d %s", status, page)
+	}
 	// The webhook's links live 2 s.
 	time.Sleep(time.Until(hook.ActionsExpire) + 100*time.Millisecond)
 	status, page = answerPage(t, http.MethodPost, hookLinks["allow"], "")

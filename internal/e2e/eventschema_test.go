@@ -44,7 +44,11 @@ func TestLog_EveryEventTypeMatchesTheSchema(t *testing.T) {
 		mustStop(t, p, lastOf(a.untilResponse(id)), "end_turn")
 	}
 	allowTurn(t, a, sid, "hello", "script")
-	id := a.prompt(sid, "/crash")
+	// An elicitation, declined.
+	id := a.prompt(sid, `/request elicitation/create {"sessionId":"`+sid+`","message":"Which branch?","requestedSchema":{"type":"object","properties":{}}}`)
+	a.respond(lastOf(a.until(isMethod("elicitation/create"))).ID, `{"action":"decline"}`)
+	mustStop(t, "the elicitation", lastOf(a.untilResponse(id)), "end_turn")
+	id = a.prompt(sid, "/crash")
 	if resp := lastOf(a.untilResponse(id)); resp.reason() != "agent_exited" {
 		t.Fatalf("crash: %s", resp.raw)
 	}
