@@ -2,7 +2,9 @@ package notify_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"mime"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/acphub/acphub/api"
+	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/eventlog/mem"
 	"github.com/acphub/acphub/internal/lifecycle"
@@ -281,4 +284,131 @@ func TestNotifier_BetweenTwoLooks(t *testing.T) {
 		ev := events()
 		return len(ev) == 3 && ev[2].Event == notify.TurnEnded && ev[2].ID == "k:2:turn_ended"
 	})
+}
+
+// links is an answer.Capabilities that knows one token, lead, and writes
+// what a capability does in clear.
+type links struct{}
+
+func (links) Capability(name string, action []byte, _ time.Time) (string, error) {
+	if name != "lead" {
+		return "", errors.New("no such token")
+	}
+	return name + "." + base64.RawURLEncoding.EncodeToString(action), nil
+}
+
+func (links) OpenCapability(string) (*auth.Principal, []byte, error) { return nil, nil, errors.New("unused") }
+
+// A notifier stopped while its receiver fails tells, after it starts again
+// on the same store, what the receiver did not take, with the same id, and
+// nothing it took; a waiting permission request carries an answer link
+// per option, as an ntfy action and a Slack button too, bound to its
+// target; an elicitation's notification says what the agent asks.
+func TestNotifier_PlacesSurviveARestart(t *testing.T) {
+	t.Parallel()
+	store := &mem.Store{}
+	stream := lifecycle.New(5 * time.Millisecond)
+	defer stream.Close()
+	red, _ := redact.New(nil)
+	recv := newReceiver(t, 0)
+	var down atomic.Bool
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		recv.srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer hook.Close()
+	start := func() (context.CancelFunc, chan error) {
+		n, err := notify.New(notify.Config{
+			Targets: []notify.Target{
+				{Name: "hook", Kind: notify.Webhook, URL: hook.URL + "/hook", AnswerAs: "lead"},
+				{Name: "phone", Kind: notify.Ntfy, URL: recv.srv.URL + "/topic", AnswerAs: "lead", Events: []string{notify.Waiting}},
+				{Name: "chat", Kind: notify.Slack, URL: recv.srv.URL + "/slack", AnswerAs: "lead", Events: []string{notify.Waiting}},
+			},
+			Sessions: stream, Store: store, Redactor: red, PublicURL: "https://hub.example.com",
+			MinBackoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.AnswerWith(links{}, func(name string) bool { return name == "lead" })
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- n.Run(ctx) }()
+		return cancel, done
+	}
+	cancel, done := start()
+	sum := api.SessionSummary{Key: "s", Agent: "demo", CreatedAt: time.Now().Add(time.Hour)}
+	change := func(seq int64) {
+		sum.LastSeq = seq
+		s := sum
+		stream.Changed(&s)
+	}
+	change(logOf(t, store, "s", &api.TurnStarted{}, &api.PermissionRequested{RequestID: json.RawMessage(`"p"`),
+		Params: json.RawMessage(`{"toolCall":{"toolCallId":"c","title":"Edit"},"options":[{"optionId":"allow","name":"Allow, once","kind":"allow_once"},{"optionId":"reject","name":"Reject","kind":"reject_once"}]}`)}))
+	testutil.WaitFor(t, 10*time.Second, "the webhook", func() bool { return len(recv.requests("/hook")) == 1 })
+	down.Store(true)
+	change(logOf(t, store, "s", &api.PermissionResolved{RequestID: json.RawMessage(`"p"`)}, &api.TurnCompleted{StopReason: "end_turn"},
+		&api.ElicitationRequested{RequestID: json.RawMessage(`9`), Params: json.RawMessage(`{"message":"Which branch?"}`)}))
+	time.Sleep(50 * time.Millisecond) // failing meanwhile
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	down.Store(false)
+	cancel, done = start()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the rest, after the restart", func() bool { return len(recv.requests("/hook")) == 3 })
+	time.Sleep(50 * time.Millisecond)
+	var outs []api.Notification
+	for _, r := range recv.requests("/hook") {
+		var o api.Notification
+		if err := json.Unmarshal([]byte(r.body), &o); err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, o)
+	}
+	if len(outs) != 3 || outs[0].ID != "s:2:waiting" || outs[1].ID != "s:4:turn_ended" || outs[2].ID != "s:5:waiting" {
+		t.Fatalf("the webhook took %+v: want the request, and after the restart the turn and the elicitation, each once", outs)
+	}
+	if e := outs[2].Request; e == nil || e.Method != "elicitation/create" || e.Message != "Which branch?" || !strings.Contains(outs[2].Message, "Which branch?") || len(outs[2].Actions) != 0 {
+		t.Errorf("the elicitation's notification %+v", outs[2])
+	}
+	w := outs[0]
+	if len(w.Actions) != 2 || w.ActionsExpire.IsZero() {
+		t.Fatalf("actions %+v", w.Actions)
+	}
+	for i, want := range []string{`{"s":"s","q":2,"o":"allow","t":"hook"}`, `{"s":"s","q":2,"o":"reject","t":"hook"}`} {
+		a := w.Actions[i]
+		enc, _ := strings.CutPrefix(a.URL, "https://hub.example.com/answer/lead.")
+		action, _ := base64.RawURLEncoding.DecodeString(enc)
+		if string(action) != want || a.Kind == "" || a.Name == "" {
+			t.Errorf("action %+v links %s, want %s", a, action, want)
+		}
+	}
+	topic := recv.requests("/topic")
+	if len(topic) != 2 {
+		t.Fatalf("ntfy got %d", len(topic))
+	}
+	acts := strings.Split(topic[0].header.Get("Actions"), "; ")
+	if len(acts) != 2 || !strings.HasPrefix(acts[0], `http, "Allow, once", https://hub.example.com/answer/lead.`) || !strings.HasSuffix(acts[0], ", method=POST, clear=true") ||
+		!strings.HasPrefix(acts[1], "http, Reject, ") {
+		t.Errorf("ntfy Actions %q", topic[0].header.Get("Actions"))
+	}
+	var slack struct {
+		Blocks []struct {
+			Elements []struct {
+				URL string `json:"url"`
+			} `json:"elements"`
+		} `json:"blocks"`
+	}
+	if s := recv.requests("/slack"); len(s) != 2 || json.Unmarshal([]byte(s[0].body), &slack) != nil || len(slack.Blocks) != 2 || len(slack.Blocks[1].Elements) != 2 ||
+		!strings.Contains(slack.Blocks[1].Elements[0].URL, "/answer/lead.") {
+		t.Errorf("slack %+v", s)
+	}
 }
