@@ -78,6 +78,7 @@ const (
 	MetaKey         = "acphub.dev/key"         // the hub session a standard session/new joins
 	MetaInterrupted = "acphub.dev/interrupted" // a prompt's turn the hub's stop ended (docs/resume.md)
 	MetaCancelledBy = "acphub.dev/cancelledBy" // the client whose session/cancel ended a prompt's turn, when not the prompter's
+	MetaClaims      = "acphub.dev/claims"      // session/new: whether the session's requests are claimed (docs/sessions.md)
 )
 
 // MethodInfo describes a method acphub defines.

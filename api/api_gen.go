@@ -474,6 +474,143 @@ func (v *AgentRequestParams) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *AgentRequestParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// ClaimParams: _acphub/claim and _acphub/release: which request, by the id of the client's own copy of it.
+type ClaimParams struct {
+	SessionID string `json:"sessionId"`
+	// The id the hub gave the client's copy of the request.
+	RequestID json.RawMessage `json:"requestId"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ClaimParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "requestId")
+	b = appendRaw(b, v.RequestID)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ClaimParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ClaimHolder: The client that holds a claim.
+type ClaimHolder struct {
+	ClientID string `json:"clientId"`
+	// The name of its token.
+	Token string `json:"token,omitempty"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ClaimHolder) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "clientId")
+	b = appendString(b, v.ClientID)
+	if v.Token != "" {
+		b = member(b, &n, "token")
+		b = appendString(b, v.Token)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ClaimHolder) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ClaimResult: Who holds the claim now, and its revision: each claim and release makes the next one.
+type ClaimResult struct {
+	Holder   *ClaimHolder `json:"holder,omitempty"`
+	Revision int64        `json:"revision"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ClaimResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	if v.Holder != nil {
+		b = member(b, &n, "holder")
+		b = v.Holder.AppendJSON(b)
+	}
+	b = member(b, &n, "revision")
+	b = strconv.AppendInt(b, v.Revision, 10)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ClaimResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// ClaimChangedParams: _acphub/claim_changed.
+type ClaimChangedParams struct {
+	SessionID string `json:"sessionId"`
+	// The id of the client's own copy; absent for a client that may not answer.
+	RequestID json.RawMessage `json:"requestId,omitempty"`
+	// The agent's method: session/request_permission or elicitation/create.
+	Method string `json:"method"`
+	// A permission request's tool call.
+	ToolCallID string       `json:"toolCallId,omitempty"`
+	Holder     *ClaimHolder `json:"holder,omitempty"`
+	// 0 for a request no one claimed yet; each claim and release makes the next.
+	Revision int64 `json:"revision"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *ClaimChangedParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	if len(v.RequestID) != 0 {
+		b = member(b, &n, "requestId")
+		b = appendRaw(b, v.RequestID)
+	}
+	b = member(b, &n, "method")
+	b = appendString(b, v.Method)
+	if v.ToolCallID != "" {
+		b = member(b, &n, "toolCallId")
+		b = appendString(b, v.ToolCallID)
+	}
+	if v.Holder != nil {
+		b = member(b, &n, "holder")
+		b = v.Holder.AppendJSON(b)
+	}
+	b = member(b, &n, "revision")
+	b = strconv.AppendInt(b, v.Revision, 10)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *ClaimChangedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
+// AnswerRefusedParams: _acphub/answer_refused.
+type AnswerRefusedParams struct {
+	SessionID string `json:"sessionId"`
+	// The id of the client's copy it answered.
+	RequestID json.RawMessage `json:"requestId"`
+	Error     RPCError        `json:"error"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AnswerRefusedParams) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "sessionId")
+	b = appendString(b, v.SessionID)
+	b = member(b, &n, "requestId")
+	b = appendRaw(b, v.RequestID)
+	b = member(b, &n, "error")
+	b = v.Error.AppendJSON(b)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AnswerRefusedParams) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // AgentExitedParams is generated from the schema.
 type AgentExitedParams struct {
 	SessionID  string `json:"sessionId"`
@@ -854,6 +991,10 @@ const (
 	MethodConfigured         = "_acphub/configured"
 	MethodPermissionResolved = "_acphub/permission_resolved"
 	MethodAgentRequest       = "_acphub/agent_request"
+	MethodClaim              = "_acphub/claim"
+	MethodRelease            = "_acphub/release"
+	MethodClaimChanged       = "_acphub/claim_changed"
+	MethodAnswerRefused      = "_acphub/answer_refused"
 	MethodAgentExited        = "_acphub/agent_exited"
 	MethodTerminalOutput     = "_acphub/terminal_output"
 	MethodTerminalExited     = "_acphub/terminal_exited"
@@ -878,6 +1019,10 @@ var Methods = map[string]MethodInfo{
 	MethodConfigured:         {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodPermissionResolved: {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 	MethodAgentRequest:       {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodClaim:              {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodRelease:            {Kind: "request", Direction: "client→hub", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodClaimChanged:       {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
+	MethodAnswerRefused:      {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodAgentExited:        {Kind: "notification", Direction: "hub→client", Stability: "stable", Scope: "connection", Operation: false},
 	MethodTerminalOutput:     {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
 	MethodTerminalExited:     {Kind: "notification", Direction: "hub→client", Stability: "experimental", Scope: "connection", Operation: false},
@@ -1800,6 +1945,8 @@ var MethodRights = map[string]string{
 	"session/delete":            "manage",
 	"session/close":             "manage",
 	"_acphub/watch_sessions":    "read",
+	"_acphub/claim":             "answer",
+	"_acphub/release":           "answer",
 }
 
 // Health is generated from the schema.
@@ -2569,6 +2716,8 @@ const (
 	CodeTurnRunning       = -32044
 	CodeForkUnsupported   = -32045
 	CodeKeyTaken          = -32046
+	CodeClaimTaken        = -32047
+	CodeClaimRequired     = -32048
 	CodeTooManySessions   = -32050
 	CodeShuttingDown      = -32051
 	CodeSessionElsewhere  = -32052
@@ -2608,6 +2757,8 @@ const (
 	ReasonBatch             = "batch"
 	ReasonBinaryFrame       = "binary_frame"
 	ReasonCancelled         = "cancelled"
+	ReasonClaimRequired     = "claim_required"
+	ReasonClaimTaken        = "claim_taken"
 	ReasonCloneFailed       = "clone_failed"
 	ReasonDuplicateID       = "duplicate_id"
 	ReasonDuplicateMember   = "duplicate_member"
@@ -2723,6 +2874,8 @@ var Errors = []ErrorInfo{
 	{Code: -32044, Reason: "turn_running", Message: "Turn running", Description: "session/delete (or DELETE /api/sessions/{key}) or session/fork while a turn runs or prompts wait behind it: a session is deleted or forked only between turns. Send session/cancel, and $/cancel_request for queued prompts, then try again. data: sessionId, turns (the running turn and the queued ones).", Condition: "operation_conflict", Retryable: true},
 	{Code: -32045, Reason: "fork_unsupported", Message: "Fork not supported", Description: "session/fork of a session whose agent does not advertise sessionCapabilities.fork. acphub runs each hub session in an agent process of its own and carries the parent's context into a fork only through the agent's own session/fork, never by starting a fresh agent session that has lost it. data: agent.", Condition: "", Retryable: false},
 	{Code: -32046, Reason: "key_taken", Message: "Session key taken", Description: "session/fork with _meta[\"acphub.dev/key\"] naming a hub session that exists. data: key.", Condition: "", Retryable: false},
+	{Code: -32047, Reason: "claim_taken", Message: "Claimed by another client", Description: "_acphub/claim or _acphub/release of a request another client holds the claim of. data: holder (clientId, token), revision.", Condition: "operation_conflict", Retryable: true},
+	{Code: -32048, Reason: "claim_required", Message: "Claim required", Description: "_acphub/answer_refused: an answer to a request of a session whose requests are claimed, from a client that does not hold its claim. data: holder (absent when no client holds it), revision. Claim the request (_acphub/claim), then answer.", Condition: "operation_conflict", Retryable: true},
 	{Code: -32603, Reason: "internal", Message: "Internal error", Description: "The hub failed at what was asked for a reason of its own (a session log it could not delete); message says what. Trying again may work.", Condition: "", Retryable: true},
 	{Code: -32050, Reason: "too_many_sessions", Message: "Too many sessions", Description: "The standard /acp endpoint: session/new, session/load or session/attach needs a hub session while the hub holds --max-sessions active sessions.", Condition: "rate_limited", Retryable: true},
 	{Code: -32051, Reason: "shutting_down", Message: "The hub is stopping", Description: "The standard /acp endpoint: the hub is stopping and opens no session.", Condition: "temporarily_unavailable", Retryable: true},

@@ -290,6 +290,53 @@ func (s *Session) GoDetach(ctx context.Context, params *api.DetachParams, done f
 	return goCall(ctx, s.c, api.MethodSessionDetach, p.AppendJSON(nil), done)
 }
 
+// Claim sends _acphub/claim and waits for the answer: claim an agent's
+// request the client holds a copy of (a permission request or an
+// elicitation), in a session whose requests are claimed (docs/sessions.md,
+// Claimed requests): while the claim holds, only this client's answer counts.
+// Every client is told with _acphub/claim_changed. The claim ends when the
+// request is answered or withdrawn, when the client releases it, or when the
+// client leaves. A claim of a request the client holds already answers as the
+// first did. The name is acphub's while the ACP Remote draft's is
+// provisional.
+//
+// Stability: experimental. It may change in a later version.
+func (c *Client) Claim(ctx context.Context, params *api.ClaimParams) (*api.ClaimResult, error) {
+	return wait(ctx, params, c.GoClaim)
+}
+
+// GoClaim sends _acphub/claim and returns; done is called with the answer, on
+// the client's reading goroutine in order with the handlers, or with the
+// error that ended the connection. It must not block.
+func (c *Client) GoClaim(ctx context.Context, params *api.ClaimParams, done func(*api.ClaimResult, error)) error {
+	var p api.ClaimParams
+	if params != nil {
+		p = *params
+	}
+	return goCall(ctx, c, api.MethodClaim, p.AppendJSON(nil), done)
+}
+
+// Release sends _acphub/release and waits for the answer: give up a claim
+// (_acphub/claim): the request is unclaimed again, and every client is told
+// with _acphub/claim_changed. Releasing a request no one holds answers {};
+// one another client holds is claim_taken.
+//
+// Stability: experimental. It may change in a later version.
+func (c *Client) Release(ctx context.Context, params *api.ClaimParams) (*api.ClaimResult, error) {
+	return wait(ctx, params, c.GoRelease)
+}
+
+// GoRelease sends _acphub/release and returns; done is called with the
+// answer, on the client's reading goroutine in order with the handlers, or
+// with the error that ended the connection. It must not block.
+func (c *Client) GoRelease(ctx context.Context, params *api.ClaimParams, done func(*api.ClaimResult, error)) error {
+	var p api.ClaimParams
+	if params != nil {
+		p = *params
+	}
+	return goCall(ctx, c, api.MethodRelease, p.AppendJSON(nil), done)
+}
+
 // Outcome sends _acphub/outcome and waits for the answer: the outcome of an
 // operation of the session, without causing it: answered with the response
 // the operation got (its result, or its error), once it has one, or {} for
@@ -411,6 +458,24 @@ type Handlers struct {
 	// Stability: experimental. It may change in a later version.
 	AgentRequest func(*api.AgentRequestParams)
 
+	// ClaimChanged receives _acphub/claim_changed: who holds the claim of an
+	// agent's request now, in a session whose requests are claimed: sent to every
+	// client after its copy of each request (holder absent: unclaimed), and to
+	// every client on each claim and release. A client that may not answer (an
+	// observer) is sent it without requestId.
+	//
+	// Stability: experimental. It may change in a later version.
+	ClaimChanged func(*api.ClaimChangedParams)
+
+	// AnswerRefused receives _acphub/answer_refused: the client's answer to an
+	// agent's request was refused, and reached neither the agent nor the log: in
+	// a session whose requests are claimed, only the claim's holder may answer
+	// (error claim_required, naming the holder). The client keeps its copy: it
+	// may claim the request and answer again.
+	//
+	// Stability: experimental. It may change in a later version.
+	AnswerRefused func(*api.AnswerRefusedParams)
+
 	// AgentExited receives _acphub/agent_exited: the agent process ended on its
 	// own.
 	//
@@ -522,6 +587,20 @@ func (h *Handlers) notification(method string, params json.RawMessage) {
 		if h.AgentRequest != nil {
 			if p, ok := decode[api.AgentRequestParams](params); ok {
 				h.AgentRequest(p)
+				return
+			}
+		}
+	case api.MethodClaimChanged:
+		if h.ClaimChanged != nil {
+			if p, ok := decode[api.ClaimChangedParams](params); ok {
+				h.ClaimChanged(p)
+				return
+			}
+		}
+	case api.MethodAnswerRefused:
+		if h.AnswerRefused != nil {
+			if p, ok := decode[api.AnswerRefusedParams](params); ok {
+				h.AnswerRefused(p)
 				return
 			}
 		}

@@ -60,6 +60,7 @@ func bindServe(fs *flag.FlagSet, cfg *config.Config) {
 	fs.IntVar(&cfg.MaxUnauthenticated, "max-unauthenticated", cfg.MaxUnauthenticated, "TCP connections open at once that have not presented a token that works; more are closed at once (0: 256)")
 	fs.DurationVar(&cfg.UnauthenticatedTimeout.Duration, "unauthenticated-timeout", cfg.UnauthenticatedTimeout.Duration, "close a TCP connection that has not presented a token that works after this long (0: 30s)")
 	fs.DurationVar(&cfg.PermissionTimeout.Duration, "permission-timeout", cfg.PermissionTimeout.Duration, "answer unanswered permission requests as cancelled after this long (0: never)")
+	fs.BoolVar(&cfg.Claims, "claims", cfg.Claims, "agents' permission requests and elicitations are claimed, then answered by the claim's holder, rather than first answer wins (a session's session/new may say otherwise)")
 	fs.Var(listFlag{&cfg.AllowedOrigins}, "allow-origin", "browser origin allowed to open WebSockets besides the hub's own (repeatable)")
 	fs.Var(listFlag{&cfg.AllowedHosts}, "allow-host", "a host name the hub answers to besides IP addresses and localhost, as behind a proxy (repeatable)")
 	fs.StringVar(&cfg.PublicURL, "public-url", cfg.PublicURL, "the URL people reach the hub at, for sign-in links (default: http(s)://the listen address)")
@@ -661,6 +662,7 @@ func hubConfig(cfg *config.Config, log *slog.Logger, m meter.Sink) (hub.Config, 
 		IdleTTL:            cfg.IdleTTL.Duration,
 		MaxSessions:        cfg.MaxSessions,
 		PermissionTimeout:  cfg.PermissionTimeout.Duration,
+		Claims:             cfg.Claims,
 		Meter:              m,
 		Logger:             log,
 	}, nil

@@ -78,6 +78,9 @@ type Config struct {
 	MaxUnauthenticated     int      `toml:"max_unauthenticated"`
 	UnauthenticatedTimeout Duration `toml:"unauthenticated_timeout"`
 	PermissionTimeout      Duration `toml:"permission_timeout"`
+	// Claims makes agents' permission requests and elicitations claimed
+	// (one client claims, then answers) rather than first-answer-wins.
+	Claims bool `toml:"claims"`
 	AllowedOrigins         []string `toml:"allowed_origins"`
 	AllowedHosts           []string `toml:"allowed_hosts"`
 	PublicURL              string   `toml:"public_url"`

@@ -67,6 +67,10 @@ func (s *Session) answerRequest(req answer.Request, who *auth.Principal, look bo
 	switch {
 	case res.Option == "":
 		res.Outcome, res.Reason = answer.Gone, fmt.Sprintf("the request has no option %q", req.Option)
+	case r.claim != nil:
+		// A client holds it: only its answer counts. An unclaimed one is
+		// the link's to answer, claim and answer at once.
+		res.Outcome, res.By = answer.Claimed, r.claim.id
 	case look:
 		res.Outcome = answer.Open
 	default:

@@ -69,6 +69,8 @@ func (s *Session) clientRequest(p *peer, m *jsonrpc.Message) {
 		s.initialize(p, m)
 	case m.Method == api.MethodOutcome:
 		s.outcome(p, m)
+	case m.Method == api.MethodClaim, m.Method == api.MethodRelease:
+		s.claimRequest(p, m, m.Method == api.MethodClaim)
 	case jsonrpc.HubMethod(m.Method):
 		s.replyError(p, m.ID, jsonrpc.UnknownMethod(m.Method))
 	case m.Method == jsonrpc.MethodSessionDelete && (s.initResult != nil || s.agent != nil):

@@ -71,6 +71,10 @@ type Config struct {
 	// PermissionTimeout answers an unanswered permission request with
 	// "cancelled" (fail closed). 0 means wait forever.
 	PermissionTimeout time.Duration
+	// Claims makes the sessions' permission requests and elicitations
+	// claimed rather than raced, unless a session's session/new says
+	// otherwise (claims.go).
+	Claims bool
 
 	// Watcher, when set, is given each session's summary as it changes.
 	Watcher Watcher

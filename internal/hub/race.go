@@ -24,6 +24,11 @@ type agentRequest struct {
 	seq        int64     // a permission request's permission.requested in the log
 	exec       *peer     // the only peer that gets it (single_pass_through), or nil for all
 	tool       *toolCall // a client-tool request's audit, or nil
+	// A claimed request's claim (claims.go): whether it is claimed at
+	// all, who holds it, and its revision.
+	claimable bool
+	claim     *peer
+	revision  int64
 }
 
 // race sends an agent request to every attached peer. With no peer
@@ -62,7 +67,7 @@ func (s *Session) openAgentRequest(m *jsonrpc.Message, exec *peer, tool *toolCal
 		s.refuseDuplicateID(m)
 		return nil
 	}
-	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64), exec: exec, tool: tool, opened: time.Now()}
+	r := &agentRequest{key: key, msg: *m, copies: make(map[*peer]int64), exec: exec, tool: tool, opened: time.Now(), claimable: exec == nil && s.claimable(m.Method)}
 	if m.Method == jsonrpc.MethodRequestPermission {
 		r.toolCallID = toolCallIDOf(m.Params)
 	}
@@ -98,15 +103,18 @@ func (s *Session) giveCopy(r *agentRequest, p *peer) {
 		r.shown[p] = true
 		s.send(p, jsonrpc.NewNotification(api.MethodAgentRequest,
 			&api.AgentRequestParams{SessionID: s.sessionIDString(), Method: r.msg.Method, Params: r.msg.Params}))
-		return
+	} else {
+		id := p.allocID()
+		n, _ := parseHubID(id)
+		r.copies[p] = n
+		p.copies[n] = r
+		frame := r.msg.WithID(id)
+		s.frames.Add("out", r.msg.Method, 1, len(frame))
+		s.send(p, frame)
 	}
-	id := p.allocID()
-	n, _ := parseHubID(id)
-	r.copies[p] = n
-	p.copies[n] = r
-	frame := r.msg.WithID(id)
-	s.frames.Add("out", r.msg.Method, 1, len(frame))
-	s.send(p, frame)
+	if r.claimable {
+		s.tellClaim(r, p)
+	}
 }
 
 // resendOpenRequests gives a newly attached peer the requests still open.
@@ -164,10 +172,11 @@ func (s *Session) clientResponse(p *peer, m *jsonrpc.Message) {
 			}
 		}
 	}
-	if r == nil {
+	if r == nil || s.refuseUnclaimed(p, n, r) {
 		// Too late (another client's answer won, the agent withdrew the
-		// request) or for nothing: dropped, and not an outcome, so that
-		// _acphub/outcome of its operation says nothing was done.
+		// request), for nothing, or without the claim: dropped, and not
+		// an outcome, so that _acphub/outcome of its operation says
+		// nothing was done.
 		s.log.Debug("response to no open request", "peer", p.id, "id", string(m.ID))
 		if op := s.ops.Find(ops.ID(m), time.Now()); op != nil {
 			s.ops.Remove(op)
@@ -176,8 +185,9 @@ func (s *Session) clientResponse(p *peer, m *jsonrpc.Message) {
 	}
 	delete(p.copies, n)
 	delete(r.copies, p)
-	// An error is not an answer while another peer may still give one.
-	if m.Error == nil || len(r.copies) == 0 {
+	// An error is not an answer while another peer may still give one;
+	// a claimed request's holder's is.
+	if m.Error == nil || len(r.copies) == 0 || r.claimable {
 		s.resolve(r, byPeer(p), m)
 	}
 }
@@ -322,6 +332,7 @@ func (s *Session) cancelCopy(p *peer, n int64) {
 // another session). The requests stay open for the others, or for the next
 // peer to attach.
 func (s *Session) withdrawCopies(p *peer) {
+	s.releaseClaims(p)
 	for _, r := range s.agentReqs {
 		delete(r.shown, p) // shown again if it attaches again
 	}

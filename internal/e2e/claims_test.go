@@ -1,0 +1,186 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/acphub/acphub/api"
+)
+
+// claimFrame is a _acphub/claim_changed's or a claim's answer's holder.
+type claimFrame struct {
+	RequestID json.RawMessage `json:"requestId"`
+	Holder    *api.ClaimHolder
+	Revision  int64
+}
+
+func claimOf(t testing.TB, raw json.RawMessage) claimFrame {
+	t.Helper()
+	var c claimFrame
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return c
+}
+
+// holderName is who holds a claim, "" for no one.
+func (c claimFrame) holderName() string {
+	if c.Holder == nil {
+		return ""
+	}
+	return c.Holder.ClientID
+}
+
+// untilClaim reads c's frames until a _acphub/claim_changed whose holder is
+// holder ("": none), and returns it.
+func untilClaim(c *client, holder string) claimFrame {
+	c.t.Helper()
+	var got claimFrame
+	c.until(func(m msg) bool {
+		if m.Method != api.MethodClaimChanged {
+			return false
+		}
+		got = claimOf(c.t, m.Params)
+		return got.holderName() == holder
+	})
+	return got
+}
+
+// TestClaims_OneClientClaimsThenAnswers runs, over each way in — acphub's
+// WebSocket endpoint, the Unix socket and the standard endpoint — a
+// session whose requests are claimed, with three controllers and an
+// observer: an answer without the claim is refused, naming no holder; two
+// claiming at once, one holds it and the other is told who; everyone sees
+// the holder, a late joiner too, and the observer without a copy; the
+// holder's leaving frees it; the one who then claims it answers, once.
+func TestClaims_OneClientClaimsThenAnswers(t *testing.T) {
+	t.Parallel()
+	for _, way := range []string{"websocket", "socket", "standard"} {
+		t.Run(way, func(t *testing.T) {
+			t.Parallel()
+			h := startHub(t, "--claims")
+			ctl := h.newToken("ctl", "controller")
+			var sid string
+			join := func(name string) *client {
+				var c *client
+				switch way {
+				case "websocket":
+					c = h.dialAs(ctl, "s", "peer="+name)
+				case "socket":
+					c = h.dialSocket("s", "peer="+name)
+				case "standard":
+					conn, _, ctx, cancel, err := h.wsDial("ws://"+h.addr+"/acp", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + ctl}}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					c = h.newClient(name, wsClientConn{conn}, ctx, cancel)
+					c.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+					sid = sessionIDOf(t, c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}, "_meta": map[string]any{"acphub.dev/key": "s"}}))
+					return c
+				}
+				if sid == "" {
+					sid = c.handshake()
+				} else {
+					c.handshake()
+				}
+				return c
+			}
+			a, b, c := join("a"), join("b"), join("c")
+			obs := h.dialAs(h.newToken("eve", "observer"), "s", "peer=eve")
+			obs.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+			obs.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}})
+
+			turn := a.prompt(sid, "/permission")
+			copies := map[*client]msg{}
+			for _, cl := range []*client{a, b, c} {
+				copies[cl] = lastOf(cl.until(isMethod("session/request_permission")))
+				if got := untilClaim(cl, ""); got.Revision != 0 || string(got.RequestID) != string(copies[cl].ID) {
+					t.Fatalf("%s: claim_changed %+v, want its copy %s unclaimed", cl.name, got, copies[cl].ID)
+				}
+			}
+			obs.until(isMethod("_acphub/agent_request"))
+			if got := untilClaim(obs, ""); got.RequestID != nil {
+				t.Errorf("the observer was told its copy %s: it has none", got.RequestID)
+			}
+			claim := func(cl *client) int {
+				return cl.request(api.MethodClaim, map[string]any{"sessionId": sid, "requestId": copies[cl].ID})
+			}
+
+			// Unclaimed: b's answer is refused, and reaches no one.
+			b.respond(copies[b].ID, rejectAnswer)
+			refused := lastOf(b.until(isMethod(api.MethodAnswerRefused)))
+			if p := string(refused.Params); !strings.Contains(p, `"reason":"claim_required"`) || strings.Contains(p, "holder") {
+				t.Errorf("b's unclaimed answer: %s, want claim_required with no holder", p)
+			}
+
+			// b and c claim at once: one holds it.
+			ib, ic := claim(b), claim(c)
+			fb, fc := b.untilResponse(ib), c.untilResponse(ic)
+			rb, rc := lastOf(fb), lastOf(fc)
+			holder, loser, lost := b, c, rc
+			if rb.Error != nil {
+				holder, loser, lost = c, b, rb
+			}
+			if won := map[bool]msg{true: rb, false: rc}[holder == b]; won.Error != nil || claimOf(t, won.Result).holderName() == "" {
+				t.Fatalf("claims at once: b %s, c %s: want one to hold it", rb.raw, rc.raw)
+			}
+			held := claimOf(t, map[bool]msg{true: rb, false: rc}[holder == b].Result)
+			name := held.holderName()
+			if lost.Error == nil || lost.Error.Code != int(api.CodeClaimTaken) || !strings.Contains(string(lost.Error.Data), `"clientId":"`+name+`"`) {
+				t.Errorf("the other claim: %s, want claim_taken naming %s", lost.raw, name)
+			}
+			// The claimants were told before their answers; the others now.
+			for cl, frames := range map[*client][]msg{b: fb, c: fc} {
+				if !slices.ContainsFunc(frames, func(m msg) bool {
+					return m.Method == api.MethodClaimChanged && claimOf(t, m.Params).holderName() == name
+				}) {
+					t.Errorf("%s was not told %s holds the request before its claim's answer", cl.name, name)
+				}
+			}
+			for _, cl := range []*client{a, obs} {
+				if got := untilClaim(cl, name); got.Revision != 1 {
+					t.Errorf("%s was told %+v", cl.name, got)
+				}
+			}
+			loser.respond(copies[loser].ID, rejectAnswer)
+			if p := string(lastOf(loser.until(isMethod(api.MethodAnswerRefused))).Params); !strings.Contains(p, `"reason":"claim_required"`) || !strings.Contains(p, `"clientId":"`+name+`"`) {
+				t.Errorf("the loser's answer: %s, want claim_required naming %s", p, name)
+			}
+
+			// A late joiner sees the holder.
+			d := join("d")
+			lastOf(d.until(isMethod("session/request_permission")))
+			untilClaim(d, name)
+
+			// The holder leaves: the claim is free again.
+			holder.close()
+			for _, cl := range []*client{a, loser, d, obs} {
+				if got := untilClaim(cl, ""); got.Revision != 2 {
+					t.Errorf("%s was told %+v after the holder left", cl.name, got)
+				}
+			}
+			ia := claim(a)
+			if r := lastOf(a.untilResponse(ia)); r.Error != nil {
+				t.Fatalf("a's claim: %s", r.raw)
+			}
+			a.respond(copies[a].ID, allowAnswer)
+			mustStop(t, "the turn", lastOf(a.untilResponse(turn)), "end_turn")
+			var resolved []api.PermissionResolved
+			for _, e := range h.readLog("s") {
+				if e.Type == api.EventPermissionResolved {
+					var r api.PermissionResolved
+					_ = json.Unmarshal(e.Data, &r)
+					resolved = append(resolved, r)
+				}
+			}
+			if len(resolved) != 1 || resolved[0].OptionName != "Allow" || resolved[0].Peer == name {
+				t.Errorf("the log's resolutions %+v: want a's Allow alone", resolved)
+			}
+		})
+	}
+}
