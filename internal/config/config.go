@@ -80,16 +80,16 @@ type Config struct {
 	PermissionTimeout      Duration `toml:"permission_timeout"`
 	// Claims makes agents' permission requests and elicitations claimed
 	// (one client claims, then answers) rather than first-answer-wins.
-	Claims bool `toml:"claims"`
-	AllowedOrigins         []string `toml:"allowed_origins"`
-	AllowedHosts           []string `toml:"allowed_hosts"`
-	PublicURL              string   `toml:"public_url"`
-	TLSCert                string   `toml:"tls_cert"`
-	TLSKey                 string   `toml:"tls_key"`
-	AllowInsecure          bool     `toml:"allow_insecure_remote"`
-	FSPolicy               string   `toml:"fs_policy"`
-	TerminalPolicy         string   `toml:"terminal_policy"`
-	Executor               string   `toml:"executor"`
+	Claims         bool     `toml:"claims"`
+	AllowedOrigins []string `toml:"allowed_origins"`
+	AllowedHosts   []string `toml:"allowed_hosts"`
+	PublicURL      string   `toml:"public_url"`
+	TLSCert        string   `toml:"tls_cert"`
+	TLSKey         string   `toml:"tls_key"`
+	AllowInsecure  bool     `toml:"allow_insecure_remote"`
+	FSPolicy       string   `toml:"fs_policy"`
+	TerminalPolicy string   `toml:"terminal_policy"`
+	Executor       string   `toml:"executor"`
 	// SelfHandleDeny replaces self_handle's default denylist when set (an
 	// empty list denies nothing); DenyExtra, from --self-handle-deny, is
 	// added to whichever list is in effect.

@@ -297,7 +297,9 @@ func (links) Capability(name string, action []byte, _ time.Time) (string, error)
 	return name + "." + base64.RawURLEncoding.EncodeToString(action), nil
 }
 
-func (links) OpenCapability(string) (*auth.Principal, []byte, error) { return nil, nil, errors.New("unused") }
+func (links) OpenCapability(string) (*auth.Principal, []byte, error) {
+	return nil, nil, errors.New("unused")
+}
 
 // A notifier stopped while its receiver fails tells, after it starts again
 // on the same store, what the receiver did not take, with the same id, and
