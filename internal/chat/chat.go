@@ -87,6 +87,7 @@ type chat struct {
 	perms      []permission                // open permission requests, oldest first
 	answers    int                         // our answers to permission requests, for their operation ids
 	verdicts   int                         // our answers whose outcome the hub has yet to tell
+	me         string                      // this client's id, once a claim's answer said it
 	answered   *answered                   // the last shown here that another answered; nil once a line is typed or a turn starts
 	opPrefix   string                      // of the operation ids of our prompts and answers
 	ops        map[string]bool             // the operation ids of our prompts: the answers tell of their turns

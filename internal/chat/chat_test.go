@@ -644,3 +644,42 @@ func TestRun_ShowsWhoConfiguredTheSession(t *testing.T) {
 		t.Errorf("output:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// In a session whose requests are claimed, the chat says who holds a
+// request; a number claims it, then answers; a claim another client won
+// sends no answer; a refused answer is shown.
+func TestRun_ClaimedRequests(t *testing.T) {
+	s := start(t, chat.Options{})
+	claimed := func(id, holder string, rev int) string {
+		h := ""
+		if holder != "" {
+			h = `,"holder":{"clientId":"` + holder + `"}`
+		}
+		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"_acphub/claim_changed","params":{"sessionId":"s1","requestId":%s,"method":"session/request_permission","toolCallId":"t1"%s,"revision":%d}}`, id, h, rev)
+	}
+	s.send(requestPermission("7", "Edit demo.txt"))
+	s.send(claimed("7", "", 0))
+	s.waitOutput("[claim] the request is claimed before it is answered: a number claims it, then answers\n")
+	s.send(claimed("7", "bob", 1))
+	s.waitOutput("[claim] Edit demo.txt: bob holds it; only their answer counts\n")
+	s.send(claimed("7", "", 2))
+	s.waitOutput("[claim] Edit demo.txt: no one holds it\n")
+	s.typeLine("1")
+	c := s.expect("_acphub/claim")
+	if string(c.Params) != `{"sessionId":"s1","requestId":7}` {
+		t.Errorf("claim params %s", c.Params)
+	}
+	s.send(`{"jsonrpc":"2.0","id":` + string(c.ID) + `,"result":{"holder":{"clientId":"me"},"revision":3}}`)
+	s.tellOutcome(s.expectAnswer(`7`, "allow"), true)
+	s.waitOutput("[permission] you chose Allow\n")
+
+	s.send(requestPermission("8", "Run tests"))
+	s.send(claimed("8", "", 0))
+	s.marker() // both were shown
+	s.typeLine("2")
+	c = s.expect("_acphub/claim")
+	s.send(`{"jsonrpc":"2.0","id":` + string(c.ID) + `,"error":{"code":-32047,"message":"Claimed by another client: bob","data":{"reason":"claim_taken"}}}`)
+	s.waitOutput("[claim] Run tests: your answer Reject was not sent: ")
+	s.send(`{"jsonrpc":"2.0","method":"_acphub/answer_refused","params":{"sessionId":"s1","requestId":8,"error":{"code":-32048,"message":"Claim required: bob holds the request"}}}`)
+	s.waitOutput("[claim] your answer was not used: Claim required: bob holds the request\n")
+}

@@ -26,6 +26,8 @@ func (c *chat) handlers() client.Handlers {
 		RequestPermission:  func(r *permissionRequest) { c.post(func() error { return c.permissionAsked(r) }) },
 		Withdrawn:          func(r *client.RawRequest) { c.show(func() { c.requestWithdrawn(r.ID) }) },
 		PermissionResolved: func(p *api.PermissionResolvedParams) { c.show(func() { c.permissionResolved(p) }) },
+		ClaimChanged:       func(p *api.ClaimChangedParams) { c.show(func() { c.claimChanged(p) }) },
+		AnswerRefused:      func(p *api.AnswerRefusedParams) { c.show(func() { c.answerRefused(p) }) },
 		PromptReceived:     func(p *api.PromptReceivedParams) { c.show(func() { c.promptReceived(p) }) },
 		TurnComplete:       func(p *api.TurnCompleteParams) { c.show(func() { c.turnComplete(p) }) },
 		Configured:         func(p *api.ConfiguredParams) { c.show(func() { c.configured(p) }) },
@@ -198,6 +200,10 @@ func (c *chat) terminalExited(p *api.TerminalExited) {
 type permission struct {
 	req   *permissionRequest
 	title string
+	// In a session whose requests are claimed: who holds this one ("" no
+	// one), and whether it is this client.
+	claimed bool
+	holder  string
 }
 
 // permissionAsked shows a permission request and queues it for an answer: the
@@ -245,6 +251,32 @@ func (c *chat) answerPermission(line string) error {
 		return nil
 	}
 	opt := options[n-1]
+	if !p.claimed || p.holder != "" && p.holder == c.me {
+		return c.sendAnswer(p, opt)
+	}
+	// A claimed request: claim it, then answer.
+	id := p.req.Raw.ID
+	return sent(c.hub.GoClaim(c.ctx, &api.ClaimParams{SessionID: c.session.ID(), RequestID: id}, func(r *api.ClaimResult, err error) {
+		c.post(func() error {
+			i := slices.IndexFunc(c.perms, func(perm permission) bool { return string(perm.req.Raw.ID) == string(id) })
+			switch {
+			case err != nil:
+				c.out.line(stylePermission, "[claim] "+p.title+": your answer "+opt.Name+" was not sent: "+err.Error())
+				return nil
+			case i < 0:
+				return nil // answered or withdrawn meanwhile: the hub said
+			}
+			if r.Holder != nil {
+				c.me = r.Holder.ClientID
+			}
+			c.perms[i].holder = c.me
+			return c.sendAnswer(c.perms[i], opt)
+		})
+	}))
+}
+
+// sendAnswer answers p with opt.
+func (c *chat) sendAnswer(p permission, opt api.PermissionOption) error {
 	// Another client may have answered first, its answer on the way to us:
 	// the hub tells, by the outcome of our answer's operation, whether ours
 	// was the one the agent got.
@@ -258,7 +290,9 @@ func (c *chat) answerPermission(line string) error {
 	if err != nil {
 		return sent(err)
 	}
-	c.dropPermission(0)
+	if i := slices.IndexFunc(c.perms, func(perm permission) bool { return perm.req == p.req }); i >= 0 {
+		c.dropPermission(i)
+	}
 	c.verdicts++
 	return sent(c.hub.GoOutcome(c.ctx, &api.OutcomeParams{SessionID: c.session.ID(), OperationID: op},
 		func(_ *api.PromptResult, err error) { c.show(func() { c.answerTaken(opt.Name, err) }) }))
@@ -316,6 +350,40 @@ func (c *chat) requestWithdrawn(id json.RawMessage) {
 		c.answered = &answered{title: p.title, toolCallID: p.req.Params.ToolCall.ToolCallID}
 		c.dropPermission(i)
 	}
+}
+
+// claimChanged shows who holds a claimed request now: the first word about
+// a request says it is claimed (a number claims it, then answers).
+func (c *chat) claimChanged(p *api.ClaimChangedParams) {
+	i := slices.IndexFunc(c.perms, func(perm permission) bool { return string(perm.req.Raw.ID) == string(p.RequestID) })
+	holder := ""
+	if p.Holder != nil {
+		holder = p.Holder.ClientID
+	}
+	title := c.toolTitles[p.ToolCallID]
+	if i >= 0 {
+		first := !c.perms[i].claimed
+		c.perms[i].claimed, c.perms[i].holder = true, holder
+		title = c.perms[i].title
+		if first && holder == "" {
+			c.out.line(stylePermission, "[claim] the request is claimed before it is answered: a number claims it, then answers")
+			return
+		}
+	}
+	switch {
+	case holder == "":
+		c.out.line(stylePermission, "[claim] "+title+": no one holds it")
+	case holder == c.me:
+		c.out.line(stylePermission, "[claim] "+title+": you hold it")
+	default:
+		c.out.line(stylePermission, "[claim] "+title+": "+holder+" holds it; only their answer counts")
+	}
+}
+
+// answerRefused shows an answer of ours the hub refused: the request is
+// claimed, and not by us.
+func (c *chat) answerRefused(p *api.AnswerRefusedParams) {
+	c.out.line(stylePermission, "[claim] your answer was not used: "+p.Error.Message)
 }
 
 // permissionResolved shows who answered a permission request how, and what it asked:

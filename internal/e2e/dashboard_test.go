@@ -45,6 +45,7 @@ func TestDashboard(t *testing.T) {
 		{"ReloadKeepsThePeer", dashboardReloadKeepsThePeer},
 		{"LongSessionOpensAtItsEnd", dashboardLongSessionOpensAtItsEnd},
 		{"ComesBackAfterACutAndAKill", dashboardComesBackAfterACutAndAKill},
+		{"ClaimsShowTheHolder", dashboardClaimsShowTheHolder},
 	})
 }
 
@@ -1203,4 +1204,34 @@ func dashboardLongSessionOpensAtItsEnd(t *testing.T) {
 	}
 	mustStop(t, "echo", lastOf(a.untilResponse(a.prompt(sid, "/echo live again"))), "end_turn")
 	waitJS(t, ctx, "the live stream", pageAgentText+`.includes('live again')`)
+}
+
+// dashboardClaimsShowTheHolder: in a session whose requests are claimed,
+// the page shows who holds a request — the editor, then no one — and
+// answers only once it claimed it; the editor's answer meanwhile is
+// refused, and the page's counts.
+func dashboardClaimsShowTheHolder(t *testing.T) {
+	h := startHub(t, "--claims")
+	_, a, sid, ctx := editorAndPage(t, h, "")
+	turn := a.prompt(sid, "/permission")
+	perm := lastOf(a.until(isMethod("session/request_permission")))
+	const bar = `document.querySelector('.item.perm .claim')`
+	waitJS(t, ctx, "unclaimed", bar+`?.textContent.includes('Unclaimed') && document.querySelector('button[data-option="allow"]').disabled`)
+	claim := func(method string) msg {
+		return a.mustCall(method, map[string]any{"sessionId": sid, "requestId": perm.ID})
+	}
+	claim(api.MethodClaim)
+	waitJS(t, ctx, "the editor's claim", bar+`.textContent.includes('Claimed by editor') && !`+bar+`.querySelector('button') && document.querySelector('button[data-option="allow"]').disabled`)
+	screenshot(t, ctx, "claimed")
+	claim(api.MethodRelease)
+	waitJS(t, ctx, "released", bar+`.textContent.includes('Unclaimed') && `+bar+`.querySelector('button')?.textContent === 'Claim'`)
+	run(t, ctx, "claim", chromedp.Click(`.item.perm .claim button`))
+	waitJS(t, ctx, "the page's claim", bar+`.textContent.includes('You hold it') && !document.querySelector('button[data-option="allow"]').disabled`)
+	a.respond(perm.ID, rejectAnswer)
+	if p := string(lastOf(a.until(isMethod(api.MethodAnswerRefused))).Params); !strings.Contains(p, "claim_required") || !strings.Contains(p, `"clientId":"web-`) {
+		t.Errorf("the editor's answer while the page holds it: %s", p)
+	}
+	run(t, ctx, "allow", chromedp.Click(`button[data-option="allow"]`))
+	waitJS(t, ctx, "the agent's answer", pageAgentText+`.includes('the edit was allowed')`)
+	mustStop(t, "the turn", lastOf(a.untilResponse(turn)), "end_turn")
 }

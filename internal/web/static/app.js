@@ -268,6 +268,8 @@ function sessionPage(key, tab) {
   const t = new Transcript(body, {
     answer: can('answer'),
     respond: (id, result) => c.respond(id, result),
+    claim: (id, on) => c.call(on ? '_acphub/claim' : '_acphub/release', { sessionId: c.sid, requestId: id }).then((r) => (isObj(obj(r).holder) ? r.holder : null)),
+    me: () => c.peer,
     mode: (id) => {
       current = text(id);
       if (mode) mode.value = current;

@@ -41,7 +41,9 @@ const INTENTS = ['wheel', 'touchmove', 'keydown', 'pointerdown'];
 
 export class Transcript {
   // opts: answer (the role may answer agent requests), respond(id, result),
-  // mode(id) when the agent reports its mode.
+  // claim(id, on) claims (on) or releases a request and resolves with the
+  // holder, me() the page's client id, mode(id) when the agent reports its
+  // mode.
   constructor(root, opts) {
     this.root = root;
     this.opts = opts;
@@ -282,6 +284,18 @@ export class Transcript {
         if (card) card.resolve('answered elsewhere');
         return;
       }
+      case '_acphub/claim_changed': {
+        // The page's copy, or, for a page that may not answer, the
+        // permission request's tool call.
+        const card = p.requestId !== undefined ? this.requests.get(text(p.requestId)) : this.perms.get(text(p.toolCallId));
+        if (card && !card.done) card.claimed(isObj(p.holder) ? p.holder : null);
+        return;
+      }
+      case '_acphub/answer_refused': {
+        const card = this.requests.get(text(p.requestId));
+        if (card && !card.done) card.refused(label(obj(p.error).message));
+        return;
+      }
       case 'elicitation/create':
         this.elicitation(p, id);
         return;
@@ -383,8 +397,16 @@ export class Transcript {
   // card adds an agent request's card, which waits until resolve closes
   // it, saying how (text) — or, for null, that it was withdrawn, unless
   // it was closed already. id is the request's, when the page may answer
-  // it.
-  card(node, id, close) {
+  // it; controls are the card's answer controls. In a session whose
+  // requests are claimed, claimed shows who holds the claim: the page
+  // answers only while it holds it, and offers to claim or release it.
+  card(node, id, close, controls) {
+    const bar = el('div', { class: 'claim muted', hidden: true });
+    node.append(bar);
+    const mayAnswer = id !== null && this.opts.answer;
+    const enable = (on) => {
+      for (const c of controls.querySelectorAll('button, input, select')) c.disabled = !on;
+    };
     const card = {
       node,
       done: false,
@@ -393,9 +415,27 @@ export class Transcript {
         if (text === null && card.done) return;
         card.done = true;
         node.classList.add('resolved');
+        bar.hidden = true;
         close(text ?? 'withdrawn: the page joined again');
         this.answered(node);
       },
+      claimed: (holder) => {
+        const who = holder ? text(holder.clientId) : '';
+        const mine = who !== '' && this.opts.me && who === this.opts.me();
+        bar.hidden = false;
+        bar.dataset.holder = who;
+        bar.replaceChildren(el('span', { text: !who ? 'Unclaimed: claim it to answer.' : mine ? 'You hold it.' : 'Claimed by ' + label(who) + '.' }));
+        if (mayAnswer) {
+          enable(mine);
+          if (!who || mine) {
+            bar.append(el('button', {
+              type: 'button', text: mine ? 'Release' : 'Claim',
+              onclick: () => this.opts.claim(id, !mine).then((h) => card.claimed(h), (e) => bar.append(el('span', { text: ' ' + label(e && e.message) }))),
+            }));
+          }
+        }
+      },
+      refused: (why) => bar.replaceChildren(el('span', { text: 'Not sent: ' + why })),
     };
     if (id !== null) this.requests.set(text(id), card);
     this.waits(node);
@@ -416,7 +456,7 @@ export class Transcript {
     const card = this.card(node, id, (text) => {
       buttons.replaceChildren();
       status.textContent = text;
-    });
+    }, buttons);
     for (const o of options) {
       const name = label(o.name || o.optionId);
       if (id !== null && this.opts.answer) {
@@ -466,7 +506,7 @@ export class Transcript {
     const card = this.card(node, id, (text) => {
       form.remove();
       status.textContent = text;
-    });
+    }, form);
     if (id !== null && this.opts.answer) {
       const answer = (action, content) => {
         this.opts.respond(id, content ? { action, content } : { action });
