@@ -16,7 +16,7 @@ import (
 // method lists, needs a decision about who may send it.
 func TestMethodRights_EveryMethodHasARule(t *testing.T) {
 	var methods []string
-	for _, f := range []string{"../../schema/acp/meta.json", "../../schema/acp/meta.unstable.json"} {
+	for _, f := range []string{"../../schema/acp/meta.json", "../../schema/acp/meta.unstable.json", "../../schema/acp/sdk-2.4.0.meta.json", "../../schema/acp/sdk-2.4.0.meta.unstable.json"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
