@@ -49,6 +49,7 @@ func Run(ctx context.Context, conn *client.Conn, in io.Reader, out io.Writer, op
 		cwd:        cwd,
 		name:       cmp.Or(opts.ClientName, DefaultClientName),
 		toolTitles: make(map[string]string),
+		summaries:  make(map[string]string),
 		announced:  make(map[string]int),
 		terminals:  make(map[string]*strings.Builder),
 		opPrefix:   fmt.Sprintf("chat-%016x-", rand.Uint64()),
@@ -92,6 +93,7 @@ type chat struct {
 	opPrefix   string                      // of the operation ids of our prompts and answers
 	ops        map[string]bool             // the operation ids of our prompts: the answers tell of their turns
 	toolTitles map[string]string           // toolCallId → title
+	summaries  map[string]string           // compactionId → its summary so far
 	announced  map[string]int              // prompt texts shown by prompt_received → user_message_chunks to skip
 	terminals  map[string]*strings.Builder // terminalId → output streamed since its last full line
 }
@@ -110,8 +112,9 @@ func (c *chat) show(f func()) { c.post(func() error { f(); return nil }) }
 
 func (c *chat) loop(lines <-chan string) error {
 	err := c.hub.GoInitialize(c.ctx, &api.InitializeParams{
-		ProtocolVersion:    1,
-		ClientCapabilities: json.RawMessage(`{}`), // no fs, no terminal
+		ProtocolVersion: 1,
+		// No fs, no terminal; notices and compaction are shown.
+		ClientCapabilities: json.RawMessage(`{"session":{"notices":{},"compaction":{}}}`),
 		ClientInfo:         &api.Implementation{Name: c.name, Version: "1"},
 	}, func(r *api.InitializeResult, err error) { c.post(func() error { return c.initialized(r, err) }) })
 	if err != nil {

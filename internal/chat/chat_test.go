@@ -19,7 +19,7 @@ func TestRun_Handshake(t *testing.T) {
 	if got, want := string(init.ID), "1"; got != want {
 		t.Errorf("initialize id = %s, want %s", got, want)
 	}
-	if got, want := string(init.Params), `{"protocolVersion":1,"clientCapabilities":{},"clientInfo":{"name":"tester","version":"1"}}`; got != want {
+	if got, want := string(init.Params), `{"protocolVersion":1,"clientCapabilities":{"session":{"notices":{},"compaction":{}}},"clientInfo":{"name":"tester","version":"1"}}`; got != want {
 		t.Errorf("initialize params = %s, want %s", got, want)
 	}
 	s.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
@@ -248,9 +248,23 @@ func TestRun_Renders(t *testing.T) {
 				"[agent exited: code 1]\n  panic\\x1b[31m\n",
 		},
 		{
+			name: "notices and compactions",
+			frames: []string{
+				update(`{"sessionUpdate":"notice","severity":"warning","title":"Rate limit near","description":"Slow down."}`),
+				update(`{"sessionUpdate":"notice","severity":"info","title":"Indexed"}`),
+				update(`{"sessionUpdate":"compaction_update","compactionId":"c1","status":"in_progress"}`),
+				update(`{"sessionUpdate":"compaction_summary_chunk","compactionId":"c1","content":{"type":"text","text":"The user "}}`),
+				update(`{"sessionUpdate":"compaction_summary_chunk","compactionId":"c1","content":{"type":"text","text":"asked."}}`),
+				update(`{"sessionUpdate":"compaction_update","compactionId":"c1","status":"completed"}`),
+				update(`{"sessionUpdate":"compaction_update","compactionId":"c2","status":"failed","error":"too long"}`),
+			},
+			want: "[warning] Rate limit near: Slow down.\n[info] Indexed\n[compaction] in_progress\n[compaction] completed\n  The user asked.\n[compaction] failed: too long\n",
+		},
+		{
 			name: "unknown messages are ignored",
 			frames: []string{
 				update(`{"sessionUpdate":"compaction_update","whatever":[1,2]}`),
+				update(`{"sessionUpdate":"_vendor_update","whatever":[1,2]}`),
 				update(`{"sessionUpdate":"usage_update","used":10,"size":100}`),
 				update(`{"sessionUpdate":"config_option_update","configOptions":[]}`),
 				update(`{"sessionUpdate":"tool_call","toolCallId":7}`),

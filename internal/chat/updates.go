@@ -35,6 +35,62 @@ func (c *chat) sessionUpdate(update json.RawMessage) {
 		c.mode(update)
 	case "session_info_update":
 		c.sessionInfo(update)
+	case "notice":
+		c.notice(update)
+	case "compaction_update", "compaction_summary_chunk":
+		c.compaction(update, kind.SessionUpdate == "compaction_summary_chunk")
+	}
+}
+
+// notice shows a notice: a live fact the agent tells people (the chat asks
+// for them: session.notices).
+func (c *chat) notice(raw json.RawMessage) {
+	u, ok := decode[struct {
+		Severity    string `json:"severity"`
+		Title       string `json:"title"`
+		Description string `json:"description"`
+	}](raw)
+	if !ok {
+		return
+	}
+	line := "[" + cmp.Or(u.Severity, "info") + "] " + u.Title
+	if u.Description != "" {
+		line += ": " + u.Description
+	}
+	c.out.line(styleInfo, line)
+}
+
+// compaction shows a compaction of the agent's context: each status, and
+// the summary, gathered from its chunks, once it completed.
+func (c *chat) compaction(raw json.RawMessage, chunk bool) {
+	u, ok := decode[struct {
+		CompactionID string          `json:"compactionId"`
+		Status       string          `json:"status"`
+		Content      contentBlock    `json:"content"`
+		Summary      *[]contentBlock `json:"summary"`
+		Error        *string         `json:"error"`
+	}](raw)
+	if !ok || u.CompactionID == "" {
+		return
+	}
+	if chunk {
+		c.summaries[u.CompactionID] += blockText(u.Content)
+		return
+	}
+	if u.Summary != nil {
+		var text strings.Builder
+		for _, b := range *u.Summary {
+			text.WriteString(blockText(b))
+		}
+		c.summaries[u.CompactionID] = text.String()
+	}
+	line := "[compaction] " + cmp.Or(u.Status, "updated")
+	if u.Error != nil && *u.Error != "" {
+		line += ": " + *u.Error
+	}
+	c.out.line(styleInfo, line)
+	if summary := c.summaries[u.CompactionID]; u.Status == "completed" && summary != "" {
+		c.out.lines(styleText, "  ", strings.TrimSuffix(summary, "\n"))
 	}
 }
 

@@ -113,6 +113,12 @@ type clientCapabilities struct {
 		WriteTextFile bool `json:"writeTextFile"`
 	} `json:"fs"`
 	Terminal bool `json:"terminal"`
+	// Session: the gated session updates a client asks for, each an
+	// object when it does.
+	Session struct {
+		Notices    json.RawMessage `json:"notices"`
+		Compaction json.RawMessage `json:"compaction"`
+	} `json:"session"`
 }
 
 // sessionParams are the params of session/new, session/load and session/cancel.

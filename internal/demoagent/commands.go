@@ -1,6 +1,7 @@
 package demoagent
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -31,7 +32,9 @@ func init() {
 		{"/raw", "LINE", "LINE written to the client as it is (for tests)", (*turn).raw},
 		{"/chunks", "N", `N chunks "chunk 1 ", "chunk 2 ", ... without pauses`, (*turn).chunks},
 		{"/slow", "N", "the same chunks with --delay between them", (*turn).slow},
-		{"/tools", "N", `N completed tool calls "Step 1", "Step 2", ... without pauses`, (*turn).tools},
+		{"/tools", "N", `N completed tool calls "Step 1", "Step 2", ... (each named "step") without pauses`, (*turn).tools},
+		{"/notice", "TEXT", "a notice (a warning titled TEXT), if the client asked for session.notices", (*turn).notice},
+		{"/compact", "", "a context compaction — in_progress, two summary chunks, completed — if the client asked for session.compaction", (*turn).compact},
 		{"/remember", "TEXT", `keeps TEXT in the session's memory; a chunk "remembered: TEXT"`, (*turn).remember},
 		{"/recall", "", `a chunk with what the session remembers, oldest first, joined by "; ", or "nothing remembered"`, (*turn).recall},
 		{"/permission", "", "only the edit of the demo script: its tool call and, in the mode ask, its permission request", func(t *turn, _ string) error {
@@ -172,7 +175,7 @@ func (t *turn) tools(args string) error {
 		return nil
 	}
 	for i := 1; i <= n[0]; i++ {
-		t.update(toolCall{SessionUpdate: "tool_call", ToolCallID: t.callID("tool-" + strconv.Itoa(i)), Title: "Step " + strconv.Itoa(i), Kind: "other", Status: "completed"})
+		t.update(toolCall{SessionUpdate: "tool_call", ToolCallID: t.callID("tool-" + strconv.Itoa(i)), Name: "step", Title: "Step " + strconv.Itoa(i), Kind: "other", Status: "completed"})
 	}
 	return nil
 }
@@ -238,6 +241,35 @@ func (t *turn) extras(string) error {
 	for _, frame := range ExtrasFrames(t.sessionID) {
 		t.a.writeLine(append(frame, '\n'))
 	}
+	return nil
+}
+
+// asked reports whether the client asked for a gated session update: its
+// session capability is an object.
+func asked(c json.RawMessage) bool { return len(c) > 0 && c[0] == '{' }
+
+func (t *turn) notice(args string) error {
+	if !asked(t.a.clientCaps().Session.Notices) {
+		t.noteCapability("session.notices", false)
+		return nil
+	}
+	t.update(notice{SessionUpdate: "notice", Severity: "warning", Title: cmp.Or(args, "A notice"), Description: "From the demo agent."})
+	t.chunk("noticed")
+	return nil
+}
+
+func (t *turn) compact(string) error {
+	if !asked(t.a.clientCaps().Session.Compaction) {
+		t.noteCapability("session.compaction", false)
+		return nil
+	}
+	id := t.callID("compaction")
+	t.update(compactionUpdate{SessionUpdate: "compaction_update", CompactionID: id, Status: "in_progress"})
+	for _, text := range []string{"The user asked ", "for a summary."} {
+		t.update(compactionChunk{SessionUpdate: "compaction_summary_chunk", CompactionID: id, Content: textContent{Type: "text", Text: text}})
+	}
+	t.update(compactionUpdate{SessionUpdate: "compaction_update", CompactionID: id, Status: "completed"})
+	t.chunk("compacted")
 	return nil
 }
 

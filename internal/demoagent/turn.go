@@ -176,7 +176,6 @@ type (
 		Type    string      `json:"type"`
 		Content textContent `json:"content"`
 	}
-	// toolCall is a tool_call or tool_call_update update, or without
 	infoUpdate struct {
 		SessionUpdate string `json:"sessionUpdate"`
 		Title         string `json:"title"`
@@ -191,10 +190,28 @@ type (
 		Amount   float64 `json:"amount"`
 		Currency string  `json:"currency"`
 	}
+	notice struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		Severity      string `json:"severity"`
+		Title         string `json:"title"`
+		Description   string `json:"description,omitempty"`
+	}
+	compactionUpdate struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		CompactionID  string `json:"compactionId"`
+		Status        string `json:"status"`
+	}
+	compactionChunk struct {
+		SessionUpdate string      `json:"sessionUpdate"`
+		CompactionID  string      `json:"compactionId"`
+		Content       textContent `json:"content"`
+	}
+	// toolCall is a tool_call or tool_call_update update, or without
 	// SessionUpdate the toolCall of a permission request.
 	toolCall struct {
 		SessionUpdate string            `json:"sessionUpdate,omitempty"`
 		ToolCallID    string            `json:"toolCallId"`
+		Name          string            `json:"name,omitempty"` // the tool's programmatic name
 		Title         string            `json:"title,omitempty"`
 		Kind          string            `json:"kind,omitempty"`
 		Status        string            `json:"status,omitempty"`

@@ -46,6 +46,7 @@ func TestDashboard(t *testing.T) {
 		{"LongSessionOpensAtItsEnd", dashboardLongSessionOpensAtItsEnd},
 		{"ComesBackAfterACutAndAKill", dashboardComesBackAfterACutAndAKill},
 		{"ClaimsShowTheHolder", dashboardClaimsShowTheHolder},
+		{"ShowsNoticesAndCompactions", dashboardShowsNoticesAndCompactions},
 	})
 }
 
@@ -1234,4 +1235,19 @@ func dashboardClaimsShowTheHolder(t *testing.T) {
 	run(t, ctx, "allow", chromedp.Click(`button[data-option="allow"]`))
 	waitJS(t, ctx, "the agent's answer", pageAgentText+`.includes('the edit was allowed')`)
 	mustStop(t, "the turn", lastOf(a.untilResponse(turn)), "end_turn")
+}
+
+// dashboardShowsNoticesAndCompactions: the page asks for notices and
+// compaction, and shows the demo agent's notice, and its compaction with
+// the summary its chunks made; a tool call shows its tool's name.
+func dashboardShowsNoticesAndCompactions(t *testing.T) {
+	h := startHub(t)
+	_, a, sid, ctx := editorAndPage(t, h, "")
+	for _, p := range []string{"/notice Rate limit near", "/compact", "/tools 1"} {
+		mustStop(t, p, lastOf(a.untilResponse(a.prompt(sid, p))), "end_turn")
+	}
+	waitJS(t, ctx, "the notice", `document.querySelector('.item.notice.warning')?.textContent.includes('Rate limit near')`)
+	waitJS(t, ctx, "the compaction", `(() => { const c = document.querySelector('.item.compaction'); return c && c.querySelector('.status').textContent === 'completed' && c.textContent.includes('The user asked for a summary.'); })()`)
+	waitJS(t, ctx, "the tool's name", `[...document.querySelectorAll('.item.tool .head')].some(e => e.textContent.includes('other · step'))`)
+	screenshot(t, ctx, "notices")
 }

@@ -195,6 +195,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 	if s.agent.Loading() && m.Method == jsonrpc.MethodSessionUpdate {
 		return // history the hub already holds
 	}
+	var gate policy.Updates // the clients it goes to must have asked for it
 	if m.Method == jsonrpc.MethodSessionUpdate {
 		// A text chunk ParseTextChunk takes has ACP's shape; any other
 		// update is checked, in the same pass that finds its kind.
@@ -215,6 +216,12 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 			if len(s.tails) > 0 {
 				s.publishEphemeral(&api.AgentChunk{Params: m.Params})
 			}
+		} else if gate = policy.Gate(kind); gate == policy.Notices {
+			// A notice is a live fact for people, not history: it goes to
+			// the clients attached now that asked for notices, and no
+			// further.
+			s.broadcastAsked(m.Method, m.Raw, nil, gate)
+			return
 		} else {
 			// One event, unless it ends a message being collected too.
 			counted := jsonrpc.AgentKind(kind) && !s.text.Collecting()
@@ -228,7 +235,7 @@ func (s *Session) agentNotification(m *jsonrpc.Message) {
 	} else {
 		s.record("", &api.AgentNotification{Method: m.Method, Params: m.Params})
 	}
-	s.broadcast(m.Method, m.Raw, nil)
+	s.broadcastAsked(m.Method, m.Raw, nil, gate)
 }
 
 // updateShape returns the update of an agent's session/update params and

@@ -3,6 +3,7 @@ package hub
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/agent"
@@ -270,7 +271,11 @@ func (s *Session) finishAttach(p *peer, id []byte, req attachRequest, applied st
 	case historyLen(segments) > attachInline:
 		streamed = historyLen(segments)
 	default:
-		frames, err := s.historyFrames(segments)
+		inline := slices.Clone(segments)
+		for i, g := range inline {
+			inline[i].Render = p.rendered(g.Render)
+		}
+		frames, err := s.historyFrames(inline)
 		if err != nil {
 			s.replyError(p, id, jsonrpc.LogUnreadable())
 			return

@@ -167,6 +167,7 @@ func (s *Session) initialize(p *peer, m *jsonrpc.Message) {
 		return
 	}
 	p.caps, p.info, p.volunteer = params.ClientCapabilities, params.ClientInfo, policy.Volunteers(m.Params)
+	p.updates = policy.Asked(p.caps)
 	switch {
 	case s.initResult != nil:
 		p.initialized = true

@@ -36,6 +36,7 @@ func (s *Session) enter(p *peer, history []stream.Segment, requests bool, answer
 		answer()
 	}
 	for _, g := range history {
+		g.Render = p.rendered(g.Render)
 		p.st.Mark(g)
 	}
 	if requests {

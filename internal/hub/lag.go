@@ -75,7 +75,7 @@ func (s *Session) catchUp(p *peer, live bool) {
 		s.text.Flush()
 	}
 	s.flush()
-	p.st.CatchUp(stream.Segment{Session: s.key, Upto: s.seq, Render: stream.CatchUpFrames(&s.recent, s.sessionIDString(), p.id), Recent: &s.recent}, live)
+	p.st.CatchUp(stream.Segment{Session: s.key, Upto: s.seq, Render: p.rendered(stream.CatchUpFrames(&s.recent, s.sessionIDString(), p.id)), Recent: &s.recent}, live)
 	if live {
 		p.marked.seq = -1
 		s.log.Debug("client is live again", "peer", p.id, "seq", s.seq)

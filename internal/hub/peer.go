@@ -11,6 +11,7 @@ import (
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/jsonrpc"
+	"github.com/acphub/acphub/internal/policy"
 	"github.com/acphub/acphub/internal/stream"
 )
 
@@ -31,6 +32,7 @@ type peer struct {
 	initialized bool                    // initialize was answered
 	attached    bool                    // receives the session's broadcasts
 	caps        json.RawMessage         // clientCapabilities from its initialize
+	updates     policy.Updates          // the gated session updates its caps ask for
 	info        json.RawMessage         // clientInfo from its initialize
 	volunteer   bool                    // offered to execute client tools (_meta acphub.dev/executor)
 	forkJoin    bool                    // joins the fork its session/fork made (JoinOptions.Fork)
@@ -282,4 +284,15 @@ func (c *Client) Next(ctx context.Context) ([][]byte, error) {
 		return c.f.link.Next(ctx)
 	}
 	return c.p.st.Next(ctx)
+}
+
+// rendered is render as p reads the log: without the gated updates its
+// capabilities did not ask for (policy.Updates). Notices are not in the
+// log; compaction updates are, for the clients that asked.
+func (p *peer) rendered(render stream.Render) stream.Render {
+	missing := (policy.Notices | policy.Compaction) &^ p.updates
+	if missing == 0 {
+		return render
+	}
+	return stream.DropUpdates(render, func(kind []byte) bool { return policy.Gate(kind)&missing != 0 })
 }

@@ -714,9 +714,15 @@ func (s *Session) reapDropped() {
 // broadcast gives frame to every live attached peer but except; lagging
 // peers read what the log keeps of it later.
 func (s *Session) broadcast(method string, frame []byte, except *peer) {
+	s.broadcastAsked(method, frame, except, 0)
+}
+
+// broadcastAsked is broadcast to the peers that asked for the gated
+// updates need (0: every peer).
+func (s *Session) broadcastAsked(method string, frame []byte, except *peer, need policy.Updates) {
 	sent := 0
 	for _, p := range s.peers {
-		if !p.attached || p == except || p.gone || p.dropped || p.st.Lagging() {
+		if !p.attached || p == except || p.gone || p.dropped || p.st.Lagging() || p.updates&need != need {
 			continue
 		}
 		// Unbounded: lagBehind bounds the queue after each frame.

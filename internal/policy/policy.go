@@ -165,7 +165,7 @@ func (p Policy) AgentCapabilities(client []byte) []byte {
 			caps, _ = jsonrpc.SetField(caps, string(ns), selfHandled(caps, ns))
 		}
 	}
-	return caps
+	return advertiseUpdates(caps)
 }
 
 // AgentInitParams returns the initialize params to send the agent, from

@@ -57,10 +57,10 @@ func TestPolicy_AgentCapabilities(t *testing.T) {
 		policy policy.Policy
 		want   string
 	}{
-		{policy.Policy{}, `{"_meta":{"k":"v"}}`},
-		{policy.Policy{FS: policy.UnsafeDebug, Terminal: policy.SinglePassThrough}, client},
-		{policy.Policy{FS: policy.SelfHandle}, `{"fs":{"readTextFile":true,"writeTextFile":true,"_meta":{"x":1}},"_meta":{"k":"v"}}`},
-		{policy.Policy{Terminal: policy.SelfHandle}, `{"terminal":true,"_meta":{"k":"v"}}`},
+		{policy.Policy{}, `{"_meta":{"k":"v"},"session":{"notices":{},"compaction":{}}}`},
+		{policy.Policy{FS: policy.UnsafeDebug, Terminal: policy.SinglePassThrough}, client[:len(client)-1] + `,"session":{"notices":{},"compaction":{}}}`},
+		{policy.Policy{FS: policy.SelfHandle}, `{"fs":{"readTextFile":true,"writeTextFile":true,"_meta":{"x":1}},"_meta":{"k":"v"},"session":{"notices":{},"compaction":{}}}`},
+		{policy.Policy{Terminal: policy.SelfHandle}, `{"terminal":true,"_meta":{"k":"v"},"session":{"notices":{},"compaction":{}}}`},
 	}
 	for _, tt := range tests {
 		if got := string(tt.policy.AgentCapabilities([]byte(client))); got != tt.want {
@@ -68,7 +68,7 @@ func TestPolicy_AgentCapabilities(t *testing.T) {
 		}
 	}
 	self := policy.Policy{FS: policy.SelfHandle, Terminal: policy.SelfHandle}
-	if got := string(self.AgentCapabilities(nil)); got != `{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}` {
+	if got := string(self.AgentCapabilities(nil)); got != `{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true,"session":{"notices":{},"compaction":{}}}` {
 		t.Errorf("self_handle with no client capabilities: %s", got)
 	}
 }
@@ -77,11 +77,11 @@ func TestPolicy_AgentInitParams(t *testing.T) {
 	t.Parallel()
 	params := `{"protocolVersion":1,"clientCapabilities":{"terminal":true,"x":2},"clientInfo":{"name":"zed"},"_meta":{"u":1}}`
 	got := string(policy.Policy{}.AgentInitParams([]byte(params)))
-	if want := `{"protocolVersion":1,"clientCapabilities":{"x":2},"clientInfo":{"name":"zed"},"_meta":{"u":1}}`; got != want {
+	if want := `{"protocolVersion":1,"clientCapabilities":{"x":2,"session":{"notices":{},"compaction":{}}},"clientInfo":{"name":"zed"},"_meta":{"u":1}}`; got != want {
 		t.Errorf("blocked: %s, want %s", got, want)
 	}
 	got = string(policy.Policy{FS: policy.SelfHandle}.AgentInitParams([]byte(`{"protocolVersion":1}`)))
-	if want := `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true}}}`; got != want {
+	if want := `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"session":{"notices":{},"compaction":{}}}}`; got != want {
 		t.Errorf("self_handle without clientCapabilities: %s, want %s", got, want)
 	}
 }
@@ -119,5 +119,28 @@ func TestCapable(t *testing.T) {
 	}
 	if policy.Capable([]byte(`{}`), "terminal/create") || policy.Capable(nil, "fs/read_text_file") {
 		t.Error("capable without the capability")
+	}
+}
+
+// The hub asks the agent for notices and compaction, keeping what a
+// client said of them; a client gets the gated updates it asked for.
+func TestUpdates(t *testing.T) {
+	t.Parallel()
+	caps := `{"session":{"configOptions":{"x":1},"notices":{"_meta":{"k":1}}}}`
+	if got := string(policy.Policy{}.AgentCapabilities([]byte(caps))); got != `{"session":{"configOptions":{"x":1},"notices":{"_meta":{"k":1}},"compaction":{}}}` {
+		t.Errorf("AgentCapabilities = %s", got)
+	}
+	for caps, want := range map[string]policy.Updates{
+		`{}`: 0, `{"session":null}`: 0, `{"session":{"notices":null,"compaction":true}}`: 0,
+		`{"session":{"notices":{}}}`: policy.Notices, `{"session":{"notices":{},"compaction":{"x":1}}}`: policy.Notices | policy.Compaction,
+	} {
+		if got := policy.Asked([]byte(caps)); got != want {
+			t.Errorf("Asked(%s) = %d, want %d", caps, got, want)
+		}
+	}
+	for kind, want := range map[string]policy.Updates{`"notice"`: policy.Notices, `"compaction_update"`: policy.Compaction, `"compaction_summary_chunk"`: policy.Compaction, `"tool_call"`: 0} {
+		if got := policy.Gate([]byte(kind)); got != want {
+			t.Errorf("Gate(%s) = %d, want %d", kind, got, want)
+		}
 	}
 }

@@ -152,3 +152,19 @@ func Renamed(render Render, from, to []byte) Render {
 		return frames
 	}
 }
+
+// DropUpdates is render without the agent's session updates whose
+// sessionUpdate (a JSON string, raw) drop reports: those a client did not
+// ask for.
+func DropUpdates(render Render, drop func(kind []byte) bool) Render {
+	return func(frames [][]byte, ev eventlog.Event) [][]byte {
+		if ev.Type == api.EventAgentUpdate {
+			params, _ := jsonrpc.Field(ev.Data, "params")
+			update, _ := jsonrpc.Field(params, "update")
+			if kind, _ := jsonrpc.Field(update, "sessionUpdate"); drop(kind) {
+				return frames
+			}
+		}
+		return render(frames, ev)
+	}
+}

@@ -127,7 +127,7 @@ export class Conn {
     if (this.create.agent) query += '&agent=' + encodeURIComponent(this.create.agent);
     const gen = this.open(wsURL(query), 'join', async () => {
       try {
-        await this.call('initialize', { protocolVersion: 1, clientCapabilities: { elicitation: { form: {} } }, clientInfo: { name: 'acphub-dashboard', version: '1' } });
+        await this.call('initialize', { protocolVersion: 1, clientCapabilities: { elicitation: { form: {} }, session: { notices: {}, compaction: {} } }, clientInfo: { name: 'acphub-dashboard', version: '1' } });
         if (!over && this.create.attach) {
           const a = this.create.attach;
           this.sid = a.sessionId;

@@ -50,6 +50,7 @@ export class Transcript {
     this.tools = new Map();   // toolCallId → item
     this.terms = new Map();   // terminalId → item
     this.perms = new Map();   // toolCallId → card
+    this.compactions = new Map(); // compactionId → item
     this.requests = new Map(); // hub request id → card
     this.msg = null;          // the agent message or thought being streamed
     this.plan = null;
@@ -391,6 +392,39 @@ export class Transcript {
         this.plan.entries = list(u.entries);
         this.schedule(this.plan);
         return;
+      case 'notice': {
+        // A live fact for people: the hub sends it only to pages that
+        // asked (session.notices), and keeps no history of it.
+        this.endMessage();
+        const sev = ['info', 'warning', 'error'].includes(u.severity) ? u.severity : 'info';
+        const node = el('div', { class: 'item notice ' + sev, role: 'status' },
+          el('span', { class: 'who muted', text: 'notice · ' + label(u.severity || 'info') }),
+          el('strong', { text: label(u.title) }));
+        if (typeof u.description === 'string' && u.description !== '') node.append(el('div', { text: u.description }));
+        this.add({ node, render() {} });
+        return;
+      }
+      case 'compaction_update':
+      case 'compaction_summary_chunk': {
+        // An upsert by compactionId: summary, error and _meta replace
+        // what they name (null clears), chunks add to the summary.
+        this.endMessage();
+        const id = text(u.compactionId);
+        let item = this.compactions.get(id);
+        if (!item) {
+          item = this.add(compactionItem());
+          this.compactions.set(id, item);
+        }
+        if (u.sessionUpdate === 'compaction_summary_chunk') {
+          item.summary += blockText(u.content);
+        } else {
+          if (typeof u.status === 'string') item.status = u.status;
+          if ('summary' in u) item.summary = list(u.summary).map(blockText).join('');
+          if ('error' in u) item.error = typeof u.error === 'string' ? u.error : '';
+        }
+        this.schedule(item);
+        return;
+      }
     }
   }
 
@@ -598,7 +632,8 @@ function toolItem(id) {
     render() {
       const c = this.call;
       title.textContent = label(c.title || c.toolCallId);
-      kind.textContent = typeof c.kind === 'string' ? label(c.kind) : '';
+      // The kind, and the tool's programmatic name when the agent gives it.
+      kind.textContent = [c.kind, c.name].filter((v) => typeof v === 'string' && v !== '').map((v) => label(v)).join(' · ');
       status.textContent = typeof c.status === 'string' ? label(c.status) : '';
       status.className = 'status ' + statusClass(c.status);
       const parts = [];
@@ -632,6 +667,25 @@ function diffView(d) {
   lines(d.oldText, 'del', '- ');
   lines(d.newText, 'add', '+ ');
   return el('div', {}, el('div', { class: 'muted', text: label(d.path) }), pre);
+}
+
+// compactionItem shows a compaction of the agent's context: its status,
+// the summary it keeps, and why it failed.
+function compactionItem() {
+  const status = el('span', { class: 'status' });
+  const body = el('div');
+  const node = el('div', { class: 'item compaction' }, el('div', { class: 'head' }, el('strong', { text: 'context compacted' }), status), body);
+  return {
+    node, status: '', summary: '', error: '',
+    render() {
+      status.textContent = label(this.status);
+      status.className = 'status ' + statusClass(this.status);
+      const parts = [];
+      if (this.summary) parts.push(el('div', { text: this.summary.length > TOOL_TEXT_LIMIT ? this.summary.slice(0, TOOL_TEXT_LIMIT) + '…' : this.summary }));
+      if (this.error) parts.push(el('div', { class: 'muted', text: this.error }));
+      body.replaceChildren(...parts);
+    },
+  };
 }
 
 function planItem() {
