@@ -1,16 +1,11 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/acphub/acphub/internal/testutil"
 )
 
 // updateKinds are the sessionUpdate of the session/update frames among
@@ -47,19 +42,7 @@ func TestNotices_TheSDKClientGetsWhatItAskedFor(t *testing.T) {
 	plain := h.dial("n", "peer=plain")
 	sid := plain.handshake()
 
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(repoRoot, "internal", "e2e", "testdata", "sdknotices.mjs"), "ws://"+h.addr+"/acp", h.token, "n")
-	cmd.Dir = repoRoot
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() == 3 {
-		testutil.SkipPeer(t, "package ws is not installed: "+strings.TrimSpace(stderr.String()))
-	}
-	if err != nil {
-		t.Fatalf("sdk client: %v\n%s\n%s", err, out, stderr.String())
-	}
+	out, _ := runSDKScript(t, node, filepath.Join(repoRoot, "internal", "e2e", "testdata", "sdknotices.mjs"), "ws://"+h.addr+"/acp", h.token, "n")
 	var seen struct {
 		Updates []string `json:"updates"`
 		Notice  *struct {

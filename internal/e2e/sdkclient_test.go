@@ -38,6 +38,28 @@ func sdkClientScript(t *testing.T) (node, script string) {
 	return node, filepath.Join(repoRoot, "internal", "e2e", "testdata", "sdkclient.mjs")
 }
 
+// runSDKScript runs node with args, from the repository's root, and returns
+// what it printed: its output and its stderr. It fails the test if the
+// script fails, and skips it (testutil.SkipPeer) for exit status 3: the
+// script's word that package ws is not installed.
+func runSDKScript(t *testing.T, node string, args ...string) ([]byte, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Dir = repoRoot
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() == 3 {
+		testutil.SkipPeer(t, "package ws is not installed: "+strings.TrimSpace(stderr.String()))
+	}
+	if err != nil {
+		t.Fatalf("sdk client: %v\n%s\n%s", err, out, stderr.String())
+	}
+	return out, stderr.String()
+}
+
 // The ACP TypeScript SDK's own Streamable HTTP and WebSocket clients, which
 // know nothing of acphub, list the hub's sessions, create one and run a
 // demo turn in it with its permission request, then load a session another
@@ -55,20 +77,8 @@ func TestSDKClient_StandardEndpoint(t *testing.T) {
 			oldSID := old.handshake()
 			mustStop(t, "old prompt", lastOf(old.untilResponse(old.prompt(oldSID, "/echo earlier"))), "end_turn")
 
-			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-			defer cancel()
 			scheme := map[string]string{"http": "http", "ws": "ws"}[mode]
-			cmd := exec.CommandContext(ctx, node, script, mode, scheme+"://"+h.addr+"/acp", h.token, oldSID, run.pkg)
-			cmd.Dir = repoRoot
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() == 3 {
-				testutil.SkipPeer(t, "package ws is not installed: "+strings.TrimSpace(stderr.String()))
-			}
-			if err != nil {
-				t.Fatalf("sdk client: %v\n%s\n%s", err, out, stderr.String())
-			}
+			out, stderr := runSDKScript(t, node, script, mode, scheme+"://"+h.addr+"/acp", h.token, oldSID, run.pkg)
 			var seen struct {
 				LoadSession       bool     `json:"loadSession"`
 				Listed            []string `json:"listed"`
@@ -94,7 +104,7 @@ func TestSDKClient_StandardEndpoint(t *testing.T) {
 				ListedAfterDelete []string        `json:"listedAfterDelete"`
 			}
 			if err := json.Unmarshal(out, &seen); err != nil {
-				t.Fatalf("sdk client printed %q: %v\n%s", out, err, stderr.String())
+				t.Fatalf("sdk client printed %q: %v\n%s", out, err, stderr)
 			}
 			if !seen.LoadSession || !slices.Contains(seen.Listed, oldSID) || seen.SessionID == "" || seen.SessionID == oldSID {
 				t.Errorf("initialize, list, new: %+v; want loadSession, %s listed, a new session", seen, oldSID)
