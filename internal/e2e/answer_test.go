@@ -361,3 +361,41 @@ func TestNotify_NothingQueuedIsLost(t *testing.T) {
 }
 
 const notifyTurnEnded = "turn_ended"
+
+// TestCluster_AnAnswerLinkThroughAnotherNode: a permission request of a
+// session node a runs is answered with the link node c sent: node c hands
+// it to node a, once.
+func TestCluster_AnAnswerLinkThroughAnotherNode(t *testing.T) {
+	t.Parallel()
+	recv := newNotifyReceiver(t)
+	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf("[notify.ops]\ntype = \"webhook\"\nurl = %q\nevents = [\"waiting\"]\nanswer_as = \"lead\"\n", recv.srv.URL+"/hook"))
+	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond, "--config", cfg)
+	a.newToken("lead", "approver")
+	ws := a.dial("s", "peer=on-a")
+	sid := ws.handshake()
+	turn := ws.prompt(sid, "/permission")
+	ws.until(isMethod("session/request_permission"))
+	var link string
+	waitFor(t, "node c's notification", func() bool {
+		for _, n := range recv.notifications("waiting", false) {
+			for _, act := range n.Actions {
+				if act.OptionID == "allow" && strings.HasPrefix(act.URL, "http://"+c.addr+"/") {
+					link = act.URL
+				}
+			}
+		}
+		return link != ""
+	})
+	status, page := answerPage(t, http.MethodPost, link, "")
+	if status != http.StatusOK || !strings.Contains(page, "Answered: Allow") {
+		t.Fatalf("POST through node c: %d %s", status, page)
+	}
+	mustStop(t, "the turn", lastOf(ws.untilResponse(turn)), "end_turn")
+	status, page = answerPage(t, http.MethodPost, link, "")
+	if status != http.StatusConflict || !strings.Contains(page, "notify:ops answered") {
+		t.Errorf("the link again: %d %s", status, page)
+	}
+	if r := a.resolutions("s"); len(r) != 1 || r[0].Peer != "notify:ops" || r[0].Token != "lead" {
+		t.Errorf("the log's resolutions %+v", r)
+	}
+}

@@ -58,6 +58,7 @@ import (
 
 	natsclient "github.com/nats-io/nats.go"
 
+	answers "github.com/acphub/acphub/internal/answer"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/hub"
 	"github.com/acphub/acphub/internal/jsonrpc"
@@ -131,6 +132,19 @@ type deleteRequest struct {
 
 type deleteAnswer struct {
 	Error *jsonrpc.Error `json:"error,omitempty"`
+}
+
+// answerRequest is a forwarded answer link's answer; answerAnswer its
+// answer, the running hub's outcome or its failure to tell.
+type answerRequest struct {
+	Request   answers.Request `json:"request"`
+	Look      bool           `json:"look,omitempty"`
+	Principal principal      `json:"principal"`
+}
+
+type answerAnswer struct {
+	Result answers.Result `json:"result"`
+	Error  string        `json:"error,omitempty"`
 }
 
 // forkRequest is a forwarded fork of the session Parent, as session/fork's

@@ -13,6 +13,7 @@ import (
 
 	natsclient "github.com/nats-io/nats.go"
 
+	answers "github.com/acphub/acphub/internal/answer"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/frameq"
 	"github.com/acphub/acphub/internal/hub"
@@ -155,6 +156,29 @@ func (f *Forwarder) Delete(ctx context.Context, key string, who *auth.Principal)
 		return hub.RPCError(fmt.Errorf("forward: the running node's answer %.100q", m.Data))
 	}
 	return a.Error
+}
+
+// Answer implements hub.Forwarder.
+func (f *Forwarder) Answer(ctx context.Context, req answers.Request, who *auth.Principal, look bool) (answers.Result, bool, error) {
+	instance, err := f.holder(ctx, req.Session)
+	if err == nil && instance == "" {
+		return answers.Result{}, false, nil // no node runs it: the log says what became of it
+	}
+	var m *natsclient.Msg
+	if err == nil {
+		m, err = f.call(ctx, subjectPrefix(f.prefix, instance)+"answer", req.Session, answerRequest{Request: req, Look: look, Principal: wirePrincipal(who)}, slowCallWait)
+	}
+	if err != nil {
+		return answers.Result{}, true, err
+	}
+	var a answerAnswer
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		return answers.Result{}, true, fmt.Errorf("forward: the running node's answer %.100q", m.Data)
+	}
+	if a.Error != "" {
+		return answers.Result{}, true, errors.New(a.Error)
+	}
+	return a.Result, true, nil
 }
 
 // Fork implements hub.Forwarder.

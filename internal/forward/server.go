@@ -136,6 +136,9 @@ func (s *Server) route(m *natsclient.Msg) {
 	case "fork":
 		go s.fork(m)
 		return
+	case "answer":
+		go s.answerLink(m)
+		return
 	case "resume":
 		go s.resume(m)
 		return
@@ -292,6 +295,25 @@ func (s *Server) delete(m *natsclient.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), slowCallWait)
 	defer cancel()
 	b, _ := json.Marshal(deleteAnswer{Error: s.hub.DeleteHere(ctx, req.Session, who)})
+	_ = m.Respond(b)
+}
+
+// answerLink answers an answer link another node was sent, for a session of
+// this hub.
+func (s *Server) answerLink(m *natsclient.Msg) {
+	var req answerRequest
+	who, ok := s.decode(m, &req, &req.Principal)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), slowCallWait)
+	defer cancel()
+	var a answerAnswer
+	var err error
+	if a.Result, err = s.hub.AnswerHere(ctx, req.Request, who, req.Look); err != nil {
+		a.Error = err.Error()
+	}
+	b, _ := json.Marshal(a)
 	_ = m.Respond(b)
 }
 

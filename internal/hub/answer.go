@@ -22,14 +22,32 @@ import (
 // and the clients are told who answered (notify:TARGET), with which token,
 // via which target.
 
-// AnswerRequest implements answer.Hub.
+// AnswerRequest implements answer.Hub. On a cluster's node, a session
+// another node runs is answered there (see forward.go).
 func (h *Hub) AnswerRequest(ctx context.Context, req answer.Request, who *auth.Principal, look bool) (answer.Result, error) {
+	return h.answerRequest(ctx, req, who, look, true)
+}
+
+// AnswerHere is AnswerRequest of a session this node runs: it serves the
+// answers other nodes forward.
+func (h *Hub) AnswerHere(ctx context.Context, req answer.Request, who *auth.Principal, look bool) (answer.Result, error) {
+	return h.answerRequest(ctx, req, who, look, false)
+}
+
+// answerRequest is AnswerRequest, forwarding it to the node that runs the
+// session when forward is set.
+func (h *Hub) answerRequest(ctx context.Context, req answer.Request, who *auth.Principal, look, forward bool) (answer.Result, error) {
 	if f := who.Allow(auth.Need{Right: auth.Answer, Session: req.Session}); f != nil {
 		return answer.Result{Outcome: answer.Forbidden, Session: req.Session, Reason: f.Text}, nil
 	}
 	s, err := h.held(req.Session, "")
 	if err != nil {
 		return answer.Result{}, err
+	}
+	if s == nil && forward && h.cfg.Forwarder != nil {
+		if res, ran, err := h.cfg.Forwarder.Answer(ctx, req, who, look); ran || err != nil {
+			return res, err
+		}
 	}
 	if s != nil {
 		res, err := ask(ctx, s, func(reply chan<- answer.Result) any {

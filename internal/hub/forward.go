@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/acphub/acphub/internal/answer"
 	"github.com/acphub/acphub/internal/auth"
 	"github.com/acphub/acphub/internal/jsonrpc"
 )
@@ -41,6 +42,10 @@ type Forwarder interface {
 	// returned: the fork's key, which runs there, or the error to answer
 	// with. "" and no error: no node runs parent any more.
 	Fork(ctx context.Context, parent string, params []byte, who *auth.Principal) (string, *jsonrpc.Error)
+	// Answer answers a notification's answer link (Hub.AnswerRequest) for
+	// who on the node that runs its session, and returns what that node's
+	// AnswerHere returned; ran is false when no node runs it.
+	Answer(ctx context.Context, req answer.Request, who *auth.Principal, look bool) (res answer.Result, ran bool, err error)
 }
 
 // Link is a forwarded client's way to the session (see Forwarder): the
