@@ -138,13 +138,13 @@ type deleteAnswer struct {
 // answer, the running hub's outcome or its failure to tell.
 type answerRequest struct {
 	Request   answers.Request `json:"request"`
-	Look      bool           `json:"look,omitempty"`
-	Principal principal      `json:"principal"`
+	Look      bool            `json:"look,omitempty"`
+	Principal principal       `json:"principal"`
 }
 
 type answerAnswer struct {
 	Result answers.Result `json:"result"`
-	Error  string        `json:"error,omitempty"`
+	Error  string         `json:"error,omitempty"`
 }
 
 // forkRequest is a forwarded fork of the session Parent, as session/fork's
