@@ -1,7 +1,9 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/acphub/acphub/api"
+	hubclient "github.com/acphub/acphub/client"
 )
 
 // claimFrame is a _acphub/claim_changed's or a claim's answer's holder.
@@ -183,4 +186,82 @@ func TestClaims_OneClientClaimsThenAnswers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClaims_TheGoClientHoldsAClaimThroughACut: with the Go client, one
+// client claims a request; its connection is cut and resumes, and the
+// claim holds: the other client's answer is refused, naming the holder,
+// and the holder's answer is the one the agent gets.
+func TestClaims_TheGoClientHoldsAClaimThroughACut(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "--claims")
+	p := newCutProxy(t, h.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	type client struct {
+		reqs    chan *permissionRequest
+		claims  chan *api.ClaimChangedParams
+		refused chan *api.AnswerRefusedParams
+	}
+	clients := [2]client{}
+	handlers := func(c *client) hubclient.Handlers {
+		c.reqs, c.claims, c.refused = make(chan *permissionRequest, 4), make(chan *api.ClaimChangedParams, 16), make(chan *api.AnswerRefusedParams, 4)
+		return hubclient.Handlers{
+			RequestPermission: func(r *permissionRequest) { c.reqs <- r },
+			ClaimChanged:      func(p *api.ClaimChangedParams) { c.claims <- p },
+			AnswerRefused:     func(p *api.AnswerRefusedParams) { c.refused <- p },
+		}
+	}
+	ca, sa := goClient(t, ctx, p, h, "a", handlers(&clients[0]))
+	cb, _ := goClient(t, ctx, p, h, "b", handlers(&clients[1]))
+	done := goPrompt(ctx, t, sa, "/permission")
+	ra := receive(t, ctx, "a's request", clients[0].reqs)
+	rb := receive(t, ctx, "b's request", clients[1].reqs)
+	held, err := ca.Claim(ctx, &api.ClaimParams{SessionID: sa.ID(), RequestID: ra.Raw.ID})
+	if err != nil || held.Holder == nil || held.Holder.ClientID != "a" {
+		t.Fatalf("a's claim: %+v %v", held, err)
+	}
+	for {
+		if c := receive(t, ctx, "b's word of a's claim", clients[1].claims); c.Holder != nil && c.Holder.ClientID == "a" {
+			break
+		}
+	}
+	p.cut() // both connections drop, and resume
+	if _, err := cb.Claim(ctx, &api.ClaimParams{SessionID: sa.ID(), RequestID: rb.Raw.ID}); !errors.Is(err, &api.RPCError{Code: api.CodeClaimTaken}) {
+		t.Errorf("b's claim after the cut: %v, want claim_taken", err)
+	}
+	if err := rb.Respond(ctx, &api.RequestPermissionResult{Outcome: api.PermissionOutcome{Outcome: "selected", OptionID: "reject"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, ctx, "b's refusal", clients[1].refused); r.Error.Code != api.CodeClaimRequired || !strings.Contains(string(r.Error.Data), `"clientId":"a"`) {
+		t.Errorf("b's answer was refused with %+v", r.Error)
+	}
+	if err := ra.Respond(ctx, allowOnce); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res == nil || res.StopReason != "end_turn" {
+			t.Fatalf("the turn ended %+v", res)
+		}
+	case <-ctx.Done():
+		t.Fatal("the turn did not end")
+	}
+	if r := h.resolutions("s"); len(r) != 1 || r[0].Peer != "a" || r[0].OptionName != "Allow" {
+		t.Errorf("the log's resolutions %+v: want a's Allow alone", r)
+	}
+}
+
+// receive returns the next value of ch, failing the test when ctx ends
+// first.
+func receive[T any](t *testing.T, ctx context.Context, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+	}
+	t.Fatalf("no %s within %s", what, testTimeout)
+	var zero T
+	return zero
 }
