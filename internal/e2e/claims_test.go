@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -264,4 +265,32 @@ func receive[T any](t *testing.T, ctx context.Context, what string, ch <-chan T)
 	t.Fatalf("no %s within %s", what, testTimeout)
 	var zero T
 	return zero
+}
+
+// TestCluster_AClaimHeldThroughAnotherNode: on a cluster, a client of node
+// c claims a request of a session node a runs; node a's client is told who
+// holds it, and its answer is refused; node c's client's answer counts.
+func TestCluster_AClaimHeldThroughAnotherNode(t *testing.T) {
+	t.Parallel()
+	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond, "--claims")
+	ca := a.dial("s", "peer=on-a")
+	sid := ca.handshake()
+	cc := c.dial("s", "peer=on-c")
+	cc.handshake()
+	turn := ca.prompt(sid, "/permission")
+	pa := lastOf(ca.until(isMethod("session/request_permission")))
+	pc := lastOf(cc.until(isMethod("session/request_permission")))
+	if r := cc.mustCall(api.MethodClaim, map[string]any{"sessionId": sid, "requestId": pc.ID}); claimOf(t, r.Result).holderName() != "on-c" {
+		t.Fatalf("node c's client's claim: %s", r.raw)
+	}
+	untilClaim(ca, "on-c")
+	ca.respond(pa.ID, allowAnswer)
+	if p := string(lastOf(ca.until(isMethod(api.MethodAnswerRefused))).Params); !strings.Contains(p, `"clientId":"on-c"`) {
+		t.Errorf("node a's client's answer: %s, want refused naming on-c", p)
+	}
+	cc.respond(pc.ID, rejectAnswer)
+	mustStop(t, "the turn", lastOf(ca.untilResponse(turn)), "end_turn")
+	if r := a.resolutions("s"); len(r) != 1 || r[0].Peer != "on-c" || r[0].OptionName != "Reject" {
+		t.Errorf("the log's resolutions %+v: want on-c's Reject alone", r)
+	}
 }
