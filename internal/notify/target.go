@@ -177,9 +177,11 @@ func (t *target) catchUp(ctx context.Context, session string) {
 			}
 			return
 		}
+		unsaved := false // the place moved past events left out since it was saved
 		for i, ev := range evs {
 			out, a, tell := t.n.notification(ev, evs[i+1:])
-			if tell && (len(t.Events) == 0 || slices.Contains(t.Events, out.Event)) {
+			sent := tell && (len(t.Events) == 0 || slices.Contains(t.Events, out.Event))
+			if sent {
 				if a != nil {
 					t.addActions(&out, session, a)
 				}
@@ -191,12 +193,13 @@ func (t *target) catchUp(ctx context.Context, session string) {
 			if !t.move(session, p) {
 				return // the log started over meanwhile
 			}
-			if tell && !t.save(ctx, session, p) {
+			unsaved = !sent
+			if sent && !t.save(ctx, session, p) {
 				return
 			}
 		}
 		if len(evs) < readBatch {
-			if len(evs) > 0 && !p.saved {
+			if unsaved {
 				t.save(ctx, session, p)
 			}
 			return
