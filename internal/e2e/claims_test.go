@@ -294,3 +294,38 @@ func TestCluster_AClaimHeldThroughAnotherNode(t *testing.T) {
 		t.Errorf("the log's resolutions %+v: want on-c's Reject alone", r)
 	}
 }
+
+// TestClaims_ASessionSaysWhetherItsRequestsAreClaimed: a session's first
+// session/new decides, over the hub's default: "c" claims on a hub that
+// does not, and "f" answers first-wins on a hub that claims.
+func TestClaims_ASessionSaysWhetherItsRequestsAreClaimed(t *testing.T) {
+	t.Parallel()
+	for _, hubClaims := range []bool{false, true} {
+		var args []string
+		if hubClaims {
+			args = append(args, "--claims")
+		}
+		h := startHub(t, args...)
+		for _, claims := range []bool{false, true} {
+			key := map[bool]string{false: "f", true: "c"}[claims]
+			c := h.dial(key, "peer=a")
+			c.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+			sid := sessionIDOf(t, c.mustCall("session/new", map[string]any{"cwd": "/tmp", "mcpServers": []any{}, "_meta": map[string]any{"acphub.dev/claims": claims}}))
+			turn := c.prompt(sid, "/permission")
+			perm := lastOf(c.until(isMethod("session/request_permission")))
+			c.respond(perm.ID, allowAnswer)
+			// Refused, or the turn goes on: whichever comes first says.
+			first := lastOf(c.until(func(m msg) bool { return m.Method == api.MethodAnswerRefused || m.isResponseTo(turn) }))
+			if refused := first.Method == api.MethodAnswerRefused; refused != claims {
+				t.Errorf("hub claims %t, session %s claims %t: the unclaimed answer refused: %t", hubClaims, key, claims, refused)
+			}
+			if first.Method == api.MethodAnswerRefused {
+				// Claimed, then answered.
+				c.mustCall(api.MethodClaim, map[string]any{"sessionId": sid, "requestId": perm.ID})
+				c.respond(perm.ID, allowAnswer)
+				first = lastOf(c.untilResponse(turn))
+			}
+			mustStop(t, key+"'s turn", first, "end_turn")
+		}
+	}
+}
