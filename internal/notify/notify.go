@@ -315,10 +315,15 @@ func (n *Notifier) notification(ev eventlog.Event, later []eventlog.Event) (api.
 	return api.Notification{}, nil, false
 }
 
-// answered reports whether later holds the resolution, of type typ, of the
-// request whose id is id.
+// answered reports whether later shows the request whose id is id over:
+// its resolution, of type typ, or the end of its turn or of the agent that
+// asked (a request the agent's exit or a hub restart withdrew is never
+// resolved in the log).
 func answered(later []eventlog.Event, typ string, id json.RawMessage) bool {
 	for _, ev := range later {
+		if ev.Type == api.EventTurnCompleted || ev.Type == api.EventAgentExited {
+			return true
+		}
 		if ev.Type != typ {
 			continue
 		}
