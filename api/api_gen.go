@@ -2566,7 +2566,7 @@ func (v *NotificationAction) MarshalJSON() ([]byte, error) { return v.AppendJSON
 
 // Notification: What a notification target is sent (docs/notifications.md): the body of a webhook; ntfy and Slack targets get the same facts as text.
 type Notification struct {
-	// The notification's id, the same when it is sent again: the session, the log seq it is about and the event, KEY:SEQ:EVENT.
+	// The notification's id, the same when it is sent again: the session, the log seq it is about, the event and the first 8 characters of the logged event's id (which tell a log deleted and made again under the session's name from the one before), KEY:SEQ:EVENT:ID.
 	ID string `json:"id"`
 	// waiting: the agent waits for an answer (a permission, an elicitation); turn_ended: a turn ended; agent_exited: the agent ended when no one stopped it.
 	Event string `json:"event"`

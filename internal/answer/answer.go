@@ -28,11 +28,13 @@ import (
 )
 
 // Request is what one link answers: the option Option of the permission
-// request that session Session logged at Seq, for the notification target
-// Target.
+// request that session Session logged at Seq as the event ID, for the
+// notification target Target. The event's id tells the request from one a
+// session deleted and made again under its name logged at the same seq.
 type Request struct {
 	Session string `json:"s"`
 	Seq     int64  `json:"q"`
+	ID      string `json:"i"`
 	Option  string `json:"o"`
 	Target  string `json:"t"`
 }
@@ -100,7 +102,7 @@ func open(caps Capabilities, capability string) (Request, *auth.Principal, error
 		return Request{}, nil, err
 	}
 	var req Request
-	if err := json.Unmarshal(b, &req); err != nil || req.Session == "" || req.Seq <= 0 || req.Option == "" {
+	if err := json.Unmarshal(b, &req); err != nil || req.Session == "" || req.Seq <= 0 || req.ID == "" || req.Option == "" {
 		return Request{}, nil, errBadRequest
 	}
 	return req, who, nil

@@ -68,7 +68,7 @@ func (h *Hub) answerRequest(ctx context.Context, req answer.Request, who *auth.P
 func (s *Session) answerRequest(req answer.Request, who *auth.Principal, look bool) answer.Result {
 	var r *agentRequest
 	for _, q := range s.agentReqs {
-		if q.seq == req.Seq && q.msg.Method == jsonrpc.MethodRequestPermission {
+		if q.seq == req.Seq && q.eventID == req.ID && q.msg.Method == jsonrpc.MethodRequestPermission {
 			r = q
 		}
 	}
@@ -134,7 +134,7 @@ func (h *Hub) pastRequest(ctx context.Context, req answer.Request) (answer.Resul
 	if err != nil {
 		return answer.Result{}, err
 	}
-	if len(evs) == 0 || evs[0].Seq != req.Seq || evs[0].Type != api.EventPermissionRequested {
+	if len(evs) == 0 || evs[0].Seq != req.Seq || evs[0].ID != req.ID || evs[0].Type != api.EventPermissionRequested {
 		res.Reason = fmt.Sprintf("the session %q has no such request: it was deleted, or made again under its name", req.Session)
 		return res, nil
 	}

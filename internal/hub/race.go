@@ -21,7 +21,8 @@ type agentRequest struct {
 	shown      map[*peer]bool  // peers that may not answer, shown it as _acphub/agent_request
 	timer      *time.Timer     // the permission timeout, if any
 	opened     time.Time
-	seq        int64     // a permission request's permission.requested in the log
+	seq        int64     // the seq of its permission.requested or elicitation.requested in the log
+	eventID    string    // and that event's id
 	exec       *peer     // the only peer that gets it (single_pass_through), or nil for all
 	tool       *toolCall // a client-tool request's audit, or nil
 	// A claimed request's claim (claims.go): whether it is claimed at
@@ -41,7 +42,7 @@ func (s *Session) race(m *jsonrpc.Message, tool *toolCall) {
 	switch m.Method {
 	case jsonrpc.MethodRequestPermission:
 		s.record("", &api.PermissionRequested{RequestID: m.ID, Params: m.Params})
-		r.seq = s.seq
+		r.seq, r.eventID = s.seq, *s.lastID
 		if s.cfg.PermissionTimeout > 0 {
 			r.timer = time.AfterFunc(s.cfg.PermissionTimeout, func() { s.postAsync(permissionExpired{key: r.key}) })
 		}
@@ -49,7 +50,7 @@ func (s *Session) race(m *jsonrpc.Message, tool *toolCall) {
 		// Logged, so that what waits can be told by what it asks (a
 		// notification names its message).
 		s.record("", &api.ElicitationRequested{RequestID: m.ID, Params: m.Params})
-		r.seq = s.seq
+		r.seq, r.eventID = s.seq, *s.lastID
 	}
 	for _, p := range s.peers {
 		// A lagging peer gets its copy when it is live again.

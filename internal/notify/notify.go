@@ -337,9 +337,11 @@ func answered(later []eventlog.Event, typ string, id json.RawMessage) bool {
 	return false
 }
 
-// asked is what a permission request asks: its options, for answer links.
+// asked is what a permission request asks: its options, for answer links,
+// and where the log holds it.
 type asked struct {
 	seq     int64
+	id      string
 	options []option
 }
 
@@ -360,7 +362,7 @@ func (n *Notifier) permission(sum *api.SessionSummary, ev eventlog.Event, d api.
 	_ = json.Unmarshal(d.Params, &p)
 	req := api.NotificationRequest{Method: "session/request_permission"}
 	req.Title, _ = n.cfg.Redactor.String(p.ToolCall.Title)
-	a := &asked{seq: ev.Seq}
+	a := &asked{seq: ev.Seq, id: ev.ID}
 	for _, o := range p.Options {
 		o.Name, _ = n.cfg.Redactor.String(o.Name)
 		req.Options = append(req.Options, o.Name)
@@ -386,7 +388,7 @@ func (n *Notifier) base(sum *api.SessionSummary, event string, ev eventlog.Event
 	title, _ := n.cfg.Redactor.String(sum.Title)
 	message, _ = n.cfg.Redactor.String(message)
 	out := api.Notification{
-		ID: fmt.Sprintf("%s:%d:%s", ev.Session, ev.Seq, event), Event: event, Session: ev.Session, SessionID: sum.SessionID,
+		ID: fmt.Sprintf("%s:%d:%s:%.8s", ev.Session, ev.Seq, event, ev.ID), Event: event, Session: ev.Session, SessionID: sum.SessionID,
 		Agent: cmp.Or(sum.Agent, ev.AgentID), Title: title, State: cmp.Or(sum.State, api.StateStopped), Time: time.Now().UTC(), Message: message,
 	}
 	if n.cfg.PublicURL != "" {

@@ -282,7 +282,7 @@ func TestNotifier_BetweenTwoLooks(t *testing.T) {
 	change()
 	testutil.WaitFor(t, 10*time.Second, "the new session's turn", func() bool {
 		ev := events()
-		return len(ev) == 3 && ev[2].Event == notify.TurnEnded && ev[2].ID == "k:2:turn_ended"
+		return len(ev) == 3 && ev[2].Event == notify.TurnEnded && strings.HasPrefix(ev[2].ID, "k:2:turn_ended:")
 	})
 }
 
@@ -386,7 +386,7 @@ func TestNotifier_PlacesSurviveARestart(t *testing.T) {
 		}
 		outs = append(outs, o)
 	}
-	if len(outs) != 3 || outs[0].ID != "s:2:waiting" || outs[1].ID != "s:4:turn_ended" || outs[2].ID != "s:5:waiting" {
+	if len(outs) != 3 || !strings.HasPrefix(outs[0].ID, "s:2:waiting:") || !strings.HasPrefix(outs[1].ID, "s:4:turn_ended:") || !strings.HasPrefix(outs[2].ID, "s:5:waiting:") {
 		var ids []string
 		for _, o := range outs {
 			ids = append(ids, o.ID)
@@ -400,7 +400,9 @@ func TestNotifier_PlacesSurviveARestart(t *testing.T) {
 	if len(w.Actions) != 2 || w.ActionsExpire.IsZero() {
 		t.Fatalf("actions %+v", w.Actions)
 	}
-	for i, want := range []string{`{"s":"s","q":2,"o":"allow","t":"hook"}`, `{"s":"s","q":2,"o":"reject","t":"hook"}`} {
+	asked, _, _ := store.Last(context.Background(), "s", api.EventPermissionRequested)
+	for i, option := range []string{"allow", "reject"} {
+		want := `{"s":"s","q":2,"i":"` + asked.ID + `","o":"` + option + `","t":"hook"}`
 		a := w.Actions[i]
 		enc, _ := strings.CutPrefix(a.URL, "https://hub.example.com/answer/lead.")
 		action, _ := base64.RawURLEncoding.DecodeString(enc)
@@ -427,5 +429,76 @@ func TestNotifier_PlacesSurviveARestart(t *testing.T) {
 	if s := recv.requests("/slack"); len(s) != 2 || json.Unmarshal([]byte(s[0].body), &slack) != nil || len(slack.Blocks) != 2 || len(slack.Blocks[1].Elements) != 2 ||
 		!strings.Contains(slack.Blocks[1].Elements[0].URL, "/answer/lead.") {
 		t.Errorf("slack %+v", s)
+	}
+}
+
+// A session deleted and made again under its name while its target is
+// telling the old log: the old log's telling stops (the notification on
+// its way at most is sent), and the new log is told from its start.
+func TestNotifier_ALogMadeAgainWhileTelling(t *testing.T) {
+	t.Parallel()
+	store := &mem.Store{}
+	stream := lifecycle.New(5 * time.Millisecond)
+	defer stream.Close()
+	red, _ := redact.New(nil)
+	recv := newReceiver(t, 0)
+	var down atomic.Bool
+	down.Store(true)
+	var refused atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			refused.Add(1)
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		recv.srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer hook.Close()
+	n, err := notify.New(notify.Config{
+		Targets:  []notify.Target{{Name: "hook", Kind: notify.Webhook, URL: hook.URL + "/hook"}},
+		Sessions: stream, Store: store, Redactor: red,
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.Run(ctx)
+	var old []api.EventData
+	for range 10 {
+		old = append(old, &api.TurnStarted{}, &api.TurnCompleted{StopReason: "end_turn"})
+	}
+	sum := api.SessionSummary{Key: "x", Agent: "demo", CreatedAt: time.Now().Add(time.Hour), State: api.StateIdle}
+	sum.LastSeq = logOf(t, store, "x", old...)
+	stream.Changed(&sum)
+	testutil.WaitFor(t, 10*time.Second, "the old log's first turn refused", func() bool { return refused.Load() > 0 })
+	if err := store.Delete(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	stream.Changed(&api.SessionSummary{Key: "x", State: api.StateDeleted})
+	again := sum
+	again.LastSeq = logOf(t, store, "x", &api.TurnStarted{}, &api.PermissionRequested{RequestID: json.RawMessage(`1`), Params: json.RawMessage(`{"toolCall":{"title":"new"},"options":[]}`)})
+	again.State, again.Waiting = api.StateRequiresAction, 1
+	stream.Changed(&again)
+	time.Sleep(50 * time.Millisecond)
+	down.Store(false)
+	testutil.WaitFor(t, 10*time.Second, "the new log's request", func() bool {
+		for _, r := range recv.requests("/hook") {
+			if strings.Contains(r.body, `"id":"x:2:waiting:`) {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(50 * time.Millisecond)
+	var ended int
+	for _, r := range recv.requests("/hook") {
+		if strings.Contains(r.body, `"event":"turn_ended"`) {
+			ended++
+		}
+	}
+	if ended > 1 {
+		t.Errorf("the deleted log's turns were told %d times after its deletion, want the one on its way at most", ended)
 	}
 }

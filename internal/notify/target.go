@@ -33,6 +33,7 @@ type target struct {
 
 	mu     sync.Mutex
 	places map[string]place
+	gens   int             // the last place's generation
 	moved  []string        // sessions whose logs moved past their places, in the order they did
 	queued map[string]bool // in moved
 }
@@ -40,7 +41,7 @@ type target struct {
 // place is where a target is in one log.
 type place struct {
 	eventlog.Cursor
-	gen   int  // made again each time the log starts over
+	gen   int  // the place's generation: a new one each time a log is begun (see newPlace)
 	saved bool // the store has it
 }
 
@@ -90,11 +91,11 @@ func (t *target) changed(sum *api.SessionSummary, again bool) {
 		delete(t.places, sum.Key) // its places went with its log
 		return
 	case again:
-		p = place{gen: p.gen + 1}
+		p = t.newPlace(eventlog.Cursor{})
 	case !ok && sum.CreatedAt.Before(t.n.started):
-		p = place{Cursor: eventlog.Cursor{Seq: sum.LastSeq}}
+		p = t.newPlace(eventlog.Cursor{Seq: sum.LastSeq})
 	case !ok:
-		p = place{}
+		p = t.newPlace(eventlog.Cursor{})
 	default:
 		if sum.LastSeq <= p.Seq {
 			return
@@ -102,6 +103,15 @@ func (t *target) changed(sum *api.SessionSummary, again bool) {
 	}
 	t.places[sum.Key] = p
 	t.queueLocked(sum.Key)
+}
+
+// newPlace is a place at c in a log the target has not read from: of a
+// generation no earlier place had, so that a reader of an earlier log of
+// the session (deleted, and made again under its name) moves it no more.
+// The caller holds mu.
+func (t *target) newPlace(c eventlog.Cursor) place {
+	t.gens++
+	return place{Cursor: c, gen: t.gens}
 }
 
 func (t *target) queue(session string) {
@@ -246,7 +256,7 @@ func (t *target) addActions(out *api.Notification, session string, a *asked) {
 	}
 	expires := time.Now().Add(t.AnswerTTL).UTC().Truncate(time.Second)
 	for _, o := range a.options {
-		link, err := answer.Link(t.n.cfg.Links, t.n.cfg.PublicURL, t.AnswerAs, answer.Request{Session: session, Seq: a.seq, Option: o.OptionID, Target: t.Name}, expires)
+		link, err := answer.Link(t.n.cfg.Links, t.n.cfg.PublicURL, t.AnswerAs, answer.Request{Session: session, Seq: a.seq, ID: a.id, Option: o.OptionID, Target: t.Name}, expires)
 		if err != nil {
 			t.log.Warn("no answer links: answer_as names no token that works", "answer_as", t.AnswerAs, "err", err)
 			out.Actions = nil
