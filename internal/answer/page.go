@@ -133,6 +133,10 @@ func (h *Handler) page(w http.ResponseWriter, status int, p page) {
 	for k, v := range h.Headers {
 		w.Header().Set(k, v)
 	}
+	// The page's own button must say where it posts from: under
+	// no-referrer a browser sends Origin: null, which is refused. Nothing
+	// leaves the hub's origin with it.
+	w.Header().Set("Referrer-Policy", "same-origin")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

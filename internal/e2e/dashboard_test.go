@@ -47,6 +47,7 @@ func TestDashboard(t *testing.T) {
 		{"ComesBackAfterACutAndAKill", dashboardComesBackAfterACutAndAKill},
 		{"ClaimsShowTheHolder", dashboardClaimsShowTheHolder},
 		{"ShowsNoticesAndCompactions", dashboardShowsNoticesAndCompactions},
+		{"AnswerLinksPageAnswers", dashboardAnswerLinksPageAnswers},
 	})
 }
 
@@ -1250,4 +1251,40 @@ func dashboardShowsNoticesAndCompactions(t *testing.T) {
 	waitJS(t, ctx, "the compaction", `(() => { const c = document.querySelector('.item.compaction'); return c && c.querySelector('.status').textContent === 'completed' && c.textContent.includes('The user asked for a summary.'); })()`)
 	waitJS(t, ctx, "the tool's name", `[...document.querySelectorAll('.item.tool .head')].some(e => e.textContent.includes('other · step'))`)
 	screenshot(t, ctx, "notices")
+}
+
+// dashboardAnswerLinksPageAnswers: a notification's answer link, opened in
+// a browser with no sign-in, shows what it answers; its button answers it,
+// and the agent gets the option.
+func dashboardAnswerLinksPageAnswers(t *testing.T) {
+	recv := newNotifyReceiver(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, fmt.Sprintf("[notify.ops]\ntype = \"webhook\"\nurl = %q\nevents = [\"waiting\"]\nanswer_as = \"lead\"\n", recv.srv.URL+"/hook"))
+	h := startHubIn(t, dir, "--config", cfg)
+	h.newToken("lead", "approver")
+	a := h.dial("s", "peer=editor")
+	sid := a.handshake()
+	turn := a.prompt(sid, "/permission")
+	a.until(isMethod("session/request_permission"))
+	var link string
+	waitFor(t, "the notification", func() bool {
+		for _, n := range recv.notifications("waiting", false) {
+			for _, act := range n.Actions {
+				if act.OptionID == "allow" {
+					link = act.URL
+				}
+			}
+		}
+		return link != ""
+	})
+	ctx := newBrowser(t)
+	run(t, ctx, "open the link", chromedp.Navigate(link), chromedp.WaitVisible(`form button`))
+	waitJS(t, ctx, "what it answers", `document.body.textContent.includes('Edit demo.txt') && document.querySelector('form button').textContent === 'Allow'`)
+	screenshot(t, ctx, "answer-link")
+	run(t, ctx, "answer", chromedp.Click(`form button`), chromedp.WaitNotPresent(`form`))
+	waitJS(t, ctx, "the answer", `document.querySelector('h1')?.textContent === 'Answered: Allow'`)
+	mustStop(t, "the turn", lastOf(a.untilResponse(turn)), "end_turn")
+	if r := h.resolutions("s"); len(r) != 1 || r[0].Peer != "notify:ops" || r[0].OptionName != "Allow" {
+		t.Errorf("the log's resolutions %+v", r)
+	}
 }
