@@ -497,7 +497,11 @@ func (s *Store) Capability(name string, action []byte, expires time.Time) (strin
 		return "", ErrUnknownToken
 	}
 	enc, exp, act := base64.RawURLEncoding.EncodeToString([]byte(name)), strconv.FormatInt(expires.Unix(), 10), base64.RawURLEncoding.EncodeToString(action)
-	return enc + "." + exp + "." + act + "." + s.capabilityMAC(name, tokenHash, exp, action), nil
+	c := enc + "." + exp + "." + act + "." + s.capabilityMAC(name, tokenHash, exp, action)
+	if len(c) > maxCapability {
+		return "", fmt.Errorf("a capability of %d bytes: more than the %d OpenCapability reads", len(c), maxCapability)
+	}
+	return c, nil
 }
 
 // OpenCapability returns the principal and the action of a capability

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -500,5 +501,84 @@ func TestNotifier_ALogMadeAgainWhileTelling(t *testing.T) {
 	}
 	if ended > 1 {
 		t.Errorf("the deleted log's turns were told %d times after its deletion, want the one on its way at most", ended)
+	}
+}
+
+// A notification its receiver refuses for what it is (400) is left out,
+// not tried again, and the next is told; a Slack message stays within
+// Slack's limits whatever the agent names its tool call and options.
+func TestNotifier_ARefusedNotificationHoldsNothingBack(t *testing.T) {
+	t.Parallel()
+	store := &mem.Store{}
+	stream := lifecycle.New(5 * time.Millisecond)
+	defer stream.Close()
+	red, _ := redact.New(nil)
+	var mu sync.Mutex
+	var hooks []string
+	var slack []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/slack" {
+			slack = append(slack, string(b))
+			return
+		}
+		hooks = append(hooks, string(b))
+		if len(hooks) == 1 {
+			http.Error(w, "invalid_blocks", http.StatusBadRequest)
+		}
+	}))
+	defer srv.Close()
+	n, err := notify.New(notify.Config{
+		Targets: []notify.Target{
+			{Name: "hook", Kind: notify.Webhook, URL: srv.URL + "/hook", Events: []string{notify.TurnEnded}},
+			{Name: "chat", Kind: notify.Slack, URL: srv.URL + "/slack", AnswerAs: "lead", Events: []string{notify.Waiting}},
+		},
+		Sessions: stream, Store: store, Redactor: red, PublicURL: "https://hub.example.com",
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.AnswerWith(links{}, func(string) bool { return true })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.Run(ctx)
+	long := strings.Repeat("option ", 40)
+	sum := api.SessionSummary{Key: "s", Agent: "demo", CreatedAt: time.Now().Add(time.Hour), State: api.StateIdle}
+	sum.LastSeq = logOf(t, store, "s", &api.TurnStarted{}, &api.TurnCompleted{StopReason: "end_turn"}, &api.TurnStarted{}, &api.TurnCompleted{StopReason: "cancelled"},
+		&api.TurnStarted{}, &api.PermissionRequested{RequestID: json.RawMessage(`1`), Params: json.RawMessage(`{"toolCall":{"title":"` + strings.Repeat("x", 5000) + `"},"options":[{"optionId":"a","name":"` + long + `","kind":"allow_once"},{"optionId":"b","name":"` + long + `","kind":"reject_once"}]}`)})
+	stream.Changed(&sum)
+	testutil.WaitFor(t, 10*time.Second, "both turns and the slack message", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(hooks) == 2 && len(slack) == 1
+	})
+	time.Sleep(30 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hooks) != 2 || !strings.Contains(hooks[0], `"stopReason":"end_turn"`) || !strings.Contains(hooks[1], `"stopReason":"cancelled"`) {
+		t.Errorf("the webhook got %d: %v; want the refused turn once, then the next", len(hooks), hooks)
+	}
+	var msg struct {
+		Blocks []struct {
+			Text     struct{ Text string } `json:"text"`
+			Elements []struct {
+				Text     struct{ Text string } `json:"text"`
+				ActionID string                `json:"action_id"`
+			} `json:"elements"`
+		} `json:"blocks"`
+	}
+	if err := json.Unmarshal([]byte(slack[0]), &msg); err != nil || len(msg.Blocks) != 2 || len(msg.Blocks[1].Elements) != 2 {
+		t.Fatalf("slack %s: %v", slack[0], err)
+	}
+	if n := len([]rune(msg.Blocks[0].Text.Text)); n > 3000 {
+		t.Errorf("the section's text has %d characters", n)
+	}
+	for i, e := range msg.Blocks[1].Elements {
+		if n := len([]rune(e.Text.Text)); n > 75 || e.ActionID != fmt.Sprintf("answer-%d", i) {
+			t.Errorf("button %d: %d characters, action_id %q", i, n, e.ActionID)
+		}
 	}
 }

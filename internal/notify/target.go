@@ -5,11 +5,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -267,11 +269,24 @@ func (t *target) addActions(out *api.Notification, session string, a *asked) {
 	out.ActionsExpire = expires
 }
 
-// deliver posts out until the receiver takes it; false when ctx ended
-// first.
+// refused are the answers of a receiver that refuses a notification for
+// what it is — a payload it cannot take, however often it is sent —
+// rather than for its own state: the notification is left out, not tried
+// again, so that one notification does not hold every later one back.
+var refused = []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}
+
+// deliver posts out until the receiver takes it, or refuses it for what it
+// is (logged, and left out); false when ctx ended first.
 func (t *target) deliver(ctx context.Context, out api.Notification) bool {
 	t.log.Info("notify", "event", out.Event, "session", out.Session, "id", out.ID)
-	return deliver.Retry(ctx, t.n.cfg.MinBackoff, t.n.cfg.MaxBackoff, func(ctx context.Context) error { return t.post(ctx, out) },
+	return deliver.Retry(ctx, t.n.cfg.MinBackoff, t.n.cfg.MaxBackoff, func(ctx context.Context) error {
+		err := t.post(ctx, out)
+		if se, ok := errors.AsType[*deliver.StatusError](err); ok && slices.Contains(refused, se.Code) {
+			t.log.Error("the receiver refuses the notification: left out", "id", out.ID, "err", err)
+			return nil
+		}
+		return err
+	},
 		func(attempt int, err error, wait time.Duration) {
 			t.log.Warn("notification failed; trying again", "id", out.ID, "attempt", attempt+1, "wait", wait, "err", err)
 		})
@@ -347,17 +362,36 @@ func slackMessage(out api.Notification) []byte {
 	}
 	msg := map[string]any{"text": text}
 	if len(out.Actions) > 0 {
+		// Within Slack's limits, whatever the agent named its options: a
+		// message Slack refuses would hold back every later one.
 		var buttons []any
-		for _, a := range out.Actions {
-			buttons = append(buttons, map[string]any{"type": "button", "text": map[string]string{"type": "plain_text", "text": a.Name}, "url": a.URL, "action_id": "answer-" + a.OptionID})
+		for i, a := range out.Actions[:min(len(out.Actions), slackMaxButtons)] {
+			buttons = append(buttons, map[string]any{"type": "button", "text": map[string]string{"type": "plain_text", "text": cut(cmp.Or(a.Name, a.OptionID, "answer"), slackMaxLabel)},
+				"url": a.URL, "action_id": "answer-" + strconv.Itoa(i)})
 		}
 		msg["blocks"] = []any{
-			map[string]any{"type": "section", "text": map[string]string{"type": "mrkdwn", "text": text}},
+			map[string]any{"type": "section", "text": map[string]string{"type": "mrkdwn", "text": cut(text, slackMaxSection)}},
 			map[string]any{"type": "actions", "elements": buttons},
 		}
 	}
 	b, _ := json.Marshal(msg)
 	return b
+}
+
+// Slack's limits on a message's blocks.
+const (
+	slackMaxButtons = 25   // elements of an actions block
+	slackMaxLabel   = 75   // a button's text
+	slackMaxSection = 3000 // a section's text
+)
+
+// cut is s cut to at most n characters, an ellipsis last when it was cut.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // slackEscape escapes the three characters Slack's text markup reserves.
