@@ -352,6 +352,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 		Hub: h, Sessions: sessions, Tokens: tokens, AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: allowedHosts(cfg), PublicURL: base, MaxFrame: cfg.MaxFrame,
 		StallTimeout: cfg.ClientStall.Duration, ResumeWindow: cfg.ResumeWindow.Duration, Version: hubVersion(), Exporters: exports, Meter: m, Metrics: m.Handler(), Logger: log,
 		MaxPending: cfg.MaxUnauthenticated, PendingTimeout: cfg.UnauthenticatedTimeout.Duration, Relayer: relayer,
+		AnswerTargets: notifier.AnswerAs, AnswerRedact: func(s string) string { s, _ = red.String(s); return s },
 	})
 	if forwarded != nil {
 		err := forwarded.ServeResumes(forward.Resumer{Holds: srv.Holds, Resume: func(credential string, position uint64, who *auth.Principal) (forward.Relayed, error) {

@@ -23,7 +23,16 @@ type Handler struct {
 	Origin func(*http.Request) bool
 	// Headers are set on every page (the dashboard's security headers).
 	Headers map[string]string
-	Log     *slog.Logger
+	// Targets says, for a notification target's name, the token its
+	// links act as now (its answer_as): a link of a target that is gone,
+	// or that acts as another token since, answers nothing. nil takes each
+	// link's word.
+	Targets func(target string) (token string, ok bool)
+	// Redact is applied to what a page shows of the session and the
+	// agent's request, as the notification that carried the link was; nil
+	// shows it as it is.
+	Redact func(string) string
+	Log    *slog.Logger
 }
 
 // hubTimeout bounds how long a link waits for the hub's word.
@@ -39,6 +48,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, who, err := open(h.Caps, r.PathValue("link"))
+	if err == nil && h.Targets != nil {
+		if token, ok := h.Targets(req.Target); !ok || token != who.Name {
+			err = errTargetChanged
+		}
+	}
 	if err != nil {
 		h.refused(w, err)
 		return
@@ -63,14 +77,23 @@ func (h *Handler) refused(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, auth.ErrCapabilityExpired):
 		status, heading = http.StatusGone, "This link expired"
-	case errors.Is(err, auth.ErrCapabilityToken):
+	case errors.Is(err, auth.ErrCapabilityToken), errors.Is(err, errTargetChanged):
 		status, heading = http.StatusForbidden, "This link no longer works"
 	}
 	h.page(w, status, page{Heading: heading, Text: sentence(err) + " Nothing was answered: open the session to answer."})
 }
 
+// errTargetChanged: the link's notification target is gone, or acts as
+// another token since it was sent.
+var errTargetChanged = errors.New("the notification target that sent this link no longer answers as its token")
+
 // result answers with what became of the request.
 func (h *Handler) result(w http.ResponseWriter, res Result) {
+	if h.Redact != nil {
+		for _, s := range []*string{&res.Session, &res.Asks, &res.Option, &res.By, &res.Answer} {
+			*s = h.Redact(*s)
+		}
+	}
 	asks := res.Asks
 	if asks == "" {
 		asks = "a tool call"

@@ -473,9 +473,9 @@ func (s *Store) Cookie(value string) *Principal {
 
 // Errors of a capability (see Store.Capability).
 var (
-	ErrBadCapability     = errors.New("this link is not one the hub made, it was changed, or the token it acts as was made again since")
+	ErrBadCapability     = errors.New("this link is not one the hub made, it was changed, or the token it acts as was revoked or made again since")
 	ErrCapabilityExpired = errors.New("this link expired")
-	ErrCapabilityToken   = errors.New("the token this link acts as no longer works: it was revoked or it expired")
+	ErrCapabilityToken   = errors.New("the token this link acts as expired")
 )
 
 // maxCapability bounds the capabilities OpenCapability reads.
@@ -505,9 +505,10 @@ func (s *Store) Capability(name string, action []byte, expires time.Time) (strin
 }
 
 // OpenCapability returns the principal and the action of a capability
-// Capability made: ErrBadCapability when it is not one, or was changed;
-// ErrCapabilityToken when its token no longer works; ErrCapabilityExpired
-// after its expiry.
+// Capability made: ErrBadCapability when it is not one, was changed, or
+// its token is gone (revoked, or made again: one answer, so that it tells
+// nobody which token names exist); ErrCapabilityToken when its token
+// expired; ErrCapabilityExpired after its own expiry.
 func (s *Store) OpenCapability(value string) (*Principal, []byte, error) {
 	parts := strings.Split(value, ".")
 	if len(value) > maxCapability || len(parts) != 4 {
@@ -521,14 +522,14 @@ func (s *Store) OpenCapability(value string) (*Principal, []byte, error) {
 	}
 	s.mu.Lock()
 	p, tokenHash := s.byName(string(name))
-	ok := p != nil && hmac.Equal([]byte(s.capabilityMAC(string(name), tokenHash, parts[1], action)), []byte(parts[3]))
+	ok := tokenHash != "" && hmac.Equal([]byte(s.capabilityMAC(string(name), tokenHash, parts[1], action)), []byte(parts[3]))
 	now := s.now()
 	s.mu.Unlock()
 	switch {
-	case p == nil:
-		return nil, nil, ErrCapabilityToken
 	case !ok:
 		return nil, nil, ErrBadCapability
+	case p == nil:
+		return nil, nil, ErrCapabilityToken
 	case !now.Before(time.Unix(secs, 0)):
 		return nil, nil, ErrCapabilityExpired
 	}

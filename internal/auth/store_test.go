@@ -343,13 +343,21 @@ func TestStore_CapabilitiesAreBoundToTheirTokenActionAndExpiry(t *testing.T) {
 	if err := s.Revoke("lead", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.OpenCapability(c); !errors.Is(err, ErrCapabilityToken) {
-		t.Errorf("its token revoked: %v, want ErrCapabilityToken", err)
+	if _, _, err := s.OpenCapability(c); !errors.Is(err, ErrBadCapability) {
+		t.Errorf("its token revoked: %v, want ErrBadCapability (as for a name no token has)", err)
 	}
 	if _, _, err := s.Create("lead", Owner, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.OpenCapability(c); !errors.Is(err, ErrBadCapability) {
 		t.Errorf("a token made again under its name: %v, want ErrBadCapability", err)
+	}
+	if _, _, err := s.Create("temp", Approver, time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = s.Capability("temp", []byte("x"), now.Add(3*time.Hour))
+	*now = now.Add(2 * time.Hour)
+	if _, _, err := s.OpenCapability(c); !errors.Is(err, ErrCapabilityToken) {
+		t.Errorf("its token expired: %v, want ErrCapabilityToken", err)
 	}
 }

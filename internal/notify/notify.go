@@ -160,6 +160,18 @@ func (n *Notifier) AnswerWith(links answer.Capabilities, known func(name string)
 	}
 }
 
+// AnswerAs returns the token the answer links of the target named target
+// act as (its answer_as), and false for a target the notifier does not have
+// or one that sends no links.
+func (n *Notifier) AnswerAs(target string) (string, bool) {
+	for _, t := range n.targets {
+		if t.Name == target && t.AnswerAs != "" {
+			return t.AnswerAs, true
+		}
+	}
+	return "", false
+}
+
 // Run follows the session stream and sends notifications until ctx ends,
 // or the stream closes (the hub stops) and what is left to tell was told,
 // for DrainTimeout at most; it returns nil then.

@@ -65,6 +65,11 @@ type Options struct {
 	// Metrics, when set, is served at GET /metrics, to tokens with the
 	// manage right.
 	Metrics http.Handler
+	// AnswerTargets and AnswerRedact are answer.Handler's Targets and
+	// Redact: the tokens the notification targets' answer links act as
+	// now, and what the links' pages redact.
+	AnswerTargets func(target string) (token string, ok bool)
+	AnswerRedact  func(string) string
 	// MaxPending and PendingTimeout bound the TCP connections that have
 	// not authenticated (see Serve); 0 means DefaultMaxPending and
 	// DefaultPendingTimeout.
@@ -125,7 +130,7 @@ func NewServer(opts Options) *Server {
 	// A notification's answer links: the link is the capability, which
 	// answers one request as its token (package answer).
 	answers := &answer.Handler{Hub: opts.Hub, Caps: opts.Tokens, Origin: func(r *http.Request) bool { return originAllowed(r, opts.AllowedOrigins) },
-		Headers: web.SecurityHeaders, Log: opts.Logger.With("subsystem", "answer")}
+		Headers: web.SecurityHeaders, Targets: opts.AnswerTargets, Redact: opts.AnswerRedact, Log: opts.Logger.With("subsystem", "answer")}
 	s.handle(answer.Path+"{link}", route{methods: []string{http.MethodGet, http.MethodPost}, serve: func(w http.ResponseWriter, r *http.Request, _ url.Values) { answers.ServeHTTP(w, r) }})
 	for _, p := range web.Paths {
 		s.handle(p, route{methods: []string{http.MethodGet, http.MethodHead}, serve: s.dashboard})
