@@ -405,3 +405,49 @@ func TestCluster_AnAnswerLinkThroughAnotherNode(t *testing.T) {
 		t.Errorf("the log's resolutions %+v", r)
 	}
 }
+
+// TestAnswer_ALinkOfADeletedSessionAnswersNothing: a session deleted and
+// made again under its name asks again, at the same place in its new log;
+// the old request's link answers nothing.
+func TestAnswer_ALinkOfADeletedSessionAnswersNothing(t *testing.T) {
+	t.Parallel()
+	recv := newNotifyReceiver(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, fmt.Sprintf("[notify.ops]\ntype = \"webhook\"\nurl = %q\nevents = [\"waiting\"]\nanswer_as = \"lead\"\n", recv.srv.URL+"/hook"))
+	h := startHubIn(t, dir, "--config", cfg)
+	h.newToken("lead", "approver")
+	ask := func() (*client, string, int) {
+		ws := h.dial("ops", "peer=web")
+		sid := ws.handshake()
+		turn := ws.prompt(sid, "/permission")
+		ws.until(isMethod("session/request_permission"))
+		return ws, sid, turn
+	}
+	waiting := func(n int) api.Notification {
+		var got []api.Notification
+		waitFor(t, "the notification", func() bool { got = recv.notifications("waiting", false); return len(got) >= n })
+		return got[n-1]
+	}
+	ws, sid, turn := ask()
+	old := waiting(1)
+	ws.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	ws.untilResponse(turn)
+	ws.close()
+	if status, body := h.apiDo(http.MethodDelete, "/api/sessions/ops", h.token, nil); status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", status, body)
+	}
+	ws, _, _ = ask()
+	again := waiting(2)
+	seqOf := func(id string) string { return strings.Split(id, ":")[1] }
+	if seqOf(old.ID) != seqOf(again.ID) || old.ID == again.ID {
+		t.Fatalf("the new request is %s, the old %s: the test needs the same seq, and another id", again.ID, old.ID)
+	}
+	status, page := answerPage(t, http.MethodPost, old.Actions[0].URL, "")
+	if status != http.StatusNotFound || !strings.Contains(page, "no such request") {
+		t.Errorf("the old link: %d %s, want 404 no such request", status, page)
+	}
+	if r := h.resolutions("ops"); len(r) != 0 {
+		t.Errorf("the new request was answered: %+v", r)
+	}
+	ws.close()
+}
