@@ -282,6 +282,41 @@ answer_as = "watcher"
 	}
 }
 
+// answeringAsLead is the config of a webhook target, ops, of recv, told
+// of waiting requests, whose answer links act as the token lead.
+func answeringAsLead(t *testing.T, recv *notifyReceiver) string {
+	t.Helper()
+	return writeConfig(t, t.TempDir(), fmt.Sprintf("[notify.ops]\ntype = \"webhook\"\nurl = %q\nevents = [\"waiting\"]\nanswer_as = \"lead\"\n", recv.srv.URL+"/hook"))
+}
+
+// hubAnsweringAsLead starts a hub with that target, and the approver
+// token lead.
+func hubAnsweringAsLead(t *testing.T) (*hubProc, *notifyReceiver) {
+	t.Helper()
+	recv := newNotifyReceiver(t)
+	h := startHub(t, "--config", answeringAsLead(t, recv))
+	h.newToken("lead", "approver")
+	return h, recv
+}
+
+// allowLink waits for a waiting notification whose allow option's link
+// starts with prefix, and returns the link.
+func allowLink(t *testing.T, recv *notifyReceiver, prefix string) string {
+	t.Helper()
+	var link string
+	waitFor(t, "a notification with a link to "+prefix, func() bool {
+		for _, n := range recv.notifications("waiting", false) {
+			for _, act := range n.Actions {
+				if act.OptionID == "allow" && strings.HasPrefix(act.URL, prefix) {
+					link = act.URL
+				}
+			}
+		}
+		return link != ""
+	})
+	return link
+}
+
 // waitFor polls cond until it holds, failing after testTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -374,24 +409,13 @@ const notifyTurnEnded = "turn_ended"
 func TestCluster_AnAnswerLinkThroughAnotherNode(t *testing.T) {
 	t.Parallel()
 	recv := newNotifyReceiver(t)
-	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf("[notify.ops]\ntype = \"webhook\"\nurl = %q\nevents = [\"waiting\"]\nanswer_as = \"lead\"\n", recv.srv.URL+"/hook"))
-	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond, "--config", cfg)
+	_, a, c := twoNodes(t, 30*time.Second, 5*time.Millisecond, "--config", answeringAsLead(t, recv))
 	a.newToken("lead", "approver")
 	ws := a.dial("s", "peer=on-a")
 	sid := ws.handshake()
 	turn := ws.prompt(sid, "/permission")
 	ws.until(isMethod("session/request_permission"))
-	var link string
-	waitFor(t, "node c's notification", func() bool {
-		for _, n := range recv.notifications("waiting", false) {
-			for _, act := range n.Actions {
-				if act.OptionID == "allow" && strings.HasPrefix(act.URL, "http://"+c.addr+"/") {
-					link = act.URL
-				}
-			}
-		}
-		return link != ""
-	})
+	link := allowLink(t, recv, "http://"+c.addr+"/")
 	status, page := answerPage(t, http.MethodPost, link, "")
 	if status != http.StatusOK || !strings.Contains(page, "Answered: Allow") {
 		t.Fatalf("POST through node c: %d %s", status, page)
@@ -411,11 +435,7 @@ func TestCluster_AnAnswerLinkThroughAnotherNode(t *testing.T) {
 // the old request's link answers nothing.
 func TestAnswer_ALinkOfADeletedSessionAnswersNothing(t *testing.T) {
 	t.Parallel()
-	recv := newNotifyReceiver(t)
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, fmt.Sprintf("[notify.ops]\ntype = \"webhook\"\nurl = %q\nevents = [\"waiting\"]\nanswer_as = \"lead\"\n", recv.srv.URL+"/hook"))
-	h := startHubIn(t, dir, "--config", cfg)
-	h.newToken("lead", "approver")
+	h, recv := hubAnsweringAsLead(t)
 	ask := func() (*client, string, int) {
 		ws := h.dial("ops", "peer=web")
 		sid := ws.handshake()

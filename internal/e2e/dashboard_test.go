@@ -1257,26 +1257,12 @@ func dashboardShowsNoticesAndCompactions(t *testing.T) {
 // a browser with no sign-in, shows what it answers; its button answers it,
 // and the agent gets the option.
 func dashboardAnswerLinksPageAnswers(t *testing.T) {
-	recv := newNotifyReceiver(t)
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, fmt.Sprintf("[notify.ops]\ntype = \"webhook\"\nurl = %q\nevents = [\"waiting\"]\nanswer_as = \"lead\"\n", recv.srv.URL+"/hook"))
-	h := startHubIn(t, dir, "--config", cfg)
-	h.newToken("lead", "approver")
+	h, recv := hubAnsweringAsLead(t)
 	a := h.dial("s", "peer=editor")
 	sid := a.handshake()
 	turn := a.prompt(sid, "/permission")
 	a.until(isMethod("session/request_permission"))
-	var link string
-	waitFor(t, "the notification", func() bool {
-		for _, n := range recv.notifications("waiting", false) {
-			for _, act := range n.Actions {
-				if act.OptionID == "allow" {
-					link = act.URL
-				}
-			}
-		}
-		return link != ""
-	})
+	link := allowLink(t, recv, "http://"+h.addr+"/")
 	ctx := newBrowser(t)
 	run(t, ctx, "open the link", chromedp.Navigate(link), chromedp.WaitVisible(`form button`))
 	waitJS(t, ctx, "what it answers", `document.body.textContent.includes('Edit demo.txt') && document.querySelector('form button').textContent === 'Allow'`)

@@ -57,6 +57,31 @@ func newReceiver(t *testing.T, failures int64) *receiver {
 	return r
 }
 
+// fixture is what a notifier reads: an empty store, a session stream
+// closed when the test ends, and a redactor of the built-in rules.
+func fixture(t *testing.T) (*mem.Store, *lifecycle.Stream, *redact.Redactor) {
+	stream := lifecycle.New(5 * time.Millisecond)
+	t.Cleanup(stream.Close)
+	red, _ := redact.New(nil)
+	return &mem.Store{}, stream, red
+}
+
+// downable is a server in front of recv that, while down is set, refuses
+// every request with 503, counting them in refused.
+func downable(t *testing.T, recv *receiver) (hook *httptest.Server, down *atomic.Bool, refused *atomic.Int64) {
+	down, refused = new(atomic.Bool), new(atomic.Int64)
+	hook = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			refused.Add(1)
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		recv.srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hook.Close)
+	return hook, down, refused
+}
+
 func (r *receiver) requests(path string) []request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -86,10 +111,7 @@ func logOf(t *testing.T, store eventlog.Store, key string, data ...api.EventData
 // gets none for what it was; secrets are redacted.
 func TestNotifier(t *testing.T) {
 	t.Parallel()
-	store := &mem.Store{}
-	stream := lifecycle.New(5 * time.Millisecond)
-	defer stream.Close()
-	red, _ := redact.New(nil)
+	store, stream, red := fixture(t)
 	recv := newReceiver(t, 2)
 	before := time.Now().Add(-time.Hour)
 	logOf(t, store, "old", &api.TurnStarted{SessionID: "o"}, &api.TurnCompleted{SessionID: "o", StopReason: "end_turn"})
@@ -230,10 +252,7 @@ func TestNew_BadTargets(t *testing.T) {
 // session is deleted and made again under its name: both are told.
 func TestNotifier_BetweenTwoLooks(t *testing.T) {
 	t.Parallel()
-	store := &mem.Store{}
-	stream := lifecycle.New(5 * time.Millisecond)
-	defer stream.Close()
-	red, _ := redact.New(nil)
+	store, stream, red := fixture(t)
 	recv := newReceiver(t, 0)
 	n, err := notify.New(notify.Config{
 		Targets:  []notify.Target{{Name: "hook", Kind: notify.Webhook, URL: recv.srv.URL + "/hook"}},
@@ -309,22 +328,9 @@ func (links) OpenCapability(string) (*auth.Principal, []byte, error) {
 // target; an elicitation's notification says what the agent asks.
 func TestNotifier_PlacesSurviveARestart(t *testing.T) {
 	t.Parallel()
-	store := &mem.Store{}
-	stream := lifecycle.New(5 * time.Millisecond)
-	defer stream.Close()
-	red, _ := redact.New(nil)
+	store, stream, red := fixture(t)
 	recv := newReceiver(t, 0)
-	var down atomic.Bool
-	var refused atomic.Int64
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			refused.Add(1)
-			http.Error(w, "down", http.StatusServiceUnavailable)
-			return
-		}
-		recv.srv.Config.Handler.ServeHTTP(w, r)
-	}))
-	defer hook.Close()
+	hook, down, refused := downable(t, recv)
 	start := func() (context.CancelFunc, chan error) {
 		n, err := notify.New(notify.Config{
 			Targets: []notify.Target{
@@ -438,23 +444,10 @@ func TestNotifier_PlacesSurviveARestart(t *testing.T) {
 // its way at most is sent), and the new log is told from its start.
 func TestNotifier_ALogMadeAgainWhileTelling(t *testing.T) {
 	t.Parallel()
-	store := &mem.Store{}
-	stream := lifecycle.New(5 * time.Millisecond)
-	defer stream.Close()
-	red, _ := redact.New(nil)
+	store, stream, red := fixture(t)
 	recv := newReceiver(t, 0)
-	var down atomic.Bool
+	hook, down, refused := downable(t, recv)
 	down.Store(true)
-	var refused atomic.Int64
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			refused.Add(1)
-			http.Error(w, "down", http.StatusServiceUnavailable)
-			return
-		}
-		recv.srv.Config.Handler.ServeHTTP(w, r)
-	}))
-	defer hook.Close()
 	n, err := notify.New(notify.Config{
 		Targets:  []notify.Target{{Name: "hook", Kind: notify.Webhook, URL: hook.URL + "/hook"}},
 		Sessions: stream, Store: store, Redactor: red,
@@ -509,10 +502,7 @@ func TestNotifier_ALogMadeAgainWhileTelling(t *testing.T) {
 // Slack's limits whatever the agent names its tool call and options.
 func TestNotifier_ARefusedNotificationHoldsNothingBack(t *testing.T) {
 	t.Parallel()
-	store := &mem.Store{}
-	stream := lifecycle.New(5 * time.Millisecond)
-	defer stream.Close()
-	red, _ := redact.New(nil)
+	store, stream, red := fixture(t)
 	var mu sync.Mutex
 	var hooks []string
 	var slack []string
