@@ -1214,7 +1214,11 @@ func dashboardLongSessionOpensAtItsEnd(t *testing.T) {
 // refused, and the page's counts.
 func dashboardClaimsShowTheHolder(t *testing.T) {
 	h := startHub(t, "--claims")
-	_, a, sid, ctx := editorAndPage(t, h, "")
+	p, a, sid, ctx := editorAndPage(t, h, "")
+	// An observer's page beside it: it sees who holds the request, and
+	// has nothing to claim or answer with.
+	watcher := newBrowser(t)
+	openSessionIn(t, watcher, h, p, h.newToken("watcher", "observer"), "s")
 	turn := a.prompt(sid, "/permission")
 	perm := lastOf(a.until(isMethod("session/request_permission")))
 	const bar = `document.querySelector('.item.perm .claim')`
@@ -1224,6 +1228,7 @@ func dashboardClaimsShowTheHolder(t *testing.T) {
 	}
 	claim(api.MethodClaim)
 	waitJS(t, ctx, "the editor's claim", bar+`.textContent.includes('Claimed by editor') && !`+bar+`.querySelector('button') && document.querySelector('button[data-option="allow"]').disabled`)
+	waitJS(t, watcher, "the editor's claim, to the observer", bar+`?.textContent.includes('Claimed by editor') && document.querySelectorAll('.item.perm button').length === 0`)
 	screenshot(t, ctx, "claimed")
 	claim(api.MethodRelease)
 	waitJS(t, ctx, "released", bar+`.textContent.includes('Unclaimed') && `+bar+`.querySelector('button')?.textContent === 'Claim'`)
