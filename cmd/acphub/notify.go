@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
 
+	"github.com/acphub/acphub/internal/cluster"
 	"github.com/acphub/acphub/internal/config"
 	"github.com/acphub/acphub/internal/eventlog"
 	"github.com/acphub/acphub/internal/lifecycle"
@@ -16,7 +18,7 @@ import (
 
 // newNotifier makes the notifier of the config file's [notify.NAME]
 // tables, reading their URLs' and headers' secrets now.
-func newNotifier(cfg *config.Config, sessions *lifecycle.Stream, store eventlog.Store, red *redact.Redactor, publicURL string, log *slog.Logger) (*notify.Notifier, error) {
+func newNotifier(cfg *config.Config, sessions *lifecycle.Stream, store eventlog.Store, red *redact.Redactor, publicURL string, node *cluster.Cluster, log *slog.Logger) (*notify.Notifier, error) {
 	var targets []notify.Target
 	for _, name := range slices.Sorted(maps.Keys(cfg.Notify)) {
 		n := cfg.Notify[name]
@@ -31,7 +33,19 @@ func newNotifier(cfg *config.Config, sessions *lifecycle.Stream, store eventlog.
 		targets = append(targets, notify.Target{Name: name, Kind: n.Type, URL: u, Header: header, Events: n.Events, Timeout: n.Timeout.Duration,
 			AnswerAs: n.AnswerAs, AnswerTTL: n.AnswerTTL.Duration})
 	}
-	return notify.New(notify.Config{Targets: targets, Sessions: sessions, Store: store, Redactor: red, PublicURL: publicURL, Logger: log})
+	var lead func(context.Context) (<-chan struct{}, func(), error)
+	if node != nil {
+		// One node of a cluster tells, so that a notification goes out
+		// once.
+		lead = func(ctx context.Context) (<-chan struct{}, func(), error) {
+			l, err := node.Lead(ctx, notify.LeaseName)
+			if err != nil {
+				return nil, nil, err
+			}
+			return l.Lost(), func() { _ = l.Release(context.Background()) }, nil
+		}
+	}
+	return notify.New(notify.Config{Targets: targets, Sessions: sessions, Store: store, Redactor: red, PublicURL: publicURL, Lead: lead, Logger: log})
 }
 
 // resolveHeaders reads the values of a table's headers.

@@ -312,7 +312,7 @@ func newDaemon(cfg *config.Config, logOut io.Writer) (_ *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	notifier, err := newNotifier(cfg, sessions, store, red, base, log)
+	notifier, err := newNotifier(cfg, sessions, store, red, base, node, log)
 	if err != nil {
 		return nil, err
 	}

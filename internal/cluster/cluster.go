@@ -294,6 +294,23 @@ func (c *Cluster) Acquire(ctx context.Context, session string, wait bool) (*Leas
 	}
 }
 
+// Lead takes the lease name for this node, waiting while another node that
+// answers holds it, until ctx ends: work one node of the cluster does at a
+// time (the notifier: notify.LeaseName) goes to a node that lives.
+func (c *Cluster) Lead(ctx context.Context, name string) (*Lease, error) {
+	for {
+		l, err := c.Acquire(ctx, name, true)
+		if _, held := errors.AsType[*HeldError](err); !held || ctx.Err() != nil {
+			return l, err
+		}
+		select {
+		case <-time.After(c.ttl / 2):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // holder reads who holds the lease key.
 func (c *Cluster) holder(ctx context.Context, key string) (holder, error) {
 	e, err := c.kv.Get(ctx, key)

@@ -471,3 +471,50 @@ func TestAnswer_ALinkOfADeletedSessionAnswersNothing(t *testing.T) {
 	}
 	ws.close()
 }
+
+// TestCluster_NotificationsGoOutOnce: every node of a cluster follows
+// every session, and one tells: each turn's notification goes out once.
+// Killed, the node that tells hands it on, within the lease's TTL, to a
+// node that lives.
+func TestCluster_NotificationsGoOutOnce(t *testing.T) {
+	t.Parallel()
+	recv := newNotifyReceiver(t)
+	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf("[notify.ops]\ntype = \"webhook\"\nurl = %q\nevents = [\"turn_ended\"]\n", recv.srv.URL+"/hook"))
+	_, a, c := twoNodes(t, 2*time.Second, 5*time.Millisecond, "--config", cfg)
+	ws := a.dial("s", "peer=on-a")
+	sid := ws.handshake()
+	for i := range 3 {
+		mustStop(t, "a turn", lastOf(ws.untilResponse(ws.prompt(sid, fmt.Sprintf("/echo %d", i)))), "end_turn")
+	}
+	waitFor(t, "three turns told", func() bool { return len(recv.notifications(notifyTurnEnded, false)) >= 3 })
+	time.Sleep(time.Second) // a second node telling them too would have by now
+	ids := map[string]int{}
+	for _, n := range recv.notifications(notifyTurnEnded, true) {
+		ids[n.ID]++
+	}
+	if len(ids) != 3 {
+		t.Errorf("the receiver was sent %v: want three turns, each once", ids)
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Errorf("%s was sent %d times", id, n)
+		}
+	}
+	teller, other := a, c
+	if !strings.Contains(teller.log.String(), "this node tells the cluster's notifications") {
+		teller, other = c, a
+	}
+	ws.close()
+	teller.kill()
+	wo := other.dial("t", "peer=survivor")
+	tsid := wo.handshake()
+	mustStop(t, "a turn on the survivor", lastOf(wo.untilResponse(wo.prompt(tsid, "/echo after"))), "end_turn")
+	waitFor(t, "the survivor's turn told", func() bool {
+		for _, n := range recv.notifications(notifyTurnEnded, false) {
+			if n.Session == "t" {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -68,6 +68,10 @@ const DefaultAnswerTTL = time.Hour
 // DefaultDrainTimeout is how long Run goes on telling once the hub stops.
 const DefaultDrainTimeout = 5 * time.Second
 
+// LeaseName names the cluster's notifier lease (Config.Lead): no session
+// key can be it.
+const LeaseName = "_notify"
+
 // Target is one place notifications go.
 type Target struct {
 	Name    string
@@ -95,6 +99,12 @@ type Config struct {
 	PublicURL string
 	// Links makes answer links (auth.Store); nil sends none.
 	Links answer.Capabilities
+	// Lead, on a cluster's node, takes the cluster's notifier lease
+	// (LeaseName), waiting while another node that answers holds it: it
+	// returns a channel closed when the lease is lost and the func that
+	// gives it up, or an error once ctx ended. One node tells at a time,
+	// so a notification goes out once. nil: this hub tells alone.
+	Lead func(ctx context.Context) (lost <-chan struct{}, release func(), err error)
 	// DrainTimeout is how long Run goes on telling once the session
 	// stream closed (the hub stops); 0 means DefaultDrainTimeout.
 	DrainTimeout           time.Duration
@@ -142,7 +152,8 @@ func New(cfg Config) (*Notifier, error) {
 		// the rest of its URL can be its secret (an ntfy topic, a Slack
 		// webhook's path).
 		n.targets = append(n.targets, &target{Target: t, n: n, dest: dest, client: &http.Client{Timeout: cmp.Or(t.Timeout, 10*time.Second)},
-			log: n.log.With("target", t.Name, "receiver", dest.Origin()), consumer: "notify." + t.Name, wake: make(chan struct{}, 1)})
+			log: n.log.With("target", t.Name, "receiver", dest.Origin()), consumer: "notify." + t.Name, wake: make(chan struct{}, 1),
+			places: make(map[string]place), queued: make(map[string]bool)})
 	}
 	return n, nil
 }
@@ -184,18 +195,11 @@ func (n *Notifier) Run(ctx context.Context) error {
 		return err
 	}
 	defer sub.Close()
-	for _, t := range n.targets {
-		if err := t.restore(ctx); err != nil {
-			return err
-		}
-	}
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	drain := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, t := range n.targets {
-		wg.Go(func() { t.run(tctx, drain) })
-	}
+	wg.Go(func() { n.tell(tctx, drain) })
 	for {
 		changes, err := sub.Next(ctx)
 		switch {
@@ -229,6 +233,71 @@ func (n *Notifier) Run(ctx context.Context) error {
 			n.changed(c)
 		}
 	}
+}
+
+// tell runs the targets until ctx ends, or drain is closed and every log
+// was read: at once on a hub alone; on a cluster's node while it holds the
+// notifier lease, taken again when it is lost. Each term starts from the
+// places the store holds: the last holder's.
+func (n *Notifier) tell(ctx context.Context, drain <-chan struct{}) {
+	for ctx.Err() == nil {
+		lost, release := (<-chan struct{})(nil), func() {}
+		if n.cfg.Lead != nil {
+			// A node that does not hold the lease has nothing to drain.
+			lctx, cancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-drain:
+					cancel()
+				case <-lctx.Done():
+				}
+			}()
+			var err error
+			lost, release, err = n.cfg.Lead(lctx)
+			cancel()
+			if err != nil {
+				return
+			}
+			n.log.Info("this node tells the cluster's notifications")
+		}
+		if err := n.restore(ctx); err != nil {
+			n.log.Error("read the targets' places; trying again", "err", err)
+			release()
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, t := range n.targets {
+			wg.Go(func() { t.run(wctx, drain) })
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done: // drained, or ctx ended
+			cancel()
+			release()
+			return
+		case <-lost:
+			cancel()
+			<-done
+			release()
+			n.log.Warn("this node lost the cluster's notifier lease; taking it again")
+		}
+	}
+}
+
+// restore reads every target's places from the store.
+func (n *Notifier) restore(ctx context.Context) error {
+	for _, t := range n.targets {
+		if err := t.restore(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // changed takes one session's change: what it looks like now, and that its

@@ -50,33 +50,44 @@ type place struct {
 // readBatch bounds the events a target reads from one log at a time.
 const readBatch = 64
 
-// restore reads the target's places from the store. A place whose event
-// is not the one the log holds at its seq — the log was deleted and begun
-// again, or a crash took the event back — goes to the log's end: what is
-// past it is not told, rather than the whole log told again.
+// restore reads the target's places from the store, and queues every log
+// it has a place in. A place whose event is not the one the log holds at
+// its seq — the log was deleted and begun again, or a crash took the event
+// back — goes to the log's end: what is past it is not told, rather than
+// the whole log told again. The store's places replace those the target
+// holds (a cluster's node that takes the notifier lease goes on from the
+// last holder's); a session the store has none for keeps the target's.
 func (t *target) restore(ctx context.Context) error {
 	cursors, err := t.n.cfg.Store.Cursors(ctx, t.consumer)
 	if err != nil {
 		return fmt.Errorf("notify.%s: read its places: %w", t.Name, err)
 	}
-	t.places, t.queued = make(map[string]place), make(map[string]bool)
 	for session, c := range cursors {
-		if c.Seq > 0 {
-			evs, err := t.n.cfg.Store.Read(ctx, session, c.Seq-1, 1)
+		if c.Seq == 0 {
+			continue
+		}
+		evs, err := t.n.cfg.Store.Read(ctx, session, c.Seq-1, 1)
+		if err != nil {
+			return fmt.Errorf("notify.%s: check its place in %s: %w", t.Name, session, err)
+		}
+		if len(evs) != 1 || evs[0].ID != c.ID {
+			last, _, err := t.n.cfg.Store.Last(ctx, session, "")
 			if err != nil {
 				return fmt.Errorf("notify.%s: check its place in %s: %w", t.Name, session, err)
 			}
-			if len(evs) != 1 || evs[0].ID != c.ID {
-				last, _, err := t.n.cfg.Store.Last(ctx, session, "")
-				if err != nil {
-					return fmt.Errorf("notify.%s: check its place in %s: %w", t.Name, session, err)
-				}
-				t.log.Warn("its place in a log is gone; telling from the log's end", "session", session, "seq", c.Seq)
-				c = eventlog.Cursor{Seq: last.Seq, ID: last.ID}
-			}
+			t.log.Warn("its place in a log is gone; telling from the log's end", "session", session, "seq", c.Seq)
+			cursors[session] = eventlog.Cursor{Seq: last.Seq, ID: last.ID}
 		}
-		t.places[session] = place{Cursor: c, saved: true}
-		t.queue(session)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for session, c := range cursors {
+		p := t.newPlace(c)
+		p.saved = true
+		t.places[session] = p
+	}
+	for session := range t.places {
+		t.queueLocked(session)
 	}
 	return nil
 }
