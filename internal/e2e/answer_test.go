@@ -520,3 +520,30 @@ func TestCluster_NotificationsGoOutOnce(t *testing.T) {
 		return false
 	})
 }
+
+// TestAnswer_ALinkAfterAKill: the hub is killed while a permission request
+// waits; after the restart its link answers nothing and says the request
+// is no longer asked (the agent that asked is gone), and the session goes
+// on.
+func TestAnswer_ALinkAfterAKill(t *testing.T) {
+	t.Parallel()
+	h, recv := hubAnsweringAsLead(t)
+	ws := h.dial("ops", "peer=web")
+	sid := ws.handshake()
+	ws.prompt(sid, "/permission")
+	ws.until(isMethod("session/request_permission"))
+	link := allowLink(t, recv, "http://"+h.addr+"/")
+	h.kill()
+	h.start()
+	link = "http://" + h.addr + link[strings.Index(link[len("http://"):], "/")+len("http://"):]
+	status, page := answerPage(t, http.MethodPost, link, "")
+	if status != http.StatusGone || !strings.Contains(page, "No longer asked") {
+		t.Errorf("the link after a kill: %d %s", status, page)
+	}
+	if r := h.resolutions("ops"); len(r) != 0 {
+		t.Errorf("the log's resolutions %+v", r)
+	}
+	ws = h.dial("ops", "peer=web")
+	ws.handshake()
+	mustStop(t, "a turn after the restart", lastOf(ws.untilResponse(ws.prompt(sid, "/echo again"))), "end_turn")
+}
