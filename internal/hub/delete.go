@@ -156,6 +156,7 @@ func (s *Session) finishDelete() {
 		return
 	}
 	s.away = ErrDeleted // from here on the session records into no log (see flush)
+	s.deleted.Store(true)
 	s.endAgent()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()

@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -121,5 +122,32 @@ func TestDelete_UnderTraffic(t *testing.T) {
 			t.Fatalf("round %d: the new log starts %v", round, events)
 		}
 		c.Leave()
+	}
+}
+
+// A client joining while the last client of a session that never had an
+// ACP session leaves — which deletes it — joins the session made anew
+// under its key, never a refusal that says the hub is stopping.
+func TestJoin_WhileTheSessionIsDeletedForGoing(t *testing.T) {
+	t.Parallel()
+	h, ctx := newTestHub(t, map[string]agent.Spec{"demo": {Command: "/bin/true"}})
+	for i := range 200 {
+		key := fmt.Sprintf("s%d", i)
+		first, err := h.Join(ctx, key, hub.JoinOptions{Peer: "ed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined := make(chan error, 1)
+		go func() {
+			c, err := h.Join(ctx, key, hub.JoinOptions{Peer: "other"})
+			if err == nil {
+				c.Leave()
+			}
+			joined <- err
+		}()
+		first.Leave()
+		if err := <-joined; err != nil {
+			t.Fatalf("join %d while the session went: %v", i, err)
+		}
 	}
 }

@@ -242,8 +242,11 @@ func (h *Hub) join(ctx context.Context, key string, opts JoinOptions, forward bo
 			return nil, err
 		}
 		c, err := s.join(ctx, opts)
-		if errors.Is(err, ErrSessionGone) && s.moved.Load() && ctx.Err() == nil {
-			continue // let go meanwhile: open it again, wherever it runs
+		if errors.Is(err, ErrSessionGone) && (s.moved.Load() || s.deleted.Load()) && ctx.Err() == nil {
+			// Let go meanwhile: open it again, wherever it runs. Deleted
+			// meanwhile (its last client left before it had an ACP
+			// session): the key is free, and the join makes it anew.
+			continue
 		}
 		return c, err
 	}

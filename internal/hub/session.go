@@ -152,9 +152,10 @@ type Session struct {
 	refused bool
 	// away is why the session was let go — deleted, or moved to another
 	// node — or nil; moved is set once it was, for Join.
-	away   *Disconnect
-	moved  atomic.Bool
-	origin *api.SessionForked // where a fork's history starts (see fork.go), or nil
+	away    *Disconnect
+	moved   atomic.Bool
+	deleted atomic.Bool        // finishDelete ended it: its key is another session's from now on
+	origin  *api.SessionForked // where a fork's history starts (see fork.go), or nil
 	// forkWaiters are the replies of the fork's session/fork sent again
 	// while it was being made (the same operation id).
 	forkWaiters []chan<- *jsonrpc.Error
