@@ -88,6 +88,21 @@ type Cursor struct {
 	ID  string
 }
 
+// Holds reports whether session's log holds, at c's seq, the event c
+// names: a consumer's place read back after a restart is in the log it was
+// taken in, not one deleted and begun again under the name (or one a crash
+// took the event back from). The start of a log (seq 0) is in every log.
+func Holds(ctx context.Context, s Store, session string, c Cursor) (bool, error) {
+	if c.Seq == 0 {
+		return true, nil
+	}
+	evs, err := s.Read(ctx, session, c.Seq-1, 1)
+	if err != nil {
+		return false, err
+	}
+	return len(evs) == 1 && evs[0].Seq == c.Seq && evs[0].ID == c.ID, nil
+}
+
 // LogEnd is where a session's durable log ends (see Store.Durable).
 type LogEnd struct {
 	Seq   int64

@@ -195,11 +195,11 @@ func (e *Exporter) restore(ctx context.Context) error {
 	}
 	e.acked, e.next, e.first = make(map[string]eventlog.Cursor), make(map[string]eventlog.Cursor), make(map[string]string)
 	for session, c := range cursors {
-		evs, err := e.cfg.Store.Read(ctx, session, c.Seq-1, 1)
+		holds, err := eventlog.Holds(ctx, e.cfg.Store, session, c)
 		if err != nil {
 			return fmt.Errorf("export %s: check its place in %s: %w", e.cfg.Name, session, err)
 		}
-		if len(evs) == 1 && evs[0].ID == c.ID {
+		if holds {
 			e.acked[session], e.next[session] = c, c
 		}
 	}

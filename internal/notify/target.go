@@ -63,14 +63,11 @@ func (t *target) restore(ctx context.Context) error {
 		return fmt.Errorf("notify.%s: read its places: %w", t.Name, err)
 	}
 	for session, c := range cursors {
-		if c.Seq == 0 {
-			continue
-		}
-		evs, err := t.n.cfg.Store.Read(ctx, session, c.Seq-1, 1)
+		holds, err := eventlog.Holds(ctx, t.n.cfg.Store, session, c)
 		if err != nil {
 			return fmt.Errorf("notify.%s: check its place in %s: %w", t.Name, session, err)
 		}
-		if len(evs) != 1 || evs[0].ID != c.ID {
+		if !holds {
 			last, _, err := t.n.cfg.Store.Last(ctx, session, "")
 			if err != nil {
 				return fmt.Errorf("notify.%s: check its place in %s: %w", t.Name, session, err)
