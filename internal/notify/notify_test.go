@@ -572,3 +572,70 @@ func TestNotifier_ARefusedNotificationHoldsNothingBack(t *testing.T) {
 		}
 	}
 }
+
+// flaky is a store whose Cursors, ReadTypes and SetCursors each fail
+// their first call.
+type flaky struct {
+	*mem.Store
+	cursors, reads, sets atomic.Int64
+}
+
+var errFlaky = errors.New("the store is down a moment")
+
+func (f *flaky) Cursors(ctx context.Context, consumer string) (map[string]eventlog.Cursor, error) {
+	if f.cursors.Add(1) == 1 {
+		return nil, errFlaky
+	}
+	return f.Store.Cursors(ctx, consumer)
+}
+
+func (f *flaky) ReadTypes(ctx context.Context, session string, after int64, types []string, limit int) ([]eventlog.Event, error) {
+	if f.reads.Add(1) == 1 {
+		return nil, errFlaky
+	}
+	return f.Store.ReadTypes(ctx, session, after, types, limit)
+}
+
+func (f *flaky) SetCursors(ctx context.Context, consumer string, places map[string]eventlog.Cursor) error {
+	if f.sets.Add(1) == 1 {
+		return errFlaky
+	}
+	return f.Store.SetCursors(ctx, consumer, places)
+}
+
+// A store that fails a moment — reading the places, reading a log, saving
+// a place — delays what is told and loses and repeats nothing.
+func TestNotifier_AStoreThatFailsAMoment(t *testing.T) {
+	t.Parallel()
+	mem, stream, red := fixture(t)
+	store := &flaky{Store: mem}
+	recv := newReceiver(t, 0)
+	n, err := notify.New(notify.Config{
+		Targets:  []notify.Target{{Name: "hook", Kind: notify.Webhook, URL: recv.srv.URL + "/hook"}},
+		Sessions: stream, Store: store, Redactor: red, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.Run(ctx)
+	sum := api.SessionSummary{Key: "s", Agent: "demo", CreatedAt: time.Now().Add(time.Hour), State: api.StateIdle}
+	change := func() {
+		s := sum // the stream keeps what it is given
+		stream.Changed(&s)
+	}
+	sum.LastSeq = logOf(t, mem, "s", &api.TurnStarted{}, &api.TurnCompleted{StopReason: "end_turn"})
+	change()
+	testutil.WaitFor(t, 10*time.Second, "the turn told", func() bool { return len(recv.requests("/hook")) == 1 })
+	sum.LastSeq = logOf(t, mem, "s", &api.TurnStarted{}, &api.TurnCompleted{StopReason: "cancelled"})
+	change()
+	testutil.WaitFor(t, 10*time.Second, "the next turn told", func() bool { return len(recv.requests("/hook")) == 2 })
+	time.Sleep(1500 * time.Millisecond) // a retry queued by a failure would have told again by now
+	if got := recv.requests("/hook"); len(got) != 2 || !strings.Contains(got[1].body, "cancelled") {
+		t.Errorf("the webhook got %d notifications, want each turn once", len(got))
+	}
+	if store.cursors.Load() < 2 || store.reads.Load() < 2 || store.sets.Load() < 2 {
+		t.Errorf("the store was asked %d, %d, %d times: the failures were not met", store.cursors.Load(), store.reads.Load(), store.sets.Load())
+	}
+}
