@@ -2273,6 +2273,32 @@ func (v *SignIn) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (v *SignIn) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
 
+// AnswerLinkResult: GET or POST /answer/{link} asked for JSON (Accept: application/json): what the link answers (GET, outcome open) or answered (POST, outcome answered); a refusal is the HTTP error body.
+type AnswerLinkResult struct {
+	Outcome string `json:"outcome"`
+	// The page's heading.
+	Title string `json:"title"`
+	// What the page says, for people: the session, what the agent asks, the option; redacted.
+	Message string `json:"message"`
+}
+
+// AppendJSON appends v as JSON to b: members in schema order, raw
+// members byte for byte, no HTML escaping.
+func (v *AnswerLinkResult) AppendJSON(b []byte) []byte {
+	n := 0
+	b = append(b, '{')
+	b = member(b, &n, "outcome")
+	b = appendString(b, v.Outcome)
+	b = member(b, &n, "title")
+	b = appendString(b, v.Title)
+	b = member(b, &n, "message")
+	b = appendString(b, v.Message)
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (v *AnswerLinkResult) MarshalJSON() ([]byte, error) { return v.AppendJSON(nil), nil }
+
 // ExporterStatus: One exporter, as GET /api/exporters and acphub export status show it (docs/export.md).
 type ExporterStatus struct {
 	// Its name in the config file.
@@ -2734,6 +2760,7 @@ const (
 	ReasonAgentMismatch     = "agent_mismatch"
 	ReasonAgentStartFailed  = "agent_start_failed"
 	ReasonAmbiguous         = "ambiguous"
+	ReasonAnsweredBefore    = "answered_before"
 	ReasonBadAfter          = "bad_after"
 	ReasonBadAgent          = "bad_agent"
 	ReasonBadBody           = "bad_body"
@@ -2764,6 +2791,7 @@ const (
 	ReasonCancelled         = "cancelled"
 	ReasonClaimRequired     = "claim_required"
 	ReasonClaimTaken        = "claim_taken"
+	ReasonClaimed           = "claimed"
 	ReasonCloneFailed       = "clone_failed"
 	ReasonDuplicateID       = "duplicate_id"
 	ReasonDuplicateMember   = "duplicate_member"
@@ -2776,12 +2804,14 @@ const (
 	ReasonIoError           = "io_error"
 	ReasonIsDirectory       = "is_directory"
 	ReasonKeyTaken          = "key_taken"
+	ReasonLinkExpired       = "link_expired"
 	ReasonMethodNotAllowed  = "method_not_allowed"
 	ReasonNameTaken         = "name_taken"
 	ReasonNoAnswer          = "no_answer"
 	ReasonNoConnection      = "no_connection"
 	ReasonNoExecutor        = "no_executor"
 	ReasonNoMethod          = "no_method"
+	ReasonNoRequest         = "no_request"
 	ReasonNoRoot            = "no_root"
 	ReasonNoSession         = "no_session"
 	ReasonNoSessionHeader   = "no_session_header"
@@ -2824,6 +2854,7 @@ const (
 	ReasonUnknownTerminal   = "unknown_terminal"
 	ReasonUnknownToken      = "unknown_token"
 	ReasonUpgradeRequired   = "upgrade_required"
+	ReasonWithdrawn         = "withdrawn"
 )
 
 // Errors lists every error acphub sends, with its code and reason.
@@ -2891,14 +2922,19 @@ var Errors = []ErrorInfo{
 // reason.
 var HTTPErrors = []HTTPErrorInfo{
 	{Status: 401, Reason: "unauthorized", Description: "No token (an Authorization: Bearer header, or the dashboard's cookie), or one that is wrong, expired or revoked. WWW-Authenticate: Bearer.", Condition: "unauthenticated", Retryable: false},
-	{Status: 403, Reason: "bad_origin", Description: "A WebSocket upgrade from a browser page whose Origin is neither the hub's own nor an --allow-origin; or a request that changes state, signed in by the dashboard's cookie, without such an Origin.", Condition: "forbidden", Retryable: false},
-	{Status: 403, Reason: "forbidden", Description: "The token's role lacks the right the endpoint needs (right names it, role says the token's), or the token does not reach the session.", Condition: "forbidden", Retryable: false},
+	{Status: 403, Reason: "bad_origin", Description: "A WebSocket upgrade from a browser page whose Origin is neither the hub's own nor an --allow-origin; or a request that changes state, signed in by the dashboard's cookie, without such an Origin. POST /answer/{link}: a browser's POST from another site.", Condition: "forbidden", Retryable: false},
+	{Status: 403, Reason: "forbidden", Description: "The token's role lacks the right the endpoint needs (right names it, role says the token's), or the token does not reach the session. /answer/{link}: the link's token lacks answer, does not reach the session or expired, or its target no longer answers as it.", Condition: "forbidden", Retryable: false},
 	{Status: 403, Reason: "bad_host", Description: "The Host header names the hub by a DNS name it was not told it serves under (--allow-host, --public-url): a page of another site that points its name at the hub (DNS rebinding) is refused. IP addresses and localhost are always answered. Every path but /healthz.", Condition: "forbidden", Retryable: false},
 	{Status: 400, Reason: "bad_body", Description: "A request body that is not the JSON the endpoint takes (message says what is wrong), or over 64 KiB.", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_name", Description: "POST /api/tokens: the name is not 1 to 64 letters, digits and ._@- starting with a letter or digit; or, there and in DELETE /api/tokens/{name}, it is owner, the data dir's token, which is neither made nor revoked through the API.", Condition: "", Retryable: false},
 	{Status: 409, Reason: "name_taken", Description: "POST /api/tokens: a token with that name exists.", Condition: "", Retryable: false},
 	{Status: 404, Reason: "unknown_token", Description: "DELETE /api/tokens/{name}: no token has that name.", Condition: "", Retryable: false},
-	{Status: 400, Reason: "bad_link", Description: "POST /api/signin: the code is unknown, used or expired.", Condition: "unauthenticated", Retryable: false},
+	{Status: 400, Reason: "bad_link", Description: "POST /api/signin: the code is unknown, used or expired. GET or POST /answer/{link}: not a link the hub made, changed, or of a token revoked or made again since.", Condition: "unauthenticated", Retryable: false},
+	{Status: 409, Reason: "answered_before", Description: "POST /answer/{link}: a client or another link answered the request first; the message says who and how. Nothing was answered.", Condition: "operation_conflict", Retryable: false},
+	{Status: 409, Reason: "claimed", Description: "POST /answer/{link}: a client holds the request's claim (docs/sessions.md, Claimed requests); only its answer counts. Nothing was answered.", Condition: "operation_conflict", Retryable: true},
+	{Status: 410, Reason: "withdrawn", Description: "GET or POST /answer/{link}: the request ended unanswered — the agent withdrew it, or the agent or the hub stopped. Nothing was answered.", Condition: "", Retryable: false},
+	{Status: 410, Reason: "link_expired", Description: "GET or POST /answer/{link}: the link is past its answer_ttl. Nothing was answered.", Condition: "unauthenticated", Retryable: false},
+	{Status: 404, Reason: "no_request", Description: "GET or POST /answer/{link}: the session has no such request (deleted, or made again under its name), or the request no such option.", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_query", Description: "The query string does not parse (a bad %-escape, a ';').", Condition: "", Retryable: false},
 	{Status: 400, Reason: "unknown_parameter", Description: "A query parameter the endpoint does not take (param names it).", Condition: "", Retryable: false},
 	{Status: 400, Reason: "bad_session", Description: "/acp: session missing, or not 1-128 of A-Z a-z 0-9 . _ : @ - (param: session).", Condition: "", Retryable: false},

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acphub/acphub/api"
 	"github.com/acphub/acphub/internal/auth"
 )
 
 // Handler serves the links: GET shows what a link answers, POST answers
 // it. Each answers with a small page that says what happened, in its
-// status too.
+// status too; a program that asks for JSON (Accept: application/json) gets
+// api.AnswerLinkResult, or the hub's refusal body (api.HTTPError).
 type Handler struct {
 	Hub  Hub
 	Caps Capabilities
@@ -44,7 +46,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	post := r.Method == http.MethodPost
 	if post && !h.Origin(r) {
 		h.Log.Warn("answer link refused: posted from another site", "origin", r.Header.Get("Origin"))
-		h.page(w, http.StatusForbidden, page{Heading: "Refused", Text: "A page on another site sent this answer. Nothing was answered: open the link itself to answer."})
+		h.page(w, r, http.StatusForbidden, page{api.ReasonBadOrigin, "Refused", "A page on another site sent this answer. Nothing was answered: open the link itself to answer.", ""})
 		return
 	}
 	req, who, err := open(h.Caps, r.PathValue("link"))
@@ -54,7 +56,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		h.refused(w, err)
+		h.refused(w, r, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), hubTimeout)
@@ -62,25 +64,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := h.Hub.AnswerRequest(ctx, req, who, !post)
 	if err != nil {
 		h.Log.Warn("answer link: the hub could not tell", "session", req.Session, "target", req.Target, "err", err)
-		h.page(w, http.StatusServiceUnavailable, page{Heading: "Try again", Text: "The hub could not tell what became of the request: " + err.Error()})
+		h.page(w, r, http.StatusInternalServerError, page{api.ReasonInternal, "Try again", "The hub could not tell what became of the request: " + err.Error(), ""})
 		return
 	}
 	if post {
 		h.Log.Info("answer link", "session", req.Session, "seq", req.Seq, "option", req.Option, "target", req.Target, "token", who.Name, "outcome", res.Outcome)
 	}
-	h.result(w, res)
+	h.result(w, r, res)
 }
 
 // refused answers a link whose capability does not open.
-func (h *Handler) refused(w http.ResponseWriter, err error) {
-	status, heading := http.StatusBadRequest, "Not an answer link"
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, err error) {
+	status, reason, heading := http.StatusBadRequest, api.ReasonBadLink, "Not an answer link"
 	switch {
 	case errors.Is(err, auth.ErrCapabilityExpired):
-		status, heading = http.StatusGone, "This link expired"
+		status, reason, heading = http.StatusGone, api.ReasonLinkExpired, "This link expired"
 	case errors.Is(err, auth.ErrCapabilityToken), errors.Is(err, errTargetChanged):
-		status, heading = http.StatusForbidden, "This link no longer works"
+		status, reason, heading = http.StatusForbidden, api.ReasonForbidden, "This link no longer works"
 	}
-	h.page(w, status, page{Heading: heading, Text: sentence(err) + " Nothing was answered: open the session to answer."})
+	h.page(w, r, status, page{reason, heading, sentence(err) + " Nothing was answered: open the session to answer.", ""})
 }
 
 // errTargetChanged: the link's notification target is gone, or acts as
@@ -88,7 +90,7 @@ func (h *Handler) refused(w http.ResponseWriter, err error) {
 var errTargetChanged = errors.New("the notification target that sent this link no longer answers as its token")
 
 // result answers with what became of the request.
-func (h *Handler) result(w http.ResponseWriter, res Result) {
+func (h *Handler) result(w http.ResponseWriter, r *http.Request, res Result) {
 	if h.Redact != nil {
 		for _, s := range []*string{&res.Session, &res.Asks, &res.Option, &res.By, &res.Answer} {
 			*s = h.Redact(*s)
@@ -101,19 +103,19 @@ func (h *Handler) result(w http.ResponseWriter, res Result) {
 	in := " in " + res.Session + "."
 	switch res.Outcome {
 	case Open:
-		h.page(w, http.StatusOK, page{Heading: "Answer the agent", Text: "The agent asks permission for " + asks + in + " This link answers: " + res.Option + ".", Button: res.Option})
+		h.page(w, r, http.StatusOK, page{string(Open), "Answer the agent", "The agent asks permission for " + asks + in + " This link answers: " + res.Option + ".", res.Option})
 	case Answered:
-		h.page(w, http.StatusOK, page{Heading: "Answered: " + res.Option, Text: "The agent has your answer to " + asks + in})
+		h.page(w, r, http.StatusOK, page{string(Answered), "Answered: " + res.Option, "The agent has your answer to " + asks + in, ""})
 	case AnsweredBefore:
-		h.page(w, http.StatusConflict, page{Heading: "Already answered", Text: res.By + " answered " + asks + " first (" + res.Answer + ")" + in + " Yours changed nothing."})
+		h.page(w, r, http.StatusConflict, page{api.ReasonAnsweredBefore, "Already answered", res.By + " answered " + asks + " first (" + res.Answer + ")" + in + " Yours changed nothing.", ""})
 	case Withdrawn:
-		h.page(w, http.StatusGone, page{Heading: "No longer asked", Text: "The request for " + asks + " ended unanswered" + in + " The agent withdrew it, or it stopped. Nothing was answered."})
+		h.page(w, r, http.StatusGone, page{api.ReasonWithdrawn, "No longer asked", "The request for " + asks + " ended unanswered" + in + " The agent withdrew it, or it stopped. Nothing was answered.", ""})
 	case Claimed:
-		h.page(w, http.StatusConflict, page{Heading: "Claimed by " + res.By, Text: res.By + " holds the request for " + asks + in + " Only they may answer it now. Nothing was answered."})
+		h.page(w, r, http.StatusConflict, page{api.ReasonClaimed, "Claimed by " + res.By, res.By + " holds the request for " + asks + in + " Only they may answer it now. Nothing was answered.", ""})
 	case Forbidden:
-		h.page(w, http.StatusForbidden, page{Heading: "Not allowed", Text: sentence(errors.New(res.Reason)) + " Nothing was answered."})
+		h.page(w, r, http.StatusForbidden, page{api.ReasonForbidden, "Not allowed", sentence(errors.New(res.Reason)) + " Nothing was answered.", ""})
 	default:
-		h.page(w, http.StatusNotFound, page{Heading: "Nothing to answer", Text: sentence(errors.New(res.Reason)) + " Nothing was answered."})
+		h.page(w, r, http.StatusNotFound, page{api.ReasonNoRequest, "Nothing to answer", sentence(errors.New(res.Reason)) + " Nothing was answered.", ""})
 	}
 }
 
@@ -126,10 +128,11 @@ func sentence(err error) string {
 	return strings.ToUpper(s[:1]) + strings.TrimSuffix(s[1:], ".") + "."
 }
 
-// page is what a page says; Button, when not "", is the label of the
-// button that POSTs the link.
+// page is what a page says: for programs, the outcome or the refusal's
+// reason; for people, a heading and a text, and, when Button is not "",
+// the label of the button that POSTs the link.
 type page struct {
-	Heading, Text, Button string
+	Reason, Heading, Text, Button string
 }
 
 var pageTemplate = template.Must(template.New("answer").Parse(`<!doctype html>
@@ -150,9 +153,25 @@ var pageTemplate = template.Must(template.New("answer").Parse(`<!doctype html>
 </html>
 `))
 
-// page writes p with status. Everything in it is text: an agent's titles
-// and names are escaped, never markup.
-func (h *Handler) page(w http.ResponseWriter, status int, p page) {
+// page writes p with status: as JSON to a program that asks for it,
+// else as HTML. Everything in it is text: an agent's titles and names are
+// escaped, never markup.
+func (h *Handler) page(w http.ResponseWriter, r *http.Request, status int, p page) {
+	w.Header().Set("Cache-Control", "no-store")
+	if accept := r.Header.Get("Accept"); strings.Contains(accept, "application/json") && !strings.Contains(accept, "text/html") {
+		var body []byte
+		if status < 300 {
+			body = (&api.AnswerLinkResult{Outcome: p.Reason, Title: p.Heading, Message: p.Text}).AppendJSON(nil)
+		} else {
+			e := api.HTTPErrorError{Code: int64(status), Reason: p.Reason, Message: p.Heading + ". " + p.Text}
+			e.Condition, e.Retryable = api.Condition(p.Reason)
+			body = (&api.HTTPError{Error: e}).AppendJSON(nil)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(append(body, '\n'))
+		return
+	}
 	for k, v := range h.Headers {
 		w.Header().Set(k, v)
 	}
@@ -161,7 +180,6 @@ func (h *Handler) page(w http.ResponseWriter, status int, p page) {
 	// leaves the hub's origin with it.
 	w.Header().Set("Referrer-Policy", "same-origin")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = pageTemplate.Execute(w, p)
 }

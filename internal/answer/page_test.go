@@ -69,7 +69,7 @@ func TestHandler(t *testing.T) {
 		{"withdrawn", http.MethodPost, link, "", Result{Outcome: Withdrawn}, nil, 410, "No longer asked", true},
 		{"forbidden", http.MethodPost, link, "", Result{Outcome: Forbidden, Reason: "the observer token lacks the right answer"}, nil, 403, "lacks the right answer", true},
 		{"gone", http.MethodPost, link, "", Result{Outcome: Gone, Reason: "no such request"}, nil, 404, "No such request.", true},
-		{"the hub cannot tell", http.MethodPost, link, "", Result{}, errors.New("the store is down"), 503, "the store is down", true},
+		{"the hub cannot tell", http.MethodPost, link, "", Result{}, errors.New("the store is down"), 500, "the store is down", true},
 		{"another site", http.MethodPost, link, "http://evil.example", Result{}, nil, 403, "another site", false},
 		{"an opaque origin", http.MethodPost, link, "null", Result{}, nil, 403, "another site", false},
 		{"expired", http.MethodPost, "expired", "", Result{}, nil, 410, "This link expired", false},
@@ -105,6 +105,37 @@ func TestHandler(t *testing.T) {
 		if strings.Contains(string(body), "ghp_SECRET") || w.Header().Get("Referrer-Policy") != "same-origin" ||
 			w.Header().Get("Content-Security-Policy") == "" || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
 			t.Errorf("%s: headers %v", tt.name, w.Header())
+		}
+	}
+}
+
+// A program that asks for JSON gets the outcome, or the hub's refusal
+// body with its reason.
+func TestHandler_JSON(t *testing.T) {
+	t.Parallel()
+	req, _ := json.Marshal(Request{Session: "s", Seq: 2, ID: "e", Option: "allow", Target: "phone"})
+	for _, tt := range []struct {
+		res    Result
+		link   string
+		status int
+		want   string
+	}{
+		{Result{Outcome: Answered, Option: "Allow", Session: "s"}, "lead~" + string(req), 200, `{"outcome":"answered","title":"Answered: Allow","message":"The agent has your answer to a tool call in s."}`},
+		{Result{Outcome: AnsweredBefore, By: "web", Answer: "Reject", Session: "s"}, "lead~" + string(req), 409, `"code":409,"reason":"answered_before"`},
+		{Result{Outcome: Claimed, By: "bob", Session: "s"}, "lead~" + string(req), 409, `"reason":"claimed"`},
+		{Result{Outcome: Withdrawn, Session: "s"}, "lead~" + string(req), 410, `"reason":"withdrawn"`},
+		{Result{}, "expired", 410, `"reason":"link_expired"`},
+		{Result{}, "nonsense", 400, `"reason":"bad_link"`},
+	} {
+		handler := &Handler{Hub: &hub{res: tt.res}, Caps: caps{}, Origin: func(*http.Request) bool { return true }, Log: slog.New(slog.DiscardHandler)}
+		mux := http.NewServeMux()
+		mux.Handle(Path+"{link}", handler)
+		r := httptest.NewRequest(http.MethodPost, Path+tt.link, nil)
+		r.Header.Set("Accept", "application/json")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		if body := w.Body.String(); w.Code != tt.status || !strings.Contains(body, tt.want) || w.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("%+v: %d %s %s, want %d with %s", tt.res, w.Code, w.Header().Get("Content-Type"), body, tt.status, tt.want)
 		}
 	}
 }
