@@ -147,6 +147,9 @@ func New(cfg Config) (*Notifier, error) {
 				return nil, fmt.Errorf("notify.%s: event %q: waiting, turn_ended or agent_exited", t.Name, e)
 			}
 		}
+		if t.AnswerTTL < 0 {
+			return nil, fmt.Errorf("notify.%s: answer_ttl %s: how long answer links work, more than 0 (default 1h)", t.Name, t.AnswerTTL)
+		}
 		t.AnswerTTL = cmp.Or(t.AnswerTTL, DefaultAnswerTTL)
 		// The log names a target by its name and its receiver's origin:
 		// the rest of its URL can be its secret (an ntfy topic, a Slack

@@ -241,6 +241,7 @@ func TestNew_BadTargets(t *testing.T) {
 		{notify.Target{Name: "x", Kind: "pager", URL: "https://x"}, `type "pager"`},
 		{notify.Target{Name: "x", Kind: notify.Webhook, URL: "https://u:p@x"}, "credentials"},
 		{notify.Target{Name: "x", Kind: notify.Ntfy, URL: "https://x", Events: []string{"turn_started"}}, `event "turn_started"`},
+		{notify.Target{Name: "x", Kind: notify.Ntfy, URL: "https://x", AnswerAs: "lead", AnswerTTL: -time.Minute}, "answer_ttl -1m0s"},
 	} {
 		if _, err := notify.New(notify.Config{Targets: []notify.Target{tt.target}, Redactor: red}); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: %v, want %q", tt.target, err, tt.want)
