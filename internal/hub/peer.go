@@ -288,11 +288,11 @@ func (c *Client) Next(ctx context.Context) ([][]byte, error) {
 
 // rendered is render as p reads the log: without the gated updates its
 // capabilities did not ask for (policy.Updates). Notices are not in the
-// log; compaction updates are, for the clients that asked.
+// log; compaction updates (compaction_update, compaction_summary_chunk)
+// are, for the clients that asked.
 func (p *peer) rendered(render stream.Render) stream.Render {
-	missing := (policy.Notices | policy.Compaction) &^ p.updates
-	if missing == 0 {
+	if p.updates&policy.Compaction != 0 {
 		return render
 	}
-	return stream.DropUpdates(render, func(kind []byte) bool { return policy.Gate(kind)&missing != 0 })
+	return stream.DropUpdates(render, "compaction_")
 }

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -154,14 +155,16 @@ func Renamed(render Render, from, to []byte) Render {
 }
 
 // DropUpdates is render without the agent's session updates whose
-// sessionUpdate (a JSON string, raw) drop reports: those a client did not
-// ask for.
-func DropUpdates(render Render, drop func(kind []byte) bool) Render {
+// sessionUpdate starts with prefix: those a client did not ask for. An
+// event whose data does not hold the prefix at all is rendered without
+// being parsed: a replay pays for the filter only where it may apply.
+func DropUpdates(render Render, prefix string) Render {
+	quoted := []byte(`"` + prefix)
 	return func(frames [][]byte, ev eventlog.Event) [][]byte {
-		if ev.Type == api.EventAgentUpdate {
+		if ev.Type == api.EventAgentUpdate && bytes.Contains(ev.Data, quoted) {
 			params, _ := jsonrpc.Field(ev.Data, "params")
 			update, _ := jsonrpc.Field(params, "update")
-			if kind, _ := jsonrpc.Field(update, "sessionUpdate"); drop(kind) {
+			if kind, _ := jsonrpc.Field(update, "sessionUpdate"); bytes.HasPrefix(kind, quoted) {
 				return frames
 			}
 		}

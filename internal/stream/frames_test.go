@@ -25,3 +25,27 @@ func TestAppendFrames_AgentFramesInTheHubNamespaceAreNoHubFacts(t *testing.T) {
 		}
 	}
 }
+
+// DropUpdates drops the updates of the kinds it names, and no other event,
+// whatever its text holds.
+func TestDropUpdates(t *testing.T) {
+	t.Parallel()
+	ev := func(typ, data string) eventlog.Event {
+		return eventlog.Event{Event: api.Event{Type: typ, Data: json.RawMessage(data)}}
+	}
+	render := stream.DropUpdates(stream.AppendFrames, "compaction_")
+	for _, tt := range []struct {
+		ev   eventlog.Event
+		kept bool
+	}{
+		{ev(api.EventAgentUpdate, `{"params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"c","status":"completed"}}}`), false},
+		{ev(api.EventAgentUpdate, `{"params":{"sessionId":"s","update":{"sessionUpdate":"compaction_summary_chunk","compactionId":"c","content":{"type":"text","text":"x"}}}}`), false},
+		{ev(api.EventAgentUpdate, `{"params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"\"compaction_update"}}}`), true},
+		{ev(api.EventAgentUpdate, `{"params":{"sessionId":"s","update":{"sessionUpdate":"plan","entries":[]}}}`), true},
+		{ev(api.EventAgentMessage, `{"params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\"compaction_update"}}}}`), true},
+	} {
+		if got := len(render(nil, tt.ev)) > 0; got != tt.kept {
+			t.Errorf("%s %s: kept %t, want %t", tt.ev.Type, tt.ev.Data, got, tt.kept)
+		}
+	}
+}
