@@ -66,6 +66,19 @@ func fixture(t *testing.T) (*mem.Store, *lifecycle.Stream, *redact.Redactor) {
 	return &mem.Store{}, stream, red
 }
 
+// hookNotifier is a notifier of one webhook target, hook, at url.
+func hookNotifier(t *testing.T, store eventlog.Store, stream *lifecycle.Stream, red *redact.Redactor, url string) *notify.Notifier {
+	t.Helper()
+	n, err := notify.New(notify.Config{
+		Targets:  []notify.Target{{Name: "hook", Kind: notify.Webhook, URL: url}},
+		Sessions: stream, Store: store, Redactor: red, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // downable is a server in front of recv that, while down is set, refuses
 // every request with 503, counting them in refused.
 func downable(t *testing.T, recv *receiver) (hook *httptest.Server, down *atomic.Bool, refused *atomic.Int64) {
@@ -255,13 +268,7 @@ func TestNotifier_BetweenTwoLooks(t *testing.T) {
 	t.Parallel()
 	store, stream, red := fixture(t)
 	recv := newReceiver(t, 0)
-	n, err := notify.New(notify.Config{
-		Targets:  []notify.Target{{Name: "hook", Kind: notify.Webhook, URL: recv.srv.URL + "/hook"}},
-		Sessions: stream, Store: store, Redactor: red, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := hookNotifier(t, store, stream, red, recv.srv.URL+"/hook")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ask := func(title string) *api.PermissionRequested {
@@ -611,13 +618,7 @@ func TestNotifier_AStoreThatFailsAMoment(t *testing.T) {
 	mem, stream, red := fixture(t)
 	store := &flaky{Store: mem}
 	recv := newReceiver(t, 0)
-	n, err := notify.New(notify.Config{
-		Targets:  []notify.Target{{Name: "hook", Kind: notify.Webhook, URL: recv.srv.URL + "/hook"}},
-		Sessions: stream, Store: store, Redactor: red, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := hookNotifier(t, store, stream, red, recv.srv.URL+"/hook")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go n.Run(ctx)
